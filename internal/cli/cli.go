@@ -1,0 +1,45 @@
+// Package cli implements the codecage command line: flags in, calls to the
+// sandbox service, text or JSON out.
+package cli
+
+import (
+	"fmt"
+	"io"
+)
+
+// Exit statuses of the command.
+const (
+	exitOK       = 0
+	exitFailure  = 1 // the code failed (exception, limit, crash)
+	exitUsage    = 2 // bad flags or input
+	exitInternal = 3 // the sandbox could not run
+)
+
+const usage = `codecage runs untrusted Python behind a kernel boundary.
+
+Usage:
+  codecage run [flags] [file]   run Python code from --code, a file, or stdin
+  codecage doctor               report the isolation layers of this host
+  codecage help                 show this help
+
+Run "codecage run -h" for the flags of run.
+`
+
+// Main runs the command line and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdin, stdout, stderr)
+	case "doctor":
+		return doctorCmd(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "codecage: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}

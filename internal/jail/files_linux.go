@@ -1,0 +1,78 @@
+package jail
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// sandboxFiles are the descriptors between the supervisor and one sandbox.
+// Child ends are passed to the init and closed here once it has started.
+type sandboxFiles struct {
+	control, initControl *os.File // init config and reports
+	controlDec           *json.Decoder
+	channel, initChannel *os.File // the program's channel
+	stdout, stdoutW      *os.File
+	stderr, stderrW      *os.File
+	workspace            *os.File // O_PATH of the host workspace, or nil
+}
+
+func newSandboxFiles(workspace string) (f *sandboxFiles, err error) {
+	f = &sandboxFiles{}
+	defer func() {
+		if err != nil {
+			f.closeChildEnds()
+			f.closeParentEnds()
+		}
+	}()
+	if f.control, f.initControl, err = socketPair("control"); err != nil {
+		return f, err
+	}
+	if f.channel, f.initChannel, err = socketPair("channel"); err != nil {
+		return f, err
+	}
+	if f.stdout, f.stdoutW, err = os.Pipe(); err != nil {
+		return f, err
+	}
+	if f.stderr, f.stderrW, err = os.Pipe(); err != nil {
+		return f, err
+	}
+	if workspace != "" {
+		// O_NOFOLLOW: the workspace itself must not be a symlink planted to
+		// lead the bind mount elsewhere.
+		fd, err := unix.Open(workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return f, fmt.Errorf("jail: open workspace %s: %w", workspace, err)
+		}
+		f.workspace = os.NewFile(uintptr(fd), workspace)
+	}
+	return f, nil
+}
+
+func socketPair(name string) (parent, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jail: socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name+"-child"), nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+func (f *sandboxFiles) closeChildEnds() {
+	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace)
+}
+
+// closeParentEnds closes what the supervisor keeps, except the channel,
+// which belongs to whoever talks to the program.
+func (f *sandboxFiles) closeParentEnds() {
+	closeAll(f.control, f.stdout, f.stderr)
+}

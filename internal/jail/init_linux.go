@@ -1,0 +1,238 @@
+package jail
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"github.com/codecage/codecage/internal/jail/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// initArg is argv[1] of a re-executed binary that must become a sandbox init.
+const initArg = "__codecage_jail_init"
+
+// Descriptors of the init, as laid out by the supervisor.
+const (
+	fdControl   = 3 // supervisor <-> init messages
+	fdChannel   = 4 // becomes ChannelFD in the program
+	fdExe       = 5 // the codecage binary, executed through /proc/self/fd
+	fdWorkspace = 6 // O_PATH descriptor of the host workspace, when there is one
+)
+
+// initConfig is what the supervisor tells the init to build.
+type initConfig struct {
+	Argv           []string
+	Env            []string
+	Hostname       string
+	HasWorkspace   bool
+	ReadOnlyBinds  []string
+	TmpBytes       int64
+	WorkspaceBytes int64
+	Rlimits        []rlimit
+	LandlockABI    int
+	// CgroupNS asks for a cgroup namespace rooted at the sandbox's cgroup,
+	// into which the supervisor has moved the init before sending this.
+	CgroupNS bool
+}
+
+type rlimit struct {
+	Resource int
+	Cur, Max uint64
+}
+
+// initReport is a message from the init to the supervisor.
+type initReport struct {
+	// Error is set when the sandbox could not be built.
+	Error string `json:",omitempty"`
+	// Started carries the program's pid (inside) once it runs.
+	Started int `json:",omitempty"`
+	// Exited is set when the program has ended.
+	Exited *programExit `json:",omitempty"`
+}
+
+type programExit struct {
+	Code, Signal int
+	// MaxRSSKiB and CPUNanos come from the rusage of every reaped process.
+	MaxRSSKiB int64
+	CPUNanos  int64
+}
+
+// MaybeRunInit turns this process into a sandbox init when it was started as
+// one, and never returns in that case. Call it first thing in main and in
+// TestMain of any test binary that starts sandboxes.
+func MaybeRunInit() {
+	if len(os.Args) < 2 || os.Args[1] != initArg || os.Getpid() != 1 {
+		return
+	}
+	runtime.LockOSThread() // credentials, Landlock and the fork all stay on this thread
+	ctl := os.NewFile(fdControl, "control")
+	enc := json.NewEncoder(ctl)
+	code, err := runInit(ctl, enc)
+	if err != nil {
+		_ = enc.Encode(initReport{Error: err.Error()})
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
+	// PID 1 must not die of a signal the program sends it; SIGKILL from the
+	// supervisor still ends it, and with it the whole pid namespace.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
+	// Non-dumpable: /proc/1 becomes unreadable to the program (environ, mem,
+	// root, exe) and it cannot be ptraced even without seccomp.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("set non-dumpable: %w", err)
+	}
+	var cfg initConfig
+	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
+		return 0, fmt.Errorf("read config: %w", err)
+	}
+	// Descriptors this process inherited without close-on-exec would
+	// otherwise reach the program; only the ones listed below are passed.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, fmt.Errorf("close_range: %w", err)
+	}
+	if err := setupNamespaces(&cfg); err != nil {
+		return 0, err
+	}
+	if err := unix.Close(fdExe); err != nil {
+		return 0, err
+	}
+	if cfg.HasWorkspace {
+		_ = unix.Close(fdWorkspace)
+	}
+	if err := restrictSelf(&cfg); err != nil {
+		return 0, err
+	}
+	pid, err := startProgram(&cfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := enc.Encode(initReport{Started: pid}); err != nil {
+		return 0, err
+	}
+	exit := reap(pid)
+	if err := enc.Encode(initReport{Exited: &exit}); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// setupNamespaces builds everything that needs the init's capabilities.
+func setupNamespaces(cfg *initConfig) error {
+	if cfg.CgroupNS {
+		// Per thread: the program is forked from this one, so its cgroup
+		// namespace is rooted at the sandbox's own cgroup.
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			return fmt.Errorf("cgroup namespace: %w", err)
+		}
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	if err := disableNestedUserNamespaces(); err != nil {
+		return err
+	}
+	return buildRoot(cfg)
+}
+
+// restrictSelf applies the layers that the program inherits, strongest last:
+// no_new_privs, Landlock, no capabilities, then seccomp (with TSYNC, so every
+// thread of the init is filtered too).
+func restrictSelf(cfg *initConfig) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if cfg.LandlockABI > 0 {
+		if err := applyLandlock(cfg.LandlockABI, sandboxRules(cfg)); err != nil {
+			return err
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	prog, err := seccomp.Build(seccomp.Options{})
+	if err != nil {
+		return err
+	}
+	if err := seccomp.Install(prog); err != nil {
+		return err
+	}
+	return nil
+}
+
+func startProgram(cfg *initConfig) (int, error) {
+	devNull, err := os.Open("/dev/null")
+	if err != nil {
+		return 0, err
+	}
+	defer devNull.Close()
+	attr := &syscall.ProcAttr{
+		Dir:   WorkspaceDir,
+		Env:   cfg.Env,
+		Files: []uintptr{devNull.Fd(), 1, 2, fdChannel},
+		Sys: &syscall.SysProcAttr{
+			Setsid:    true, // no controlling terminal, its own session
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	pid, err := syscall.ForkExec(cfg.Argv[0], cfg.Argv, attr)
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", cfg.Argv[0], err)
+	}
+	// Limits go on the program alone (the init's Go runtime would not live
+	// under an address-space limit). The supervisor sends no work before the
+	// init reports the start, so nothing runs unlimited in between.
+	for _, r := range cfg.Rlimits {
+		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return 0, fmt.Errorf("setrlimit %d: %w", r.Resource, err)
+		}
+	}
+	// The init's own copies would keep the pipes open after the program ends.
+	for _, fd := range []int{1, 2, fdChannel} {
+		_ = unix.Close(fd)
+	}
+	// Make the program, not the init, the OOM killer's choice; raising the
+	// score needs no privilege, and its children inherit it.
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
+	return pid, nil
+}
+
+// reap waits for every child the namespace hands to PID 1 and returns when
+// the program itself ends; returning kills the rest of the namespace.
+func reap(pid int) programExit {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		got, err := unix.Wait4(-1, &ws, 0, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got == pid {
+			var all unix.Rusage
+			_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &all)
+			exit := programExit{
+				Code:      ws.ExitStatus(),
+				MaxRSSKiB: all.Maxrss,
+				CPUNanos:  all.Utime.Nano() + all.Stime.Nano(),
+			}
+			if ws.Signaled() {
+				exit.Code, exit.Signal = -1, int(ws.Signal())
+			}
+			return exit
+		}
+	}
+}

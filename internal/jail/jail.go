@@ -1,0 +1,152 @@
+// Package jail starts programs inside a fresh Linux sandbox: new user, pid,
+// mount, network, ipc, uts and cgroup namespaces, a minimal read-only root,
+// cgroup and rlimit limits, Landlock, a seccomp filter and no capabilities.
+//
+// The jail knows nothing about Python or about the surfaces that call it: it
+// runs an argv with one extra channel (fd 3 inside) and reports how the
+// sandbox ended. The codecage binary re-executes itself as the sandbox's init
+// (PID 1); programs that use this package must call [MaybeRunInit] first
+// thing in main (and in TestMain).
+package jail
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// Paths inside the sandbox.
+const (
+	// WorkspaceDir is the read-write working directory of the sandboxed program.
+	WorkspaceDir = "/workspace"
+	// ChannelFD is the descriptor number of the supervisor channel inside.
+	ChannelFD = 3
+	// SandboxUID is the unprivileged uid (and gid) the program runs as inside.
+	SandboxUID = 1000
+)
+
+// Limit names which limit ended a sandbox.
+type Limit string
+
+// The limits a run can hit; the empty Limit means none did.
+const (
+	LimitNone     Limit = ""
+	LimitTimeout  Limit = "timeout"
+	LimitCPU      Limit = "cpu_time"
+	LimitMemory   Limit = "memory"
+	LimitOutput   Limit = "output"
+	LimitCanceled Limit = "canceled"
+)
+
+// Limits bounds one sandbox. Zero values select the defaults of [DefaultLimits].
+type Limits struct {
+	// Timeout is the wall-clock lifetime of the sandbox.
+	Timeout time.Duration
+	// CPUTime is the CPU time of all processes together.
+	CPUTime time.Duration
+	// MemoryBytes bounds resident memory (tmpfs pages included).
+	MemoryBytes int64
+	// MaxProcesses bounds the number of tasks the program may run at once.
+	MaxProcesses int
+	// FileSizeBytes bounds the size of any one written file (RLIMIT_FSIZE).
+	FileSizeBytes int64
+	// OpenFiles bounds open descriptors per process (RLIMIT_NOFILE).
+	OpenFiles int
+	// OutputBytes bounds stdout and stderr, each; the sandbox is killed past it.
+	OutputBytes int64
+	// TmpBytes is the size of the /tmp and /dev/shm tmpfs, each.
+	TmpBytes int64
+	// WorkspaceBytes is the size of the workspace when it is a tmpfs.
+	WorkspaceBytes int64
+}
+
+// DefaultLimits are the limits of a run that asks for nothing else.
+var DefaultLimits = Limits{
+	Timeout:        30 * time.Second,
+	CPUTime:        30 * time.Second,
+	MemoryBytes:    256 << 20,
+	MaxProcesses:   64,
+	FileSizeBytes:  64 << 20,
+	OpenFiles:      256,
+	OutputBytes:    1 << 20,
+	TmpBytes:       64 << 20,
+	WorkspaceBytes: 64 << 20,
+}
+
+// WithDefaults returns l with each zero field taken from [DefaultLimits].
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	l.Timeout = time.Duration(pick(int64(l.Timeout), int64(d.Timeout)))
+	l.CPUTime = time.Duration(pick(int64(l.CPUTime), int64(d.CPUTime)))
+	l.MemoryBytes = pick(l.MemoryBytes, d.MemoryBytes)
+	l.MaxProcesses = int(pick(int64(l.MaxProcesses), int64(d.MaxProcesses)))
+	l.FileSizeBytes = pick(l.FileSizeBytes, d.FileSizeBytes)
+	l.OpenFiles = int(pick(int64(l.OpenFiles), int64(d.OpenFiles)))
+	l.OutputBytes = pick(l.OutputBytes, d.OutputBytes)
+	l.TmpBytes = pick(l.TmpBytes, d.TmpBytes)
+	l.WorkspaceBytes = pick(l.WorkspaceBytes, d.WorkspaceBytes)
+	return l
+}
+
+// Spec describes one sandbox.
+type Spec struct {
+	// Argv is the program and its arguments; Argv[0] is an absolute path inside.
+	Argv []string
+	// Env is the complete environment of the program (nothing is inherited).
+	Env []string
+	// Workspace is a host directory mounted read-write at [WorkspaceDir].
+	// Empty means a fresh tmpfs of Limits.WorkspaceBytes.
+	Workspace string
+	// ReadOnlyBinds are extra host paths mounted read-only at the same path.
+	ReadOnlyBinds []string
+	// Limits bounds the sandbox.
+	Limits Limits
+	// Stdout and Stderr receive the program's output, each capped at
+	// Limits.OutputBytes. Nil discards.
+	Stdout, Stderr io.Writer
+}
+
+// Exit describes how a sandbox ended.
+type Exit struct {
+	// ExitCode is the program's exit status, or -1 when a signal ended it.
+	ExitCode int
+	// Signal is the signal that ended the program, or 0.
+	Signal int
+	// Limit names the limit that ended the sandbox, if one did.
+	Limit Limit
+	// OOMKilled is true when the kernel's OOM killer ended a process.
+	OOMKilled bool
+	// Truncated is true when stdout or stderr was cut at the output limit.
+	Truncated bool
+	// PeakMemoryBytes is the peak memory of the sandbox (cgroup) or of its
+	// largest process (rusage) when no memory cgroup is available.
+	PeakMemoryBytes int64
+	// CPUTime is the CPU time used by all processes of the sandbox.
+	CPUTime time.Duration
+	// Duration is the wall time from start to exit.
+	Duration time.Duration
+}
+
+// Layers reports which isolation layers a sandbox got on this host.
+type Layers struct {
+	Rootless    bool   `json:"rootless"`
+	Cgroup      string `json:"cgroup"` // "v1", "v2" or "none"
+	LandlockABI int    `json:"landlock_abi"`
+	Seccomp     bool   `json:"seccomp"`
+	// Warnings names each optional layer that is missing and what replaces it.
+	Warnings []string `json:"warnings"`
+}
+
+// Errors returned by the jail.
+var (
+	// ErrUnsupported means this host cannot build the required sandbox.
+	ErrUnsupported = errors.New("jail: required isolation is unavailable on this host")
+	// ErrSetup means the sandbox failed while it was being built.
+	ErrSetup = errors.New("jail: sandbox setup failed")
+)

@@ -1,0 +1,136 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// landlockABI returns the host's Landlock ABI version, 0 when unavailable.
+func landlockABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// fsRights returns the filesystem rights Landlock ABI abi can restrict.
+func fsRights(abi int) uint64 {
+	r := uint64(ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSReadDir |
+		ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir |
+		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym)
+	if abi >= 2 {
+		r |= ll.AccessFSRefer
+	}
+	if abi >= 3 {
+		r |= ll.AccessFSTruncate
+	}
+	if abi >= 5 {
+		r |= ll.AccessFSIoctlDev
+	}
+	if abi >= 9 {
+		r |= ll.AccessFSResolveUnix
+	}
+	return r
+}
+
+const (
+	readDir   = ll.AccessFSReadFile | ll.AccessFSReadDir
+	readExec  = readDir | ll.AccessFSExecute
+	writeFile = ll.AccessFSWriteFile | ll.AccessFSTruncate
+	// scratch is everything a program may do in its own writable trees:
+	// no devices, no renames across trees (refer).
+	scratch = readDir | writeFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeDir |
+		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeSym
+)
+
+// landlockRule grants rights beneath one path of the sandbox's root.
+type landlockRule struct {
+	path   string
+	rights uint64
+}
+
+// sandboxRules lists what the sandboxed program may touch after pivot_root.
+// Everything else, including any path a future mount adds, is denied.
+func sandboxRules(cfg *initConfig) []landlockRule {
+	rules := []landlockRule{
+		// Everything in the sandbox's root may be read: the root holds only
+		// what was put there. Execution and writes are granted below.
+		{"/", readDir},
+		{"/proc", readDir | writeFile},
+		{"/dev", readDir},
+		{"/tmp", scratch},
+		{"/dev/shm", scratch},
+		{WorkspaceDir, scratch},
+	}
+	for _, n := range devNodes {
+		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})
+	}
+	for _, d := range hostSystemDirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			rules = append(rules, landlockRule{d, readExec})
+		}
+	}
+	for _, p := range cfg.ReadOnlyBinds {
+		rules = append(rules, landlockRule{p, readExec})
+	}
+	return rules
+}
+
+// applyLandlock restricts the calling thread (and every process it forks
+// afterwards) to rules. TCP and UDP ports are handled with no rule, so no
+// socket can bind or connect by port; abstract unix sockets and signals are
+// scoped to the sandbox. Rights the host's ABI lacks are left out.
+func applyLandlock(abi int, rules []landlockRule) error {
+	handled := fsRights(abi)
+	attr := ll.RulesetAttr{HandledAccessFS: handled}
+	if abi >= 4 {
+		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+	}
+	if abi >= 10 {
+		attr.HandledAccessNet |= ll.AccessNetBindUDP | ll.AccessNetConnectSendUDP
+	}
+	if abi >= 6 {
+		attr.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	}
+	rulesetFD, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	defer unix.Close(rulesetFD)
+	for _, r := range rules {
+		if err := addPathRule(rulesetFD, r.path, r.rights&handled); err != nil {
+			return err
+		}
+	}
+	if err := ll.LandlockRestrictSelf(rulesetFD, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}
+
+func addPathRule(rulesetFD int, path string, rights uint64) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("landlock rule %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		// Directory rights on a file are invalid.
+		rights &^= ll.AccessFSReadDir | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar |
+			ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo |
+			ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSRefer | ll.AccessFSResolveUnix
+	}
+	attr := ll.PathBeneathAttr{AllowedAccess: rights, ParentFd: fd}
+	if err := ll.LandlockAddPathBeneathRule(rulesetFD, &attr, 0); err != nil {
+		return fmt.Errorf("landlock rule %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// newRoot is where the sandbox root is assembled before pivot_root. It sits
+// in the init's private mount namespace, so the host never sees it.
+const newRoot = "/tmp"
+
+// hostSystemDirs are bound read-only when they are real directories on the
+// host; a symlink (merged /usr) is recreated as the same symlink instead.
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// hostEtcFiles are copied (not bound) into the generated /etc.
+var hostEtcFiles = []string{"/etc/ld.so.cache"}
+
+// hostEtcDirs are bound read-only: Debian resolves shared libraries such as
+// BLAS through /etc/alternatives symlinks.
+var hostEtcDirs = []string{"/etc/alternatives"}
+
+// devNodes are bound from the host /dev into the sandbox's tmpfs /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom"}
+
+const (
+	roFlags = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	// scratchFlags are for the writable tmpfs mounts: nothing there may be
+	// executed or carry privilege.
+	scratchFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+)
+
+// buildRoot assembles the sandbox root and pivots into it. It runs in the
+// init, as uid 1000 holding capabilities in its own user namespace.
+func buildRoot(cfg *initConfig) error {
+	// Nothing we mount may propagate back to the host.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	for _, dir := range hostSystemDirs {
+		if err := placeSystemDir(dir); err != nil {
+			return err
+		}
+	}
+	if err := buildEtc(cfg); err != nil {
+		return err
+	}
+	if err := buildDev(cfg); err != nil {
+		return err
+	}
+	for _, p := range cfg.ReadOnlyBinds {
+		if err := bindReadOnly(p, newRoot+p); err != nil {
+			return err
+		}
+	}
+	tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
+	if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
+		return err
+	}
+	if err := buildWorkspace(cfg); err != nil {
+		return err
+	}
+	if err := os.Mkdir(newRoot+"/proc", 0o555); err != nil {
+		return err
+	}
+	// The init is already PID 1 of the sandbox's pid namespace, so this proc
+	// shows only the sandbox. It is mounted before pivot_root because the
+	// kernel allows a proc mount in a user namespace only while a full proc
+	// is visible in the mount namespace. subset=pid leaves out /proc/sys,
+	// /proc/sysrq-trigger, /proc/kcore and the like.
+	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "subset=pid"); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := pivot(); err != nil {
+		return err
+	}
+	// The root tmpfs only holds mount points and /etc: freeze it.
+	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: roFlags}); err != nil {
+		return fmt.Errorf("remount / read-only: %w", err)
+	}
+	return nil
+}
+
+func placeSystemDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(dir)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, newRoot+dir)
+	}
+	return bindReadOnly(dir, newRoot+dir)
+}
+
+// bindReadOnly binds src at dst (creating dst) and makes the whole subtree
+// read-only, nosuid and nodev. mount_setattr with AT_RECURSIVE covers every
+// submount and, unlike a bind remount, never has to repeat locked flags.
+func bindReadOnly(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if err := makeMountPoint(dst, fi.IsDir()); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: roFlags}); err != nil {
+		return fmt.Errorf("make %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+func makeMountPoint(dst string, dir bool) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if dir {
+		if err := os.Mkdir(dst, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		return nil
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func mountTmpfs(dst, opts string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dst, "tmpfs", scratchFlags, opts); err != nil {
+		return fmt.Errorf("mount tmpfs %s: %w", dst, err)
+	}
+	return nil
+}
+
+func buildEtc(cfg *initConfig) error {
+	etc := newRoot + "/etc"
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return err
+	}
+	uid := strconv.Itoa(SandboxUID)
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
+			"sandbox:x:" + uid + ":" + uid + ":sandbox:" + WorkspaceDir + ":/bin/sh\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
+		"hosts":         "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost\n",
+		"hostname":      cfg.Hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+		// No resolver: the sandbox has no network, and saying so makes
+		// lookups fail at once instead of timing out.
+		"resolv.conf": "",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, p := range hostEtcFiles {
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(newRoot+p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, p := range hostEtcDirs {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if err := bindReadOnly(p, newRoot+p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func buildDev(cfg *initConfig) error {
+	dev := newRoot + "/dev"
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	// No nodev here: the bound host nodes must keep working. Nothing else can
+	// become a device: mknod of devices needs a capability the sandbox lacks.
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		dst := filepath.Join(dev, n)
+		if err := makeMountPoint(dst, false); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+			return fmt.Errorf("restrict /dev/%s: %w", n, err)
+		}
+	}
+	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	shmOpts := fmt.Sprintf("size=%d,nr_inodes=4096,mode=1777", cfg.TmpBytes)
+	if err := mountTmpfs(dev+"/shm", shmOpts); err != nil {
+		return err
+	}
+	return unix.MountSetattr(-1, dev, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}
+
+func buildWorkspace(cfg *initConfig) error {
+	dst := newRoot + WorkspaceDir
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return err
+	}
+	if !cfg.HasWorkspace {
+		opts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d", cfg.WorkspaceBytes, SandboxUID, SandboxUID)
+		return mountTmpfs(dst, opts)
+	}
+	// The host directory arrives as an O_PATH descriptor opened by the
+	// supervisor: binding the descriptor, not a path, means a symlink swapped
+	// in after the check cannot redirect the mount (CVE-2024-42472).
+	src := "/proc/self/fd/" + strconv.Itoa(fdWorkspace)
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind workspace: %w", err)
+	}
+	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC})
+}
+
+// pivot makes newRoot the root and detaches the old one, so no path inside
+// leads back to the host's filesystem.
+func pivot() error {
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// disableNestedUserNamespaces sets the sandbox's own user namespace limit to
+// zero. The sandbox cannot raise it again: it holds no capabilities there.
+func disableNestedUserNamespaces() error {
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0\n"), 0); err != nil {
+		return fmt.Errorf("limit nested user namespaces: %w", err)
+	}
+	return nil
+}

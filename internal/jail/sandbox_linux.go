@@ -1,0 +1,392 @@
+package jail
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sandbox is one running sandbox.
+type Sandbox struct {
+	id      string
+	spec    Spec
+	host    Host
+	cmd     *exec.Cmd
+	channel *os.File
+	cg      *cgroup
+	hostUID int
+	start   time.Time
+
+	killOnce sync.Once
+	limit    Limit // first reason the supervisor killed the sandbox
+
+	truncated  [2]bool
+	exitReport *programExit
+	done       chan struct{}
+	exit       Exit
+}
+
+// Start builds a sandbox for spec and starts its program. It returns once
+// the program runs under every limit; until then nothing can reach it.
+func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
+	host := ProbeHost()
+	if err := host.Usable(); err != nil {
+		return nil, err
+	}
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("jail: empty argv")
+	}
+	spec.Limits = spec.Limits.WithDefaults()
+	s := &Sandbox{id: newID(), spec: spec, host: host, done: make(chan struct{})}
+
+	var err error
+	if host.Cgroup.version != 0 {
+		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits); err != nil {
+			return nil, err
+		}
+	}
+	started := false
+	defer func() {
+		if !started {
+			s.cleanup()
+		}
+	}()
+
+	fds, err := newSandboxFiles(spec.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer fds.closeChildEnds()
+	s.channel = fds.channel
+
+	s.hostUID, s.cmd = s.command(fds)
+	if s.cg != nil && s.cg.version == 2 {
+		cgf, err := s.cg.openV2()
+		if err != nil {
+			fds.closeParentEnds()
+			return nil, err
+		}
+		defer cgf.Close()
+		s.cmd.SysProcAttr.UseCgroupFD = true
+		s.cmd.SysProcAttr.CgroupFD = int(cgf.Fd())
+	}
+
+	// The goroutine that starts the init owns its OS thread until the init
+	// is reaped: Pdeathsig fires when that thread ends (go.dev/issue/27505).
+	startErr := make(chan error, 1)
+	waitErr := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		waitErr <- s.cmd.Wait()
+	}()
+	if err := <-startErr; err != nil {
+		fds.closeParentEnds()
+		releaseUID(s.hostUID)
+		return nil, fmt.Errorf("%w: start init: %v", ErrSetup, err)
+	}
+	started = true
+	s.start = time.Now()
+
+	if err := s.configure(fds); err != nil {
+		s.Kill(LimitNone)
+		<-waitErr
+		fds.closeParentEnds()
+		s.cleanup()
+		return nil, err
+	}
+	go s.supervise(ctx, fds, waitErr)
+	return s, nil
+}
+
+// configure places the init in its cgroup, sends the config, and waits for
+// the program to start.
+func (s *Sandbox) configure(fds *sandboxFiles) error {
+	if s.cg != nil && s.cg.version == 1 {
+		if err := s.cg.addProcess(s.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	cfg := initConfig{
+		Argv:           s.spec.Argv,
+		Env:            s.spec.Env,
+		Hostname:       "sandbox",
+		HasWorkspace:   fds.workspace != nil,
+		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
+		TmpBytes:       s.spec.Limits.TmpBytes,
+		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,
+		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
+		LandlockABI:    s.host.LandlockABI,
+		CgroupNS:       s.cg != nil,
+	}
+	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
+		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
+	}
+	fds.controlDec = json.NewDecoder(fds.control)
+	var rep initReport
+	if err := fds.controlDec.Decode(&rep); err != nil {
+		return fmt.Errorf("%w: init ended before the program started: %v", ErrSetup, err)
+	}
+	if rep.Error != "" {
+		return fmt.Errorf("%w: %s", ErrSetup, rep.Error)
+	}
+	return nil
+}
+
+// supervise enforces the limits the kernel does not, collects the output and
+// the exit report, and tears the sandbox down.
+func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-chan error) {
+	var copiers sync.WaitGroup
+	copiers.Add(2)
+	go s.copyOutput(&copiers, 0, fds.stdout, s.spec.Stdout)
+	go s.copyOutput(&copiers, 1, fds.stderr, s.spec.Stderr)
+	reportDone := make(chan struct{})
+	go func() {
+		defer close(reportDone)
+		for {
+			var rep initReport
+			if err := fds.controlDec.Decode(&rep); err != nil {
+				return
+			}
+			if rep.Exited != nil {
+				s.exitReport = rep.Exited
+			}
+		}
+	}()
+
+	timer := time.NewTimer(s.spec.Limits.Timeout)
+	defer timer.Stop()
+	var tick <-chan time.Time
+	if s.cg != nil {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+	var waited bool
+	for !waited {
+		select {
+		case <-waitErr:
+			waited = true
+		case <-timer.C:
+			s.Kill(LimitTimeout)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				s.Kill(LimitTimeout)
+			} else {
+				s.Kill(LimitCanceled)
+			}
+		case <-tick:
+			if s.cg.cpuUsage() > s.spec.Limits.CPUTime {
+				s.Kill(LimitCPU)
+			}
+		}
+	}
+	// The init is gone, so is every process of its pid namespace, and so are
+	// the write ends of the pipes: the readers finish.
+	<-reportDone
+	copiers.Wait()
+	s.finish()
+	fds.closeParentEnds()
+	s.cleanup()
+	close(s.done)
+}
+
+func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.Writer) {
+	defer wg.Done()
+	if w == nil {
+		w = io.Discard
+	}
+	left := s.spec.Limits.OutputBytes
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && left > 0 {
+			chunk := buf[:n]
+			if int64(n) > left {
+				chunk = chunk[:left]
+			}
+			_, _ = w.Write(chunk)
+			left -= int64(len(chunk))
+			if int64(n) > int64(len(chunk)) {
+				s.truncated[stream] = true
+				s.Kill(LimitOutput)
+			}
+		} else if n > 0 {
+			s.truncated[stream] = true
+			s.Kill(LimitOutput)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// finish turns what was observed into the Exit.
+func (s *Sandbox) finish() {
+	e := Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: s.limit, Duration: time.Since(s.start)}
+	e.Truncated = s.truncated[0] || s.truncated[1]
+	if r := s.exitReport; r != nil {
+		e.ExitCode, e.Signal = r.Code, r.Signal
+		e.PeakMemoryBytes = r.MaxRSSKiB * 1024
+		e.CPUTime = time.Duration(r.CPUNanos)
+	}
+	if s.cg != nil {
+		if peak := s.cg.memoryPeak(); peak > 0 {
+			e.PeakMemoryBytes = peak
+		}
+		if cpu := s.cg.cpuUsage(); cpu > 0 {
+			e.CPUTime = cpu
+		}
+		if s.cg.oomKills() > 0 {
+			e.OOMKilled = true
+		}
+	}
+	if e.Limit == LimitNone {
+		switch {
+		case e.OOMKilled:
+			e.Limit = LimitMemory
+		case e.Signal == int(syscall.SIGXCPU),
+			e.Signal == int(syscall.SIGKILL) && e.CPUTime >= s.spec.Limits.CPUTime:
+			e.Limit = LimitCPU
+		}
+	}
+	s.exit = e
+}
+
+// Kill ends the sandbox at once: SIGKILL to the init takes the whole pid
+// namespace with it. The first reason given is the one reported.
+func (s *Sandbox) Kill(reason Limit) {
+	s.killOnce.Do(func() {
+		s.limit = reason
+		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Kill() // through a pidfd: never a recycled pid
+		}
+	})
+}
+
+// Channel is the supervisor's end of the program's channel (fd 3 inside).
+func (s *Sandbox) Channel() *os.File { return s.channel }
+
+// ID identifies the sandbox (and names its cgroup).
+func (s *Sandbox) ID() string { return s.id }
+
+// Layers reports the isolation layers this sandbox has.
+func (s *Sandbox) Layers() Layers { return s.host.Layers() }
+
+// Done is closed when the sandbox is gone and torn down.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the sandbox is gone and torn down.
+func (s *Sandbox) Wait() Exit {
+	<-s.done
+	return s.exit
+}
+
+func (s *Sandbox) cleanup() {
+	if s.cg != nil {
+		_ = s.cg.destroy()
+		s.cg = nil
+	}
+	releaseUID(s.hostUID)
+	s.hostUID = 0
+}
+
+// command prepares the re-execution of this binary as the sandbox's init.
+func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if !s.host.Rootless {
+		// A server gives each sandbox a host uid of its own, outside any
+		// account, so no two sandboxes share an identity on the host.
+		uid = allocateUID()
+		gid = uid
+	}
+	attr := userNSAttr(uid, gid)
+	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+	attr.AmbientCaps = initCaps
+	attr.Pdeathsig = syscall.SIGKILL
+	attr.Setsid = true
+	files := []*os.File{fds.initControl, fds.initChannel, executable()}
+	if fds.workspace != nil {
+		files = append(files, fds.workspace)
+	}
+	cmd := &exec.Cmd{
+		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
+		Args:        []string{"codecage-init", initArg},
+		Env:         []string{"GOMAXPROCS=1", "GOGC=50"},
+		Stdout:      fds.stdoutW,
+		Stderr:      fds.stderrW,
+		ExtraFiles:  files,
+		SysProcAttr: attr,
+	}
+	return uid, cmd
+}
+
+// userNSAttr maps uid:gid on the host to SandboxUID inside a new user
+// namespace and keeps the child's capabilities there across the exec.
+func userNSAttr(uid, gid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, NoSetGroups: true},
+	}
+}
+
+func programRlimits(l Limits, cgroups bool) []rlimit {
+	cpu := uint64((l.CPUTime + time.Second - 1) / time.Second)
+	rl := []rlimit{
+		// SIGXCPU at the limit, SIGKILL a second later if it is ignored.
+		{unix.RLIMIT_CPU, cpu, cpu + 1},
+		{unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes), uint64(l.FileSizeBytes)},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), uint64(l.OpenFiles)},
+		{unix.RLIMIT_NPROC, uint64(l.MaxProcesses + initHeadroom), uint64(l.MaxProcesses + initHeadroom)},
+		{unix.RLIMIT_CORE, 0, 0},
+	}
+	if !cgroups {
+		rl = append(rl, rlimit{unix.RLIMIT_AS, uint64(l.MemoryBytes), uint64(l.MemoryBytes)})
+	}
+	return rl
+}
+
+var (
+	exeOnce sync.Once
+	exeFile *os.File
+)
+
+// executable is this binary, opened once: the init is executed through the
+// descriptor, so it works for any host uid and survives a replaced file.
+func executable() *os.File {
+	exeOnce.Do(func() {
+		f, err := os.Open("/proc/self/exe")
+		if err != nil {
+			panic(fmt.Sprintf("jail: open own executable: %v", err))
+		}
+		exeFile = f
+	})
+	return exeFile
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

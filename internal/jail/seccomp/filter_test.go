@@ -1,0 +1,700 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Verdicts as the kernel sees them.
+const (
+	wantAllow = unix.SECCOMP_RET_ALLOW
+	wantKill  = unix.SECCOMP_RET_KILL_PROCESS
+	wantEPERM = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	wantNOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+)
+
+// x32Bit is written out here rather than taken from the package so the test
+// states the ABI fact independently.
+const x32Bit = 0x40000000
+
+// expectedDenied is the spec's unconditional EPERM list, restated
+// independently of deniedSyscalls.
+var expectedDenied = map[string]uint32{
+	"ptrace": unix.SYS_PTRACE, "process_vm_readv": unix.SYS_PROCESS_VM_READV,
+	"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV, "process_madvise": unix.SYS_PROCESS_MADVISE,
+	"pidfd_getfd": unix.SYS_PIDFD_GETFD, "kcmp": unix.SYS_KCMP,
+	"mount": unix.SYS_MOUNT, "umount2": unix.SYS_UMOUNT2, "pivot_root": unix.SYS_PIVOT_ROOT,
+	"chroot": unix.SYS_CHROOT, "fsopen": unix.SYS_FSOPEN, "fsconfig": unix.SYS_FSCONFIG,
+	"fsmount": unix.SYS_FSMOUNT, "fspick": unix.SYS_FSPICK, "move_mount": unix.SYS_MOVE_MOUNT,
+	"open_tree": unix.SYS_OPEN_TREE, "open_tree_attr": unix.SYS_OPEN_TREE_ATTR,
+	"mount_setattr": unix.SYS_MOUNT_SETATTR, "keyctl": unix.SYS_KEYCTL, "add_key": unix.SYS_ADD_KEY,
+	"request_key": unix.SYS_REQUEST_KEY, "bpf": unix.SYS_BPF, "perf_event_open": unix.SYS_PERF_EVENT_OPEN,
+	"userfaultfd": unix.SYS_USERFAULTFD, "io_uring_setup": unix.SYS_IO_URING_SETUP,
+	"io_uring_enter": unix.SYS_IO_URING_ENTER, "io_uring_register": unix.SYS_IO_URING_REGISTER,
+	"kexec_load": unix.SYS_KEXEC_LOAD, "kexec_file_load": unix.SYS_KEXEC_FILE_LOAD,
+	"init_module": unix.SYS_INIT_MODULE, "finit_module": unix.SYS_FINIT_MODULE,
+	"delete_module": unix.SYS_DELETE_MODULE, "reboot": unix.SYS_REBOOT, "swapon": unix.SYS_SWAPON,
+	"swapoff": unix.SYS_SWAPOFF, "syslog": unix.SYS_SYSLOG, "open_by_handle_at": unix.SYS_OPEN_BY_HANDLE_AT,
+	"name_to_handle_at": unix.SYS_NAME_TO_HANDLE_AT, "sethostname": unix.SYS_SETHOSTNAME,
+	"setdomainname": unix.SYS_SETDOMAINNAME, "clock_settime": unix.SYS_CLOCK_SETTIME,
+	"clock_adjtime": unix.SYS_CLOCK_ADJTIME, "settimeofday": unix.SYS_SETTIMEOFDAY,
+	"adjtimex": unix.SYS_ADJTIMEX, "acct": unix.SYS_ACCT, "quotactl": unix.SYS_QUOTACTL,
+	"quotactl_fd": unix.SYS_QUOTACTL_FD, "lookup_dcookie": unix.SYS_LOOKUP_DCOOKIE,
+	"vhangup": unix.SYS_VHANGUP, "fanotify_init": unix.SYS_FANOTIFY_INIT, "nfsservctl": unix.SYS_NFSSERVCTL,
+	"unshare": unix.SYS_UNSHARE, "setns": unix.SYS_SETNS,
+}
+
+// amd64OnlyDenied holds the denied syscalls that exist only on x86_64, with
+// their numbers from arch/x86/entry/syscalls/syscall_64.tbl written out so
+// a wrong unix.SYS_* mapping in arch_amd64.go would be caught.
+var amd64OnlyDenied = map[string]uint32{
+	"uselib": 134, "ustat": 136, "sysfs": 139, "_sysctl": 156,
+	"iopl": 172, "ioperm": 173, "create_module": 174, "get_kernel_syms": 177,
+	"query_module": 178, "afs_syscall": 183, "tuxcall": 184, "security": 185,
+	"vserver": 236,
+}
+
+// allDenied returns expectedDenied plus the arch-only entries.
+func allDenied() map[string]uint32 {
+	m := make(map[string]uint32, len(expectedDenied)+len(amd64OnlyDenied))
+	for k, v := range expectedDenied {
+		m[k] = v
+	}
+	if runtime.GOARCH == "amd64" {
+		for k, v := range amd64OnlyDenied {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// seccompData builds the struct seccomp_data buffer for bpf.VM.
+//
+// The kernel runs the filter with 32-bit loads in native byte order
+// (little-endian on amd64 and arm64), so it sees nr at 0, arch at 4 and,
+// for each 64-bit argument i, the low half at 16+8i and the high half at
+// 20+8i. The x/net/bpf VM instead decodes every 32-bit load big-endian. To
+// make the VM observe exactly the values the kernel would, each 32-bit word
+// is written big-endian at the offset where the kernel finds it; a 64-bit
+// argument thus becomes two big-endian words, low half first.
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	buf := make([]byte, 64) // sizeof(struct seccomp_data)
+	binary.BigEndian.PutUint32(buf[0:], nr)
+	binary.BigEndian.PutUint32(buf[4:], arch)
+	for i, a := range args {
+		off := 16 + 8*i
+		binary.BigEndian.PutUint32(buf[off:], uint32(a))
+		binary.BigEndian.PutUint32(buf[off+4:], uint32(a>>32))
+	}
+	return buf
+}
+
+// filterVM is the assembled filter loaded into the x/net/bpf VM. It runs
+// what Build returns (disassembled again), i.e. exactly what Install would
+// hand to the kernel.
+type filterVM struct {
+	t  *testing.T
+	vm *bpf.VM
+}
+
+func newFilterVM(t *testing.T, opts Options) *filterVM {
+	t.Helper()
+	prog, err := Build(opts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	raw := make([]bpf.RawInstruction, len(prog))
+	for i, f := range prog {
+		raw[i] = bpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
+	}
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatalf("Disassemble: not every instruction decoded: %v", insns)
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("NewVM: %v", err)
+	}
+	return &filterVM{t: t, vm: vm}
+}
+
+// run evaluates a native-arch syscall.
+func (f *filterVM) run(nr uint32, args ...uint64) uint32 {
+	return f.runArch(nativeAuditArch, nr, args...)
+}
+
+func (f *filterVM) runArch(arch, nr uint32, args ...uint64) uint32 {
+	f.t.Helper()
+	out, err := f.vm.Run(seccompData(arch, nr, args...))
+	if err != nil {
+		f.t.Fatalf("VM run (arch %#x nr %d): %v", arch, nr, err)
+	}
+	return uint32(out)
+}
+
+// expect asserts the verdict for a native-arch syscall.
+func (f *filterVM) expect(desc string, want uint32, nr uint32, args ...uint64) {
+	f.t.Helper()
+	if got := f.run(nr, args...); got != want {
+		f.t.Errorf("%s: got verdict %s, want %s", desc, verdict(got), verdict(want))
+	}
+}
+
+func verdict(v uint32) string {
+	switch {
+	case v == wantAllow:
+		return "ALLOW"
+	case v == wantKill:
+		return "KILL_PROCESS"
+	case v&unix.SECCOMP_RET_ACTION_FULL == unix.SECCOMP_RET_ERRNO:
+		return fmt.Sprintf("ERRNO(%v)", unix.Errno(v&unix.SECCOMP_RET_DATA))
+	}
+	return fmt.Sprintf("%#x", v)
+}
+
+func TestProgramShape(t *testing.T) {
+	prog, err := Build(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Comfortably below BPF_MAXINSNS (4096) and the kernel's cost limits.
+	if len(prog) == 0 || len(prog) > 512 {
+		t.Fatalf("program has %d instructions, want 1..512", len(prog))
+	}
+	for i, ins := range prog {
+		// Every absolute load must be an aligned 32-bit word inside
+		// struct seccomp_data (64 bytes); the kernel rejects anything else.
+		if ins.Code == unix.BPF_LD|unix.BPF_W|unix.BPF_ABS && (ins.K%4 != 0 || ins.K+4 > 64) {
+			t.Errorf("instruction %d loads invalid offset %d", i, ins.K)
+		}
+		if ins.Code&0x07 == unix.BPF_JMP && ins.Code != unix.BPF_JMP|unix.BPF_JA {
+			if i+1+int(ins.Jt) >= len(prog) || i+1+int(ins.Jf) >= len(prog) {
+				t.Errorf("instruction %d jumps out of the program", i)
+			}
+		}
+	}
+	if last := prog[len(prog)-1]; last.Code != unix.BPF_RET|unix.BPF_K || last.K != wantAllow {
+		t.Errorf("last instruction is %+v, want ret ALLOW (default allow)", last)
+	}
+}
+
+func TestArchAndABI(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	foreign := []uint32{0, unix.AUDIT_ARCH_I386, unix.AUDIT_ARCH_ARM}
+	if nativeAuditArch == unix.AUDIT_ARCH_X86_64 {
+		foreign = append(foreign, unix.AUDIT_ARCH_AARCH64)
+	} else {
+		foreign = append(foreign, unix.AUDIT_ARCH_X86_64)
+	}
+	for _, arch := range foreign {
+		// Even harmless syscalls are killed: numbers mean nothing across ABIs.
+		for _, nr := range []uint32{0, 1, 3, unix.SYS_GETPID, unix.SYS_EXIT_GROUP} {
+			if got := f.runArch(arch, nr); got != wantKill {
+				t.Errorf("arch %#x nr %d: got %s, want KILL_PROCESS", arch, nr, verdict(got))
+			}
+		}
+	}
+
+	if runtime.GOARCH == "amd64" {
+		for _, nr := range []uint32{x32Bit | unix.SYS_READ, x32Bit | unix.SYS_GETPID, x32Bit | 512, x32Bit | unix.SYS_PTRACE} {
+			f.expect(fmt.Sprintf("x32 nr %#x", nr), wantKill, nr)
+		}
+		f.expect("nr just below the x32 bit", wantAllow, x32Bit-1)
+	}
+}
+
+func TestClone(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	f.expect("clone3", wantNOSYS, unix.SYS_CLONE3)
+	f.expect("clone3 with args", wantNOSYS, unix.SYS_CLONE3, 0x7ffd0000, 88)
+
+	for name, flag := range map[string]uint64{
+		"CLONE_NEWNS": unix.CLONE_NEWNS, "CLONE_NEWCGROUP": unix.CLONE_NEWCGROUP,
+		"CLONE_NEWUTS": unix.CLONE_NEWUTS, "CLONE_NEWIPC": unix.CLONE_NEWIPC,
+		"CLONE_NEWUSER": unix.CLONE_NEWUSER, "CLONE_NEWPID": unix.CLONE_NEWPID,
+		"CLONE_NEWNET": unix.CLONE_NEWNET, "CLONE_NEWTIME": unix.CLONE_NEWTIME,
+	} {
+		f.expect("clone "+name, wantEPERM, unix.SYS_CLONE, flag)
+		f.expect("clone SIGCHLD|"+name, wantEPERM, unix.SYS_CLONE, flag|uint64(unix.SIGCHLD))
+		f.expect("clone "+name+" with high bits", wantEPERM, unix.SYS_CLONE, 0xffffffff00000000|flag)
+	}
+	f.expect("clone CLONE_NEWUSER|CLONE_NEWNS|SIGCHLD", wantEPERM, unix.SYS_CLONE,
+		unix.CLONE_NEWUSER|unix.CLONE_NEWNS|uint64(unix.SIGCHLD))
+
+	pthread := uint64(unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
+		unix.CLONE_THREAD | unix.CLONE_SYSVSEM | unix.CLONE_SETTLS |
+		unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID)
+	f.expect("clone fork (SIGCHLD)", wantAllow, unix.SYS_CLONE, uint64(unix.SIGCHLD))
+	f.expect("clone fork with child tid", wantAllow, unix.SYS_CLONE,
+		unix.CLONE_CHILD_SETTID|unix.CLONE_CHILD_CLEARTID|uint64(unix.SIGCHLD), 0, 0, 0x7f00_0000_1000)
+	f.expect("clone pthread flags", wantAllow, unix.SYS_CLONE, pthread, 0x7f00_0000_0000, 0x7f00_0000_2000, 0x7f00_0000_3000, 0x7f00_0000_4000)
+	f.expect("clone vfork (posix_spawn/os/exec)", wantAllow, unix.SYS_CLONE,
+		unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_PIDFD|uint64(unix.SIGCHLD))
+	// clone(2) truncates flags to 32 bits, so high garbage changes nothing.
+	f.expect("clone SIGCHLD with high bits", wantAllow, unix.SYS_CLONE, 0xffffffff00000000|uint64(unix.SIGCHLD))
+
+	f.expect("unshare(0)", wantEPERM, unix.SYS_UNSHARE, 0)
+	f.expect("unshare(CLONE_NEWUSER)", wantEPERM, unix.SYS_UNSHARE, unix.CLONE_NEWUSER)
+	f.expect("unshare(CLONE_FILES)", wantEPERM, unix.SYS_UNSHARE, unix.CLONE_FILES)
+	f.expect("setns", wantEPERM, unix.SYS_SETNS, 3, unix.CLONE_NEWNET)
+}
+
+func TestSocketFamilies(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	for _, nr := range []uint32{unix.SYS_SOCKET, unix.SYS_SOCKETPAIR} {
+		for name, fam := range map[string]uint64{
+			"AF_VSOCK": unix.AF_VSOCK, "AF_ALG": unix.AF_ALG, "AF_PACKET": unix.AF_PACKET,
+			"AF_NETLINK": unix.AF_NETLINK, "AF_UNSPEC": unix.AF_UNSPEC, "AF_BLUETOOTH": unix.AF_BLUETOOTH,
+			"AF_KEY": unix.AF_KEY, "AF_XDP": unix.AF_XDP, "AF_MAX": unix.AF_MAX, "0xffff": 0xffff,
+		} {
+			f.expect(fmt.Sprintf("nr %d %s", nr, name), wantEPERM, nr, fam, unix.SOCK_RAW, 0)
+			// High bits are ignored by the kernel (int domain) and must not
+			// turn a denied family into an allowed one or vice versa.
+			f.expect(fmt.Sprintf("nr %d %s high bits", nr, name), wantEPERM, nr, unix.AF_INET<<32|fam, unix.SOCK_RAW, 0)
+		}
+		for name, fam := range map[string]uint64{
+			"AF_UNIX": unix.AF_UNIX, "AF_INET": unix.AF_INET, "AF_INET6": unix.AF_INET6,
+		} {
+			f.expect(fmt.Sprintf("nr %d %s", nr, name), wantAllow, nr, fam, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			f.expect(fmt.Sprintf("nr %d %s high bits", nr, name), wantAllow, nr, 0xffffffff00000000|fam, unix.SOCK_DGRAM, 0)
+		}
+	}
+}
+
+func TestSocketFamilyOptions(t *testing.T) {
+	only := newFilterVM(t, Options{AllowedSocketFamilies: []int{unix.AF_UNIX}})
+	only.expect("unix-only: AF_UNIX", wantAllow, unix.SYS_SOCKET, unix.AF_UNIX)
+	only.expect("unix-only: AF_INET", wantEPERM, unix.SYS_SOCKET, unix.AF_INET)
+	only.expect("unix-only: socketpair AF_INET6", wantEPERM, unix.SYS_SOCKETPAIR, unix.AF_INET6)
+
+	none := newFilterVM(t, Options{AllowedSocketFamilies: []int{}})
+	for _, fam := range []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK} {
+		none.expect(fmt.Sprintf("no sockets: family %d", fam), wantEPERM, unix.SYS_SOCKET, fam)
+	}
+	none.expect("no sockets: other syscalls still allowed", wantAllow, unix.SYS_READ, 0)
+
+	dup := newFilterVM(t, Options{AllowedSocketFamilies: []int{unix.AF_NETLINK, unix.AF_UNIX, unix.AF_NETLINK}})
+	dup.expect("netlink allowed", wantAllow, unix.SYS_SOCKET, unix.AF_NETLINK)
+	dup.expect("unix allowed", wantAllow, unix.SYS_SOCKETPAIR, unix.AF_UNIX)
+	dup.expect("inet denied", wantEPERM, unix.SYS_SOCKET, unix.AF_INET)
+
+	for _, bad := range [][]int{{-1}, {unix.AF_MAX}, {unix.AF_UNIX, 1 << 20}} {
+		if _, err := Build(Options{AllowedSocketFamilies: bad}); err == nil {
+			t.Errorf("Build with families %v: want error", bad)
+		}
+	}
+}
+
+func TestIoctl(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	f.expect("TIOCSTI", wantEPERM, unix.SYS_IOCTL, 0, unix.TIOCSTI, 0x7fff0000)
+	f.expect("TIOCSTI with high bits", wantEPERM, unix.SYS_IOCTL, 0, 0xffffffff00005412, 0x7fff0000)
+	f.expect("TIOCLINUX", wantEPERM, unix.SYS_IOCTL, 1, unix.TIOCLINUX, 0)
+	f.expect("TIOCLINUX with high bits", wantEPERM, unix.SYS_IOCTL, 1, 0x1_0000_541c, 0)
+	f.expect("TCGETS", wantAllow, unix.SYS_IOCTL, 0, unix.TCGETS, 0x7fff0000)
+	f.expect("TIOCINQ (FIONREAD)", wantAllow, unix.SYS_IOCTL, 3, unix.TIOCINQ, 0)
+	// The request must be in args[1]; the same value elsewhere is harmless.
+	f.expect("TIOCSTI value as fd", wantAllow, unix.SYS_IOCTL, unix.TIOCSTI, unix.TCGETS, 0)
+}
+
+func TestPersonality(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	f.expect("personality(PER_LINUX)", wantAllow, unix.SYS_PERSONALITY, 0)
+	f.expect("personality(query)", wantAllow, unix.SYS_PERSONALITY, 0xffffffff)
+	f.expect("personality(query, high bits)", wantAllow, unix.SYS_PERSONALITY, 0xffffffffffffffff)
+	f.expect("personality(ADDR_NO_RANDOMIZE)", wantEPERM, unix.SYS_PERSONALITY, 0x0040000)
+	f.expect("personality(READ_IMPLIES_EXEC)", wantEPERM, unix.SYS_PERSONALITY, 0x0400000)
+	f.expect("personality(PER_LINUX32)", wantEPERM, unix.SYS_PERSONALITY, 0x0008)
+	f.expect("personality(ADDR_NO_RANDOMIZE) hidden in high bits", wantEPERM, unix.SYS_PERSONALITY, 0xffffffff_00040000)
+}
+
+func TestDeniedSyscalls(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	for name, nr := range allDenied() {
+		f.expect(name, wantEPERM, nr)
+		f.expect(name+" with args", wantEPERM, nr, 1, 2, 3, 4, 5, 6)
+	}
+}
+
+func TestAllowedSyscalls(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	for name, nr := range map[string]uint32{
+		"read": unix.SYS_READ, "write": unix.SYS_WRITE, "openat": unix.SYS_OPENAT,
+		"mmap": unix.SYS_MMAP, "execve": unix.SYS_EXECVE, "exit_group": unix.SYS_EXIT_GROUP,
+		"mbind": unix.SYS_MBIND, "migrate_pages": unix.SYS_MIGRATE_PAGES, "move_pages": unix.SYS_MOVE_PAGES,
+		"futex": unix.SYS_FUTEX, "getpid": unix.SYS_GETPID, "seccomp": unix.SYS_SECCOMP,
+		"prctl": unix.SYS_PRCTL, "wait4": unix.SYS_WAIT4,
+	} {
+		f.expect(name, wantAllow, nr, 3, 0x7fff0000, 0x1000)
+	}
+}
+
+// TestDefaultAllow sweeps the syscall number space: everything the spec
+// does not name must be allowed, and nothing else may be denied by
+// accident.
+func TestDefaultAllow(t *testing.T) {
+	f := newFilterVM(t, Options{})
+	denied := map[uint32]string{}
+	for name, nr := range allDenied() {
+		denied[nr] = name
+	}
+	special := map[uint32]bool{
+		unix.SYS_CLONE3: true, unix.SYS_CLONE: true, unix.SYS_SOCKET: true,
+		unix.SYS_SOCKETPAIR: true, unix.SYS_IOCTL: true, unix.SYS_PERSONALITY: true,
+	}
+	for nr := uint32(0); nr < 1024; nr++ {
+		if special[nr] {
+			continue
+		}
+		want := uint32(wantAllow)
+		if _, ok := denied[nr]; ok {
+			want = wantEPERM
+		}
+		f.expect(fmt.Sprintf("nr %d", nr), want, nr, 0, 0, 0)
+	}
+}
+
+// ---- Real kernel test, run in a re-executed child ----
+
+// childEnv selects a child mode in TestMain. The parent test process never
+// installs a filter itself: seccomp filters cannot be removed.
+const childEnv = "CODECAGE_SECCOMP_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// runChildProcess re-executes the test binary in the given child mode.
+func runChildProcess(t *testing.T, mode string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestInstallEnforces(t *testing.T) {
+	out, err := runChildProcess(t, "enforce")
+	t.Logf("child output:\n%s", out)
+	if err != nil {
+		t.Fatalf("child failed: %v", err)
+	}
+	passed := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "ok "); ok {
+			passed[name] = true
+		}
+	}
+	if !strings.Contains(out, "\nDONE\n") && !strings.HasPrefix(out, "DONE\n") {
+		t.Error("child did not finish its checks")
+	}
+	for _, c := range liveChecks() {
+		if !passed[c.name] {
+			t.Errorf("check %q did not pass in the child", c.name)
+		}
+	}
+	for _, name := range []string{"Install without no_new_privs fails", "Install", "unshare on pre-existing thread (TSYNC)"} {
+		if !passed[name] {
+			t.Errorf("check %q did not pass in the child", name)
+		}
+	}
+}
+
+func TestInstallKillsX32(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("x32 ABI exists only on amd64")
+	}
+	out, err := runChildProcess(t, "x32")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child was not killed (err %v), output:\n%s", err, out)
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGSYS {
+		t.Fatalf("child exit %v, want death by SIGSYS; output:\n%s", ee, out)
+	}
+	if !strings.Contains(out, "installed") {
+		t.Fatalf("child died before installing the filter; output:\n%s", out)
+	}
+}
+
+// runChild is the body of a re-executed child; it returns the exit code.
+func runChild(mode string) int {
+	switch mode {
+	case "enforce":
+		return childEnforce()
+	case "x32":
+		return childX32()
+	case "inherited":
+		// Run after execve under the parent's filter.
+		if err := checkStatus(); err != nil {
+			fmt.Println("FAIL", err)
+			return 1
+		}
+		if err := unix.Unshare(unix.CLONE_NEWUSER); !errors.Is(err, unix.EPERM) {
+			fmt.Printf("FAIL unshare after exec: got %v, want EPERM\n", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Println("unknown child mode", mode)
+	return 2
+}
+
+// lockAndSetNNP pins the goroutine and sets no_new_privs on its thread, as a
+// real caller of Install must.
+func lockAndSetNNP() error {
+	runtime.LockOSThread()
+	return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+}
+
+func childX32() int {
+	// Avoid leaving a core file behind when SIGSYS kills us.
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if err := lockAndSetNNP(); err != nil {
+		fmt.Println("prctl:", err)
+		return 1
+	}
+	prog, err := Build(Options{})
+	if err == nil {
+		err = Install(prog)
+	}
+	if err != nil {
+		fmt.Println("install:", err)
+		return 1
+	}
+	fmt.Println("installed")
+	_, _, e := unix.RawSyscall(x32Bit|unix.SYS_GETPID, 0, 0, 0)
+	fmt.Println("x32 getpid was not killed, errno", e)
+	return 1
+}
+
+func childEnforce() int {
+	failed := false
+	report := func(name string, err error) {
+		if err != nil {
+			failed = true
+			fmt.Printf("FAIL %s: %v\n", name, err)
+			return
+		}
+		fmt.Printf("ok %s\n", name)
+	}
+
+	runtime.LockOSThread()
+	prog, err := Build(Options{})
+	if err != nil {
+		fmt.Println("FAIL Build:", err)
+		return 1
+	}
+	if err := Install(prog); err == nil {
+		report("Install without no_new_privs fails", errors.New("Install succeeded without no_new_privs"))
+	} else {
+		report("Install without no_new_privs fails", nil)
+	}
+
+	// A thread that exists before Install, to prove TSYNC reaches it. It
+	// is locked, so it cannot be the main goroutine's (also locked) thread.
+	ready, start, result := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		close(ready)
+		<-start
+		result <- unix.Unshare(unix.CLONE_NEWUSER)
+	}()
+	<-ready
+
+	if err := lockAndSetNNP(); err != nil {
+		fmt.Println("FAIL prctl(PR_SET_NO_NEW_PRIVS):", err)
+		return 1
+	}
+	if err := Install(prog); err != nil {
+		fmt.Println("FAIL Install:", err)
+		return 1
+	}
+	report("Install", nil)
+
+	close(start)
+	report("unshare on pre-existing thread (TSYNC)", wantErrno(<-result, unix.EPERM))
+
+	for _, c := range liveChecks() {
+		report(c.name, c.run())
+	}
+	fmt.Println("DONE")
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// liveCheck is one assertion made inside the filtered child. Each probe is
+// chosen so that, should the filter not block it, the kernel fails it with
+// a different error (or succeeds harmlessly), never with the expected one.
+type liveCheck struct {
+	name string
+	run  func() error
+}
+
+func wantErrno(err error, want unix.Errno) error {
+	if errors.Is(err, want) {
+		return nil
+	}
+	return fmt.Errorf("got %v, want %v", err, want)
+}
+
+// rawErr turns a raw syscall errno into an error (nil on success).
+func rawErr(e unix.Errno) error {
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// socketErr creates and closes a socket, returning only the error.
+func socketErr(domain, typ, proto int) error {
+	fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+func checkStatus() error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, want := range []string{"\nSeccomp:\t2\n", "\nNoNewPrivs:\t1\n"} {
+		if !bytes.Contains(status, []byte(want)) {
+			return fmt.Errorf("/proc/self/status lacks %q", strings.TrimSpace(want))
+		}
+	}
+	return nil
+}
+
+func liveChecks() []liveCheck {
+	var b byte
+	bp := uintptr(unsafe.Pointer(&b))
+	return []liveCheck{
+		{"status shows filter mode and no_new_privs", checkStatus},
+		{"unshare(CLONE_NEWUSER) EPERM", func() error {
+			return wantErrno(unix.Unshare(unix.CLONE_NEWUSER), unix.EPERM)
+		}},
+		{"unshare(CLONE_NEWNS) EPERM", func() error {
+			return wantErrno(unix.Unshare(unix.CLONE_NEWNS), unix.EPERM)
+		}},
+		{"setns(-1) EPERM", func() error { return wantErrno(unix.Setns(-1, 0), unix.EPERM) }},
+		{"clone(CLONE_NEWUSER|CLONE_FS) EPERM", func() error {
+			// Unfiltered, the kernel rejects this combination with EINVAL
+			// before forking, so no stray child can appear.
+			_, _, e := unix.RawSyscall6(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_FS, 0, 0, 0, 0, 0)
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"clone3 ENOSYS", func() error {
+			_, _, e := unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+			return wantErrno(rawErr(e), unix.ENOSYS)
+		}},
+		{"socket(AF_VSOCK) EPERM", func() error {
+			return wantErrno(socketErr(unix.AF_VSOCK, unix.SOCK_STREAM, 0), unix.EPERM)
+		}},
+		{"socket(AF_ALG) EPERM", func() error {
+			return wantErrno(socketErr(unix.AF_ALG, unix.SOCK_SEQPACKET, 0), unix.EPERM)
+		}},
+		{"socket(AF_PACKET) EPERM", func() error {
+			return wantErrno(socketErr(unix.AF_PACKET, unix.SOCK_RAW, 0), unix.EPERM)
+		}},
+		{"socket(AF_NETLINK) EPERM", func() error {
+			return wantErrno(socketErr(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), unix.EPERM)
+		}},
+		{"socketpair(AF_NETLINK) EPERM", func() error {
+			_, err := unix.Socketpair(unix.AF_NETLINK, unix.SOCK_RAW, 0)
+			return wantErrno(err, unix.EPERM)
+		}},
+		{"socket(AF_INET) allowed", func() error { return socketErr(unix.AF_INET, unix.SOCK_DGRAM, 0) }},
+		{"socket(AF_UNIX) allowed", func() error { return socketErr(unix.AF_UNIX, unix.SOCK_STREAM, 0) }},
+		{"socketpair(AF_UNIX) allowed", func() error {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fds[0])
+				unix.Close(fds[1])
+			}
+			return err
+		}},
+		{"ioctl(0, 0xffffffff00005412) EPERM", func() error {
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, 0, 0xffffffff00005412, bp)
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"ioctl(0, TIOCSTI) EPERM", func() error {
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, bp)
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"ioctl(/dev/null, TCGETS) reaches the kernel", func() error {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+			return wantErrno(err, unix.ENOTTY)
+		}},
+		{"mount EPERM", func() error {
+			// Unfiltered, the missing target yields ENOENT.
+			return wantErrno(unix.Mount("none", "/nonexistent-codecage-seccomp-test", "tmpfs", 0, ""), unix.EPERM)
+		}},
+		{"ptrace EPERM", func() error {
+			// Unfiltered: ESRCH, we are not tracing ourselves.
+			_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_CONT, uintptr(os.Getpid()), 0, 0, 0, 0)
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"io_uring_setup EPERM", func() error {
+			_, _, e := unix.RawSyscall(unix.SYS_IO_URING_SETUP, 0, 0, 0)
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"personality(ADDR_NO_RANDOMIZE) EPERM", func() error {
+			_, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, 0x0040000, 0, 0) // ADDR_NO_RANDOMIZE
+			return wantErrno(rawErr(e), unix.EPERM)
+		}},
+		{"personality(0xffffffff) allowed", func() error {
+			_, _, e := unix.RawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+			return rawErr(e)
+		}},
+		{"getpid works", func() error {
+			pid, _, e := unix.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
+			if e != 0 || int(pid) != os.Getpid() {
+				return fmt.Errorf("getpid = %d, %v; want %d", pid, e, os.Getpid())
+			}
+			return nil
+		}},
+		{"fork+exec works and the filter is inherited", func() error {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=inherited")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		}},
+	}
+}

@@ -1,0 +1,123 @@
+// Package runtime is the Python side of a sandbox: the harness that runs
+// inside the jail (embedded in the binary) and the wire protocol the
+// supervisor speaks with it over the jail's channel.
+//
+// Frames are a 4-byte big-endian length followed by that many bytes of JSON.
+// The supervisor sends a [Request]; the harness answers with one [Reply].
+package runtime
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+//go:embed harness.py
+var harnessSource string
+
+// DefaultInterpreter is the Python the harness runs on. Debian's own
+// interpreter, not whatever python3 is first on PATH.
+const DefaultInterpreter = "/usr/bin/python3"
+
+// MaxFrameBytes bounds one frame in either direction.
+const MaxFrameBytes = 64 << 20
+
+// Argv is the command line that starts the harness. -I keeps the working
+// directory, user site and PYTHON* variables out (a planted sitecustomize or
+// json.py cannot take over); -B writes no bytecode; -X utf8 fixes the
+// encoding whatever the locale.
+func Argv(interpreter string) []string {
+	if interpreter == "" {
+		interpreter = DefaultInterpreter
+	}
+	return []string{interpreter, "-I", "-B", "-X", "utf8", "-c", harnessSource}
+}
+
+// Env is the complete environment of the harness.
+func Env() []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/workspace",
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+		"MPLBACKEND=Agg",
+	}
+}
+
+// Request asks the harness to run code.
+type Request struct {
+	Code string `json:"code"`
+	// AllowedImports lists the top-level modules the code may import; nil
+	// switches the import policy off.
+	AllowedImports []string `json:"allowed_imports"`
+	// Profile names the policy in import errors.
+	Profile string `json:"profile,omitempty"`
+	// ImportHints maps a denied module to what would allow it.
+	ImportHints map[string]string `json:"import_hints,omitempty"`
+	// MaxResultBytes bounds the encoded last-expression value.
+	MaxResultBytes int `json:"max_result_bytes"`
+	// KeepAlive keeps the harness waiting for another request.
+	KeepAlive bool `json:"keep_alive,omitempty"`
+}
+
+// Reply is the harness's answer.
+type Reply struct {
+	// Result is the value of a final expression: the value itself when it
+	// is JSON, else its repr as a string; null when there is none.
+	Result     json.RawMessage `json:"result"`
+	ResultType *string         `json:"result_type"`
+	Variables  []string        `json:"variables"`
+	Error      *Error          `json:"error"`
+	ExitCode   int             `json:"exit_code"`
+}
+
+// Error describes an exception raised by the code.
+type Error struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+	Line      *int   `json:"line,omitempty"`
+	Column    *int   `json:"column,omitempty"`
+}
+
+// WriteFrame sends v as one frame.
+func WriteFrame(w io.Writer, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(body) > MaxFrameBytes {
+		return fmt.Errorf("runtime: frame of %d bytes exceeds %d", len(body), MaxFrameBytes)
+	}
+	buf := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ErrBadFrame means the other side sent something that is not a frame.
+var ErrBadFrame = errors.New("runtime: malformed frame")
+
+// ReadFrame reads one frame into v, refusing frames over max bytes.
+func ReadFrame(r io.Reader, v any, max int) error {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if int64(n) > int64(max) {
+		return fmt.Errorf("%w: %d bytes exceeds %d", ErrBadFrame, n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+// Package sandbox is the service every surface calls (CLI, MCP, REST): it
+// checks a request against policy, runs it in a jail through the Python
+// runtime, and returns one result object, whatever the surface.
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// Request asks for one stateless execution.
+type Request struct {
+	// Code is the Python source; it must be valid UTF-8.
+	Code string
+	// Timeout is the wall-clock limit (0: the default).
+	Timeout time.Duration
+	// CPUTime is the CPU-time limit (0: the default).
+	CPUTime time.Duration
+	// MemoryBytes is the memory limit (0: the default).
+	MemoryBytes int64
+	// OutputBytes caps stdout and stderr, each (0: the default).
+	OutputBytes int64
+	// AllowedImports lists importable top-level modules; nil selects the
+	// default profile and ["*"] switches the import policy off.
+	AllowedImports []string
+}
+
+// Result is the outcome of one execution, the same on every surface.
+type Result struct {
+	Success     bool            `json:"success"`
+	ExecutionID string          `json:"execution_id"`
+	Stdout      string          `json:"stdout"`
+	Stderr      string          `json:"stderr"`
+	Result      json.RawMessage `json:"result"`
+	ResultType  *string         `json:"result_type"`
+	Variables   []string        `json:"variables"`
+	ExitCode    int             `json:"exit_code"`
+	Error       *ErrorInfo      `json:"error"`
+	// ExecutionTime is the wall time of the sandbox, in seconds.
+	ExecutionTime float64 `json:"execution_time"`
+	TimedOut      bool    `json:"timed_out"`
+	OOMKilled     bool    `json:"oom_killed"`
+	Truncated     bool    `json:"truncated"`
+	// Limit names the limit that ended the run, or is null.
+	Limit     *string     `json:"limit"`
+	Resources Resources   `json:"resources"`
+	Backend   string      `json:"backend"`
+	Isolation jail.Layers `json:"isolation"`
+}
+
+// ErrorInfo describes why a run failed: an exception of the code, or a
+// limit, crash or exit status reported by the sandbox.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+	Line      *int   `json:"line,omitempty"`
+	Column    *int   `json:"column,omitempty"`
+}
+
+// Resources is what the run used.
+type Resources struct {
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+	CPUTimeSeconds  float64 `json:"cpu_time_seconds"`
+}
+
+// Errors of the service; surfaces map them to their own status codes.
+var (
+	// ErrInvalidRequest wraps every problem with the request itself.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnavailable means the host cannot run sandboxes.
+	ErrUnavailable = errors.New("sandbox unavailable")
+)
