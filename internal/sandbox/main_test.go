@@ -1,0 +1,13 @@
+package sandbox_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+func TestMain(m *testing.M) {
+	jail.MaybeRunInit() // the test binary is re-executed as the sandbox init
+	os.Exit(m.Run())
+}
