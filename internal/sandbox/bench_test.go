@@ -46,12 +46,3 @@ func BenchmarkJailTrue(b *testing.B) {
 		sb.Channel().Close()
 	}
 }
-
-func newService(tb testing.TB) *sandbox.Service {
-	tb.Helper()
-	svc, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		tb.Fatalf("sandbox.New: %v", err)
-	}
-	return svc
-}

@@ -1,0 +1,120 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+func newService(tb testing.TB) *sandbox.Service {
+	tb.Helper()
+	svc, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		tb.Fatalf("sandbox.New: %v", err)
+	}
+	return svc
+}
+
+// run executes code with the import policy off (the jail alone is tested)
+// and fails the test if the service itself errs.
+func run(t *testing.T, svc *sandbox.Service, code string, opts ...func(*sandbox.Request)) *sandbox.Result {
+	t.Helper()
+	req := sandbox.Request{Code: code, AllowedImports: []string{"*"}, Timeout: 20 * time.Second}
+	for _, o := range opts {
+		o(&req)
+	}
+	res, err := svc.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	return res
+}
+
+func withTimeout(d time.Duration) func(*sandbox.Request) {
+	return func(r *sandbox.Request) { r.Timeout = d }
+}
+
+func withMemory(n int64) func(*sandbox.Request) {
+	return func(r *sandbox.Request) { r.MemoryBytes = n }
+}
+
+func withOutput(n int64) func(*sandbox.Request) {
+	return func(r *sandbox.Request) { r.OutputBytes = n }
+}
+
+func withCPU(d time.Duration) func(*sandbox.Request) {
+	return func(r *sandbox.Request) { r.CPUTime = d }
+}
+
+// mustSucceed fails the test unless the run succeeded; it returns stdout.
+func mustSucceed(t *testing.T, res *sandbox.Result) string {
+	t.Helper()
+	if !res.Success {
+		t.Fatalf("run failed: error=%+v exit=%d limit=%v\nstdout=%q\nstderr=%q", res.Error, res.ExitCode, res.Limit, res.Stdout, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// sandboxProcesses lists host processes that run as a sandbox uid (root
+// mode gives every sandbox a uid from jail.HostUIDBase on).
+func sandboxProcesses(t *testing.T) []string {
+	t.Helper()
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				uid, _ := strconv.Atoi(f[1])
+				if uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount {
+					found = append(found, e.Name()+" "+strings.SplitN(string(b), "\n", 2)[0])
+				}
+			}
+		}
+	}
+	return found
+}
+
+// sandboxCgroups lists the cgroups sandboxes left behind.
+func sandboxCgroups(t *testing.T) []string {
+	t.Helper()
+	var found []string
+	matches, _ := filepath.Glob("/sys/fs/cgroup/*/*/codecage/*")
+	more, _ := filepath.Glob("/sys/fs/cgroup/*/codecage/*")
+	deeper, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/codecage/*")
+	for _, m := range append(append(matches, more...), deeper...) {
+		if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+			found = append(found, m)
+		}
+	}
+	return found
+}
+
+// assertNoLeftovers fails when any sandbox process or cgroup survives.
+// The kernel finishes tearing down a pid namespace asynchronously, so it
+// waits a little before it decides.
+func assertNoLeftovers(t *testing.T) {
+	t.Helper()
+	var procs, cgs []string
+	for i := 0; i < 50; i++ {
+		procs, cgs = sandboxProcesses(t), sandboxCgroups(t)
+		if len(procs) == 0 && len(cgs) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("left behind: processes %v, cgroups %v", procs, cgs)
+}
