@@ -1,0 +1,14 @@
+# Conveniences; the scripts are the source of truth (they need only bash).
+.PHONY: build setup test bench
+
+build:
+	go build -o bin/codecage ./cmd/codecage
+
+setup:
+	scripts/setup.sh
+
+test:
+	scripts/test.sh
+
+bench: build
+	go test -run '^$$' -bench . -benchtime 50x ./internal/sandbox/

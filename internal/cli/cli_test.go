@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+func TestMain(m *testing.M) {
+	jail.MaybeRunInit()
+	os.Exit(m.Run())
+}
+
+func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunPrintsFromInsideTheJail(t *testing.T) {
+	code, out, errOut := cli(t, "", "run", "-c", "print(2+2)")
+	if code != 0 || out != "4\n" || errOut != "" {
+		t.Fatalf("code=%d stdout=%q stderr=%q", code, out, errOut)
+	}
+	// A final expression is shown like a REPL would.
+	code, out, _ = cli(t, "", "run", "--code", "6*7")
+	if code != 0 || out != "42\n" {
+		t.Fatalf("code=%d stdout=%q", code, out)
+	}
+}
+
+func TestRunJSONObject(t *testing.T) {
+	code, out, _ := cli(t, "", "run", "--json", "-c", "import math\nx = 1\nmath.sqrt(16)")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &obj); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"success", "execution_id", "stdout", "stderr", "result", "variables", "exit_code", "error",
+		"execution_time", "timed_out", "oom_killed", "truncated", "limit", "resources", "backend"} {
+		if _, ok := obj[k]; !ok {
+			t.Errorf("missing key %q", k)
+		}
+	}
+	if string(obj["result"]) != "4.0" || string(obj["backend"]) != `"native"` || string(obj["error"]) != "null" || string(obj["limit"]) != "null" {
+		t.Fatalf("object: %s", out)
+	}
+	var res struct {
+		Resources map[string]float64 `json:"resources"`
+	}
+	_ = json.Unmarshal([]byte(out), &res)
+	if _, ok := res.Resources["peak_memory_bytes"]; !ok {
+		t.Fatalf("resources: %v", res.Resources)
+	}
+}
+
+func TestRunFromFileAndStdin(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "prog.py")
+	if err := os.WriteFile(f, []byte("print('from file')"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := cli(t, "", "run", f); code != 0 || out != "from file\n" {
+		t.Fatalf("file: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "print('from stdin')", "run"); code != 0 || out != "from stdin\n" {
+		t.Fatalf("stdin: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "print('dash')", "run", "-"); code != 0 || out != "dash\n" {
+		t.Fatalf("dash: %d %q", code, out)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	code, out, errOut := cli(t, "", "run", "--authorized-imports", "math", "-c", "import os")
+	if code != 1 || !strings.Contains(errOut, "Import of 'os' is not allowed") {
+		t.Fatalf("policy: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = cli(t, "", "run", "--authorized-imports", "*", "-c", "import os\nprint(os.getuid())")
+	if code != 0 || out != "1000\n" {
+		t.Fatalf("policy off: %d %q", code, out)
+	}
+	code, _, errOut = cli(t, "", "run", "--timeout", "1", "-c", "while True: pass")
+	if code != 1 || !strings.Contains(errOut, "TimeoutError") {
+		t.Fatalf("timeout: %d %q", code, errOut)
+	}
+	code, out, errOut = cli(t, "", "run", "--max-print-length", "5", "-c", "print('abcdefghij')")
+	if code != 1 || out != "abcde" || !strings.Contains(errOut, "truncated") {
+		t.Fatalf("print length: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = cli(t, "", "run", "--max-memory-mb", "32", "--json", "-c", "b = bytearray(200 << 20)")
+	if code != 1 {
+		t.Fatalf("memory: %d %q", code, errOut)
+	}
+	code, _, _ = cli(t, "", "run", "-c", "raise SystemExit(4)")
+	if code != 4 {
+		t.Fatalf("exit status: %d, want 4", code)
+	}
+}
+
+func TestBadInvocations(t *testing.T) {
+	cases := [][]string{
+		{"run", "--no-such-flag"},
+		{"run", "-c", "1", "file.py"},
+		{"run", "--timeout", "-3", "-c", "1"},
+		{"run", "--max-memory-mb", "99999999", "-c", "1"},
+		{"run", "/does/not/exist.py"},
+		{"frobnicate"},
+		{},
+	}
+	for _, args := range cases {
+		code, _, errOut := cli(t, "", args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d stderr %q, want 2 and a message", args, code, errOut)
+		}
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	code, out, errOut := cli(t, "", "doctor")
+	if code != 0 {
+		t.Fatalf("doctor failed on the CI host: %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"user namespaces", "seccomp", "landlock", "cgroups", "interpreter"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor does not report %s:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every check: formatting, vet, and the tests (real sandboxes: run as
+# root for the server mode; the rootless mode is tested from there too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt: these files are not formatted:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+go test -count=1 -timeout 20m "$@" ./...
