@@ -63,8 +63,8 @@ func doProbeCgroups() cgroupHost {
 			return cgroupHost{reason: "cgroup v1 controller " + c + " is not mounted"}
 		}
 		dir := filepath.Join(cgroupRoot, c, p, "codecage")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return cgroupHost{reason: "cgroup v1 " + c + " is not writable by this user: " + err.Error()}
+		if err := writableDir(dir); err != nil {
+			return cgroupHost{reason: "cgroup v1 " + c + " is not delegated to this user: " + err.Error()}
 		}
 		parents[c] = dir
 	}
@@ -117,10 +117,19 @@ func prepareV2Parent(dir string) error {
 		}
 	}
 	parent := filepath.Join(dir, "codecage")
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := writableDir(parent); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0)
+}
+
+// writableDir creates dir if needed and checks that we may create
+// cgroups in it (it may exist already, made by another user).
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return unix.Access(dir, unix.W_OK|unix.X_OK)
 }
 
 // cgroup is one sandbox's cgroup (one directory per v1 hierarchy).

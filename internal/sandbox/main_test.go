@@ -9,5 +9,8 @@ import (
 
 func TestMain(m *testing.M) {
 	jail.MaybeRunInit() // the test binary is re-executed as the sandbox init
+	if os.Getenv(rootlessProbeEnv) == "1" {
+		os.Exit(rootlessProbe(os.Stdout))
+	}
 	os.Exit(m.Run())
 }
