@@ -30,7 +30,8 @@ type Sandbox struct {
 	start   time.Time
 
 	killOnce sync.Once
-	limit    Limit // first reason the supervisor killed the sandbox
+	mu       sync.Mutex
+	limit    Limit // first reason the sandbox was killed, under mu
 
 	truncated  [2]bool
 	exitReport *programExit
@@ -99,7 +100,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}()
 	if err := <-startErr; err != nil {
 		fds.closeParentEnds()
-		releaseUID(s.hostUID)
+		_ = fds.channel.Close()
 		return nil, fmt.Errorf("%w: start init: %v", ErrSetup, err)
 	}
 	started = true
@@ -109,6 +110,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.Kill(LimitNone)
 		<-waitErr
 		fds.closeParentEnds()
+		_ = fds.channel.Close()
 		s.cleanup()
 		return nil, err
 	}
@@ -179,6 +181,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 		defer t.Stop()
 		tick = t.C
 	}
+	ctxDone := ctx.Done()
 	var waited bool
 	for !waited {
 		select {
@@ -186,7 +189,8 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 			waited = true
 		case <-timer.C:
 			s.Kill(LimitTimeout)
-		case <-ctx.Done():
+		case <-ctxDone:
+			ctxDone = nil // fires once; the kill is on its way
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				s.Kill(LimitTimeout)
 			} else {
@@ -240,7 +244,10 @@ func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.W
 
 // finish turns what was observed into the Exit.
 func (s *Sandbox) finish() {
-	e := Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: s.limit, Duration: time.Since(s.start)}
+	s.mu.Lock()
+	limit := s.limit
+	s.mu.Unlock()
+	e := Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: limit, Duration: time.Since(s.start)}
 	e.Truncated = s.truncated[0] || s.truncated[1]
 	if r := s.exitReport; r != nil {
 		e.ExitCode, e.Signal = r.Code, r.Signal
@@ -274,7 +281,9 @@ func (s *Sandbox) finish() {
 // namespace with it. The first reason given is the one reported.
 func (s *Sandbox) Kill(reason Limit) {
 	s.killOnce.Do(func() {
+		s.mu.Lock()
 		s.limit = reason
+		s.mu.Unlock()
 		if s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill() // through a pidfd: never a recycled pid
 		}
