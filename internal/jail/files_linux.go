@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,7 +17,8 @@ type sandboxFiles struct {
 	channel, initChannel *os.File // the program's channel
 	stdout, stdoutW      *os.File
 	stderr, stderrW      *os.File
-	workspace            *os.File // O_PATH of the host workspace, or nil
+	workspace            *os.File // detached mount of the host workspace, or nil
+	workspacePath        string   // the workspace, when the init must open it
 }
 
 func newSandboxFiles(workspace string) (f *sandboxFiles, err error) {
@@ -46,7 +48,22 @@ func newSandboxFiles(workspace string) (f *sandboxFiles, err error) {
 		if err != nil {
 			return f, fmt.Errorf("jail: open workspace %s: %w", workspace, err)
 		}
-		f.workspace = os.NewFile(uintptr(fd), workspace)
+		defer unix.Close(fd)
+		// A detached clone of the directory's mount, made here in the host's
+		// mount namespace, is what the init attaches: a descriptor alone
+		// cannot be bound across mount namespaces, and a path could be
+		// swapped for a symlink after this check (CVE-2024-42472).
+		tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+		switch {
+		case err == nil:
+			f.workspace = os.NewFile(uintptr(tree), workspace)
+		case errors.Is(err, unix.EPERM):
+			// Rootless: only the init, inside its own namespaces, may clone
+			// mounts; it opens the path refusing every symlink.
+			f.workspacePath = workspace
+		default:
+			return f, fmt.Errorf("jail: clone workspace mount: %w", err)
+		}
 	}
 	return f, nil
 }

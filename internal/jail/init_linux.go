@@ -21,15 +21,18 @@ const (
 	fdControl   = 3 // supervisor <-> init messages
 	fdChannel   = 4 // becomes ChannelFD in the program
 	fdExe       = 5 // the codecage binary, executed through /proc/self/fd
-	fdWorkspace = 6 // O_PATH descriptor of the host workspace, when there is one
+	fdWorkspace = 6 // detached mount of the host workspace, when there is one
 )
 
 // initConfig is what the supervisor tells the init to build.
 type initConfig struct {
-	Argv           []string
-	Env            []string
-	Hostname       string
-	HasWorkspace   bool
+	Argv     []string
+	Env      []string
+	Hostname string
+	// HasWorkspace: a detached mount of the workspace is at fdWorkspace.
+	HasWorkspace bool
+	// WorkspacePath: the init opens the workspace itself (rootless).
+	WorkspacePath  string
 	ReadOnlyBinds  []string
 	TmpBytes       int64
 	WorkspaceBytes int64

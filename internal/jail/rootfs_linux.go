@@ -41,6 +41,19 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
+	// Opened before the root tmpfs hides the host's /tmp, where it may live.
+	wsFD := -1
+	if cfg.WorkspacePath != "" {
+		fd, err := unix.Openat2(unix.AT_FDCWD, cfg.WorkspacePath, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return fmt.Errorf("open workspace: %w", err)
+		}
+		defer unix.Close(fd)
+		wsFD = fd
+	}
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
@@ -64,7 +77,7 @@ func buildRoot(cfg *initConfig) error {
 	if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
 		return err
 	}
-	if err := buildWorkspace(cfg); err != nil {
+	if err := buildWorkspace(cfg, wsFD); err != nil {
 		return err
 	}
 	if err := os.Mkdir(newRoot+"/proc", 0o555); err != nil {
@@ -234,21 +247,25 @@ func buildDev(cfg *initConfig) error {
 	return unix.MountSetattr(-1, dev, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
 }
 
-func buildWorkspace(cfg *initConfig) error {
+func buildWorkspace(cfg *initConfig, wsFD int) error {
 	dst := newRoot + WorkspaceDir
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return err
 	}
-	if !cfg.HasWorkspace {
+	switch {
+	case cfg.HasWorkspace:
+		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach workspace: %w", err)
+		}
+	case wsFD >= 0:
+		// The descriptor was opened in this mount namespace, so it can be
+		// bound; binding it, not the path, keeps a swapped symlink out.
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(wsFD), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind workspace: %w", err)
+		}
+	default:
 		opts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d", cfg.WorkspaceBytes, SandboxUID, SandboxUID)
 		return mountTmpfs(dst, opts)
-	}
-	// The host directory arrives as an O_PATH descriptor opened by the
-	// supervisor: binding the descriptor, not a path, means a symlink swapped
-	// in after the check cannot redirect the mount (CVE-2024-42472).
-	src := "/proc/self/fd/" + strconv.Itoa(fdWorkspace)
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind workspace: %w", err)
 	}
 	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC})
 }

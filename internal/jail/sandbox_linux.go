@@ -131,6 +131,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Env:            s.spec.Env,
 		Hostname:       "sandbox",
 		HasWorkspace:   fds.workspace != nil,
+		WorkspacePath:  fds.workspacePath,
 		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
 		TmpBytes:       s.spec.Limits.TmpBytes,
 		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,

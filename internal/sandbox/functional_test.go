@@ -337,3 +337,33 @@ print("sleep-visible", any(b"sleep" in c for c in cmds))`
 		t.Fatalf("reader saw the writer's processes: %q", out)
 	}
 }
+
+func TestCancellationKillsTheSandbox(t *testing.T) {
+	svc := newService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	res, err := svc.Execute(ctx, sandbox.Request{Code: "import time\nprint('up', flush=True)\ntime.sleep(60)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Limit == nil || *res.Limit != "canceled" || res.Success || res.ExecutionTime > 10 {
+		t.Fatalf("want a canceled run: %+v", res)
+	}
+	assertNoLeftovers(t)
+}
+
+func TestDeadlineFromContextIsATimeout(t *testing.T) {
+	svc := newService(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	res, err := svc.Execute(ctx, sandbox.Request{Code: "while True: pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut {
+		t.Fatalf("want timed_out: %+v", res)
+	}
+}
