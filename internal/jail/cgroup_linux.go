@@ -36,8 +36,38 @@ var (
 // probeCgroups finds the cgroup version at run time (statfs of the mount,
 // not a guess from the distribution) and whether we may create cgroups.
 func probeCgroups() cgroupHost {
-	cgroupOnce.Do(func() { cgroupProbe = doProbeCgroups() })
+	cgroupOnce.Do(func() {
+		cgroupProbe = doProbeCgroups()
+		reapStaleCgroups(cgroupProbe)
+	})
 	return cgroupProbe
+}
+
+// cgroupName names a sandbox's cgroup after the supervisor's pid, so a
+// later supervisor can tell whose it is.
+func cgroupName(id string) string {
+	return strconv.Itoa(os.Getpid()) + "-" + id
+}
+
+// reapStaleCgroups removes the cgroups of supervisors that died without
+// tearing down (their sandboxes died with them: Pdeathsig on the init).
+func reapStaleCgroups(h cgroupHost) {
+	for _, parent := range h.parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			pidStr, _, ok := strings.Cut(e.Name(), "-")
+			pid, err := strconv.Atoi(pidStr)
+			if !e.IsDir() || !ok || err != nil || pid == os.Getpid() {
+				continue
+			}
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				_ = unix.Rmdir(filepath.Join(parent, e.Name()))
+			}
+		}
+	}
 }
 
 func doProbeCgroups() cgroupHost {
@@ -145,7 +175,7 @@ const initHeadroom = 16
 func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
 	cg := &cgroup{version: host.version, dirs: map[string]string{}}
 	for c, parent := range host.parents {
-		dir := filepath.Join(parent, id)
+		dir := filepath.Join(parent, cgroupName(id))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.destroy()
 			return nil, fmt.Errorf("create cgroup: %w", err)

@@ -78,7 +78,7 @@ func TestCgroupIsRemovedAfterExit(t *testing.T) {
 	defer sb.Channel().Close()
 	var dirs []string
 	for _, parent := range h.Cgroup.parents {
-		dir := filepath.Join(parent, sb.ID())
+		dir := filepath.Join(parent, cgroupName(sb.ID()))
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("running sandbox has no cgroup %s: %v", dir, err)
 		}
@@ -144,5 +144,27 @@ func TestLayersReportMissingLayers(t *testing.T) {
 	l := h.Layers()
 	if l.Cgroup != "none" || len(l.Warnings) != 2 || !strings.Contains(l.Warnings[0], "RLIMIT_AS") {
 		t.Fatalf("%+v", l)
+	}
+}
+
+func TestStaleCgroupsOfDeadSupervisorsAreReaped(t *testing.T) {
+	h := ProbeHost()
+	if h.CgroupVersion() == 0 {
+		t.Fatalf("this test runs where cgroups are available: %s", h.CgroupReason())
+	}
+	// A pid that cannot be alive: above the kernel's pid_max.
+	var stale []string
+	for _, parent := range h.Cgroup.parents {
+		dir := filepath.Join(parent, "99999999-stale")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, dir)
+	}
+	reapStaleCgroups(h.Cgroup)
+	for _, dir := range stale {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("stale cgroup kept: %s", dir)
+		}
 	}
 }
