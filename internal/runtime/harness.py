@@ -1,15 +1,20 @@
 # codecage harness: runs inside the jail as `python3 -I -B -X utf8 -c <this>`.
-# It reads requests from fd 3 (4-byte big-endian length + JSON), runs each
-# request's code as __main__ and answers with one frame. The jail, not this
-# file, is the security boundary: the import policy here is a convenience.
+# It reads requests from fd 3 (4-byte big-endian length + a marshal-encoded
+# dict), runs each request's code as __main__ and answers with one frame of
+# JSON. The jail, not this file, is the security boundary: the import policy
+# here is a convenience.
+#
+# Start-up time is the product's latency, so nothing is imported at start
+# that the interpreter has not loaded already: marshal and _ast are built in,
+# and the reply's JSON is written by hand (json and ast pull in re and enum,
+# about 15 ms).
 import sys
 
 
 def _harness():
     import builtins
-    import json
+    import marshal
     import os
-    import types
 
     chan = 3
     os.set_inheritable(chan, False)  # subprocesses of the code do not get it
@@ -29,10 +34,10 @@ def _harness():
         if head is None:
             return None
         body = read_exact(int.from_bytes(head, "big"))
-        return None if body is None else json.loads(body)
+        return None if body is None else marshal.loads(body)
 
     def write_frame(obj):
-        body = json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
+        body = _json(obj).encode("utf-8", "surrogatepass")
         data = len(body).to_bytes(4, "big") + body
         while data:
             data = data[os.write(chan, data):]
@@ -47,7 +52,7 @@ def _harness():
         req = read_frame()
         if req is None:
             os._exit(0)
-        reply = _run(req, builtins, real_import, types, json)
+        reply = _run(req, builtins, real_import)
         if os.getpid() != pid:
             # A process the code forked fell off the end of the code: it must
             # not answer for the harness.
@@ -62,10 +67,11 @@ def _harness():
             os._exit(0)
 
 
-def _run(req, builtins, real_import, types, json):
+def _run(req, builtins, real_import):
     code = req.get("code", "")
     filename = "<code>"
-    main = types.ModuleType("__main__")
+    module_type = type(sys)
+    main = module_type("__main__")
     g = main.__dict__
     g["__builtins__"] = builtins
     sys.modules["__main__"] = main
@@ -76,32 +82,28 @@ def _run(req, builtins, real_import, types, json):
         builtins.__import__ = real_import
     reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0}
     try:
-        import ast
-        import linecache
+        import _ast
 
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
-            tree = ast.parse(code, filename=filename, mode="exec")
+            tree = compile(code, filename, "exec", _ast.PyCF_ONLY_AST)
         except (SyntaxError, ValueError) as e:
-            reply["error"] = _syntax_error(e)
+            reply["error"] = _syntax_error(e, code, filename)
             reply["exit_code"] = 1
             return reply
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         exec(compile(tree, filename, "exec"), g)
         if last is not None:
             value = eval(compile(last, filename, "eval"), g)
             if value is not None:
-                reply["result"], reply["result_type"] = _encode_result(value, json, req.get("max_result_bytes", 65536))
+                reply["result"], reply["result_type"] = _encode_result(value, req.get("max_result_bytes", 65536))
     except SystemExit as e:
         reply["exit_code"] = _exit_code(e)
     except BaseException as e:  # noqa: B036 - everything the code raises is reported
-        reply["error"] = _exception(e, filename)
+        reply["error"] = _exception(e, code, filename)
         reply["exit_code"] = 1
-    reply["variables"] = [
-        k for k, v in list(g.items()) if not k.startswith("_") and not isinstance(v, types.ModuleType)
-    ]
+    reply["variables"] = [k for k, v in list(g.items()) if not k.startswith("_") and not isinstance(v, module_type)]
     return reply
 
 
@@ -138,12 +140,12 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
     importlib.import_module = import_module
 
 
-def _encode_result(value, json, limit):
+def _encode_result(value, limit):
     kind = type(value).__name__
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = _json(value, limit)
         if len(text) <= limit:
-            return value, kind
+            return _Raw(text), kind
     except Exception:
         pass
     try:
@@ -165,9 +167,10 @@ def _exit_code(e):
     return 1
 
 
-def _syntax_error(e):
+def _syntax_error(e, code, filename):
     import traceback
 
+    _register_source(code, filename)
     if isinstance(e, SyntaxError):
         return {
             "type": type(e).__name__,
@@ -179,9 +182,10 @@ def _syntax_error(e):
     return {"type": "SyntaxError", "message": str(e), "line": None, "column": None, "traceback": str(e)}
 
 
-def _exception(e, filename):
+def _exception(e, code, filename):
     import traceback
 
+    _register_source(code, filename)
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
     text = ""
     if frames:
@@ -193,6 +197,95 @@ def _exception(e, filename):
     except Exception:
         message = "<unprintable>"
     return {"type": type(e).__name__, "message": message, "line": line, "column": None, "traceback": text}
+
+
+def _register_source(code, filename):
+    # Tracebacks read source lines through linecache; imported only when a
+    # run fails.
+    import linecache
+
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+
+
+class _Raw(str):
+    """JSON text already encoded, embedded as is."""
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def _json_str(s):
+    out = ['"']
+    for ch in s:
+        e = _ESCAPES.get(ch)
+        if e is not None:
+            out.append(e)
+        elif ch < " " or "\ud800" <= ch <= "\udfff":
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _json(v, limit=None):
+    """Encodes v as strict JSON (no NaN, string keys only), or raises."""
+    parts = []
+    size = [0]
+
+    def emit(text):
+        parts.append(text)
+        size[0] += len(text)
+        if limit is not None and size[0] > limit:
+            raise _TooBig()
+
+    def enc(v, depth):
+        if depth > 100:
+            raise ValueError("too deep")
+        t = type(v)
+        if v is None:
+            emit("null")
+        elif v is True:
+            emit("true")
+        elif v is False:
+            emit("false")
+        elif t is _Raw:
+            emit(v)
+        elif t is str:
+            emit(_json_str(v))
+        elif t is int:
+            emit(int.__repr__(v))
+        elif t is float:
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError("not finite")
+            emit(float.__repr__(v))
+        elif t in (list, tuple):
+            emit("[")
+            for i, x in enumerate(v):
+                if i:
+                    emit(",")
+                enc(x, depth + 1)
+            emit("]")
+        elif t is dict:
+            emit("{")
+            for i, (k, x) in enumerate(v.items()):
+                if type(k) is not str:
+                    raise TypeError("non-string key")
+                if i:
+                    emit(",")
+                emit(_json_str(k))
+                emit(":")
+                enc(x, depth + 1)
+            emit("}")
+        else:
+            raise TypeError(t.__name__)
+
+    enc(v, 0)
+    return "".join(parts)
 
 
 _harness()

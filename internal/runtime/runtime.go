@@ -2,8 +2,9 @@
 // inside the jail (embedded in the binary) and the wire protocol the
 // supervisor speaks with it over the jail's channel.
 //
-// Frames are a 4-byte big-endian length followed by that many bytes of JSON.
-// The supervisor sends a [Request]; the harness answers with one [Reply].
+// Frames are a 4-byte big-endian length followed by that many bytes. The
+// supervisor sends a [Request] in Python's marshal format (see marshal.go);
+// the harness answers with one [Reply] in JSON.
 package runtime
 
 import (
@@ -83,27 +84,35 @@ type Error struct {
 	Column    *int   `json:"column,omitempty"`
 }
 
-// WriteFrame sends v as one frame.
-func WriteFrame(w io.Writer, v any) error {
-	body, err := json.Marshal(v)
+// WriteRequest sends req to the harness as one frame.
+func WriteRequest(w io.Writer, req Request) error {
+	body, err := req.marshal()
 	if err != nil {
 		return err
 	}
+	return writeFrame(w, body)
+}
+
+func writeFrame(w io.Writer, body []byte) error {
 	if len(body) > MaxFrameBytes {
 		return fmt.Errorf("runtime: frame of %d bytes exceeds %d", len(body), MaxFrameBytes)
 	}
 	buf := make([]byte, 4+len(body))
 	binary.BigEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
-	_, err = w.Write(buf)
+	_, err := w.Write(buf)
 	return err
 }
 
 // ErrBadFrame means the other side sent something that is not a frame.
 var ErrBadFrame = errors.New("runtime: malformed frame")
 
-// ReadFrame reads one frame into v, refusing frames over max bytes.
-func ReadFrame(r io.Reader, v any, max int) error {
+// ReadReply reads the harness's reply, refusing frames over max bytes.
+func ReadReply(r io.Reader, rep *Reply, max int) error {
+	return readJSONFrame(r, rep, max)
+}
+
+func readJSONFrame(r io.Reader, v any, max int) error {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return err

@@ -82,12 +82,12 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	replies := make(chan *runtime.Reply, 1)
 	go func() {
 		// The write fails at once if the program is already gone.
-		if err := runtime.WriteFrame(sb.Channel(), rreq); err != nil {
+		if err := runtime.WriteRequest(sb.Channel(), rreq); err != nil {
 			replies <- nil
 			return
 		}
 		var rep runtime.Reply
-		if err := runtime.ReadFrame(sb.Channel(), &rep, runtime.MaxFrameBytes); err != nil {
+		if err := runtime.ReadReply(sb.Channel(), &rep, runtime.MaxFrameBytes); err != nil {
 			replies <- nil
 			return
 		}

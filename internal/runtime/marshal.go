@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Requests travel in Python's marshal format: marshal.loads is built into
+// the interpreter, so the harness needs no module import to read them (json
+// costs ~10 ms of start-up through re and enum). Only the types a request
+// uses are written, and never references, so any marshal version reads it.
+const (
+	marshalNull    = '0'
+	marshalNone    = 'N'
+	marshalTrue    = 'T'
+	marshalFalse   = 'F'
+	marshalInt     = 'i'
+	marshalUnicode = 'u'
+	marshalList    = '['
+	marshalDict    = '{'
+)
+
+// appendMarshal appends v, which must be nil, bool, int, string, []string,
+// map[string]string or map[string]any of those.
+func appendMarshal(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, marshalNone), nil
+	case bool:
+		if v {
+			return append(b, marshalTrue), nil
+		}
+		return append(b, marshalFalse), nil
+	case int:
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("runtime: int %d does not fit marshal's int32", v)
+		}
+		b = append(b, marshalInt)
+		return binary.LittleEndian.AppendUint32(b, uint32(int32(v))), nil
+	case string:
+		// marshal decodes strings as UTF-8 and fails on anything else.
+		v = strings.ToValidUTF8(v, "\uFFFD")
+		if len(v) > math.MaxInt32 {
+			return nil, fmt.Errorf("runtime: string of %d bytes is too long", len(v))
+		}
+		b = append(b, marshalUnicode)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+		return append(b, v...), nil
+	case []string:
+		if v == nil {
+			return append(b, marshalNone), nil
+		}
+		b = append(b, marshalList)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+		var err error
+		for _, s := range v {
+			if b, err = appendMarshal(b, s); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case map[string]string:
+		m := make(map[string]any, len(v))
+		for k, s := range v {
+			m[k] = s
+		}
+		return appendMarshal(b, m)
+	case map[string]any:
+		b = append(b, marshalDict)
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var err error
+		for _, k := range keys {
+			if b, err = appendMarshal(b, k); err != nil {
+				return nil, err
+			}
+			if b, err = appendMarshal(b, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, marshalNull), nil
+	}
+	return nil, fmt.Errorf("runtime: cannot marshal %T", v)
+}
+
+// marshal returns the request in the harness's wire form.
+func (r Request) marshal() ([]byte, error) {
+	m := map[string]any{
+		"code":             r.Code,
+		"allowed_imports":  r.AllowedImports,
+		"max_result_bytes": r.MaxResultBytes,
+		"keep_alive":       r.KeepAlive,
+	}
+	if r.Profile != "" {
+		m["profile"] = r.Profile
+	}
+	if len(r.ImportHints) > 0 {
+		m["import_hints"] = r.ImportHints
+	}
+	return appendMarshal(nil, m)
+}
