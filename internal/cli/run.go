@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -113,6 +115,9 @@ func readSource(code string, args []string, stdin io.Reader) (string, error) {
 	case len(args) == 1 && args[0] != "-":
 		b, err := os.ReadFile(args[0])
 		return string(b), err
+	}
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return "", errors.New("no code given: use --code, a file, or pipe the code to standard input")
 	}
 	b, err := io.ReadAll(stdin)
 	return string(b), err

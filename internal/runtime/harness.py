@@ -103,7 +103,8 @@ def _run(req, builtins, real_import):
     except BaseException as e:  # noqa: B036 - everything the code raises is reported
         reply["error"] = _exception(e, code, filename)
         reply["exit_code"] = 1
-    reply["variables"] = [k for k, v in list(g.items()) if not k.startswith("_") and not isinstance(v, module_type)]
+    names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type)]
+    reply["variables"] = names[:_MAX_VARIABLES]
     return reply
 
 
@@ -196,7 +197,24 @@ def _exception(e, code, filename):
         message = str(e)
     except Exception:
         message = "<unprintable>"
-    return {"type": type(e).__name__, "message": message, "line": line, "column": None, "traceback": text}
+    return {
+        "type": type(e).__name__,
+        "message": _clip(message),
+        "line": line,
+        "column": None,
+        "traceback": _clip(text),
+    }
+
+
+# Bounds on what a reply carries besides the result (which has its own).
+_MAX_VARIABLES = 1000
+_MAX_TEXT = 64 << 10
+
+
+def _clip(text):
+    if len(text) > _MAX_TEXT:
+        return text[:_MAX_TEXT] + "... [truncated]"
+    return text
 
 
 def _register_source(code, filename):

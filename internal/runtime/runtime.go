@@ -23,8 +23,13 @@ var harnessSource string
 // interpreter, not whatever python3 is first on PATH.
 const DefaultInterpreter = "/usr/bin/python3"
 
-// MaxFrameBytes bounds one frame in either direction.
+// MaxFrameBytes bounds a request frame (the code travels in it).
 const MaxFrameBytes = 64 << 20
+
+// MaxReplyBytes bounds a reply frame. The harness keeps its replies far
+// below it (result, message, traceback and variable names are capped); the
+// code can forge a frame header, so the supervisor must not trust one.
+const MaxReplyBytes = 4 << 20
 
 // Argv is the command line that starts the harness. -I keeps the working
 // directory, user site and PYTHON* variables out (a planted sitecustomize or

@@ -367,3 +367,21 @@ func TestDeadlineFromContextIsATimeout(t *testing.T) {
 		t.Fatalf("want timed_out: %+v", res)
 	}
 }
+
+// The code shares a process with the harness and can write anything to
+// its channel; the supervisor must stay correct and bounded.
+func TestForgedAndHugeRepliesAreBounded(t *testing.T) {
+	svc := newService(t)
+	res := run(t, svc, "import os\nos.write(3, b'\\xff\\xff\\xff\\xff garbage')\nos._exit(0)")
+	if res.Result == nil || string(res.Result) != "null" {
+		t.Fatalf("forged frame leaked into the result: %s", res.Result)
+	}
+	res = run(t, svc, "g = globals()\nfor i in range(100000): g['v%d' % i] = i\nraise ValueError('m' * 10**7)")
+	if res.Error == nil || res.Error.Type != "ValueError" || len(res.Error.Message) > 70000 || len(res.Variables) > 1000 {
+		t.Fatalf("error %d bytes, %d variables", len(res.Error.Message), len(res.Variables))
+	}
+	res = run(t, svc, "'r' * 10**7")
+	if s := string(res.Result); len(s) > 70000 || !strings.Contains(s, "truncated") {
+		t.Fatalf("result of %d bytes", len(s))
+	}
+}

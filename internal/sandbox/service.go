@@ -42,7 +42,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Bounds = policy.DefaultBounds
 	}
 	cfg.Defaults = cfg.Defaults.WithDefaults()
-	if cfg.MaxResultBytes == 0 {
+	if cfg.MaxResultBytes <= 0 || cfg.MaxResultBytes > runtime.MaxReplyBytes/2 {
 		cfg.MaxResultBytes = 64 << 10
 	}
 	return &Service{cfg: cfg}, nil
@@ -87,7 +87,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 			return
 		}
 		var rep runtime.Reply
-		if err := runtime.ReadReply(sb.Channel(), &rep, runtime.MaxFrameBytes); err != nil {
+		if err := runtime.ReadReply(sb.Channel(), &rep, runtime.MaxReplyBytes); err != nil {
 			replies <- nil
 			return
 		}
