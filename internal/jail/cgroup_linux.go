@@ -168,8 +168,8 @@ type cgroup struct {
 	dirs    map[string]string
 }
 
-// initHeadroom is the number of tasks the init itself may hold (its Go
-// runtime threads count against pids.max).
+// initHeadroom bounds the init's own tasks (its Go runtime threads count
+// against pids.max) until [cgroup.settlePids] fixes the exact number.
 const initHeadroom = 16
 
 func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
@@ -219,6 +219,21 @@ func (cg *cgroup) addProcess(pid int) error {
 		}
 	}
 	return nil
+}
+
+// settlePids sets pids.max to the program's budget plus exactly the tasks
+// the init holds now. The init calls for it right before it forks the
+// program, and holds still afterwards (no GC, one locked thread waiting).
+func (cg *cgroup) settlePids(program int) error {
+	dir := cg.dirs[""]
+	if cg.version == 1 {
+		dir = cg.dirs["pids"]
+	}
+	current := readInt(filepath.Join(dir, "pids.current"))
+	if current <= 0 {
+		return fmt.Errorf("cgroup: no pids.current in %s", dir)
+	}
+	return os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(int64(program)+current, 10)), 0)
 }
 
 // openV2 returns a descriptor of the v2 cgroup for CLONE_INTO_CGROUP.

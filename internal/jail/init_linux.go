@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/codecage/codecage/internal/jail/seccomp"
@@ -41,6 +43,14 @@ type initConfig struct {
 	// CgroupNS asks for a cgroup namespace rooted at the sandbox's cgroup,
 	// into which the supervisor has moved the init before sending this.
 	CgroupNS bool
+	// SettlePids asks the init to report Forking and wait for the
+	// supervisor's Fork before it starts the program.
+	SettlePids bool
+}
+
+// supervisorReply answers an initReport that waits for one.
+type supervisorReply struct {
+	Fork bool
 }
 
 type rlimit struct {
@@ -52,6 +62,8 @@ type rlimit struct {
 type initReport struct {
 	// Error is set when the sandbox could not be built.
 	Error string `json:",omitempty"`
+	// Forking: the init is about to fork the program and waits for a reply.
+	Forking bool `json:",omitempty"`
 	// Started carries the program's pid (inside) once it runs.
 	Started int `json:",omitempty"`
 	// Exited is set when the program has ended.
@@ -95,7 +107,8 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		return 0, fmt.Errorf("set non-dumpable: %w", err)
 	}
 	var cfg initConfig
-	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
+	dec := json.NewDecoder(ctl)
+	if err := dec.Decode(&cfg); err != nil {
 		return 0, fmt.Errorf("read config: %w", err)
 	}
 	// Descriptors this process inherited without close-on-exec would
@@ -114,6 +127,18 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	}
 	if err := restrictSelf(&cfg); err != nil {
 		return 0, err
+	}
+	// From here on the init only waits: no collections, so the Go runtime
+	// has no reason to start threads that would count against pids.max.
+	debug.SetGCPercent(-1)
+	if cfg.SettlePids {
+		var reply supervisorReply
+		if err := enc.Encode(initReport{Forking: true}); err != nil {
+			return 0, err
+		}
+		if err := dec.Decode(&reply); err != nil || !reply.Fork {
+			return 0, fmt.Errorf("supervisor did not allow the fork: %v", err)
+		}
 	}
 	pid, err := startProgram(&cfg)
 	if err != nil {
@@ -197,8 +222,14 @@ func startProgram(cfg *initConfig) (int, error) {
 	// Limits go on the program alone (the init's Go runtime would not live
 	// under an address-space limit). The supervisor sends no work before the
 	// init reports the start, so nothing runs unlimited in between.
+	threads := ownThreads()
 	for _, r := range cfg.Rlimits {
 		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+		if r.Resource == unix.RLIMIT_NPROC {
+			// The init's threads run as the same uid and count too.
+			lim.Cur += threads
+			lim.Max += threads
+		}
 		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
 			_ = unix.Kill(pid, unix.SIGKILL)
 			return 0, fmt.Errorf("setrlimit %d: %w", r.Resource, err)
@@ -238,4 +269,19 @@ func reap(pid int) programExit {
 			return exit
 		}
 	}
+}
+
+// ownThreads is the init's current number of threads.
+func ownThreads() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -138,19 +138,31 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
 		LandlockABI:    s.host.LandlockABI,
 		CgroupNS:       s.cg != nil,
+		SettlePids:     s.cg != nil,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
 	}
 	fds.controlDec = json.NewDecoder(fds.control)
-	var rep initReport
-	if err := fds.controlDec.Decode(&rep); err != nil {
-		return fmt.Errorf("%w: init ended before the program started: %v", ErrSetup, err)
+	for {
+		var rep initReport
+		if err := fds.controlDec.Decode(&rep); err != nil {
+			return fmt.Errorf("%w: init ended before the program started: %v", ErrSetup, err)
+		}
+		switch {
+		case rep.Error != "":
+			return fmt.Errorf("%w: %s", ErrSetup, rep.Error)
+		case rep.Started != 0:
+			return nil
+		case rep.Forking:
+			if err := s.cg.settlePids(s.spec.Limits.MaxProcesses); err != nil {
+				return fmt.Errorf("%w: %v", ErrSetup, err)
+			}
+			if err := json.NewEncoder(fds.control).Encode(supervisorReply{Fork: true}); err != nil {
+				return fmt.Errorf("%w: %v", ErrSetup, err)
+			}
+		}
 	}
-	if rep.Error != "" {
-		return fmt.Errorf("%w: %s", ErrSetup, rep.Error)
-	}
-	return nil
 }
 
 // supervise enforces the limits the kernel does not, collects the output and
@@ -368,7 +380,8 @@ func programRlimits(l Limits, cgroups bool) []rlimit {
 		{unix.RLIMIT_CPU, cpu, cpu + 1},
 		{unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes), uint64(l.FileSizeBytes)},
 		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), uint64(l.OpenFiles)},
-		{unix.RLIMIT_NPROC, uint64(l.MaxProcesses + initHeadroom), uint64(l.MaxProcesses + initHeadroom)},
+		// Counted per uid, so the init adds its own threads (see startProgram).
+		{unix.RLIMIT_NPROC, uint64(l.MaxProcesses), uint64(l.MaxProcesses)},
 		{unix.RLIMIT_CORE, 0, 0},
 	}
 	if !cgroups {
