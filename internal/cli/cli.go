@@ -18,11 +18,15 @@ const (
 const usage = `codecage runs untrusted Python behind a kernel boundary.
 
 Usage:
-  codecage run [flags] [file]   run Python code from --code, a file, or stdin
-  codecage doctor               report the isolation layers of this host
-  codecage help                 show this help
+  codecage run [flags] [file]       run Python code from --code, a file, or stdin
+  codecage validate [flags] [file]  check code without running it
+  codecage info [--json]            profiles, limits and isolation of this configuration
+  codecage doctor                   report the isolation layers of this host
+  codecage help                     show this help
 
-Run "codecage run -h" for the flags of run.
+Every command takes the operator settings as flags (e.g. --timeout,
+--enable-data-science), as SANDBOX_* variables, or from --config FILE;
+run "codecage run -h" to list them.
 `
 
 // Main runs the command line and returns the exit status.
@@ -34,6 +38,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCmd(args[1:], stdin, stdout, stderr)
+	case "info":
+		return infoCmd(args[1:], stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		return doctorCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -134,3 +134,63 @@ func TestDoctor(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateCommand(t *testing.T) {
+	code, out, _ := cli(t, "", "validate", "--json", "-c", "import os\nos.system('ls')")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 for invalid code\n%s", code, out)
+	}
+	var v struct {
+		Validation struct {
+			Valid  bool     `json:"valid"`
+			Errors []string `json:"errors"`
+		} `json:"validation"`
+		Analysis map[string]any `json:"analysis"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Validation.Valid || len(v.Validation.Errors) != 1 {
+		t.Fatalf("%v %s", err, out)
+	}
+	if code, out, _ := cli(t, "print(1)", "validate"); code != 0 || !strings.Contains(out, "Code is valid") {
+		t.Fatalf("valid code: %d %q", code, out)
+	}
+	if code, out, _ := cli(t, "", "validate", "--profile", "filesystem", "-c", "import os"); code != 0 {
+		t.Fatalf("--profile enables it: %d %q", code, out)
+	}
+}
+
+func TestInfoCommand(t *testing.T) {
+	t.Setenv("SANDBOX_ENABLE_NETWORK", "true")
+	t.Setenv("SANDBOX_TIMEOUT", "12")
+	code, out, errOut := cli(t, "", "info", "--json", "--max-processes", "32")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var info struct {
+		Profiles map[string]struct {
+			Enabled bool `json:"enabled"`
+		} `json:"security_profiles"`
+		Limits map[string]any `json:"resource_limits"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if !info.Profiles["network"].Enabled || info.Profiles["data_science"].Enabled || info.Limits["timeout"] != 12.0 || info.Limits["max_processes"] != 32.0 {
+		t.Fatalf("%s", out)
+	}
+	t.Setenv("SANDBOX_TIMEOUT", "abc")
+	code, _, errOut = cli(t, "", "info")
+	if code != 2 || !strings.Contains(errOut, "SANDBOX_TIMEOUT") {
+		t.Fatalf("bad setting: %d %q", code, errOut)
+	}
+}
+
+func TestRunWithProfiles(t *testing.T) {
+	code, out, errOut := cli(t, "", "run", "--profile", "data_science", "-c", "import numpy\nprint(numpy.arange(4).sum())")
+	if code != 0 || out != "6\n" {
+		t.Fatalf("%d %q %q", code, out, errOut)
+	}
+	code, _, errOut = cli(t, "", "run", "-c", "import numpy")
+	if code != 1 || !strings.Contains(errOut, "SANDBOX_ENABLE_DATA_SCIENCE=true") {
+		t.Fatalf("%d %q", code, errOut)
+	}
+}

@@ -36,18 +36,19 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		code        string
-		timeout     = fs.Float64("timeout", 0, "wall-clock limit in seconds (default 30)")
-		memMB       = fs.Int64("max-memory-mb", 0, "memory limit in MiB (default 256)")
-		cpuSec      = fs.Float64("max-cpu-time-sec", 0, "CPU-time limit in seconds (default 30)")
-		printLen    = fs.Int64("max-print-length", 0, "cap on stdout and stderr, each, in bytes (default 1 MiB)")
-		asJSON      = fs.Bool("json", false, "print one JSON result object")
-		interpreter = fs.String("interpreter", "", "Python interpreter inside the jail (default /usr/bin/python3)")
-		imports     listFlag
+		code     string
+		memMB    = fs.Int64("max-memory-mb", 0, "memory limit of this run in MiB (default: the configured default)")
+		cpuSec   = fs.Float64("max-cpu-time-sec", 0, "CPU-time limit of this run in seconds")
+		printLen = fs.Int64("max-print-length", 0, "cap on stdout and stderr of this run, each, in bytes")
+		asJSON   = fs.Bool("json", false, "print one JSON result object")
+		imports  listFlag
+		profiles listFlag
 	)
 	fs.StringVar(&code, "code", "", "Python code to run")
 	fs.StringVar(&code, "c", "", "shorthand for --code")
 	fs.Var(&imports, "authorized-imports", "modules the code may import, comma-separated; \"*\" switches the import policy off (the jail stays)")
+	fs.Var(&profiles, "profile", "profiles of the run, comma-separated: basic, data_science, network, filesystem (enables them)")
+	cfgFlags := addConfigFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: codecage run [flags] [file|-]\n\nRuns Python code from --code, a file, or standard input in a fresh sandbox.\n\nFlags:")
 		fs.PrintDefaults()
@@ -63,21 +64,28 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage run:", err)
 		return exitUsage
 	}
-
-	svc, err := sandbox.New(sandbox.Config{Interpreter: *interpreter})
-	if err != nil {
-		fmt.Fprintln(stderr, "codecage run:", err, "(run \"codecage doctor\")")
-		return exitInternal
+	// On the command line the user is the operator: asking for a profile or
+	// an import list is also allowing it.
+	for _, p := range profiles {
+		if _, ok := lookupKey("enable-" + p); ok {
+			cfgFlags.extra["enable_"+strings.ReplaceAll(p, "-", "_")] = "true"
+		}
+	}
+	if len(imports) > 0 {
+		cfgFlags.extra["allowed_imports"] = strings.Join(imports, ",")
+	}
+	svc, code2 := newService(cfgFlags, stderr, "run")
+	if svc == nil {
+		return code2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
-		Code:           src,
-		Timeout:        seconds(*timeout),
-		CPUTime:        seconds(*cpuSec),
-		MemoryBytes:    *memMB << 20,
-		OutputBytes:    *printLen,
-		AllowedImports: imports,
+		Code:        src,
+		CPUTime:     seconds(*cpuSec),
+		MemoryBytes: *memMB << 20,
+		OutputBytes: *printLen,
+		Profiles:    profiles,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)
@@ -87,9 +95,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitInternal
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
+		printJSON(stdout, res)
 	} else {
 		printHuman(res, stdout, stderr)
 	}
@@ -100,6 +106,28 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// newService loads the configuration and starts the service, or reports
+// why not and returns the exit status.
+func newService(cf *configFlags, stderr io.Writer, cmd string) (*sandbox.Service, int) {
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage %s: configuration: %v\n", cmd, err)
+		return nil, exitUsage
+	}
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage %s: %v (run \"codecage doctor\")\n", cmd, err)
+		return nil, exitInternal
+	}
+	return svc, exitOK
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -19,9 +19,10 @@ type sandboxFiles struct {
 	stderr, stderrW      *os.File
 	workspace            *os.File // detached mount of the host workspace, or nil
 	workspacePath        string   // the workspace, when the init must open it
+	forward, initForward *os.File // connections passed out of the sandbox
 }
 
-func newSandboxFiles(workspace string) (f *sandboxFiles, err error) {
+func newSandboxFiles(workspace string, forward bool) (f *sandboxFiles, err error) {
 	f = &sandboxFiles{}
 	defer func() {
 		if err != nil {
@@ -34,6 +35,11 @@ func newSandboxFiles(workspace string) (f *sandboxFiles, err error) {
 	}
 	if f.channel, f.initChannel, err = socketPair("channel"); err != nil {
 		return f, err
+	}
+	if forward {
+		if f.forward, f.initForward, err = socketPair("forward"); err != nil {
+			return f, err
+		}
 	}
 	if f.stdout, f.stdoutW, err = os.Pipe(); err != nil {
 		return f, err
@@ -85,11 +91,11 @@ func closeAll(files ...*os.File) {
 }
 
 func (f *sandboxFiles) closeChildEnds() {
-	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace)
+	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace, f.initForward)
 }
 
 // closeParentEnds closes what the supervisor keeps, except the channel,
 // which belongs to whoever talks to the program.
 func (f *sandboxFiles) closeParentEnds() {
-	closeAll(f.control, f.stdout, f.stderr)
+	closeAll(f.control, f.stdout, f.stderr, f.forward)
 }

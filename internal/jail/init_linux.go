@@ -43,6 +43,9 @@ type initConfig struct {
 	// CgroupNS asks for a cgroup namespace rooted at the sandbox's cgroup,
 	// into which the supervisor has moved the init before sending this.
 	CgroupNS bool
+	// ForwardPort, if not zero, is the loopback port whose connections the
+	// init passes to the supervisor over fdForward.
+	ForwardPort int
 	// SettlePids asks the init to report Forking and wait for the
 	// supervisor's Fork before it starts the program.
 	SettlePids bool
@@ -125,6 +128,13 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	if cfg.HasWorkspace {
 		_ = unix.Close(fdWorkspace)
 	}
+	if cfg.ForwardPort != 0 {
+		l, err := listenForward(cfg.ForwardPort)
+		if err != nil {
+			return 0, err
+		}
+		go serveForward(l)
+	}
 	if err := restrictSelf(&cfg); err != nil {
 		return 0, err
 	}
@@ -183,7 +193,7 @@ func restrictSelf(cfg *initConfig) error {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	if cfg.LandlockABI > 0 {
-		if err := applyLandlock(cfg.LandlockABI, sandboxRules(cfg)); err != nil {
+		if err := applyLandlock(cfg.LandlockABI, sandboxRules(cfg), cfg.ForwardPort); err != nil {
 			return err
 		}
 	}

@@ -110,6 +110,8 @@ type Spec struct {
 	// Stdout and Stderr receive the program's output, each capped at
 	// Limits.OutputBytes. Nil discards.
 	Stdout, Stderr io.Writer
+	// Forward, if set, is the one service the sandbox may reach over TCP.
+	Forward *Forward
 }
 
 // Exit describes how a sandbox ended.

@@ -3,6 +3,8 @@ package jail
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,5 +168,34 @@ func TestStaleCgroupsOfDeadSupervisorsAreReaped(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("stale cgroup kept: %s", dir)
 		}
+	}
+}
+
+func TestForwardHandsLoopbackConnectionsOut(t *testing.T) {
+	handled := make(chan string, 4)
+	fwd := &Forward{Port: 3128, Handle: func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			handled <- "read: " + err.Error()
+			return
+		}
+		handled <- string(buf)
+		c.Write([]byte("pong"))
+	}}
+	exit, out, errOut := startAndWait(t, Spec{Forward: fwd, Argv: python(`import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"ping")
+print(s.recv(4).decode())
+try:
+    socket.create_connection(("127.0.0.1", 3129), timeout=5)
+    print("other port reachable")
+except OSError as e:
+    print("other port", e.errno)`)})
+	if exit.ExitCode != 0 || !strings.HasPrefix(out, "pong\nother port ") {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	if got := <-handled; got != "ping" {
+		t.Fatalf("handler got %q", got)
 	}
 }

@@ -81,10 +81,11 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 }
 
 // applyLandlock restricts the calling thread (and every process it forks
-// afterwards) to rules. TCP and UDP ports are handled with no rule, so no
-// socket can bind or connect by port; abstract unix sockets and signals are
-// scoped to the sandbox. Rights the host's ABI lacks are left out.
-func applyLandlock(abi int, rules []landlockRule) error {
+// afterwards) to rules. TCP and UDP ports are handled, so no socket can bind
+// or connect by port except a TCP connect to connectPort (when not zero);
+// abstract unix sockets and signals are scoped to the sandbox. Rights the
+// host's ABI lacks are left out.
+func applyLandlock(abi int, rules []landlockRule, connectPort int) error {
 	handled := fsRights(abi)
 	attr := ll.RulesetAttr{HandledAccessFS: handled}
 	if abi >= 4 {
@@ -104,6 +105,12 @@ func applyLandlock(abi int, rules []landlockRule) error {
 	for _, r := range rules {
 		if err := addPathRule(rulesetFD, r.path, r.rights&handled); err != nil {
 			return err
+		}
+	}
+	if connectPort != 0 && abi >= 4 {
+		attr := ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(connectPort)}
+		if err := ll.LandlockAddNetPortRule(rulesetFD, &attr, 0); err != nil {
+			return fmt.Errorf("landlock port rule: %w", err)
 		}
 	}
 	if err := ll.LandlockRestrictSelf(rulesetFD, 0); err != nil {

@@ -65,7 +65,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 	}()
 
-	fds, err := newSandboxFiles(spec.Workspace)
+	fds, err := newSandboxFiles(spec.Workspace, spec.Forward != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +114,12 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.cleanup()
 		return nil, err
 	}
+	if spec.Forward != nil {
+		// The supervisor's end now belongs to the receiver.
+		sock := fds.forward
+		fds.forward = nil
+		go receiveForwards(sock, spec.Forward.Handle)
+	}
 	go s.supervise(ctx, fds, waitErr)
 	return s, nil
 }
@@ -139,6 +145,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		LandlockABI:    s.host.LandlockABI,
 		CgroupNS:       s.cg != nil,
 		SettlePids:     s.cg != nil,
+		ForwardPort:    forwardPort(s.spec.Forward),
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
@@ -345,9 +352,10 @@ func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
 	attr.AmbientCaps = initCaps
 	attr.Pdeathsig = syscall.SIGKILL
 	attr.Setsid = true
-	files := []*os.File{fds.initControl, fds.initChannel, executable()}
-	if fds.workspace != nil {
-		files = append(files, fds.workspace)
+	// Positions are the init's descriptor numbers from 3 on; nil closes one.
+	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace}
+	if fds.initForward != nil {
+		files = append(files, fds.initForward)
 	}
 	cmd := &exec.Cmd{
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
@@ -412,4 +420,11 @@ func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+func forwardPort(f *Forward) int {
+	if f == nil {
+		return 0
+	}
+	return f.Port
 }

@@ -42,6 +42,7 @@ def _harness():
         while data:
             data = data[os.write(chan, data):]
 
+    _seed_matplotlib_cache(os)
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.
         stream.reconfigure(line_buffering=True, errors="surrogateescape")
@@ -67,6 +68,23 @@ def _harness():
             os._exit(0)
 
 
+def _seed_matplotlib_cache(os):
+    # matplotlib wants a writable config directory; the prebuilt font cache
+    # is bound read-only, so data_science runs copy it into /tmp (38 KB)
+    # instead of rebuilding it (most of a second).
+    src = os.environ.get("CODECAGE_MPL_CACHE")
+    dst = os.environ.get("MPLCONFIGDIR")
+    if not src or not dst:
+        return
+    try:
+        os.makedirs(dst, exist_ok=True)
+        for name in os.listdir(src):
+            with open(os.path.join(src, name), "rb") as f, open(os.path.join(dst, name), "wb") as g:
+                g.write(f.read())
+    except OSError:
+        pass  # matplotlib rebuilds the cache itself, slowly
+
+
 def _run(req, builtins, real_import):
     code = req.get("code", "")
     filename = "<code>"
@@ -80,7 +98,9 @@ def _run(req, builtins, real_import):
         _install_import_policy(builtins, real_import, g, set(allowed), req)
     else:
         builtins.__import__ = real_import
-    reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0}
+    reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0, "images": []}
+    if req.get("capture_plots"):
+        _quiet_agg_show()
     try:
         import _ast
 
@@ -103,6 +123,8 @@ def _run(req, builtins, real_import):
     except BaseException as e:  # noqa: B036 - everything the code raises is reported
         reply["error"] = _exception(e, code, filename)
         reply["exit_code"] = 1
+    if req.get("capture_plots"):
+        reply["images"] = _figures()
     names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type)]
     reply["variables"] = names[:_MAX_VARIABLES]
     return reply
@@ -111,22 +133,42 @@ def _run(req, builtins, real_import):
 def _install_import_policy(builtins, real_import, user_globals, allowed, req):
     profile = req.get("profile") or "the current policy"
     hints = req.get("import_hints") or {}
+    allowed = tuple(allowed)
 
-    def check(name, from_user):
-        top = name.partition(".")[0]
-        if from_user and top and top not in allowed:
-            msg = "Import of '%s' is not allowed in profile %s" % (top, profile)
-            hint = hints.get(top)
-            if hint:
-                msg += "; " + hint
-            raise ImportError(msg, name=top)
+    def permitted(name):
+        # Same rule as policy.Allows: an entry allows itself, its submodules
+        # and the packages above it ("urllib.parse" lets "urllib" load).
+        for a in allowed:
+            if name == a or name.startswith(a + ".") or a.startswith(name + "."):
+                return True
+        return False
+
+    def check(name):
+        if permitted(name):
+            return
+        msg = "Import of '%s' is not allowed in profile %s" % (name, profile)
+        hint = hints.get(name) or hints.get(name.partition(".")[0]) or hints.get("*")
+        if hint:
+            msg += "; " + hint
+        raise ImportError(msg, name=name)
 
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0:
-            if globals is None:
-                globals = sys._getframe(1).f_globals
-            check(name, globals is user_globals)
-        return real_import(name, globals, locals, fromlist, level)
+        if level != 0:
+            return real_import(name, globals, locals, fromlist, level)
+        if globals is None:
+            globals = sys._getframe(1).f_globals
+        from_user = globals is user_globals
+        if from_user:
+            check(name)
+        module = real_import(name, globals, locals, fromlist, level)
+        if from_user and fromlist and hasattr(module, "__path__"):
+            # "from pkg import sub" loads pkg.sub as a module: the user asked
+            # for it as surely as "import pkg.sub".
+            for item in fromlist:
+                sub = getattr(module, item, None) if item != "*" else None
+                if type(sub) is type(sys) and getattr(sub, "__name__", "") == name + "." + item:
+                    check(sub.__name__)
+        return module
 
     builtins.__import__ = guarded_import
     import importlib
@@ -134,11 +176,50 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
     real_import_module = importlib.import_module
 
     def import_module(name, package=None):
-        if not name.startswith("."):
-            check(name, sys._getframe(1).f_globals is user_globals)
+        if not name.startswith(".") and sys._getframe(1).f_globals is user_globals:
+            check(name)
         return real_import_module(name, package)
 
     importlib.import_module = import_module
+
+
+def _quiet_agg_show():
+    # plt.show() under the Agg backend only warns that it cannot show; the
+    # figures come back as images instead, so the warning is noise.
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
+
+
+# Bounds on returned figures, all together: enough for any chart, and the
+# reply stays under the supervisor's frame limit (MaxReplyBytes).
+_MAX_FIGURES = 10
+_MAX_IMAGE_BYTES = 4 << 20
+
+
+def _figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    import base64
+    import io
+
+    images = []
+    budget = _MAX_IMAGE_BYTES
+    try:
+        for num in plt.get_fignums()[:_MAX_FIGURES]:
+            buf = io.BytesIO()
+            plt.figure(num).savefig(buf, format="png")
+            data = buf.getvalue()
+            budget -= len(data)
+            if budget < 0:
+                print("codecage: figure %d left out: the figures exceed %d bytes" % (num, _MAX_IMAGE_BYTES), file=sys.stderr)
+                continue
+            images.append({"mime_type": "image/png", "data": base64.b64encode(data).decode("ascii")})
+        plt.close("all")
+    except Exception as e:  # a broken figure must not lose the run's result
+        print("codecage: could not render a figure: %s" % e, file=sys.stderr)
+    return images
 
 
 def _encode_result(value, limit):

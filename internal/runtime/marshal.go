@@ -96,6 +96,7 @@ func (r Request) marshal() ([]byte, error) {
 		"allowed_imports":  r.AllowedImports,
 		"max_result_bytes": r.MaxResultBytes,
 		"keep_alive":       r.KeepAlive,
+		"capture_plots":    r.CapturePlots,
 	}
 	if r.Profile != "" {
 		m["profile"] = r.Profile

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 )
 
 //go:embed harness.py
@@ -29,7 +31,7 @@ const MaxFrameBytes = 64 << 20
 // MaxReplyBytes bounds a reply frame. The harness keeps its replies far
 // below it (result, message, traceback and variable names are capped); the
 // code can forge a frame header, so the supervisor must not trust one.
-const MaxReplyBytes = 4 << 20
+const MaxReplyBytes = 8 << 20
 
 // Argv is the command line that starts the harness. -I keeps the working
 // directory, user site and PYTHON* variables out (a planted sitecustomize or
@@ -53,6 +55,37 @@ func Env() []string {
 	}
 }
 
+// MatplotlibCache is where setup builds matplotlib's font cache on the
+// host; runs bind it read-only, or every run would rebuild it (seconds).
+const MatplotlibCache = "/var/cache/codecage/matplotlib"
+
+// DataScienceEnv adds what numerical libraries need: a prebuilt matplotlib
+// cache and OpenBLAS settings the host chose for its processor. It returns
+// the environment and the host paths to bind read-only.
+func DataScienceEnv(env []string) ([]string, []string) {
+	env = append(slices.Clone(env), "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1")
+	// Older OpenBLAS builds compute wrong results on some processors unless
+	// told which kernel to use; keep the host's choice.
+	for _, k := range []string{"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "MPLCONFIGDIR=/tmp/matplotlib")
+	var binds []string
+	if fi, err := os.Stat(MatplotlibCache); err == nil && fi.IsDir() {
+		env = append(env, "CODECAGE_MPL_CACHE="+MatplotlibCache)
+		binds = append(binds, MatplotlibCache)
+	}
+	// Debian keeps matplotlib's defaults in /etc, outside the sandbox's /etc.
+	for _, p := range []string{"/etc/matplotlibrc"} {
+		if _, err := os.Stat(p); err == nil {
+			binds = append(binds, p)
+		}
+	}
+	return env, binds
+}
+
 // Request asks the harness to run code.
 type Request struct {
 	Code string `json:"code"`
@@ -67,6 +100,15 @@ type Request struct {
 	MaxResultBytes int `json:"max_result_bytes"`
 	// KeepAlive keeps the harness waiting for another request.
 	KeepAlive bool `json:"keep_alive,omitempty"`
+	// CapturePlots returns the matplotlib figures left open as PNG images.
+	CapturePlots bool `json:"capture_plots,omitempty"`
+}
+
+// Image is a picture the run produced.
+type Image struct {
+	MIMEType string `json:"mime_type"`
+	// Data is the image, base64-encoded.
+	Data string `json:"data"`
 }
 
 // Reply is the harness's answer.
@@ -78,6 +120,7 @@ type Reply struct {
 	Variables  []string        `json:"variables"`
 	Error      *Error          `json:"error"`
 	ExitCode   int             `json:"exit_code"`
+	Images     []Image         `json:"images"`
 }
 
 // Error describes an exception raised by the code.

@@ -1150,8 +1150,8 @@ func TestContainment_38_PythonLevelBypass(t *testing.T) {
 	if err := os.WriteFile(canary, []byte(token), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t)
-	// The import policy is ON (nil = the default basic profile).
+	svc := newPolicyService(t)
+	// The import policy is ON (the default configuration: basic profile).
 	res, err := svc.Execute(context.Background(), sandbox.Request{Code: fill(`
 def R(key, value):
     print("RESULT", key, value)

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -245,7 +246,7 @@ func TestSysExit(t *testing.T) {
 }
 
 func TestImportPolicy(t *testing.T) {
-	svc := newService(t)
+	svc := newPolicyService(t)
 	res, err := svc.Execute(context.Background(), sandbox.Request{Code: "import math\nimport os"})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +260,9 @@ func TestImportPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSucceed(t, res)
-	res, err = svc.Execute(context.Background(), sandbox.Request{Code: "import importlib\nimportlib.import_module('subprocess')", AllowedImports: []string{"importlib"}})
+	cfg := policy.DefaultConfig()
+	cfg.AllowedImports = []string{"importlib"}
+	res, err = newServiceWith(t, cfg).Execute(context.Background(), sandbox.Request{Code: "import importlib\nimportlib.import_module('subprocess')"})
 	if err != nil {
 		t.Fatal(err)
 	}

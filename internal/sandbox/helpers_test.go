@@ -10,12 +10,30 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
+// newService returns a service whose operator switched the import policy
+// off (SANDBOX_ALLOWED_IMPORTS=*): the containment tests test the jail alone.
 func newService(tb testing.TB) *sandbox.Service {
 	tb.Helper()
-	svc, err := sandbox.New(sandbox.Config{})
+	cfg := policy.DefaultConfig()
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.MemoryLimit = 256 << 20
+	return newServiceWith(tb, cfg)
+}
+
+// newPolicyService returns a service with the default configuration: the
+// basic profile's import policy applies.
+func newPolicyService(tb testing.TB) *sandbox.Service {
+	tb.Helper()
+	return newServiceWith(tb, policy.DefaultConfig())
+}
+
+func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
+	tb.Helper()
+	svc, err := sandbox.New(cfg)
 	if err != nil {
 		tb.Fatalf("sandbox.New: %v", err)
 	}

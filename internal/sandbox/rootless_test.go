@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -38,7 +39,9 @@ except OSError as e: print("blocked", e.errno)`},
 
 // rootlessProbe runs rootlessCases and prints one JSON result per line.
 func rootlessProbe(w io.Writer) int {
-	svc, err := sandbox.New(sandbox.Config{})
+	cfg := policy.DefaultConfig()
+	cfg.AllowedImports = []string{policy.AllImports}
+	svc, err := sandbox.New(cfg)
 	if err != nil {
 		fmt.Fprintln(w, "service:", err)
 		return 1

@@ -6,83 +6,104 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
 )
 
-// Config configures the service.
-type Config struct {
-	// Interpreter is the Python inside the jail (default /usr/bin/python3).
-	Interpreter string
-	// Defaults are the limits of a request that asks for none.
-	Defaults jail.Limits
-	// Bounds are the largest limits a request may ask for.
-	Bounds policy.Bounds
-	// MaxResultBytes bounds the encoded last-expression value.
-	MaxResultBytes int
-}
+// MaxResultBytes bounds the encoded value of a final expression.
+const MaxResultBytes = 64 << 10
 
 // Service runs executions. It is safe for concurrent use.
 type Service struct {
-	cfg Config
+	cfg    policy.Config
+	egress egress.Policy
+	log    *slog.Logger
 }
 
-// New returns a service, or an error wrapping [ErrUnavailable] when this
-// host cannot build the required sandbox.
-func New(cfg Config) (*Service, error) {
+// New returns a service for the operator's configuration, or an error
+// wrapping [ErrUnavailable] when this host cannot build the required sandbox.
+func New(cfg policy.Config) (*Service, error) {
 	if err := jail.ProbeHost().Usable(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	if cfg.Bounds == (policy.Bounds{}) {
-		cfg.Bounds = policy.DefaultBounds
+	eg, err := egress.ParsePolicy(strings.Join(cfg.NetworkAllow, ","))
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	cfg.Defaults = cfg.Defaults.WithDefaults()
-	if cfg.MaxResultBytes <= 0 || cfg.MaxResultBytes > runtime.MaxReplyBytes/2 {
-		cfg.MaxResultBytes = 64 << 10
-	}
-	return &Service{cfg: cfg}, nil
+	return &Service{cfg: cfg, egress: eg, log: slog.Default()}, nil
 }
+
+// SetLogger sets where the service logs (egress decisions, for one).
+func (s *Service) SetLogger(l *slog.Logger) { s.log = l }
+
+// Config returns the operator's configuration the service runs with.
+func (s *Service) Config() policy.Config { return s.cfg }
 
 // Execute runs req in a fresh sandbox. Failures of the code (exceptions,
 // limits, crashes) are reported in the Result; the error is for requests
 // that cannot run at all.
 func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
-	limits, err := s.limits(req)
-	if err != nil {
-		return nil, err
-	}
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, err
 	}
+	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	limits, err := s.limits(req, imports)
+	if err != nil {
+		return nil, err
+	}
 	var stdout, stderr bytes.Buffer
-	sb, err := jail.Start(ctx, jail.Spec{
+	spec := jail.Spec{
 		Argv:   runtime.Argv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: limits,
 		Stdout: &stdout,
 		Stderr: &stderr,
-	})
+	}
+	if imports.Uses(policy.DataScience) {
+		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
+	}
+	if imports.Uses(policy.Network) {
+		proxy, fwd := s.startEgress(imports.Label())
+		defer proxy.Close()
+		spec.Forward = fwd
+		spec.Env = append(spec.Env, proxyEnv()...)
+	}
+	sb, err := jail.Start(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	rreq := runtime.Request{
 		Code:           req.Code,
-		AllowedImports: policy.ImportList(req.AllowedImports),
-		Profile:        "basic",
-		MaxResultBytes: s.cfg.MaxResultBytes,
+		AllowedImports: imports.Modules,
+		Profile:        imports.Label(),
+		ImportHints:    imports.Hints,
+		MaxResultBytes: MaxResultBytes,
+		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
 	}
-	if rreq.AllowedImports == nil {
-		rreq.Profile = ""
-	}
+	rep := exchange(sb, rreq)
+	exit := sb.Wait()
+	_ = sb.Channel().Close()
+	return buildResult(sb, exit, <-rep, &stdout, &stderr, limits), nil
+}
+
+// exchange sends the request and collects the reply, or nil when the
+// program ends without one. Once the sandbox is gone the reader sees EOF.
+func exchange(sb *jail.Sandbox, req runtime.Request) <-chan *runtime.Reply {
 	replies := make(chan *runtime.Reply, 1)
 	go func() {
 		// The write fails at once if the program is already gone.
-		if err := runtime.WriteRequest(sb.Channel(), rreq); err != nil {
+		if err := runtime.WriteRequest(sb.Channel(), req); err != nil {
 			replies <- nil
 			return
 		}
@@ -93,44 +114,51 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		}
 		replies <- &rep
 	}()
-	exit := sb.Wait()
-	// Every process of the sandbox is gone: the reader sees EOF if it has
-	// no reply yet.
-	rep := <-replies
-	_ = sb.Channel().Close()
-	return buildResult(sb, exit, rep, &stdout, &stderr, limits), nil
+	return replies
 }
 
-func (s *Service) limits(req Request) (jail.Limits, error) {
-	b := s.cfg.Bounds
-	l := s.cfg.Defaults
+// limits turns the request's limits and the operator's defaults and bounds
+// into the jail's limits.
+func (s *Service) limits(req Request, imports policy.ImportPolicy) (jail.Limits, error) {
+	c := s.cfg
 	checks := []error{
-		policy.CheckDuration("timeout", req.Timeout, b.Timeout),
-		policy.CheckDuration("cpu_time", req.CPUTime, b.CPUTime),
-		policy.CheckBytes("memory_limit", req.MemoryBytes, b.MinMemory, b.MemoryBytes),
-		policy.CheckBytes("output_limit", req.OutputBytes, 1, b.OutputBytes),
+		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
+		policy.CheckDuration("cpu_time", req.CPUTime, c.MaxCPUTime),
+		policy.CheckBytes("memory_limit", req.MemoryBytes, policy.MinMemory, c.MaxMemory),
+		policy.CheckBytes("output_limit", req.OutputBytes, 1, c.MaxOutput),
 	}
 	if err := errors.Join(checks...); err != nil {
-		return l, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return jail.Limits{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	if req.Timeout > 0 {
-		l.Timeout = req.Timeout
+	l := jail.Limits{
+		Timeout:        pick(req.Timeout, c.Timeout),
+		MemoryBytes:    pick(req.MemoryBytes, c.MemoryLimit),
+		OutputBytes:    pick(req.OutputBytes, c.OutputSize),
+		MaxProcesses:   c.MaxProcesses,
+		FileSizeBytes:  c.MaxFileSize,
+		OpenFiles:      c.MaxOpenFiles,
+		TmpBytes:       c.TmpSize,
+		WorkspaceBytes: c.WorkspaceMax,
 	}
-	if req.CPUTime > 0 {
-		l.CPUTime = req.CPUTime
+	if req.MemoryBytes == 0 && imports.Uses(policy.DataScience) {
+		l.MemoryBytes = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
 	}
-	if req.MemoryBytes > 0 {
-		l.MemoryBytes = req.MemoryBytes
-	}
-	if req.OutputBytes > 0 {
-		l.OutputBytes = req.OutputBytes
-	}
+	// A run that may take longer than the default CPU time may also use it,
+	// unless it asks for less.
+	l.CPUTime = pick(req.CPUTime, min(max(c.CPUTime, l.Timeout), c.MaxCPUTime))
 	return l, nil
 }
 
+func pick[T int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
 func (s *Service) checkCode(code string) error {
-	if len(code) > s.cfg.Bounds.CodeBytes {
-		return fmt.Errorf("%w: code is %d bytes, the limit is %d", ErrInvalidRequest, len(code), s.cfg.Bounds.CodeBytes)
+	if int64(len(code)) > s.cfg.MaxCodeSize {
+		return fmt.Errorf("%w: code is %d bytes, the limit is %d (SANDBOX_MAX_CODE_SIZE)", ErrInvalidRequest, len(code), s.cfg.MaxCodeSize)
 	}
 	if !utf8.ValidString(code) {
 		off := 0
@@ -168,6 +196,7 @@ func buildResult(sb *jail.Sandbox, exit jail.Exit, rep *runtime.Reply, stdout, s
 			r.Result = rep.Result
 		}
 		r.ResultType = rep.ResultType
+		r.Images = rep.Images
 		if rep.Variables != nil {
 			r.Variables = rep.Variables
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/runtime"
 )
 
 // Request asks for one stateless execution.
@@ -23,8 +24,11 @@ type Request struct {
 	MemoryBytes int64
 	// OutputBytes caps stdout and stderr, each (0: the default).
 	OutputBytes int64
-	// AllowedImports lists importable top-level modules; nil selects the
-	// default profile and ["*"] switches the import policy off.
+	// Profiles selects the capability profiles of the run (default basic).
+	Profiles []string
+	// AllowedImports narrows the importable modules to this list (within
+	// what the operator allows); ["*"] switches the import policy off where
+	// the operator allows that.
 	AllowedImports []string
 }
 
@@ -37,8 +41,10 @@ type Result struct {
 	Result      json.RawMessage `json:"result"`
 	ResultType  *string         `json:"result_type"`
 	Variables   []string        `json:"variables"`
-	ExitCode    int             `json:"exit_code"`
-	Error       *ErrorInfo      `json:"error"`
+	// Images are the figures left open at the end of the run, as PNG.
+	Images   []runtime.Image `json:"images"`
+	ExitCode int             `json:"exit_code"`
+	Error    *ErrorInfo      `json:"error"`
 	// ExecutionTime is the wall time of the sandbox, in seconds.
 	ExecutionTime float64 `json:"execution_time"`
 	TimedOut      bool    `json:"timed_out"`

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	"github.com/codecage/codecage/internal/policy"
+)
+
+// configFlags registers every operator setting as a flag (--timeout,
+// --enable-network, ...) plus --config, so each command takes the same
+// configuration from flags, SANDBOX_* variables and a JSON file.
+type configFlags struct {
+	fs   *flag.FlagSet
+	file string
+	// extra are values set by a command's own flags (e.g. --profile
+	// enabling a profile), applied like flags.
+	extra map[string]string
+}
+
+func addConfigFlags(fs *flag.FlagSet) *configFlags {
+	c := &configFlags{fs: fs, extra: map[string]string{}}
+	fs.StringVar(&c.file, "config", "", "JSON configuration file (default $SANDBOX_CONFIG)")
+	for _, s := range policy.SettingKeys() {
+		fs.String(strings.ReplaceAll(s[0], "_", "-"), "", s[2]+" ("+s[1]+")")
+	}
+	return c
+}
+
+// load returns the configuration with flag values over the environment
+// over the file over the defaults.
+func (c *configFlags) load() (policy.Config, error) {
+	values := map[string]string{}
+	for k, v := range c.extra {
+		values[k] = v
+	}
+	c.fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		if _, ok := lookupKey(f.Name); ok {
+			values[f.Name] = f.Value.String()
+		}
+	})
+	file := c.file
+	if file == "" {
+		file = os.Getenv("SANDBOX_CONFIG")
+	}
+	return policy.Load(file, os.Getenv, values)
+}
+
+func lookupKey(flagName string) (string, bool) {
+	key := strings.ReplaceAll(flagName, "-", "_")
+	for _, s := range policy.SettingKeys() {
+		if s[0] == key {
+			return key, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,365 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the operator's configuration. Values come from flags, SANDBOX_*
+// environment variables and an optional JSON file, in that order of
+// precedence, over the defaults of [DefaultConfig].
+type Config struct {
+	Timeout      time.Duration // default wall-clock limit of a run
+	MaxTimeout   time.Duration // the most a request may ask for
+	CPUTime      time.Duration // default CPU-time limit
+	MaxCPUTime   time.Duration
+	MemoryLimit  int64 // default memory limit
+	DataMemory   int64 // default memory limit of data_science runs
+	MaxMemory    int64
+	OutputSize   int64 // default cap on stdout and stderr, each
+	MaxOutput    int64
+	MaxProcesses int
+	MaxFileSize  int64
+	MaxOpenFiles int
+	TmpSize      int64
+	WorkspaceMax int64
+	MaxCodeSize  int64
+
+	EnableDataScience bool
+	EnableNetwork     bool
+	EnableFilesystem  bool
+	// AllowedImports overrides every profile's modules; nil means no
+	// override, ["*"] switches the import policy off.
+	AllowedImports []string
+	// NetworkAllow lists the hosts the network profile may reach.
+	NetworkAllow []string
+	// EnableContainerMode allows use_container (the gVisor backend).
+	EnableContainerMode bool
+	// Interpreter is the Python inside the jail.
+	Interpreter string
+}
+
+// DefaultConfig is the configuration with nothing set.
+func DefaultConfig() Config {
+	return Config{
+		Timeout:      30 * time.Second,
+		MaxTimeout:   300 * time.Second,
+		CPUTime:      30 * time.Second,
+		MaxCPUTime:   300 * time.Second,
+		MemoryLimit:  128 << 20,
+		DataMemory:   1 << 30,
+		MaxMemory:    4 << 30,
+		OutputSize:   1 << 20,
+		MaxOutput:    16 << 20,
+		MaxProcesses: 64,
+		MaxFileSize:  64 << 20,
+		MaxOpenFiles: 256,
+		TmpSize:      64 << 20,
+		WorkspaceMax: 64 << 20,
+		MaxCodeSize:  4 << 20,
+		Interpreter:  "/usr/bin/python3",
+	}
+}
+
+// ProfileEnabled reports whether the operator enabled profile name.
+func (c *Config) ProfileEnabled(name string) bool {
+	switch name {
+	case Basic:
+		return true
+	case DataScience:
+		return c.EnableDataScience
+	case Network:
+		return c.EnableNetwork
+	case Filesystem:
+		return c.EnableFilesystem
+	}
+	return false
+}
+
+// EnabledProfiles lists the enabled profiles in their usual order.
+func (c *Config) EnabledProfiles() []string {
+	var out []string
+	for _, p := range Profiles {
+		if c.ProfileEnabled(p.Name) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// setting is one configuration value, named the same way in every source:
+// Key in the JSON file, Env in the environment, Key with dashes as a flag.
+type setting struct {
+	Key   string
+	Env   string
+	Usage string
+	get   func(*Config) string
+	set   func(*Config, string) error
+}
+
+// Settings lists every setting, for flags, documentation and errors.
+var settings = []setting{
+	durationSetting("timeout", "SANDBOX_TIMEOUT", "default wall-clock limit of a run, seconds", func(c *Config) *time.Duration { return &c.Timeout }),
+	durationSetting("max_timeout", "SANDBOX_MAX_TIMEOUT", "largest timeout a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxTimeout }),
+	durationSetting("cpu_time", "SANDBOX_CPU_TIME", "default CPU-time limit, seconds", func(c *Config) *time.Duration { return &c.CPUTime }),
+	durationSetting("max_cpu_time", "SANDBOX_MAX_CPU_TIME", "largest CPU-time limit a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCPUTime }),
+	sizeSetting("default_memory_limit", "SANDBOX_DEFAULT_MEMORY_LIMIT", "default memory limit (e.g. 128m)", func(c *Config) *int64 { return &c.MemoryLimit }),
+	sizeSetting("data_science_memory_limit", "SANDBOX_DATA_SCIENCE_MEMORY_LIMIT", "default memory limit of data_science runs", func(c *Config) *int64 { return &c.DataMemory }),
+	sizeSetting("max_memory_limit", "SANDBOX_MAX_MEMORY_LIMIT", "largest memory limit a request may ask for", func(c *Config) *int64 { return &c.MaxMemory }),
+	sizeSetting("max_output_size", "SANDBOX_MAX_OUTPUT_SIZE", "default cap on stdout and stderr, each", func(c *Config) *int64 { return &c.OutputSize }),
+	sizeSetting("max_output_limit", "SANDBOX_MAX_OUTPUT_LIMIT", "largest output cap a request may ask for", func(c *Config) *int64 { return &c.MaxOutput }),
+	intSetting("max_processes", "SANDBOX_MAX_PROCESSES", "processes a run may have at once", func(c *Config) *int { return &c.MaxProcesses }),
+	sizeSetting("max_file_size", "SANDBOX_MAX_FILE_SIZE", "largest file a run may write", func(c *Config) *int64 { return &c.MaxFileSize }),
+	intSetting("max_open_files", "SANDBOX_MAX_OPEN_FILES", "open files per process", func(c *Config) *int { return &c.MaxOpenFiles }),
+	sizeSetting("tmp_size", "SANDBOX_TMP_SIZE", "size of /tmp and /dev/shm, each", func(c *Config) *int64 { return &c.TmpSize }),
+	sizeSetting("workspace_size", "SANDBOX_WORKSPACE_SIZE", "size of a run's workspace", func(c *Config) *int64 { return &c.WorkspaceMax }),
+	sizeSetting("max_code_size", "SANDBOX_MAX_CODE_SIZE", "largest code a request may send", func(c *Config) *int64 { return &c.MaxCodeSize }),
+	boolSetting("enable_data_science", "SANDBOX_ENABLE_DATA_SCIENCE", "enable the data_science profile", func(c *Config) *bool { return &c.EnableDataScience }),
+	boolSetting("enable_network", "SANDBOX_ENABLE_NETWORK", "enable the network profile (egress through the proxy only)", func(c *Config) *bool { return &c.EnableNetwork }),
+	boolSetting("enable_filesystem", "SANDBOX_ENABLE_FILESYSTEM", "enable the filesystem profile", func(c *Config) *bool { return &c.EnableFilesystem }),
+	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }),
+	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
+	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
+	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
+		get: func(c *Config) string { return c.Interpreter },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "/") {
+				return errors.New("must be an absolute path")
+			}
+			c.Interpreter = v
+			return nil
+		}},
+}
+
+// SettingKeys lists the setting keys with their environment variables and
+// usage, for help output.
+func SettingKeys() [][3]string {
+	out := make([][3]string, len(settings))
+	for i, s := range settings {
+		out[i] = [3]string{s.Key, s.Env, s.Usage}
+	}
+	return out
+}
+
+// ConfigError is a bad value in one source of configuration.
+type ConfigError struct {
+	Source string // e.g. "SANDBOX_TIMEOUT", "--timeout", "codecage.json: timeout"
+	Value  string
+	Err    error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s=%q: %v", e.Source, e.Value, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Load builds the configuration: defaults, then the JSON file (path, if not
+// empty), then the environment (getenv), then flags (key -> value). Every
+// value is validated; the first bad one is returned as a *ConfigError.
+func Load(path string, getenv func(string) string, flags map[string]string) (Config, error) {
+	c := DefaultConfig()
+	if path != "" {
+		if err := c.loadFile(path); err != nil {
+			return c, err
+		}
+	}
+	for _, s := range settings {
+		if v := getenv(s.Env); v != "" {
+			if err := s.set(&c, v); err != nil {
+				return c, &ConfigError{s.Env, v, err}
+			}
+		}
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s, ok := lookupSetting(k)
+		if !ok {
+			return c, &ConfigError{"--" + k, flags[k], errors.New("unknown setting")}
+		}
+		if err := s.set(&c, flags[k]); err != nil {
+			return c, &ConfigError{"--" + strings.ReplaceAll(k, "_", "-"), flags[k], err}
+		}
+	}
+	return c, c.validate()
+}
+
+func lookupSetting(key string) (setting, bool) {
+	key = strings.ReplaceAll(key, "-", "_")
+	for _, s := range settings {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return setting{}, false
+}
+
+func (c *Config) loadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s, ok := lookupSetting(k)
+		if !ok {
+			return &ConfigError{path + ": " + k, string(raw[k]), errors.New("unknown setting")}
+		}
+		v := string(raw[k])
+		var str string
+		if json.Unmarshal(raw[k], &str) == nil {
+			v = str // strings are taken as written; numbers and bools as JSON text
+		} else {
+			var list []string
+			if json.Unmarshal(raw[k], &list) == nil {
+				v = strings.Join(list, ",")
+			}
+		}
+		if err := s.set(c, v); err != nil {
+			return &ConfigError{path + ": " + k, v, err}
+		}
+	}
+	return nil
+}
+
+// validate checks the values against each other.
+func (c *Config) validate() error {
+	pairs := []struct {
+		name      string
+		def, max  int64
+		defEnv    string
+		maxEnvVar string
+	}{
+		{"timeout", int64(c.Timeout), int64(c.MaxTimeout), "SANDBOX_TIMEOUT", "SANDBOX_MAX_TIMEOUT"},
+		{"cpu_time", int64(c.CPUTime), int64(c.MaxCPUTime), "SANDBOX_CPU_TIME", "SANDBOX_MAX_CPU_TIME"},
+		{"memory", c.MemoryLimit, c.MaxMemory, "SANDBOX_DEFAULT_MEMORY_LIMIT", "SANDBOX_MAX_MEMORY_LIMIT"},
+		{"data_science memory", c.DataMemory, c.MaxMemory, "SANDBOX_DATA_SCIENCE_MEMORY_LIMIT", "SANDBOX_MAX_MEMORY_LIMIT"},
+		{"output", c.OutputSize, c.MaxOutput, "SANDBOX_MAX_OUTPUT_SIZE", "SANDBOX_MAX_OUTPUT_LIMIT"},
+	}
+	for _, p := range pairs {
+		if p.def > p.max {
+			return fmt.Errorf("%s default (%s) is above its maximum (%s)", p.name, p.defEnv, p.maxEnvVar)
+		}
+	}
+	if c.MemoryLimit < MinMemory || c.DataMemory < MinMemory {
+		return fmt.Errorf("memory limits must be at least %d MiB", MinMemory>>20)
+	}
+	return nil
+}
+
+// MinMemory is the smallest memory limit a run may have: the interpreter
+// alone needs about 10 MiB.
+const MinMemory = 16 << 20
+
+func durationSetting(key, env, usage string, field func(*Config) *time.Duration) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatFloat(field(c).Seconds(), 'f', -1, 64) },
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "s"), 64)
+			if err != nil || f <= 0 || f > 86400 {
+				return errors.New("want a number of seconds between 0 and 86400")
+			}
+			*field(c) = time.Duration(f * float64(time.Second))
+			return nil
+		}}
+}
+
+func sizeSetting(key, env, usage string, field func(*Config) *int64) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
+		set: func(c *Config, v string) error {
+			n, err := ParseSize(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+func intSetting(key, env, usage string, field func(*Config) *int) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 || n > 1<<20 {
+				return errors.New("want a positive whole number")
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+func boolSetting(key, env, usage string, field func(*Config) *bool) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+		set: func(c *Config, v string) error {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "1", "true", "yes", "on":
+				*field(c) = true
+			case "0", "false", "no", "off":
+				*field(c) = false
+			default:
+				return errors.New("want true or false")
+			}
+			return nil
+		}}
+}
+
+func listSetting(key, env, usage string, field func(*Config) *[]string) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strings.Join(*field(c), ",") },
+		set: func(c *Config, v string) error {
+			list := []string{}
+			for _, item := range strings.Split(v, ",") {
+				if item = strings.TrimSpace(item); item != "" && !slices.Contains(list, item) {
+					list = append(list, item)
+				}
+			}
+			*field(c) = list
+			return nil
+		}}
+}
+
+// ParseSize reads a byte size: "1048576", "512k", "128m", "4g" (binary units).
+func ParseSize(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "b"), "i")
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k':
+			mult, s = 1<<10, s[:n-1]
+		case 'm':
+			mult, s = 1<<20, s[:n-1]
+		case 'g':
+			mult, s = 1<<30, s[:n-1]
+		case 't':
+			mult, s = 1<<40, s[:n-1]
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n <= 0 || n*float64(mult) > 1<<50 {
+		return 0, errors.New("want a positive size such as 1048576, 512k, 128m or 4g")
+	}
+	return int64(n * float64(mult)), nil
+}

@@ -1,0 +1,194 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Profile names.
+const (
+	Basic       = "basic"
+	DataScience = "data_science"
+	Network     = "network"
+	Filesystem  = "filesystem"
+)
+
+// Profile is a named set of importable modules that an operator enables.
+type Profile struct {
+	Name string
+	// Setting is the environment variable that enables the profile; empty
+	// for basic, which is always on.
+	Setting string
+	// Modules are importable names; "a.b" allows a.b and its submodules.
+	Modules []string
+}
+
+// Profiles are the capability tiers, in the order they are shown.
+var Profiles = []Profile{
+	{Name: Basic, Modules: BasicModules},
+	{Name: DataScience, Setting: "SANDBOX_ENABLE_DATA_SCIENCE", Modules: []string{
+		"numpy", "pandas", "scipy", "matplotlib", "mpl_toolkits", "seaborn", "sklearn", "statsmodels",
+		"plotly", "sympy", "mpmath", "PIL", "networkx",
+	}},
+	{Name: Network, Setting: "SANDBOX_ENABLE_NETWORK", Modules: []string{
+		"urllib", "urllib.request", "urllib.error", "http", "http.client", "httpx", "requests", "urllib3",
+		"aiohttp", "websocket", "websockets", "email", "smtplib", "ftplib", "socket", "ssl", "asyncio",
+	}},
+	{Name: Filesystem, Setting: "SANDBOX_ENABLE_FILESYSTEM", Modules: []string{
+		"os", "os.path", "pathlib", "tempfile", "shutil", "glob", "fnmatch", "zipfile", "tarfile", "io",
+		"gzip", "bz2", "lzma", "filecmp", "stat", "mmap", "sqlite3",
+	}},
+}
+
+// LookupProfile returns the profile called name.
+func LookupProfile(name string) (Profile, bool) {
+	for _, p := range Profiles {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}
+
+// ProfileNames lists the known profiles.
+func ProfileNames() []string {
+	names := make([]string, len(Profiles))
+	for i, p := range Profiles {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// Allows reports whether module may be imported under the list allowed: an
+// entry allows itself, its submodules, and the packages above it (importing
+// "urllib.parse" imports "urllib" first).
+func Allows(allowed []string, module string) bool {
+	for _, a := range allowed {
+		if a == AllImports || a == module || strings.HasPrefix(module, a+".") || strings.HasPrefix(a, module+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// profilesWith returns the profiles that contain module.
+func profilesWith(module string) []Profile {
+	var out []Profile
+	for _, p := range Profiles {
+		if p.Name != Basic && Allows(p.Modules, module) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// union returns the modules of the named profiles, sorted and unique.
+func union(names []string) []string {
+	seen := map[string]bool{}
+	for _, n := range names {
+		p, _ := LookupProfile(n)
+		for _, m := range p.Modules {
+			seen[m] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ImportPolicy is what one run may import, with the advice its errors give.
+type ImportPolicy struct {
+	// Modules may be imported; nil switches the import policy off.
+	Modules []string
+	// Profiles are the profiles the run uses (for messages and limits).
+	Profiles []string
+	// Hints maps modules the run may not import to what would allow them.
+	Hints map[string]string
+}
+
+// Label names the run's profiles for messages: "basic+data_science".
+func (p ImportPolicy) Label() string {
+	if len(p.Profiles) == 0 {
+		return "custom"
+	}
+	return strings.Join(p.Profiles, "+")
+}
+
+// Uses reports whether the run uses profile name.
+func (p ImportPolicy) Uses(name string) bool { return slices.Contains(p.Profiles, name) }
+
+// ResolveImports decides what a request may import. profiles and imports
+// come from the request; asking for more than the operator allows is an
+// error that names the setting that would allow it.
+func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error) {
+	if len(profiles) == 0 {
+		profiles = []string{Basic}
+	}
+	var names []string
+	for _, name := range profiles {
+		p, ok := LookupProfile(name)
+		if !ok {
+			return ImportPolicy{}, fmt.Errorf("unknown profile %q (known: %s)", name, strings.Join(ProfileNames(), ", "))
+		}
+		if !c.ProfileEnabled(name) {
+			return ImportPolicy{}, fmt.Errorf("profile %s is not enabled on this server (the operator enables it with %s=true)", name, p.Setting)
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	// The operator's ceiling: the override list, or every enabled profile.
+	ceiling := c.AllowedImports
+	if ceiling == nil {
+		ceiling = union(c.EnabledProfiles())
+	}
+	pol := ImportPolicy{Profiles: names}
+	switch {
+	case len(imports) > 0:
+		for _, m := range imports {
+			if m == AllImports && !slices.Contains(ceiling, AllImports) {
+				return ImportPolicy{}, fmt.Errorf(`allowed_imports "*" switches the import policy off, which this server does not allow (the operator allows it with SANDBOX_ALLOWED_IMPORTS=*)`)
+			}
+			if m != AllImports && !Allows(ceiling, m) {
+				return ImportPolicy{}, fmt.Errorf("allowed_imports asks for %q, which this server does not allow%s", m, c.advice(m))
+			}
+		}
+		pol.Modules = slices.Clone(imports)
+	case c.AllowedImports != nil:
+		pol.Modules = slices.Clone(c.AllowedImports)
+	default:
+		pol.Modules = union(names)
+	}
+	if slices.Contains(pol.Modules, AllImports) {
+		pol.Modules = nil
+		return pol, nil
+	}
+	// "*" is the advice for modules no profile has.
+	pol.Hints = map[string]string{"*": "it is not available in any profile"}
+	for _, p := range Profiles {
+		for _, m := range p.Modules {
+			if !Allows(pol.Modules, m) {
+				pol.Hints[m] = strings.TrimPrefix(c.advice(m), "; ")
+			}
+		}
+	}
+	return pol, nil
+}
+
+// advice says which profile would allow module and how to get it.
+func (c *Config) advice(module string) string {
+	ps := profilesWith(module)
+	if len(ps) == 0 {
+		return "; it is not available in any profile"
+	}
+	p := ps[0]
+	if c.ProfileEnabled(p.Name) {
+		return fmt.Sprintf("; it is available in profile %s (request profile %q)", p.Name, p.Name)
+	}
+	return fmt.Sprintf("; it is available in profile %s (%s=true)", p.Name, p.Setting)
+}

@@ -1,0 +1,613 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The production embedding lives in validate.go; the tests carry their own
+// so they exercise exactly the file next to them.
+//
+//go:embed validator.py
+var testValidatorSource string
+
+// Profiles as the product defines them (policy/profiles.go), trimmed.
+var (
+	testBasic    = []string{"math", "json", "re", "random", "collections", "functools", "itertools", "typing", "urllib", "__future__"}
+	testProfiles = map[string][]string{
+		"basic":        testBasic,
+		"data_science": {"numpy", "pandas", "scipy", "matplotlib", "sklearn"},
+		"network":      {"urllib.request", "requests", "httpx", "socket", "asyncio"},
+		"filesystem":   {"os", "os.path", "pathlib", "shutil", "tempfile", "io"},
+	}
+	testSettings = map[string]string{
+		"data_science": "SANDBOX_ENABLE_DATA_SCIENCE=true",
+		"network":      "SANDBOX_ENABLE_NETWORK=true",
+		"filesystem":   "SANDBOX_ENABLE_FILESYSTEM=true",
+	}
+)
+
+// validatorReply mirrors the reply; its shape is checked separately.
+type validatorReply struct {
+	Validation struct {
+		Valid    bool     `json:"valid"`
+		Errors   []string `json:"errors"`
+		Warnings []string `json:"warnings"`
+		Message  string   `json:"message"`
+	} `json:"validation"`
+	Analysis struct {
+		LineCount           int      `json:"line_count"`
+		CharacterCount      int      `json:"character_count"`
+		EstimatedComplexity string   `json:"estimated_complexity"`
+		Imports             []string `json:"imports"`
+		RequiredProfiles    []string `json:"required_profiles"`
+		Functions           int      `json:"functions"`
+		Classes             int      `json:"classes"`
+		Loops               int      `json:"loops"`
+		MaxNesting          int      `json:"max_nesting"`
+	} `json:"analysis"`
+	SyntaxError *struct {
+		Message string  `json:"message"`
+		Line    *int    `json:"line"`
+		Column  *int    `json:"column"`
+		Text    *string `json:"text"`
+	} `json:"syntax_error"`
+	Recommendations []string `json:"recommendations"`
+}
+
+// validateReq builds a request: allowed nil switches the policy off.
+func validateReq(code string, allowed []string, profile string, enabled ...string) map[string]any {
+	profiles := map[string]any{}
+	for k, v := range testProfiles {
+		profiles[k] = v
+	}
+	if enabled == nil {
+		enabled = []string{}
+	}
+	return map[string]any{
+		"code":             code,
+		"allowed_imports":  allowed,
+		"profile":          profile,
+		"profiles":         profiles,
+		"enabled_profiles": enabled,
+		"profile_settings": testSettings,
+	}
+}
+
+// runValidatorFrame runs the validator as production does (fd 3 is one end
+// of a socketpair), sends body as one frame (or raw bytes when frame is
+// false) and returns the body of the reply frame.
+func runValidatorFrame(t *testing.T, body []byte, frame bool) []byte {
+	t.Helper()
+	if _, err := os.Stat(DefaultInterpreter); err != nil {
+		t.Skipf("no %s: %v", DefaultInterpreter, err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "validator-parent")
+	child := os.NewFile(uintptr(fds[1]), "validator-child")
+	defer parent.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, DefaultInterpreter, "-I", "-B", "-X", "utf8", "-c", testValidatorSource)
+	cmd.ExtraFiles = []*os.File{child} // fd 3
+	cmd.Env = Env()
+	cmd.Dir = "/"
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		child.Close()
+		t.Fatal(err)
+	}
+	child.Close()
+	if frame {
+		err = writeFrame(parent, body)
+	} else {
+		_, err = parent.Write(body)
+	}
+	if err != nil {
+		t.Fatalf("write request: %v", err)
+	}
+	if !frame {
+		// A short request: the validator sees EOF where the rest should be.
+		_ = syscall.Shutdown(fds[0], syscall.SHUT_WR)
+	}
+	var raw json.RawMessage
+	readErr := readJSONFrame(parent, &raw, MaxReplyBytes)
+	waitErr := cmd.Wait()
+	if readErr != nil {
+		t.Fatalf("read reply: %v (exit %v, output %q)", readErr, waitErr, stderr.String())
+	}
+	if waitErr != nil || stderr.Len() != 0 {
+		t.Fatalf("validator exit %v, output %q", waitErr, stderr.String())
+	}
+	return raw
+}
+
+// runValidator sends req and decodes the reply, checking its shape: every
+// key present, lists never null.
+func runValidator(t *testing.T, req map[string]any) validatorReply {
+	t.Helper()
+	body, err := appendMarshal(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := runValidatorFrame(t, body, true)
+	checkValidatorShape(t, raw)
+	var rep validatorReply
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	return rep
+}
+
+func checkValidatorShape(t *testing.T, raw []byte) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		t.Fatalf("reply is not a JSON object: %v: %.300s", err, raw)
+	}
+	keys := func(m map[string]json.RawMessage) []string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	if got := keys(top); !slices.Equal(got, []string{"analysis", "recommendations", "syntax_error", "validation"}) {
+		t.Fatalf("reply keys %v", got)
+	}
+	var v, a map[string]json.RawMessage
+	if json.Unmarshal(top["validation"], &v) != nil || json.Unmarshal(top["analysis"], &a) != nil {
+		t.Fatalf("validation or analysis is not an object: %.300s", raw)
+	}
+	if got := keys(v); !slices.Equal(got, []string{"errors", "message", "valid", "warnings"}) {
+		t.Fatalf("validation keys %v", got)
+	}
+	want := []string{"character_count", "classes", "estimated_complexity", "functions", "imports", "line_count", "loops", "max_nesting", "required_profiles"}
+	if got := keys(a); !slices.Equal(got, want) {
+		t.Fatalf("analysis keys %v", got)
+	}
+	for _, list := range []json.RawMessage{v["errors"], v["warnings"], a["imports"], a["required_profiles"], top["recommendations"]} {
+		if !bytes.HasPrefix(list, []byte("[")) {
+			t.Fatalf("a list is %s: %.300s", list, raw)
+		}
+	}
+	if se := top["syntax_error"]; string(se) != "null" {
+		var s map[string]json.RawMessage
+		if json.Unmarshal(se, &s) != nil || !slices.Equal(keys(s), []string{"column", "line", "message", "text"}) {
+			t.Fatalf("syntax_error %s", se)
+		}
+	}
+}
+
+func anyContains(list []string, sub string) bool {
+	return slices.ContainsFunc(list, func(s string) bool { return strings.Contains(s, sub) })
+}
+
+// The seed's example, and the same with the command of its counts.
+func TestValidatorSeedExample(t *testing.T) {
+	t.Parallel()
+	for code, chars := range map[string]int{
+		"import os\nos.system('rm -rf /')": 31,
+		"import os\nos.system('ls')":       25,
+	} {
+		rep := runValidator(t, validateReq(code, testBasic, "basic"))
+		v, a := rep.Validation, rep.Analysis
+		if v.Valid || len(v.Errors) != 1 || !strings.HasPrefix(v.Errors[0], "Line 1: Import 'os' is not allowed") {
+			t.Fatalf("%q: validation %+v", code, v)
+		}
+		if !strings.Contains(v.Errors[0], "in profile basic; it is available in profile filesystem (SANDBOX_ENABLE_FILESYSTEM=true)") ||
+			!strings.Contains(v.Errors[0], "operator must enable") {
+			t.Errorf("error %q", v.Errors[0])
+		}
+		if v.Message != "Code contains restricted operations" {
+			t.Errorf("message %q", v.Message)
+		}
+		if !anyContains(v.Warnings, "Line 2: os.system()") {
+			t.Errorf("warnings %q", v.Warnings)
+		}
+		if a.LineCount != 2 || a.CharacterCount != chars || !slices.Equal(a.Imports, []string{"os"}) ||
+			!slices.Equal(a.RequiredProfiles, []string{"filesystem"}) || a.EstimatedComplexity != "low" {
+			t.Errorf("%q: analysis %+v", code, a)
+		}
+		if rep.SyntaxError != nil {
+			t.Errorf("syntax_error %+v", rep.SyntaxError)
+		}
+		if !anyContains(rep.Recommendations, `profile="filesystem"`) {
+			t.Errorf("recommendations %q", rep.Recommendations)
+		}
+	}
+}
+
+func TestValidatorProfiles(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ profile, code, module string }{
+		{"data_science", "import numpy as np\nnp.zeros(3)", "numpy"},
+		{"network", "import requests\nrequests.get('https://example.com').status_code", "requests"},
+		{"filesystem", "from pathlib import Path\nPath('/workspace').exists()", "pathlib"},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			t.Parallel()
+			setting := testSettings[tc.profile]
+			// Under basic, not enabled by the operator.
+			rep := runValidator(t, validateReq(tc.code, testBasic, "basic"))
+			v := rep.Validation
+			if v.Valid || len(v.Errors) != 1 {
+				t.Fatalf("basic: %+v", v)
+			}
+			want := fmt.Sprintf("Line 1: Import '%s' is not allowed in profile basic; it is available in profile %s (%s), which the operator must enable first", tc.module, tc.profile, setting)
+			if v.Errors[0] != want {
+				t.Errorf("error\n got %q\nwant %q", v.Errors[0], want)
+			}
+			if !slices.Equal(rep.Analysis.RequiredProfiles, []string{tc.profile}) || !slices.Equal(rep.Analysis.Imports, []string{tc.module}) {
+				t.Errorf("analysis %+v", rep.Analysis)
+			}
+			rec := fmt.Sprintf(`Enable profile %s (%s) and request it with profile="%s" to import %s`, tc.profile, setting, tc.profile, tc.module)
+			if !slices.Contains(rep.Recommendations, rec) {
+				t.Errorf("recommendations %q, want %q", rep.Recommendations, rec)
+			}
+			// Enabled by the operator: only the request is missing.
+			rep = runValidator(t, validateReq(tc.code, testBasic, "basic", tc.profile))
+			if v := rep.Validation; v.Valid || len(v.Errors) != 1 || strings.Contains(v.Errors[0], "operator") || !strings.Contains(v.Errors[0], setting) {
+				t.Errorf("enabled: %+v", v)
+			}
+			if !anyContains(rep.Recommendations, fmt.Sprintf(`Request profile %s with profile="%s"`, tc.profile, tc.profile)) {
+				t.Errorf("enabled: recommendations %q", rep.Recommendations)
+			}
+			// Policy off: valid, the profile still reported as needed.
+			rep = runValidator(t, validateReq(tc.code, nil, ""))
+			if v := rep.Validation; !v.Valid || len(v.Errors) != 0 || v.Message != "Code is valid" {
+				t.Errorf("policy off: %+v", v)
+			}
+			if !slices.Equal(rep.Analysis.RequiredProfiles, []string{tc.profile}) {
+				t.Errorf("policy off: required %v", rep.Analysis.RequiredProfiles)
+			}
+			// The profile in use.
+			allowed := append(slices.Clone(testBasic), testProfiles[tc.profile]...)
+			rep = runValidator(t, validateReq(tc.code, allowed, "basic+"+tc.profile, tc.profile))
+			if v := rep.Validation; !v.Valid || len(v.Errors) != 0 {
+				t.Errorf("basic+%s: %+v", tc.profile, v)
+			}
+		})
+	}
+	t.Run("nowhere", func(t *testing.T) {
+		t.Parallel()
+		rep := runValidator(t, validateReq("import math\nimport leftpad\nmath.pi", testBasic, "basic"))
+		v := rep.Validation
+		if v.Valid || len(v.Errors) != 1 || v.Errors[0] != "Line 2: Import 'leftpad' is not allowed in profile basic; it is not available in any profile" {
+			t.Fatalf("%+v", v)
+		}
+		if len(rep.Analysis.RequiredProfiles) != 0 || !slices.Equal(rep.Analysis.Imports, []string{"leftpad", "math"}) {
+			t.Errorf("analysis %+v", rep.Analysis)
+		}
+	})
+	t.Run("dotted entries", func(t *testing.T) {
+		t.Parallel()
+		// basic has urllib, so urllib.request is allowed (a submodule);
+		// network's "urllib.request" is not needed.
+		rep := runValidator(t, validateReq("import urllib.request\nimport urllib.parse", testBasic, "basic"))
+		if !rep.Validation.Valid || len(rep.Analysis.RequiredProfiles) != 0 || !slices.Equal(rep.Analysis.Imports, []string{"urllib"}) {
+			t.Errorf("%+v %+v", rep.Validation, rep.Analysis)
+		}
+	})
+}
+
+// validatorCase is one input with what the reply must say. errors and
+// warnings list substrings, one per expected entry, in order; nil warnings
+// means none.
+type validatorCase struct {
+	name      string
+	code      string
+	allowed   []string // nil: testBasic
+	valid     bool
+	errors    []string
+	warnings  []string
+	syntax    []int // line, column of syntax_error; nil: none expected
+	syntaxMsg string
+	check     func(t *testing.T, rep validatorReply)
+}
+
+func TestValidatorTrickyInputs(t *testing.T) {
+	t.Parallel()
+	big := bigProgram(1 << 20)
+	cases := []validatorCase{
+		{name: "syntax error", code: "x = 1\nif x\n    pass\n", errors: []string{"Line 2: SyntaxError: expected ':'"},
+			syntax: []int{2, 5}, syntaxMsg: "expected ':'", check: func(t *testing.T, rep validatorReply) {
+				if rep.SyntaxError.Text == nil || *rep.SyntaxError.Text != "if x" || rep.Analysis.LineCount != 3 || rep.Analysis.CharacterCount != 20 {
+					t.Errorf("text %v analysis %+v", rep.SyntaxError.Text, rep.Analysis)
+				}
+				if rep.Validation.Message != "Syntax error" {
+					t.Errorf("message %q", rep.Validation.Message)
+				}
+			}},
+		{name: "NUL byte", code: "x = 1\ny = 'a\x00'\n", errors: []string{"Line 2: SyntaxError: source code string cannot contain null bytes"},
+			syntax: []int{2, 7}, syntaxMsg: "null bytes"},
+		{name: "compile-time error", code: "def f():\n    pass\nreturn 5\n", errors: []string{"Line 3: SyntaxError: 'return' outside function"},
+			syntax: []int{3, 1}, check: func(t *testing.T, rep validatorReply) {
+				if rep.SyntaxError.Text == nil || *rep.SyntaxError.Text != "return 5" || rep.Analysis.Functions != 1 {
+					t.Errorf("text %v analysis %+v", rep.SyntaxError.Text, rep.Analysis)
+				}
+			}},
+		{name: "empty", code: "", valid: true, check: func(t *testing.T, rep validatorReply) {
+			if a := rep.Analysis; a.LineCount != 0 || a.CharacterCount != 0 || a.EstimatedComplexity != "low" {
+				t.Errorf("analysis %+v", a)
+			}
+			if !anyContains(rep.Recommendations, "no statements") {
+				t.Errorf("recommendations %q", rep.Recommendations)
+			}
+		}},
+		{name: "only comments", code: "# a comment\n# another\n", valid: true, check: func(t *testing.T, rep validatorReply) {
+			if rep.Analysis.LineCount != 2 || rep.Analysis.CharacterCount != 22 {
+				t.Errorf("analysis %+v", rep.Analysis)
+			}
+		}},
+		{name: "unicode identifiers", code: "π = 3.14159\nnaïve_größe = π * 2\nprint(naïve_größe)\n", valid: true, check: func(t *testing.T, rep validatorReply) {
+			// Characters, not bytes.
+			if rep.Analysis.CharacterCount != 51 || rep.Analysis.LineCount != 3 {
+				t.Errorf("analysis %+v", rep.Analysis)
+			}
+			if len(rep.Recommendations) != 0 {
+				t.Errorf("recommendations %q", rep.Recommendations)
+			}
+		}},
+		{name: "__import__", code: "m = __import__('os')\nm.getcwd()",
+			errors: []string{"Line 1: Import 'os' is not allowed in profile basic"}, warnings: []string{"Line 1: __import__() imports 'os' dynamically"},
+			check: wantImports("os")},
+		{name: "importlib.import_module", code: "import importlib\nsp = importlib.import_module('subprocess')\n",
+			errors:   []string{"Line 1: Import 'importlib' is not allowed", "Line 2: Import 'subprocess' is not allowed"},
+			warnings: []string{"Line 2: importlib.import_module() imports 'subprocess' dynamically"}, check: wantImports("importlib", "subprocess")},
+		{name: "from os import path", code: "from os import path\nprint(path.join('a', 'b'))",
+			errors: []string{"Line 1: Import 'os' is not allowed in profile basic; it is available in profile filesystem"}, check: wantImports("os")},
+		{name: "import os.path as p", code: "import os.path as p\np.join('a', 'b')",
+			errors: []string{"Line 1: Import 'os.path' is not allowed in profile basic; it is available in profile filesystem"}, check: wantImports("os")},
+		{name: "relative import", code: "from . import helpers\nfrom ..pkg import thing as t\n", valid: true, check: wantImports()},
+		{name: "subclasses walk", code: "for c in ().__class__.__base__.__subclasses__():\n    print(c.__name__)\n", valid: true,
+			warnings: []string{"Line 1: accesses __class__, __base__, __subclasses__"}},
+		{name: "eval(input())", code: "eval(input())", valid: true,
+			warnings: []string{"Line 1: eval() runs dynamic code", "Line 1: input() reads stdin"}},
+		{name: "exec(compile())", code: "exec(compile('print(1)', '<s>', 'exec'))", valid: true,
+			warnings: []string{"Line 1: exec() runs dynamic code", "Line 1: compile() runs dynamic code"}},
+		{name: "decorator and lambda", code: "import functools\n\n@functools.lru_cache(maxsize=None)\ndef twice(x):\n    return (lambda y: y * 2)(x)\n\nprint(sorted([3, 1], key=lambda v: -v), twice(2))\n",
+			valid: true, check: func(t *testing.T, rep validatorReply) {
+				if a := rep.Analysis; a.Functions != 3 || a.MaxNesting != 1 || !slices.Equal(a.Imports, []string{"functools"}) {
+					t.Errorf("analysis %+v", a)
+				}
+			}},
+		{name: "walrus and match", code: "if (n := 10) > 5:\n    match n:\n        case 10 | 11:\n            print('ten')\n        case {'k': v, **rest}:\n            print(v, rest)\n        case [first, *others]:\n            print(first)\n        case Point(x=0) if n:\n            pass\n        case _:\n            pass\n",
+			valid: true, check: func(t *testing.T, rep validatorReply) {
+				// if, match; case clauses are no level of their own (like except).
+				if rep.Analysis.MaxNesting != 2 {
+					t.Errorf("analysis %+v", rep.Analysis)
+				}
+			}},
+		{name: "async", code: "async def main(lock, gen, other):\n    await other()\n    async for x in gen():\n        print(x)\n    async with lock:\n        return [y async for y in gen()]\n",
+			valid: true, check: func(t *testing.T, rep validatorReply) {
+				if a := rep.Analysis; a.Functions != 1 || a.Loops != 2 || a.MaxNesting != 2 {
+					t.Errorf("analysis %+v", a)
+				}
+			}},
+		{name: "f-string nested quotes", code: "name = 'x'\nd = {'k': 1}\nprint(f\"{name!r:>10} {d['k']} {f'{name}'} {'{'}\")\n", valid: true},
+		{name: "while True", code: "while True:\n    pass", valid: true,
+			warnings: []string{"Line 1: 'while True' loop has no break"}, check: func(t *testing.T, rep validatorReply) {
+				if !anyContains(rep.Recommendations, "timeout") {
+					t.Errorf("recommendations %q", rep.Recommendations)
+				}
+			}},
+		{name: "loops that end", valid: true,
+			code: "i = 0\nwhile True:\n    i += 1\n    if i > 3:\n        break\ndef gen():\n    while 1:\n        yield i\ntry:\n    while True:\n        [].pop()\nexcept IndexError:\n    pass\nprint(i)\n"},
+		{name: "self-recursive function", code: "def fact(n):\n    return 1 if n <= 1 else n * fact(n - 1)\nprint(fact(5))\n", valid: true,
+			warnings: []string{"Line 1: function 'fact' calls itself; recursion deeper than Python's limit"}},
+		{name: "not recursion", valid: true,
+			code: "def key(x):\n    return x\nclass A:\n    def key(self, x):\n        return key(x)\nprint(A().key(1))\n"},
+		{name: "shadowed builtins", valid: true, code: "def eval(x):\n    return x\nopen = print\neval(1)\nopen(2)\n"},
+		{name: "escape introspection", valid: true,
+			code:     "import sys\nf = sys._getframe().f_back.f_globals\ng = getattr(f, '__builtins__')\nh = getattr(g, name)\n",
+			allowed:  append(slices.Clone(testBasic), "sys"),
+			warnings: []string{"Line 2: accesses f_back, f_globals", "Line 3: accesses __builtins__", "Line 4: getattr() with a computed attribute name"}},
+		{name: "1 MB", code: big, valid: true, check: func(t *testing.T, rep validatorReply) {
+			if a := rep.Analysis; a.LineCount != strings.Count(big, "\n") || a.CharacterCount != len(big) || a.EstimatedComplexity != "high" || a.Functions == 0 {
+				t.Errorf("analysis %+v", a)
+			}
+		}},
+		{name: "deep parentheses", code: strings.Repeat("(", 1000) + "1" + strings.Repeat(")", 1000),
+			errors: []string{"Line 1: SyntaxError: too many nested parentheses"}, syntax: []int{1, 201}},
+		{name: "deep unary", code: strings.Repeat("-", 100000) + "1",
+			errors: []string{"SyntaxError: code is nested too deeply or too large to parse (MemoryError)"}, syntaxMsg: "nested too deeply"},
+		{name: "deep binary", code: "x = " + strings.Repeat("1+", 100000) + "1",
+			errors: []string{"SyntaxError: code is nested too deeply to parse (RecursionError"}, syntaxMsg: "nested too deeply"},
+		{name: "deep attributes", code: "a" + strings.Repeat(".b", 2500),
+			errors: []string{"SyntaxError: code is nested too deeply to parse (RecursionError"}, syntaxMsg: "nested too deeply"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			allowed := tc.allowed
+			if allowed == nil {
+				allowed = testBasic
+			}
+			start := time.Now()
+			rep := runValidator(t, validateReq(tc.code, allowed, "basic"))
+			if elapsed := time.Since(start); elapsed > 10*time.Second {
+				t.Errorf("took %v", elapsed)
+			} else if len(tc.code) > 100000 {
+				t.Logf("%d bytes in %v", len(tc.code), elapsed)
+			}
+			v := rep.Validation
+			if v.Valid != tc.valid || v.Valid != (len(v.Errors) == 0) {
+				t.Errorf("valid %v, errors %q", v.Valid, v.Errors)
+			}
+			checkList(t, "errors", v.Errors, tc.errors)
+			checkList(t, "warnings", v.Warnings, tc.warnings)
+			wantMessage := map[bool]string{true: "Code is valid", false: "Code contains restricted operations"}[tc.valid]
+			if tc.syntax != nil || tc.syntaxMsg != "" {
+				wantMessage = "Syntax error"
+				if rep.SyntaxError == nil {
+					t.Fatalf("no syntax_error")
+				}
+				if !strings.Contains(rep.SyntaxError.Message, tc.syntaxMsg) {
+					t.Errorf("syntax_error message %q", rep.SyntaxError.Message)
+				}
+				if tc.syntax != nil && (rep.SyntaxError.Line == nil || rep.SyntaxError.Column == nil ||
+					*rep.SyntaxError.Line != tc.syntax[0] || *rep.SyntaxError.Column != tc.syntax[1]) {
+					t.Errorf("syntax_error at %v:%v, want %v", deref(rep.SyntaxError.Line), deref(rep.SyntaxError.Column), tc.syntax)
+				}
+				if rep.Analysis.CharacterCount != len([]rune(tc.code)) {
+					t.Errorf("character_count %d", rep.Analysis.CharacterCount)
+				}
+			} else if rep.SyntaxError != nil {
+				t.Errorf("syntax_error %+v", *rep.SyntaxError)
+			}
+			if v.Message != wantMessage {
+				t.Errorf("message %q, want %q", v.Message, wantMessage)
+			}
+			if tc.check != nil {
+				tc.check(t, rep)
+			}
+		})
+	}
+}
+
+func checkList(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s %q, want %d matching %q", what, got, len(want), want)
+		return
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("%s[%d] %q, want it to contain %q", what, i, got[i], want[i])
+		}
+	}
+}
+
+func wantImports(mods ...string) func(t *testing.T, rep validatorReply) {
+	return func(t *testing.T, rep validatorReply) {
+		t.Helper()
+		if got := rep.Analysis.Imports; !slices.Equal(got, mods) {
+			t.Errorf("imports %q, want %q", got, mods)
+		}
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// bigProgram is valid Python of at least n bytes: functions with loops and
+// branches, each used once.
+func bigProgram(n int) string {
+	var b strings.Builder
+	b.WriteString("import math\n")
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "def f%d(x):\n    total = 0\n    for i in range(x):\n        if i %% 3 == 0:\n            total += math.sqrt(i)\n        elif i %% 3 == 1:\n            total -= i\n    return [y * 2 for y in range(total and 3)]\nprint(f%d(%d))\n", i, i, i%50)
+	}
+	return b.String()
+}
+
+func TestValidatorComplexityAndRecommendations(t *testing.T) {
+	t.Parallel()
+	medium := "def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(xs)\n\n" +
+		"def spread(xs):\n    m = mean(xs)\n    out = []\n    for x in xs:\n        if x > m:\n            out.append(x - m)\n        else:\n            out.append(m - x)\n    return out\n\nprint(spread([1, 2, 3]))\n"
+	for code, want := range map[string]string{
+		"x = 1\nprint(x)\n":                 "low",
+		medium:                              "medium",
+		bigProgram(4000):                    "high",
+		"def f(): pass\nclass C: pass\nf()": "low",
+	} {
+		rep := runValidator(t, validateReq(code, testBasic, "basic"))
+		if got := rep.Analysis.EstimatedComplexity; got != want {
+			t.Errorf("complexity %s, want %s: %+v\n%s", got, want, rep.Analysis, code)
+		}
+	}
+	rep := runValidator(t, validateReq("data = [1, 2, 3]\ntotal = sum(data)\nwith open('out.txt', 'w') as f:\n    f.write(str(total))\n", testBasic, "basic"))
+	if a := rep.Analysis; a.Functions != 0 || a.Classes != 0 || a.Loops != 0 || a.MaxNesting != 1 {
+		t.Errorf("analysis %+v", a)
+	}
+	if !anyContains(rep.Validation.Warnings, "Line 3: open() accesses the filesystem") {
+		t.Errorf("warnings %q", rep.Validation.Warnings)
+	}
+	for _, want := range []string{"/workspace", "Print results or end with an expression"} {
+		if !anyContains(rep.Recommendations, want) {
+			t.Errorf("recommendations %q lack %q", rep.Recommendations, want)
+		}
+	}
+	// Output and a last expression each make the print advice moot.
+	for _, code := range []string{"x = 1\nx", "import sys\nsys.stdout.write('hi')\nx = 1"} {
+		rep := runValidator(t, validateReq(code, nil, ""))
+		if len(rep.Recommendations) != 0 {
+			t.Errorf("%q: recommendations %q", code, rep.Recommendations)
+		}
+	}
+	// Counts in a class, methods and comprehensions.
+	rep = runValidator(t, validateReq("class A:\n    def f(self):\n        return {k: v for k in range(3) for v in range(k)}\n    async def g(self):\n        while self:\n            break\n", nil, ""))
+	if a := rep.Analysis; a.Classes != 1 || a.Functions != 2 || a.Loops != 3 || a.MaxNesting != 3 {
+		t.Errorf("analysis %+v", a)
+	}
+}
+
+// Whatever arrives, the validator answers with one well-formed frame.
+func TestValidatorAlwaysReplies(t *testing.T) {
+	t.Parallel()
+	list, _ := appendMarshal(nil, []string{"not", "a", "dict"})
+	badCode, _ := appendMarshal(nil, map[string]any{"code": 5})
+	weird, _ := appendMarshal(nil, map[string]any{"code": "import os\nimport numpy", "allowed_imports": []string{"math"},
+		"profiles": map[string]any{"data_science": "numpy", "x": nil}, "profile_settings": []string{"?"}, "enabled_profiles": "all"})
+	short := binary.BigEndian.AppendUint32(nil, 100)
+	for name, tc := range map[string]struct {
+		body     []byte
+		frame    bool
+		internal bool
+	}{
+		"not a dict":      {list, true, true},
+		"code not str":    {badCode, true, true},
+		"not marshal":     {[]byte("{json?}"), true, true},
+		"truncated":       {append(short, "abc"...), false, true},
+		"odd fields":      {weird, true, false},
+		"minimal":         {mustMarshal(t, map[string]any{"code": "print(1)"}), true, false},
+		"no frame at all": {nil, false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			raw := runValidatorFrame(t, tc.body, tc.frame)
+			checkValidatorShape(t, raw)
+			var rep validatorReply
+			if err := json.Unmarshal(raw, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if tc.internal {
+				if rep.Validation.Valid || rep.Validation.Message != "Internal error" || !anyContains(rep.Validation.Errors, "Internal error") {
+					t.Errorf("%+v", rep.Validation)
+				}
+			} else if rep.Validation.Message == "Internal error" {
+				t.Errorf("%+v", rep.Validation)
+			}
+		})
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := appendMarshal(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

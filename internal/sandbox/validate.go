@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/runtime"
+)
+
+// ValidateRequest asks whether code would pass the policy of a run with
+// these profiles and imports, without running it.
+type ValidateRequest struct {
+	Code           string
+	Profiles       []string
+	AllowedImports []string
+}
+
+// validateLimits bound the analyzer: parsing is quick, but the source is
+// untrusted (deep nesting can make the parser itself expensive).
+var validateLimits = jail.Limits{Timeout: 15 * time.Second, CPUTime: 15 * time.Second, MemoryBytes: 512 << 20}
+
+// Validate analyzes code statically with Python's own parser, inside a
+// sandbox: the server never parses untrusted code itself.
+func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, error) {
+	if err := s.checkCode(req.Code); err != nil {
+		return nil, err
+	}
+	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	profiles := map[string][]string{}
+	settings := map[string]string{}
+	for _, p := range policy.Profiles {
+		profiles[p.Name] = p.Modules
+		if p.Setting != "" {
+			settings[p.Name] = p.Setting + "=true"
+		}
+	}
+	sb, err := jail.Start(ctx, jail.Spec{
+		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
+		Env:    runtime.Env(),
+		Limits: validateLimits,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	done := make(chan error, 1)
+	var v runtime.Validation
+	go func() {
+		if err := runtime.WriteValidateRequest(sb.Channel(), runtime.ValidateRequest{
+			Code: req.Code, AllowedImports: imports.Modules, Profile: imports.Label(),
+			Profiles: profiles, Enabled: s.cfg.EnabledProfiles(), Settings: settings,
+		}); err != nil {
+			done <- err
+			return
+		}
+		done <- runtime.ReadValidation(sb.Channel(), &v)
+	}()
+	exit := sb.Wait()
+	_ = sb.Channel().Close()
+	if err := <-done; err != nil {
+		return nil, fmt.Errorf("%w: the analyzer failed (%v; exit %d, limit %q)", ErrUnavailable, err, exit.ExitCode, exit.Limit)
+	}
+	return &v, nil
+}
