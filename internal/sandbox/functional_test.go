@@ -388,3 +388,28 @@ func TestForgedAndHugeRepliesAreBounded(t *testing.T) {
 		t.Fatalf("result of %d bytes", len(s))
 	}
 }
+
+// Libraries read /proc/stat, meminfo and cpuinfo (psutil through sklearn
+// and joblib, OpenBLAS); the kernel's tunables and memory stay hidden.
+func TestProcHasWhatLibrariesNeedAndNoMore(t *testing.T) {
+	svc := newService(t)
+	res := run(t, svc, `import os
+out = {}
+for p in ("/proc/stat", "/proc/meminfo", "/proc/cpuinfo", "/proc/self/status",
+          "/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/proc/kcore", "/proc/keys", "/proc/timer_list"):
+    try:
+        open(p).read(1)
+        out[p] = "read"
+    except OSError as e:
+        out[p] = "denied"
+out`)
+	want := `{"/proc/stat":"read","/proc/meminfo":"read","/proc/cpuinfo":"read","/proc/self/status":"read",` +
+		`"/proc/sys/kernel/core_pattern":"denied","/proc/sysrq-trigger":"denied","/proc/kcore":"denied","/proc/keys":"denied","/proc/timer_list":"denied"}`
+	if got := compactJSON(t, res.Result); got != compactJSON(t, json.RawMessage(want)) {
+		t.Fatalf("got %s", got)
+	}
+	res = execute(t, allProfilesService(t), sandbox.Request{Profiles: []string{"data_science"}, Code: "import sklearn, scipy.stats"})
+	if !res.Success || res.Stderr != "" {
+		t.Fatalf("sklearn import: %+v stderr %q", res.Error, res.Stderr)
+	}
+}
