@@ -8,14 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Forward hands TCP connections made inside the sandbox to 127.0.0.1:Port
-// to Handle, outside. The sandbox keeps no network of its own: this is how a
-// supervisor offers one service (an egress proxy) and nothing else.
-type Forward struct {
-	Port   int
-	Handle func(net.Conn)
-}
-
 // fdForward is the init's socket to the supervisor for passing connections.
 const fdForward = 7
 

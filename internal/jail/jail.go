@@ -10,8 +10,11 @@
 package jail
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"time"
 )
 
@@ -96,6 +99,9 @@ func (l Limits) WithDefaults() Limits {
 
 // Spec describes one sandbox.
 type Spec struct {
+	// ID names the sandbox (and its cgroup); empty picks a random one. It
+	// may hold letters, digits, '-' and '_' only.
+	ID string
 	// Argv is the program and its arguments; Argv[0] is an absolute path inside.
 	Argv []string
 	// Env is the complete environment of the program (nothing is inherited).
@@ -112,6 +118,14 @@ type Spec struct {
 	Stdout, Stderr io.Writer
 	// Forward, if set, is the one service the sandbox may reach over TCP.
 	Forward *Forward
+}
+
+// Forward hands TCP connections made inside the sandbox to 127.0.0.1:Port
+// to Handle, outside. The sandbox keeps no network of its own: this is how a
+// supervisor offers one service (an egress proxy) and nothing else.
+type Forward struct {
+	Port   int
+	Handle func(net.Conn)
 }
 
 // Exit describes how a sandbox ended.
@@ -152,3 +166,10 @@ var (
 	// ErrSetup means the sandbox failed while it was being built.
 	ErrSetup = errors.New("jail: sandbox setup failed")
 )
+
+// NewID returns a random sandbox id.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

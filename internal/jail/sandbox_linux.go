@@ -2,8 +2,6 @@ package jail
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +48,12 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, errors.New("jail: empty argv")
 	}
 	spec.Limits = spec.Limits.WithDefaults()
-	s := &Sandbox{id: newID(), spec: spec, host: host, done: make(chan struct{})}
+	if spec.ID == "" {
+		spec.ID = NewID()
+	} else if !validID(spec.ID) {
+		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
+	}
+	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
 
 	var err error
 	if host.Cgroup.version != 0 {
@@ -416,10 +419,16 @@ func executable() *os.File {
 	return exeFile
 }
 
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func forwardPort(f *Forward) int {

@@ -252,17 +252,19 @@ def direct(host, port):
         return "connected"
     except OSError as e:
         return e.errno
-[get("%s/x"), get("%s/"), get("http://10.1.2.3/"), get("http://169.254.169.254/latest/meta-data/"), direct("127.0.0.1", %s), direct("1.1.1.1", 443)]`,
-		srv.URL, other.URL, strings.Split(addr, ":")[1])})
+import requests
+[get("%s/x"), get("%s/"), get("http://10.1.2.3/"), get("http://169.254.169.254/latest/meta-data/"), direct("127.0.0.1", %s), direct("1.1.1.1", 443),
+ requests.get("%s/r", timeout=10).text]`,
+		srv.URL, other.URL, strings.Split(addr, ":")[1], srv.URL)})
 	if !res.Success {
 		t.Fatalf("%+v stderr %s", res.Error, res.Stderr)
 	}
 	var got []any
-	if err := json.Unmarshal(res.Result, &got); err != nil || len(got) != 6 {
+	if err := json.Unmarshal(res.Result, &got); err != nil || len(got) != 7 {
 		t.Fatalf("result %s", res.Result)
 	}
-	if got[0] != "hello from the host" || hits.Load() != 1 {
-		t.Errorf("listed server: %v (hits %d)", got[0], hits.Load())
+	if got[0] != "hello from the host" || got[6] != "hello from the host" || hits.Load() != 2 {
+		t.Errorf("listed server: urllib %v, requests %v (hits %d)", got[0], got[6], hits.Load())
 	}
 	for i, what := range []string{"unlisted server", "private address", "metadata address"} {
 		if got[i+1] != float64(403) {

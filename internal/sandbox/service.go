@@ -64,6 +64,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	spec := jail.Spec{
+		ID:     jail.NewID(),
 		Argv:   runtime.Argv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: limits,
@@ -74,7 +75,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
 	if imports.Uses(policy.Network) {
-		proxy, fwd := s.startEgress(imports.Label())
+		proxy, fwd := s.startEgress(spec.ID)
 		defer proxy.Close()
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)

@@ -1,0 +1,72 @@
+//go:build !linux
+
+package jail
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+)
+
+// The jail needs Linux namespaces, Landlock and seccomp; elsewhere every
+// call reports ErrUnsupported, so the rest of codecage still builds.
+
+// Host describes the isolation layers this machine offers.
+type Host struct {
+	Rootless       bool
+	UserNamespaces error
+	Seccomp        error
+	LandlockABI    int
+}
+
+// ProbeHost reports that nothing is available.
+func ProbeHost() Host {
+	err := fmt.Errorf("%w: %s is not Linux", ErrUnsupported, runtime.GOOS)
+	return Host{Rootless: os.Geteuid() != 0, UserNamespaces: err, Seccomp: err}
+}
+
+// CgroupVersion is always 0 here.
+func (h Host) CgroupVersion() int { return 0 }
+
+// CgroupReason says why there are no cgroups.
+func (h Host) CgroupReason() string { return "not Linux" }
+
+// Layers reports no layers.
+func (h Host) Layers() Layers {
+	return Layers{Rootless: h.Rootless, Cgroup: "none", Warnings: []string{"not Linux: no sandbox"}}
+}
+
+// Usable always fails here.
+func (h Host) Usable() error { return h.UserNamespaces }
+
+// Sandbox is never created here.
+type Sandbox struct{}
+
+// Start fails: there is no jail on this system.
+func Start(ctx context.Context, spec Spec) (*Sandbox, error) { return nil, ProbeHost().Usable() }
+
+// Channel is nil.
+func (s *Sandbox) Channel() *os.File { return nil }
+
+// ID is empty.
+func (s *Sandbox) ID() string { return "" }
+
+// Layers reports no layers.
+func (s *Sandbox) Layers() Layers { return ProbeHost().Layers() }
+
+// Done is closed.
+func (s *Sandbox) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait returns at once.
+func (s *Sandbox) Wait() Exit { return Exit{} }
+
+// Kill does nothing.
+func (s *Sandbox) Kill(Limit) {}
+
+// MaybeRunInit does nothing: no process is ever a sandbox init here.
+func MaybeRunInit() {}
