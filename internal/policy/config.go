@@ -38,6 +38,8 @@ type Config struct {
 	// AllowedImports overrides every profile's modules; nil means no
 	// override, ["*"] switches the import policy off.
 	AllowedImports []string
+	// DefaultProfiles are the profiles of a request that names none.
+	DefaultProfiles []string
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
 	// EnableContainerMode allows use_container (the gVisor backend).
@@ -65,6 +67,8 @@ func DefaultConfig() Config {
 		WorkspaceMax: 64 << 20,
 		MaxCodeSize:  4 << 20,
 		Interpreter:  "/usr/bin/python3",
+
+		DefaultProfiles: []string{Basic},
 	}
 }
 
@@ -126,6 +130,7 @@ var settings = []setting{
 	boolSetting("enable_filesystem", "SANDBOX_ENABLE_FILESYSTEM", "enable the filesystem profile", func(c *Config) *bool { return &c.EnableFilesystem }),
 	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }),
 	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
+	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default basic)", func(c *Config) *[]string { return &c.DefaultProfiles }),
 	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
@@ -262,6 +267,18 @@ func (c *Config) validate() error {
 	}
 	if c.MemoryLimit < MinMemory || c.DataMemory < MinMemory {
 		return fmt.Errorf("memory limits must be at least %d MiB", MinMemory>>20)
+	}
+	if len(c.DefaultProfiles) == 0 {
+		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic)")
+	}
+	for _, name := range c.DefaultProfiles {
+		p, ok := LookupProfile(name)
+		if !ok {
+			return fmt.Errorf("SANDBOX_DEFAULT_PROFILES: unknown profile %q (known: %s)", name, strings.Join(ProfileNames(), ", "))
+		}
+		if !c.ProfileEnabled(name) {
+			return fmt.Errorf("SANDBOX_DEFAULT_PROFILES names %s, which is not enabled (%s=true)", name, p.Setting)
+		}
 	}
 	return nil
 }

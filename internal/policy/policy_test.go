@@ -119,6 +119,8 @@ func TestLoadPrecedenceAndErrors(t *testing.T) {
 		{"SANDBOX_TIMEOUT": "400"}, // above SANDBOX_MAX_TIMEOUT
 		{"SANDBOX_DEFAULT_MEMORY_LIMIT": "1m"},
 		{"SANDBOX_PYTHON": "python3"},
+		{"SANDBOX_DEFAULT_PROFILES": "gpu"},
+		{"SANDBOX_DEFAULT_PROFILES": "network"}, // not enabled
 	}
 	for _, e := range bad {
 		_, err := Load("", func(k string) string { return e[k] }, nil)
@@ -128,6 +130,9 @@ func TestLoadPrecedenceAndErrors(t *testing.T) {
 		}
 		for k := range e {
 			if !strings.Contains(err.Error(), k) && !strings.Contains(err.Error(), "maximum") && !strings.Contains(err.Error(), "at least") {
+				t.Errorf("%v: error does not name the setting: %v", e, err)
+			}
+			if k == "SANDBOX_DEFAULT_PROFILES" && !strings.Contains(err.Error(), "gpu") && !strings.Contains(err.Error(), "SANDBOX_ENABLE_NETWORK") {
 				t.Errorf("%v: error does not name the setting: %v", e, err)
 			}
 		}

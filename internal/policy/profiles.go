@@ -127,6 +127,9 @@ func (p ImportPolicy) Uses(name string) bool { return slices.Contains(p.Profiles
 // error that names the setting that would allow it.
 func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error) {
 	if len(profiles) == 0 {
+		profiles = c.DefaultProfiles
+	}
+	if len(profiles) == 0 {
 		profiles = []string{Basic}
 	}
 	var names []string
