@@ -20,6 +20,7 @@ func infoCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	oneShot(cf)
 	svc, code := newService(cf, stderr, "info")
 	if svc == nil {
 		return code

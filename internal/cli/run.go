@@ -74,6 +74,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(imports) > 0 {
 		cfgFlags.extra["allowed_imports"] = strings.Join(imports, ",")
 	}
+	oneShot(cfgFlags)
 	svc, code2 := newService(cfgFlags, stderr, "run")
 	if svc == nil {
 		return code2
@@ -106,6 +107,15 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// oneShot keeps a command that runs once from starting warm pools.
+func oneShot(cf *configFlags) {
+	for _, k := range []string{"pool_size", "data_science_pool_size"} {
+		if _, set := cf.extra[k]; !set {
+			cf.extra[k] = "0"
+		}
+	}
 }
 
 // newService loads the configuration and starts the service, or reports

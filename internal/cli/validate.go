@@ -48,6 +48,7 @@ func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(imports) > 0 {
 		cf.extra["allowed_imports"] = strings.Join(imports, ",")
 	}
+	oneShot(cf)
 	svc, status := newService(cf, stderr, "validate")
 	if svc == nil {
 		return status

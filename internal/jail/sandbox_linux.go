@@ -35,6 +35,13 @@ type Sandbox struct {
 	exitReport *programExit
 	done       chan struct{}
 	exit       Exit
+	arms       chan arm
+}
+
+// arm is a new budget for the sandbox's next piece of work.
+type arm struct {
+	ctx          context.Context
+	timeout, cpu time.Duration
 }
 
 // Start builds a sandbox for spec and starts its program. It returns once
@@ -53,7 +60,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	} else if !validID(spec.ID) {
 		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
 	}
-	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
+	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{}), arms: make(chan arm)}
 
 	var err error
 	if host.Cgroup.version != 0 {
@@ -204,6 +211,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 		defer t.Stop()
 		tick = t.C
 	}
+	cpuBudget := s.spec.Limits.CPUTime
 	ctxDone := ctx.Done()
 	var waited bool
 	for !waited {
@@ -219,8 +227,15 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 			} else {
 				s.Kill(LimitCanceled)
 			}
+		case a := <-s.arms:
+			timer.Reset(a.timeout)
+			ctx, ctxDone = a.ctx, a.ctx.Done()
+			cpuBudget = a.cpu
+			if s.cg != nil {
+				cpuBudget += s.cg.cpuUsage()
+			}
 		case <-tick:
-			if s.cg.cpuUsage() > s.spec.Limits.CPUTime {
+			if s.cg.cpuUsage() > cpuBudget {
 				s.Kill(LimitCPU)
 			}
 		}
@@ -311,6 +326,17 @@ func (s *Sandbox) Kill(reason Limit) {
 			_ = s.cmd.Process.Kill() // through a pidfd: never a recycled pid
 		}
 	})
+}
+
+// Arm gives the sandbox's next piece of work its own limits, counted from
+// now: a wall-clock timeout, a CPU budget (cgroup accounting; the rlimit set
+// at start still bounds each process) and ctx, whose end kills the sandbox.
+// Pools and sessions arm sandboxes that were started before the work came.
+func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
+	select {
+	case s.arms <- arm{ctx, timeout, cpu}:
+	case <-s.done:
+	}
 }
 
 // Channel is the supervisor's end of the program's channel (fd 3 inside).

@@ -46,6 +46,16 @@ type Config struct {
 	EnableContainerMode bool
 	// Interpreter is the Python inside the jail.
 	Interpreter string
+
+	// PoolSize is how many basic sandboxes wait ready; DataPoolSize the
+	// same for data_science (numpy and pandas preloaded).
+	PoolSize, DataPoolSize int
+	// MaxSandboxes bounds the sandboxes that exist at once, pooled or not.
+	MaxSandboxes int
+	// QueueTimeout bounds the wait for a sandbox when MaxSandboxes are busy.
+	QueueTimeout time.Duration
+	// PoolMaxIdle is how long a ready sandbox may wait before it is replaced.
+	PoolMaxIdle time.Duration
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -69,6 +79,11 @@ func DefaultConfig() Config {
 		Interpreter:  "/usr/bin/python3",
 
 		DefaultProfiles: []string{Basic},
+		PoolSize:        4,
+		DataPoolSize:    1,
+		MaxSandboxes:    32,
+		QueueTimeout:    10 * time.Second,
+		PoolMaxIdle:     10 * time.Minute,
 	}
 }
 
@@ -132,6 +147,11 @@ var settings = []setting{
 	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
 	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default basic)", func(c *Config) *[]string { return &c.DefaultProfiles }),
 	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
+	countSetting("pool_size", "SANDBOX_POOL_SIZE", "basic sandboxes kept ready (0: none)", func(c *Config) *int { return &c.PoolSize }),
+	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),
+	intSetting("max_sandboxes", "SANDBOX_MAX_SANDBOXES", "sandboxes that may exist at once", func(c *Config) *int { return &c.MaxSandboxes }),
+	durationSetting("queue_timeout", "SANDBOX_QUEUE_TIMEOUT", "longest wait for a sandbox when all are busy, seconds", func(c *Config) *time.Duration { return &c.QueueTimeout }),
+	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
 		set: func(c *Config, v string) error {
@@ -268,6 +288,9 @@ func (c *Config) validate() error {
 	if c.MemoryLimit < MinMemory || c.DataMemory < MinMemory {
 		return fmt.Errorf("memory limits must be at least %d MiB", MinMemory>>20)
 	}
+	if c.PoolSize+c.DataPoolSize > c.MaxSandboxes {
+		return errors.New("SANDBOX_POOL_SIZE plus SANDBOX_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
+	}
 	if len(c.DefaultProfiles) == 0 {
 		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic)")
 	}
@@ -320,6 +343,20 @@ func intSetting(key, env, usage string, field func(*Config) *int) setting {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n <= 0 || n > 1<<20 {
 				return errors.New("want a positive whole number")
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+// countSetting is like intSetting but allows zero.
+func countSetting(key, env, usage string, field func(*Config) *int) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 || n > 1024 {
+				return errors.New("want a whole number from 0 to 1024")
 			}
 			*field(c) = n
 			return nil

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,13 +32,34 @@ func newPolicyService(tb testing.TB) *sandbox.Service {
 	return newServiceWith(tb, policy.DefaultConfig())
 }
 
+// services are the services of the running test: their warm pools are
+// closed before a leftover check and when the test ends.
+var services struct {
+	sync.Mutex
+	list []*sandbox.Service
+}
+
 func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
 	tb.Helper()
 	svc, err := sandbox.New(cfg)
 	if err != nil {
 		tb.Fatalf("sandbox.New: %v", err)
 	}
+	services.Lock()
+	services.list = append(services.list, svc)
+	services.Unlock()
+	tb.Cleanup(closeServices)
 	return svc
+}
+
+func closeServices() {
+	services.Lock()
+	list := services.list
+	services.list = nil
+	services.Unlock()
+	for _, s := range list {
+		s.Close()
+	}
 }
 
 // run executes code with the import policy off (the jail alone is tested)
@@ -126,6 +148,7 @@ func sandboxCgroups(t *testing.T) []string {
 // waits a little before it decides.
 func assertNoLeftovers(t *testing.T) {
 	t.Helper()
+	closeServices() // ready sandboxes of a warm pool are not leftovers
 	var procs, cgs []string
 	for i := 0; i < 50; i++ {
 		procs, cgs = sandboxProcesses(t), sandboxCgroups(t)

@@ -26,6 +26,9 @@ type Service struct {
 	cfg    policy.Config
 	egress egress.Policy
 	log    *slog.Logger
+
+	basic, data *class        // warm pools, nil when not configured
+	coldSlots   chan struct{} // bounds sandboxes started on demand
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -38,7 +41,9 @@ func New(cfg policy.Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	return &Service{cfg: cfg, egress: eg, log: slog.Default()}, nil
+	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes)}
+	s.startPools()
+	return s, nil
 }
 
 // SetLogger sets where the service logs (egress decisions, for one).
@@ -80,10 +85,11 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
-	sb, err := jail.Start(ctx, spec)
+	sb, release, err := s.acquire(ctx, imports, limits, spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, err
 	}
+	defer release()
 	rreq := runtime.Request{
 		Code:           req.Code,
 		AllowedImports: imports.Modules,
@@ -92,8 +98,10 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
 	}
+	start := time.Now()
 	rep := exchange(sb, rreq)
 	exit := sb.Wait()
+	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
 	_ = sb.Channel().Close()
 	return buildResult(sb, exit, <-rep, &stdout, &stderr, limits), nil
 }
