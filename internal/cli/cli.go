@@ -22,6 +22,7 @@ Usage:
   codecage validate [flags] [file]  check code without running it
   codecage info [--json]            profiles, limits and isolation of this configuration
   codecage doctor                   report the isolation layers of this host
+  codecage bench [--json] [--quick] measure latency, throughput, HumanEval and memory
   codecage help                     show this help
 
 Every command takes the operator settings as flags (e.g. --timeout,
@@ -44,6 +45,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validateCmd(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		return doctorCmd(args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -22,7 +22,7 @@ type sandboxFiles struct {
 	forward, initForward *os.File // connections passed out of the sandbox
 }
 
-func newSandboxFiles(workspace string, forward bool) (f *sandboxFiles, err error) {
+func newSandboxFiles(workspace string, forward, seqpacket bool) (f *sandboxFiles, err error) {
 	f = &sandboxFiles{}
 	defer func() {
 		if err != nil {
@@ -33,7 +33,11 @@ func newSandboxFiles(workspace string, forward bool) (f *sandboxFiles, err error
 	if f.control, f.initControl, err = socketPair("control"); err != nil {
 		return f, err
 	}
-	if f.channel, f.initChannel, err = socketPair("channel"); err != nil {
+	channelType := unix.SOCK_STREAM
+	if seqpacket {
+		channelType = unix.SOCK_SEQPACKET
+	}
+	if f.channel, f.initChannel, err = socketPairOf(channelType, "channel"); err != nil {
 		return f, err
 	}
 	if forward {
@@ -75,7 +79,11 @@ func newSandboxFiles(workspace string, forward bool) (f *sandboxFiles, err error
 }
 
 func socketPair(name string) (parent, child *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	return socketPairOf(unix.SOCK_STREAM, name)
+}
+
+func socketPairOf(typ int, name string) (parent, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("jail: socketpair: %w", err)
 	}

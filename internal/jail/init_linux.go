@@ -46,6 +46,9 @@ type initConfig struct {
 	// ForwardPort, if not zero, is the loopback port whose connections the
 	// init passes to the supervisor over fdForward.
 	ForwardPort int
+	// Nested keeps the program's capabilities and leaves the restrictions
+	// to it (see nested_linux.go).
+	Nested bool
 	// SettlePids asks the init to report Forking and wait for the
 	// supervisor's Fork before it starts the program.
 	SettlePids bool
@@ -135,7 +138,12 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		}
 		go serveForward(l)
 	}
-	if err := restrictSelf(&cfg); err != nil {
+	if cfg.Nested {
+		// The program keeps the capabilities; no_new_privs still holds.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return 0, fmt.Errorf("no_new_privs: %w", err)
+		}
+	} else if err := restrictSelf(&cfg); err != nil {
 		return 0, err
 	}
 	// From here on the init only waits: no collections, so the Go runtime
@@ -225,6 +233,9 @@ func startProgram(cfg *initConfig) (int, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if cfg.Nested {
+		attr.Sys.AmbientCaps = initCaps
+	}
 	pid, err := syscall.ForkExec(cfg.Argv[0], cfg.Argv, attr)
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", cfg.Argv[0], err)
@@ -234,6 +245,9 @@ func startProgram(cfg *initConfig) (int, error) {
 	// init reports the start, so nothing runs unlimited in between.
 	threads := ownThreads()
 	for _, r := range cfg.Rlimits {
+		if cfg.Nested {
+			break // a nested program's cells apply the limits, per cell
+		}
 		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
 		if r.Resource == unix.RLIMIT_NPROC {
 			// The init's threads run as the same uid and count too.

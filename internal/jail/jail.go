@@ -118,6 +118,14 @@ type Spec struct {
 	Stdout, Stderr io.Writer
 	// Forward, if set, is the one service the sandbox may reach over TCP.
 	Forward *Forward
+	// Nested marks a trusted program that builds a cell for each piece of
+	// untrusted work itself (a zygote): it keeps the init's capabilities in
+	// the sandbox's user namespace, gets no Landlock or seccomp, and finds
+	// the cell recipe in NestedDir. Requires cgroups (each cell gets one).
+	Nested bool
+	// SeqPacketChannel makes the channel a SOCK_SEQPACKET socket, which keeps
+	// message boundaries (and descriptors passed with them).
+	SeqPacketChannel bool
 }
 
 // Forward hands TCP connections made inside the sandbox to 127.0.0.1:Port

@@ -5,8 +5,10 @@ package jail
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"time"
 )
 
 // The jail needs Linux namespaces, Landlock and seccomp; elsewhere every
@@ -70,3 +72,48 @@ func (s *Sandbox) Kill(Limit) {}
 
 // MaybeRunInit does nothing: no process is ever a sandbox init here.
 func MaybeRunInit() {}
+
+// Cell is never created here.
+type Cell struct{}
+
+// NewCell fails: there are no cells on this system.
+func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
+	return nil, ProbeHost().Usable()
+}
+
+// OutputFiles returns nothing.
+func (c *Cell) OutputFiles() (stdout, stderr *os.File) { return nil, nil }
+
+// ClosePassed does nothing.
+func (c *Cell) ClosePassed() {}
+
+// ID is empty.
+func (c *Cell) ID() string { return "" }
+
+// Attach fails.
+func (c *Cell) Attach(ctx context.Context, pidfd int) error { return ProbeHost().Usable() }
+
+// Arm does nothing.
+func (c *Cell) Arm(ctx context.Context, timeout, cpu time.Duration) {}
+
+// Kill does nothing.
+func (c *Cell) Kill(Limit) {}
+
+// Abandon does nothing.
+func (c *Cell) Abandon() {}
+
+// Done is closed.
+func (c *Cell) Done() <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// Wait returns at once.
+func (c *Cell) Wait() Exit { return Exit{} }
+
+// Collect returns at once.
+func (c *Cell) Collect() Exit { return Exit{} }
+
+// Arm does nothing.
+func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {}

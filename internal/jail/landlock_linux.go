@@ -37,6 +37,27 @@ func fsRights(abi int) uint64 {
 	return r
 }
 
+// netRights are the network rights ABI abi can restrict: TCP from 4, UDP
+// from 10.
+func netRights(abi int) uint64 {
+	var r uint64
+	if abi >= 4 {
+		r = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+	}
+	if abi >= 10 {
+		r |= ll.AccessNetBindUDP | ll.AccessNetConnectSendUDP
+	}
+	return r
+}
+
+// scopes are the IPC scopes ABI abi can restrict (from 6).
+func scopes(abi int) uint64 {
+	if abi >= 6 {
+		return ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	}
+	return 0
+}
+
 const (
 	readDir   = ll.AccessFSReadFile | ll.AccessFSReadDir
 	readExec  = readDir | ll.AccessFSExecute
@@ -87,16 +108,7 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 // host's ABI lacks are left out.
 func applyLandlock(abi int, rules []landlockRule, connectPort int) error {
 	handled := fsRights(abi)
-	attr := ll.RulesetAttr{HandledAccessFS: handled}
-	if abi >= 4 {
-		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
-	}
-	if abi >= 10 {
-		attr.HandledAccessNet |= ll.AccessNetBindUDP | ll.AccessNetConnectSendUDP
-	}
-	if abi >= 6 {
-		attr.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
-	}
+	attr := ll.RulesetAttr{HandledAccessFS: handled, HandledAccessNet: netRights(abi), Scoped: scopes(abi)}
 	rulesetFD, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset: %w", err)

@@ -93,6 +93,11 @@ func buildRoot(cfg *initConfig) error {
 	if err := maskProc(newRoot + "/proc"); err != nil {
 		return err
 	}
+	if cfg.Nested {
+		if err := prepareNested(cfg); err != nil {
+			return err
+		}
+	}
 	if err := pivot(); err != nil {
 		return err
 	}

@@ -75,7 +75,10 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 	}()
 
-	fds, err := newSandboxFiles(spec.Workspace, spec.Forward != nil)
+	if spec.Nested && host.Cgroup.version == 0 {
+		return nil, fmt.Errorf("%w: nested sandboxes need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
+	}
+	fds, err := newSandboxFiles(spec.Workspace, spec.Forward != nil, spec.SeqPacketChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +158,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		LandlockABI:    s.host.LandlockABI,
 		CgroupNS:       s.cg != nil,
 		SettlePids:     s.cg != nil,
+		Nested:         s.spec.Nested,
 		ForwardPort:    forwardPort(s.spec.Forward),
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {

@@ -56,6 +56,9 @@ type Config struct {
 	QueueTimeout time.Duration
 	// PoolMaxIdle is how long a ready sandbox may wait before it is replaced.
 	PoolMaxIdle time.Duration
+	// Zygote forks pooled sandboxes from a loaded interpreter (with cgroups;
+	// else whole jails are kept warm).
+	Zygote bool
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -84,6 +87,7 @@ func DefaultConfig() Config {
 		MaxSandboxes:    32,
 		QueueTimeout:    10 * time.Second,
 		PoolMaxIdle:     10 * time.Minute,
+		Zygote:          true,
 	}
 }
 
@@ -151,6 +155,7 @@ var settings = []setting{
 	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),
 	intSetting("max_sandboxes", "SANDBOX_MAX_SANDBOXES", "sandboxes that may exist at once", func(c *Config) *int { return &c.MaxSandboxes }),
 	durationSetting("queue_timeout", "SANDBOX_QUEUE_TIMEOUT", "longest wait for a sandbox when all are busy, seconds", func(c *Config) *time.Duration { return &c.QueueTimeout }),
+	boolSetting("zygote", "SANDBOX_ZYGOTE", "fork pooled sandboxes from a loaded interpreter (needs cgroups)", func(c *Config) *bool { return &c.Zygote }),
 	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },

@@ -16,7 +16,21 @@ def _harness():
     import marshal
     import os
 
-    chan = 3
+    _site_paths(os)
+    _seed_matplotlib_cache(os)
+    _preload(os)
+    if os.environ.get("CODECAGE_ZYGOTE"):
+        # Returns only in a cell: a fork, in fresh namespaces, restricted.
+        _zygote(os)
+    for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE"):
+        os.environ.pop(name, None)  # the code's environment stays minimal
+    for stream in (sys.stdout, sys.stderr):
+        # Line buffering: a run killed at its limit still shows what it printed.
+        stream.reconfigure(line_buffering=True, errors="surrogateescape")
+    _serve(os, builtins, marshal, 3)
+
+
+def _serve(os, builtins, marshal, chan):
     os.set_inheritable(chan, False)  # subprocesses of the code do not get it
     pid = os.getpid()
 
@@ -41,13 +55,6 @@ def _harness():
         data = len(body).to_bytes(4, "big") + body
         while data:
             data = data[os.write(chan, data):]
-
-    _site_paths(os)
-    _seed_matplotlib_cache(os)
-    _preload(os)
-    for stream in (sys.stdout, sys.stderr):
-        # Line buffering: a run killed at its limit still shows what it printed.
-        stream.reconfigure(line_buffering=True, errors="surrogateescape")
 
     real_import = builtins.__import__
 
@@ -218,10 +225,21 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
 
 def _quiet_agg_show():
     # plt.show() under the Agg backend only warns that it cannot show; the
-    # figures come back as images instead, so the warning is noise.
+    # figures come back as images instead, so the warning is noise. A
+    # showwarning wrapper, not filterwarnings, which would import re.
     import warnings
 
-    warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
+    show = warnings.showwarning
+    if getattr(show, "_codecage", False):
+        return
+
+    def quiet(message, category, filename, lineno, file=None, line=None):
+        if "non-interactive" in str(message) and "cannot be shown" in str(message):
+            return
+        show(message, category, filename, lineno, file, line)
+
+    quiet._codecage = True
+    warnings.showwarning = quiet
 
 
 # Bounds on returned figures, all together: enough for any chart, and the

@@ -162,20 +162,29 @@ func ReadReply(r io.Reader, rep *Reply, max int) error {
 }
 
 func readJSONFrame(r io.Reader, v any, max int) error {
-	var head [4]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return err
-	}
-	n := binary.BigEndian.Uint32(head[:])
-	if int64(n) > int64(max) {
-		return fmt.Errorf("%w: %d bytes exceeds %d", ErrBadFrame, n, max)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	body, err := readFrame(r, max)
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadFrame, err)
 	}
 	return nil
+}
+
+// readFrame reads one frame's body, refusing frames over max bytes.
+func readFrame(r io.Reader, max int) ([]byte, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if int64(n) > int64(max) {
+		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrBadFrame, n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }

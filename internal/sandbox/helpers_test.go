@@ -157,5 +157,20 @@ func assertNoLeftovers(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	for _, p := range procs {
+		pid := strings.Fields(p)[0]
+		b, _ := os.ReadFile("/proc/" + pid + "/status")
+		c, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "PPid") || strings.HasPrefix(l, "NSpid") || strings.HasPrefix(l, "State") {
+				keep = append(keep, l)
+			}
+		}
+		if len(c) > 60 {
+			c = c[:60]
+		}
+		t.Logf("LEFT %s %v %q", pid, keep, c)
+	}
 	t.Fatalf("left behind: processes %v, cgroups %v", procs, cgs)
 }

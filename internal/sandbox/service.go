@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"syscall"
@@ -85,11 +86,11 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
-	sb, release, err := s.acquire(ctx, imports, limits, spec)
+	run, err := s.acquire(ctx, imports, limits, spec)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer run.release()
 	rreq := runtime.Request{
 		Code:           req.Code,
 		AllowedImports: imports.Modules,
@@ -99,25 +100,52 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
 	}
 	start := time.Now()
-	rep := exchange(sb, rreq)
-	exit := sb.Wait()
+	rep, exit := run.run(rreq)
 	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
-	_ = sb.Channel().Close()
-	return buildResult(sb, exit, <-rep, &stdout, &stderr, limits), nil
+	return buildResult(run.id(), exit, rep, &stdout, &stderr, limits), nil
+}
+
+// runner is one execution's sandbox, whichever kind: a whole jail started
+// for it (or ahead of it), or a zygote's cell.
+type runner interface {
+	id() string
+	// run sends the request and returns the reply (nil when the code ended
+	// without one) and how the sandbox ended.
+	run(runtime.Request) (*runtime.Reply, jail.Exit)
+	release()
+}
+
+// jailRun is a run in a whole jail.
+type jailRun struct {
+	sb   *jail.Sandbox
+	done func()
+}
+
+func (j *jailRun) id() string { return j.sb.ID() }
+
+func (j *jailRun) release() { j.done() }
+
+func (j *jailRun) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
+	replies := exchange(j.sb.Channel(), req)
+	exit := j.sb.Wait()
+	// Every process of the sandbox is gone: the reader has the reply or EOF.
+	rep := <-replies
+	_ = j.sb.Channel().Close()
+	return rep, exit
 }
 
 // exchange sends the request and collects the reply, or nil when the
 // program ends without one. Once the sandbox is gone the reader sees EOF.
-func exchange(sb *jail.Sandbox, req runtime.Request) <-chan *runtime.Reply {
+func exchange(ch io.ReadWriter, req runtime.Request) <-chan *runtime.Reply {
 	replies := make(chan *runtime.Reply, 1)
 	go func() {
 		// The write fails at once if the program is already gone.
-		if err := runtime.WriteRequest(sb.Channel(), req); err != nil {
+		if err := runtime.WriteRequest(ch, req); err != nil {
 			replies <- nil
 			return
 		}
 		var rep runtime.Reply
-		if err := runtime.ReadReply(sb.Channel(), &rep, runtime.MaxReplyBytes); err != nil {
+		if err := runtime.ReadReply(ch, &rep, runtime.MaxReplyBytes); err != nil {
 			replies <- nil
 			return
 		}
@@ -183,9 +211,9 @@ func (s *Service) checkCode(code string) error {
 	return nil
 }
 
-func buildResult(sb *jail.Sandbox, exit jail.Exit, rep *runtime.Reply, stdout, stderr *bytes.Buffer, lim jail.Limits) *Result {
+func buildResult(id string, exit jail.Exit, rep *runtime.Reply, stdout, stderr *bytes.Buffer, lim jail.Limits) *Result {
 	r := &Result{
-		ExecutionID:   sb.ID(),
+		ExecutionID:   id,
 		Stdout:        strings.ToValidUTF8(stdout.String(), "\uFFFD"),
 		Stderr:        strings.ToValidUTF8(stderr.String(), "\uFFFD"),
 		Result:        json.RawMessage("null"),
@@ -197,7 +225,7 @@ func buildResult(sb *jail.Sandbox, exit jail.Exit, rep *runtime.Reply, stdout, s
 		Truncated:     exit.Truncated,
 		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
 		Backend:       "native",
-		Isolation:     sb.Layers(),
+		Isolation:     jail.ProbeHost().Layers(),
 	}
 	limit := exit.Limit
 	if rep != nil {

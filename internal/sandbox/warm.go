@@ -17,23 +17,27 @@ import (
 // ErrBusy means every sandbox is in use and none freed up in time.
 var ErrBusy = errors.New("sandbox busy")
 
-// warm is a sandbox started ahead of its work: jailed, limited, the harness
-// waiting for a request. Its output goes wherever the run that takes it
-// says.
-type warm struct {
-	sb             *jail.Sandbox
-	stdout, stderr *switchWriter
-	limits         jail.Limits
+// pooled is a sandbox started ahead of its work and kept by a class: a
+// warm jail, or a cell forked by the class's zygote.
+type pooled interface {
+	runner
+	// setOutput sends the sandbox's output to the run that took it.
+	setOutput(stdout, stderr io.Writer)
+	arm(ctx context.Context, timeout, cpu time.Duration)
+	alive() bool
+	destroy()
 }
 
 // class is one kind of pooled sandbox: what it was started with.
 type class struct {
 	name   string
-	pool   *pool.Pool[*warm]
+	pool   *pool.Pool[pooled]
 	limits jail.Limits
+	zygote *zygote // nil: the class keeps whole warm jails
 }
 
-// startPools starts the pools the configuration asks for.
+// startPools starts the pools the configuration asks for. With cgroups,
+// a class forks its sandboxes from a zygote; without, it keeps whole jails.
 func (s *Service) startPools() {
 	c := s.cfg
 	pc := pool.Config{Max: c.MaxSandboxes, QueueTimeout: c.QueueTimeout, Refillers: 2}
@@ -44,8 +48,8 @@ func (s *Service) startPools() {
 	if c.DataPoolSize > 0 && c.EnableDataScience {
 		pc.Ready = c.DataPoolSize
 		env, binds := runtime.DataScienceEnv(runtime.Env())
-		// Imported once per sandbox before any request: the run's own
-		// "import numpy" then costs nothing.
+		// Imported once, before any request: the run's own "import numpy"
+		// then costs nothing.
 		env = append(env, "CODECAGE_PRELOAD=numpy,pandas")
 		s.data = s.newClass(policy.DataScience, pc, c.DataMemory, env, binds)
 	}
@@ -64,33 +68,74 @@ func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds
 		TmpBytes:       c.TmpSize,
 		WorkspaceBytes: c.WorkspaceMax,
 	}}
-	create := func(ctx context.Context) (*warm, error) {
-		w := &warm{stdout: &switchWriter{}, stderr: &switchWriter{}, limits: cl.limits}
-		sb, err := jail.Start(ctx, jail.Spec{
-			ID: jail.NewID(), Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds,
-			Limits: cl.limits, Stdout: w.stdout, Stderr: w.stderr,
-		})
-		if err != nil {
-			return nil, err
-		}
-		w.sb = sb
-		return w, nil
-	}
-	destroy := func(w *warm) {
-		w.sb.Kill(jail.LimitNone)
-		w.sb.Wait()
-		_ = w.sb.Channel().Close()
-	}
-	alive := func(w *warm) bool {
-		select {
-		case <-w.sb.Done():
-			return false
-		default:
-			return true
+	var create func(context.Context) (pooled, error)
+	if c.Zygote && jail.ProbeHost().CgroupVersion() != 0 {
+		cl.zygote = newZygote(c.Interpreter, env, binds, cl.limits)
+		create = func(ctx context.Context) (pooled, error) { return cl.zygote.fork(ctx, cl.limits) }
+	} else {
+		create = func(ctx context.Context) (pooled, error) {
+			return startWarmJail(ctx, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Limits: cl.limits})
 		}
 	}
-	cl.pool = pool.New(pc, create, destroy, alive)
+	cl.pool = pool.New(pc, create, func(p pooled) { p.destroy() }, func(p pooled) bool { return p.alive() })
 	return cl
+}
+
+// take returns a ready sandbox whose output goes to stdout and stderr.
+func (cl *class) take(ctx context.Context, stdout, stderr io.Writer) (pooled, error) {
+	p, err := cl.pool.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.setOutput(stdout, stderr)
+	return &taken{pooled: p, giveBack: cl.pool.Release}, nil
+}
+
+// taken is a pooled sandbox in use; releasing it returns its capacity.
+type taken struct {
+	pooled
+	giveBack func()
+}
+
+func (t *taken) release() { t.giveBack() }
+
+// warmJail is a whole jail whose harness waits for its request.
+type warmJail struct {
+	jailRun
+	stdout, stderr *switchWriter
+}
+
+func startWarmJail(ctx context.Context, spec jail.Spec) (*warmJail, error) {
+	w := &warmJail{stdout: &switchWriter{}, stderr: &switchWriter{}}
+	spec.ID, spec.Stdout, spec.Stderr = jail.NewID(), w.stdout, w.stderr
+	sb, err := jail.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	w.sb, w.done = sb, func() {}
+	return w, nil
+}
+
+func (w *warmJail) setOutput(stdout, stderr io.Writer) {
+	w.stdout.set(stdout)
+	w.stderr.set(stderr)
+}
+
+func (w *warmJail) arm(ctx context.Context, timeout, cpu time.Duration) { w.sb.Arm(ctx, timeout, cpu) }
+
+func (w *warmJail) alive() bool {
+	select {
+	case <-w.sb.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+func (w *warmJail) destroy() {
+	w.sb.Kill(jail.LimitNone)
+	w.sb.Wait()
+	_ = w.sb.Channel().Close()
 }
 
 // pooledClass returns the pool that can serve a run, or nil: pooled
@@ -110,43 +155,44 @@ func (s *Service) pooledClass(imports policy.ImportPolicy, l jail.Limits) *class
 	return cl
 }
 
-// acquire returns a sandbox for a run, armed with its limits, and the
-// function that gives its capacity back.
-func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l jail.Limits, spec jail.Spec) (*jail.Sandbox, func(), error) {
+// acquire returns a sandbox for a run, armed with its limits.
+func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l jail.Limits, spec jail.Spec) (runner, error) {
+	busy := fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
 	if cl := s.pooledClass(imports, l); cl != nil {
-		w, err := cl.pool.Get(ctx)
+		r, err := cl.take(ctx, spec.Stdout, spec.Stderr)
 		if err != nil {
 			if errors.Is(err, pool.ErrBusy) {
-				return nil, nil, fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
+				return nil, busy
 			}
-			return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		w.stdout.set(spec.Stdout)
-		w.stderr.set(spec.Stderr)
-		w.sb.Arm(ctx, l.Timeout, l.CPUTime)
-		return w.sb, cl.pool.Release, nil
+		r.arm(ctx, l.Timeout, l.CPUTime)
+		return r, nil
 	}
 	select {
 	case s.coldSlots <- struct{}{}:
 	case <-time.After(s.cfg.QueueTimeout):
-		return nil, nil, fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
+		return nil, busy
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 	release := func() { <-s.coldSlots }
 	sb, err := jail.Start(ctx, spec)
 	if err != nil {
 		release()
-		return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return sb, release, nil
+	return &jailRun{sb: sb, done: release}, nil
 }
 
-// Close ends the ready sandboxes of every pool.
+// Close ends the ready sandboxes of every pool, and the zygotes.
 func (s *Service) Close() {
 	for _, cl := range []*class{s.basic, s.data} {
 		if cl != nil {
 			cl.pool.Close()
+			if cl.zygote != nil {
+				cl.zygote.close()
+			}
 		}
 	}
 }

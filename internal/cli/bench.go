@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/codecage/codecage/internal/bench"
+)
+
+// benchCmd measures this host: warm-pool latency and throughput of
+// print(1) and numpy, HumanEval, idle memory, and the bare interpreter.
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		asJSON    = fs.Bool("json", false, "print one JSON object with every number")
+		n         = fs.Int("n", 0, fmt.Sprintf("sequential print(1) runs; the concurrent case runs 2N, numpy N/2 and N (default %d, %d with --quick)", bench.DefaultN, bench.QuickN))
+		clients   = fs.Int("clients", bench.DefaultClients, "concurrent clients")
+		humaneval = fs.String("humaneval", "", "HumanEval JSONL(.gz) file (default ../shared/data/HumanEval.jsonl.gz)")
+		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval problems", bench.QuickN, bench.QuickHumanEval))
+	)
+	cf := addConfigFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--quick] [config flags]\n\n"+
+			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval, the idle\n"+
+			"memory of a pooled sandbox, and a bare python3 (and bwrap) for comparison.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "codecage bench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *n < 0 || *clients < 1 {
+		fmt.Fprintln(stderr, "codecage bench: --n must be positive and --clients at least 1")
+		return exitUsage
+	}
+	if *humaneval != "" {
+		if _, err := os.Stat(*humaneval); err != nil {
+			fmt.Fprintln(stderr, "codecage bench: --humaneval:", err)
+			return exitUsage
+		}
+	}
+	// The numpy case needs the data_science profile; the warm pools stay
+	// on (no oneShot): they are what is measured.
+	cf.extra["enable_data_science"] = "true"
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage bench: configuration: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, bench.Options{
+		Config:        cfg,
+		N:             *n,
+		Clients:       *clients,
+		HumanEvalPath: *humaneval,
+		Quick:         *quick,
+		Progress:      stderr,
+	})
+	if err != nil {
+		hint := ""
+		if bench.IsUnavailable(err) {
+			hint = " (run \"codecage doctor\")"
+		}
+		fmt.Fprintf(stderr, "codecage bench: %v%s\n", err, hint)
+		return exitInternal
+	}
+	if *asJSON {
+		printJSON(stdout, rep)
+		return exitOK
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		fmt.Fprintln(stderr, "codecage bench:", err)
+		return exitInternal
+	}
+	return exitOK
+}

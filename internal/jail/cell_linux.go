@@ -1,0 +1,321 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cell is one cell of a nested sandbox (see Spec.Nested), seen from the
+// supervisor: a cgroup of its own with the cell's limits, its output pipes,
+// and the same enforcement a whole sandbox gets (timeout, CPU, output cap,
+// cancellation). The nested program tells the supervisor which process is
+// the cell by passing a pidfd of it.
+type Cell struct {
+	id     string
+	limits Limits
+	cg     *cgroup
+	start  time.Time
+
+	stdoutR, stderrR *os.File
+	stdoutW, stderrW *os.File
+	sinks            [2]io.Writer
+
+	mu        sync.Mutex
+	pidfd     int
+	limit     Limit
+	killed    bool
+	truncated [2]bool
+
+	attached chan struct{}
+	arms     chan arm
+	drained  chan struct{} // both output pipes reached EOF
+	done     chan struct{}
+	exit     Exit
+}
+
+// NewCell prepares a cell: its cgroup and output pipes. stdout and stderr
+// receive the cell's output (capped at lim.OutputBytes).
+func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
+	host := ProbeHost()
+	if host.Cgroup.version == 0 {
+		return nil, fmt.Errorf("%w: cells need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
+	}
+	if !validID(id) {
+		return nil, fmt.Errorf("jail: bad cell id %q", id)
+	}
+	lim = lim.WithDefaults()
+	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr},
+		attached: make(chan struct{}), arms: make(chan arm), drained: make(chan struct{}), done: make(chan struct{})}
+	var err error
+	if c.cg, err = newCgroup(host.Cgroup, "cell-"+id, lim); err != nil {
+		return nil, err
+	}
+	if c.stdoutR, c.stdoutW, err = os.Pipe(); err != nil {
+		c.cg.destroy()
+		return nil, err
+	}
+	if c.stderrR, c.stderrW, err = os.Pipe(); err != nil {
+		closeAll(c.stdoutR, c.stdoutW)
+		c.cg.destroy()
+		return nil, err
+	}
+	return c, nil
+}
+
+// OutputFiles are the write ends of the cell's stdout and stderr, to pass
+// to the nested program; close them once passed ([Cell.ClosePassed]).
+func (c *Cell) OutputFiles() (stdout, stderr *os.File) { return c.stdoutW, c.stderrW }
+
+// ClosePassed closes the supervisor's copies of the write ends, so the
+// output readers see EOF when the cell ends.
+func (c *Cell) ClosePassed() { closeAll(c.stdoutW, c.stderrW) }
+
+// ID names the cell.
+func (c *Cell) ID() string { return c.id }
+
+// Attach takes the pidfd of the cell's first process, moves that process
+// into the cell's cgroup (its children are born there) and starts
+// enforcing the cell's limits. Until the nested program hears back, the
+// process must not start anything.
+func (c *Cell) Attach(ctx context.Context, pidfd int) error {
+	pid, err := pidOfPidfd(pidfd)
+	if err != nil {
+		unix.Close(pidfd)
+		return err
+	}
+	if err := c.cg.addProcess(pid); err != nil {
+		unix.Close(pidfd)
+		return err
+	}
+	if err := c.cg.settlePids(c.limits.MaxProcesses); err != nil {
+		unix.Close(pidfd)
+		return err
+	}
+	c.mu.Lock()
+	c.pidfd = pidfd
+	killed := c.killed
+	c.mu.Unlock()
+	if killed {
+		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	}
+	c.start = time.Now()
+	go c.supervise(ctx)
+	close(c.attached)
+	return nil
+}
+
+// pidOfPidfd reads the pid (in our pid namespace) a pidfd refers to.
+func pidOfPidfd(fd int) (int, error) {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || pid <= 0 {
+				return 0, fmt.Errorf("jail: pidfd of an ended process")
+			}
+			return pid, nil
+		}
+	}
+	return 0, errors.New("jail: not a pidfd")
+}
+
+func (c *Cell) supervise(ctx context.Context) {
+	var copiers sync.WaitGroup
+	copiers.Add(2)
+	go c.copy(&copiers, 0, c.stdoutR)
+	go c.copy(&copiers, 1, c.stderrR)
+	go func() {
+		copiers.Wait()
+		close(c.drained)
+	}()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	timer := time.NewTimer(c.limits.Timeout)
+	defer timer.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	cpuBudget := c.limits.CPUTime
+	ctxDone := ctx.Done()
+	for running := true; running; {
+		select {
+		case <-exited:
+			running = false
+		case <-timer.C:
+			c.Kill(LimitTimeout)
+		case <-ctxDone:
+			ctxDone = nil
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				c.Kill(LimitTimeout)
+			} else {
+				c.Kill(LimitCanceled)
+			}
+		case a := <-c.arms:
+			timer.Reset(a.timeout)
+			ctx, ctxDone = a.ctx, a.ctx.Done()
+			cpuBudget = a.cpu + c.cg.cpuUsage()
+		case <-tick.C:
+			if c.cg.cpuUsage() > cpuBudget {
+				c.Kill(LimitCPU)
+			}
+		}
+	}
+	// The first process is gone; so is its pid namespace, whose init it
+	// parented with PDEATHSIG. Anything still in the cgroup is killed.
+	c.killCgroup()
+	<-c.drained
+	c.exit = c.snapshot()
+	unix.Close(c.pidfd)
+	closeAll(c.stdoutR, c.stderrR)
+	close(c.done)
+	// Off the run's path: v1 keeps a cgroup busy for a moment after its last
+	// task died, and rmdir retries until it is free.
+	go func() { _ = c.cg.destroy() }()
+}
+
+// snapshot is what the supervisor knows of the cell's run so far.
+func (c *Cell) snapshot() Exit {
+	c.mu.Lock()
+	limit := c.limit
+	truncated := c.truncated[0] || c.truncated[1]
+	c.mu.Unlock()
+	e := Exit{Limit: limit, Duration: time.Since(c.start), Truncated: truncated}
+	e.PeakMemoryBytes, e.CPUTime = c.cg.memoryPeak(), c.cg.cpuUsage()
+	e.OOMKilled = c.cg.oomKills() > 0
+	if e.Limit == LimitNone && e.OOMKilled {
+		e.Limit = LimitMemory
+	}
+	return e
+}
+
+// Collect returns the run's Exit as soon as the code has ended, without
+// waiting for the cell's namespaces to be torn down (tens of milliseconds
+// of the kernel's time): the caller knows the code ended (its nested
+// program said so) and the cell's output is drained here.
+func (c *Cell) Collect() Exit {
+	select {
+	case <-c.drained:
+		return c.snapshot()
+	case <-c.done:
+		return c.exit
+	}
+}
+
+func (c *Cell) copy(wg *sync.WaitGroup, stream int, r io.Reader) {
+	defer wg.Done()
+	w := c.sinks[stream]
+	if w == nil {
+		w = io.Discard
+	}
+	left := c.limits.OutputBytes
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if int64(n) <= left {
+			_, _ = w.Write(buf[:n])
+			left -= int64(n)
+		} else {
+			_, _ = w.Write(buf[:left])
+			left = 0
+			c.mu.Lock()
+			c.truncated[stream] = true
+			c.mu.Unlock()
+			c.Kill(LimitOutput)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Arm gives the cell's work its limits, counted from now.
+func (c *Cell) Arm(ctx context.Context, timeout, cpu time.Duration) {
+	select {
+	case <-c.attached:
+	case <-c.done:
+		return
+	}
+	select {
+	case c.arms <- arm{ctx, timeout, cpu}:
+	case <-c.done:
+	}
+}
+
+// Kill ends the cell at once; the first reason given is the one reported.
+func (c *Cell) Kill(reason Limit) {
+	c.mu.Lock()
+	if c.killed {
+		c.mu.Unlock()
+		return
+	}
+	c.killed = true
+	c.limit = reason
+	fd := c.pidfd
+	c.mu.Unlock()
+	if fd >= 0 {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+	c.killCgroup()
+}
+
+// killCgroup kills whatever runs in the cell's cgroup.
+func (c *Cell) killCgroup() {
+	dir := c.cg.dirs["pids"]
+	if c.cg.version == 2 {
+		dir = c.cg.dirs[""]
+		if os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil {
+			return
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// Abandon releases a cell that never attached (its program did not start).
+func (c *Cell) Abandon() {
+	select {
+	case <-c.attached:
+		c.Kill(LimitNone)
+		<-c.done
+		return
+	default:
+	}
+	closeAll(c.stdoutR, c.stderrR, c.stdoutW, c.stderrW)
+	_ = c.cg.destroy()
+}
+
+// Done is closed when the cell has ended and is torn down.
+func (c *Cell) Done() <-chan struct{} { return c.done }
+
+// Wait blocks until the cell ends and returns what the supervisor saw: the
+// limit that ended it, OOM, truncation and resources. Exit status and
+// signal come from the nested program, which reaped the cell.
+func (c *Cell) Wait() Exit {
+	<-c.done
+	return c.exit
+}

@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed zygote.py
+var zygoteSource string
+
+// ZygoteArgv starts a zygote: the harness with the zygote code before it.
+func ZygoteArgv(interpreter string) []string {
+	argv := Argv(interpreter)
+	argv[len(argv)-1] = zygoteSource + "\n" + harnessSource
+	return argv
+}
+
+// ZygoteEnv marks the harness environment env as a zygote's.
+func ZygoteEnv(env []string) []string {
+	return append(slices.Clone(env), "CODECAGE_ZYGOTE=1")
+}
+
+// SendFork asks the zygote, over its channel (a SOCK_SEQPACKET socket), for
+// a cell with channel ch and output pipes stdout and stderr.
+func SendFork(zygote *os.File, ch, stdout, stderr *os.File) error {
+	rights := unix.UnixRights(int(ch.Fd()), int(stdout.Fd()), int(stderr.Fd()))
+	if err := unix.Sendmsg(int(zygote.Fd()), []byte("F"), rights, nil, 0); err != nil {
+		return fmt.Errorf("runtime: fork command: %w", err)
+	}
+	return nil
+}
+
+// ErrCellProtocol means a cell did not follow the cell protocol.
+var ErrCellProtocol = errors.New("runtime: cell protocol violated")
+
+// ReadPidfd reads the cell's first message: a pidfd of its first process.
+func ReadPidfd(c *net.UnixConn) (int, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return -1, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || n != 1 || buf[0] != 'P' || len(msgs) != 1 {
+		return -1, ErrCellProtocol
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, ErrCellProtocol
+	}
+	unix.CloseOnExec(fds[0])
+	return fds[0], nil
+}
+
+// SendGo lets the cell go on once it is in its cgroup.
+func SendGo(w io.Writer) error {
+	_, err := w.Write([]byte("G"))
+	return err
+}
+
+// cellMessage is one of the cell's own frames.
+type cellMessage struct {
+	Ready    bool `json:"ready"`
+	CellExit *struct {
+		Exit   int `json:"exit"`
+		Signal int `json:"signal"`
+	} `json:"cell_exit"`
+}
+
+// ReadReady waits for the cell to say it is restricted and waiting.
+func ReadReady(r io.Reader) error {
+	var m cellMessage
+	if err := readJSONFrame(r, &m, 1<<10); err != nil {
+		return err
+	}
+	if !m.Ready {
+		return ErrCellProtocol
+	}
+	return nil
+}
+
+// ReadCellRun reads what a cell sends after its request: the reply (nil if
+// the code ended without one) and the exit frame of the cell's init: the
+// code's exit status, or -1 and the signal. exited is false when no exit
+// frame came (the cell was killed whole).
+func ReadCellRun(r io.Reader) (rep *Reply, code, signal int, exited bool) {
+	for i := 0; i < 2; i++ {
+		body, err := readFrame(r, MaxReplyBytes)
+		if err != nil {
+			return rep, 0, 0, false
+		}
+		var m cellMessage
+		if json.Unmarshal(body, &m) == nil && m.CellExit != nil {
+			return rep, m.CellExit.Exit, m.CellExit.Signal, true
+		}
+		if rep != nil {
+			break // a second reply: the code forged one; stop reading
+		}
+		var rp Reply
+		if err := json.Unmarshal(body, &rp); err != nil {
+			return nil, 0, 0, false
+		}
+		rep = &rp
+	}
+	return rep, 0, 0, false
+}
