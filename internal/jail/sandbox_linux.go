@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,14 +25,16 @@ type Sandbox struct {
 	cmd     *exec.Cmd
 	channel *os.File
 	cg      *cgroup
-	hostUID int
+	hostUID int // allocated uid, released at cleanup
+	uid     int // the same, kept for HostUID
 	start   time.Time
 
 	killOnce sync.Once
 	mu       sync.Mutex
 	limit    Limit // first reason the sandbox was killed, under mu
 
-	truncated  [2]bool
+	truncated  [2]bool // under mu
+	outLeft    [2]atomic.Int64
 	exitReport *programExit
 	done       chan struct{}
 	exit       Exit
@@ -61,6 +64,8 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
 	}
 	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{}), arms: make(chan arm)}
+	s.outLeft[0].Store(spec.Limits.OutputBytes)
+	s.outLeft[1].Store(spec.Limits.OutputBytes)
 
 	var err error
 	if host.Cgroup.version != 0 {
@@ -86,6 +91,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	s.channel = fds.channel
 
 	s.hostUID, s.cmd = s.command(fds)
+	s.uid = s.hostUID
 	if s.cg != nil && s.cg.version == 2 {
 		cgf, err := s.cg.openV2()
 		if err != nil {
@@ -233,6 +239,8 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 			}
 		case a := <-s.arms:
 			timer.Reset(a.timeout)
+			s.outLeft[0].Store(s.spec.Limits.OutputBytes)
+			s.outLeft[1].Store(s.spec.Limits.OutputBytes)
 			ctx, ctxDone = a.ctx, a.ctx.Done()
 			cpuBudget = a.cpu
 			if s.cg != nil {
@@ -259,24 +267,23 @@ func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.W
 	if w == nil {
 		w = io.Discard
 	}
-	left := s.spec.Limits.OutputBytes
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
-		if n > 0 && left > 0 {
-			chunk := buf[:n]
-			if int64(n) > left {
-				chunk = chunk[:left]
-			}
-			_, _ = w.Write(chunk)
-			left -= int64(len(chunk))
-			if int64(n) > int64(len(chunk)) {
+		if n > 0 {
+			// What is left of the budget; each Arm starts a new one.
+			left := s.outLeft[stream].Add(-int64(n)) + int64(n)
+			if left >= int64(n) {
+				_, _ = w.Write(buf[:n])
+			} else {
+				if left > 0 {
+					_, _ = w.Write(buf[:left])
+				}
+				s.mu.Lock()
 				s.truncated[stream] = true
+				s.mu.Unlock()
 				s.Kill(LimitOutput)
 			}
-		} else if n > 0 {
-			s.truncated[stream] = true
-			s.Kill(LimitOutput)
 		}
 		if err != nil {
 			return
@@ -290,7 +297,9 @@ func (s *Sandbox) finish() {
 	limit := s.limit
 	s.mu.Unlock()
 	e := Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: limit, Duration: time.Since(s.start)}
+	s.mu.Lock()
 	e.Truncated = s.truncated[0] || s.truncated[1]
+	s.mu.Unlock()
 	if r := s.exitReport; r != nil {
 		e.ExitCode, e.Signal = r.Code, r.Signal
 		e.PeakMemoryBytes = r.MaxRSSKiB * 1024
@@ -334,7 +343,8 @@ func (s *Sandbox) Kill(reason Limit) {
 
 // Arm gives the sandbox's next piece of work its own limits, counted from
 // now: a wall-clock timeout, a CPU budget (cgroup accounting; the rlimit set
-// at start still bounds each process) and ctx, whose end kills the sandbox.
+// at start still bounds each process), a fresh output budget, and ctx,
+// whose end kills the sandbox.
 // Pools and sessions arm sandboxes that were started before the work came.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	select {
@@ -345,6 +355,9 @@ func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 
 // Channel is the supervisor's end of the program's channel (fd 3 inside).
 func (s *Sandbox) Channel() *os.File { return s.channel }
+
+// HostUID is the host uid the sandbox's processes run as.
+func (s *Sandbox) HostUID() int { return s.uid }
 
 // ID identifies the sandbox (and names its cgroup).
 func (s *Sandbox) ID() string { return s.id }

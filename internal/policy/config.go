@@ -59,6 +59,15 @@ type Config struct {
 	// Zygote forks pooled sandboxes from a loaded interpreter (with cgroups;
 	// else whole jails are kept warm).
 	Zygote bool
+
+	// MaxSessions bounds the sessions open at once.
+	MaxSessions int
+	// SessionIdleTTL closes a session nobody used for that long.
+	SessionIdleTTL time.Duration
+	// SessionMaxLifetime closes a session that old, used or not.
+	SessionMaxLifetime time.Duration
+	// StateDir holds session workspaces (and later the audit database).
+	StateDir string
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -88,6 +97,11 @@ func DefaultConfig() Config {
 		QueueTimeout:    10 * time.Second,
 		PoolMaxIdle:     10 * time.Minute,
 		Zygote:          true,
+
+		MaxSessions:        16,
+		SessionIdleTTL:     15 * time.Minute,
+		SessionMaxLifetime: 4 * time.Hour,
+		StateDir:           defaultStateDir(),
 	}
 }
 
@@ -157,6 +171,18 @@ var settings = []setting{
 	durationSetting("queue_timeout", "SANDBOX_QUEUE_TIMEOUT", "longest wait for a sandbox when all are busy, seconds", func(c *Config) *time.Duration { return &c.QueueTimeout }),
 	boolSetting("zygote", "SANDBOX_ZYGOTE", "fork pooled sandboxes from a loaded interpreter (needs cgroups)", func(c *Config) *bool { return &c.Zygote }),
 	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
+	intSetting("max_sessions", "SANDBOX_MAX_SESSIONS", "sessions open at once", func(c *Config) *int { return &c.MaxSessions }),
+	durationSetting("session_idle_ttl", "SANDBOX_SESSION_IDLE_TTL", "close a session idle this long, seconds", func(c *Config) *time.Duration { return &c.SessionIdleTTL }),
+	durationSetting("session_max_lifetime", "SANDBOX_SESSION_MAX_LIFETIME", "close a session this old, seconds", func(c *Config) *time.Duration { return &c.SessionMaxLifetime }),
+	{Key: "state_dir", Env: "SANDBOX_STATE_DIR", Usage: "directory for session workspaces and the audit log",
+		get: func(c *Config) string { return c.StateDir },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "/") {
+				return errors.New("must be an absolute path")
+			}
+			c.StateDir = v
+			return nil
+		}},
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
 		set: func(c *Config, v string) error {
@@ -309,6 +335,18 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// defaultStateDir is $XDG_STATE_HOME/codecage, else ~/.local/state/codecage,
+// else a directory under the system's temporary directory.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); strings.HasPrefix(d, "/") {
+		return d + "/codecage"
+	}
+	if home, err := os.UserHomeDir(); err == nil && strings.HasPrefix(home, "/") {
+		return home + "/.local/state/codecage"
+	}
+	return os.TempDir() + "/codecage-state"
 }
 
 // MinMemory is the smallest memory limit a run may have: the interpreter

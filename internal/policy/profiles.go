@@ -132,7 +132,8 @@ func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error
 	if len(profiles) == 0 {
 		profiles = []string{Basic}
 	}
-	var names []string
+	// Profiles add to basic: a data_science run still has math and json.
+	names := []string{Basic}
 	for _, name := range profiles {
 		p, ok := LookupProfile(name)
 		if !ok {

@@ -57,12 +57,16 @@ def _serve(os, builtins, marshal, chan):
             data = data[os.write(chan, data):]
 
     real_import = builtins.__import__
+    main = None  # a session's __main__, kept from one request to the next
 
     while True:
         req = read_frame()
         if req is None:
             os._exit(0)
-        reply = _run(req, builtins, real_import)
+        if main is None or not req.get("keep_alive"):
+            main = type(sys)("__main__")
+            main.__dict__["__builtins__"] = builtins
+        reply = _run(req, builtins, real_import, main)
         if os.getpid() != pid:
             # A process the code forked fell off the end of the code: it must
             # not answer for the harness.
@@ -72,6 +76,16 @@ def _serve(os, builtins, marshal, chan):
                 stream.flush()
             except Exception:
                 pass
+        marker = req.get("end_marker")
+        if marker:
+            # Tells the supervisor this request's output is complete (a
+            # session's pipes outlive the request). Raw writes: the code may
+            # have replaced sys.stdout.
+            for fd in (1, 2):
+                try:
+                    os.write(fd, marker.encode())
+                except OSError:
+                    pass
         write_frame(reply)
         if not req.get("keep_alive"):
             os._exit(0)
@@ -125,13 +139,11 @@ def _seed_matplotlib_cache(os):
         pass  # matplotlib rebuilds the cache itself, slowly
 
 
-def _run(req, builtins, real_import):
+def _run(req, builtins, real_import, main):
     code = req.get("code", "")
     filename = "<code>"
     module_type = type(sys)
-    main = module_type("__main__")
     g = main.__dict__
-    g["__builtins__"] = builtins
     sys.modules["__main__"] = main
     allowed = req.get("allowed_imports")
     if allowed is not None:

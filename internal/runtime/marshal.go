@@ -98,6 +98,9 @@ func (r Request) marshal() ([]byte, error) {
 		"keep_alive":       r.KeepAlive,
 		"capture_plots":    r.CapturePlots,
 	}
+	if r.EndMarker != "" {
+		m["end_marker"] = r.EndMarker
+	}
 	if r.Profile != "" {
 		m["profile"] = r.Profile
 	}

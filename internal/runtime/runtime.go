@@ -103,6 +103,9 @@ type Request struct {
 	KeepAlive bool `json:"keep_alive,omitempty"`
 	// CapturePlots returns the matplotlib figures left open as PNG images.
 	CapturePlots bool `json:"capture_plots,omitempty"`
+	// EndMarker, written by the harness to stdout and stderr after the
+	// code's output, tells a session where one request's output ends.
+	EndMarker string `json:"end_marker,omitempty"`
 }
 
 // Image is a picture the run produced.

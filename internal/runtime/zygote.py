@@ -149,7 +149,9 @@ def _warm_up():
 
     saved = sys.modules.get("__main__")
     try:
-        _run({"code": "x = [i * 2 for i in range(100)]\nstr(x)[:1]", "max_result_bytes": 1024}, builtins, builtins.__import__)
+        main = type(sys)("__main__")
+        main.__dict__["__builtins__"] = builtins
+        _run({"code": "x = [i * 2 for i in range(100)]\nstr(x)[:1]", "max_result_bytes": 1024}, builtins, builtins.__import__, main)
     finally:
         sys.modules["__main__"] = saved
 

@@ -128,16 +128,30 @@ func sandboxProcesses(t *testing.T) []string {
 	return found
 }
 
-// sandboxCgroups lists the cgroups sandboxes left behind.
+// sandboxCgroups lists the sandbox cgroups left behind under this
+// process's own cgroups (where the jail creates them).
 func sandboxCgroups(t *testing.T) []string {
 	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var found []string
-	matches, _ := filepath.Glob("/sys/fs/cgroup/*/*/codecage/*")
-	more, _ := filepath.Glob("/sys/fs/cgroup/*/codecage/*")
-	deeper, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/codecage/*")
-	for _, m := range append(append(matches, more...), deeper...) {
-		if fi, err := os.Stat(m); err == nil && fi.IsDir() {
-			found = append(found, m)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			if ctrl == "" {
+				ctrl = "." // v2
+			}
+			matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, parts[2], "codecage", "*"))
+			for _, m := range matches {
+				if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+					found = append(found, m)
+				}
+			}
 		}
 	}
 	return found
@@ -156,21 +170,6 @@ func assertNoLeftovers(t *testing.T) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	for _, p := range procs {
-		pid := strings.Fields(p)[0]
-		b, _ := os.ReadFile("/proc/" + pid + "/status")
-		c, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-		var keep []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "PPid") || strings.HasPrefix(l, "NSpid") || strings.HasPrefix(l, "State") {
-				keep = append(keep, l)
-			}
-		}
-		if len(c) > 60 {
-			c = c[:60]
-		}
-		t.Logf("LEFT %s %v %q", pid, keep, c)
 	}
 	t.Fatalf("left behind: processes %v, cgroups %v", procs, cgs)
 }

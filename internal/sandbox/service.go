@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -30,6 +31,9 @@ type Service struct {
 
 	basic, data *class        // warm pools, nil when not configured
 	coldSlots   chan struct{} // bounds sandboxes started on demand
+	sessions    sessions
+	stop        chan struct{} // closed by Close
+	closeOnce   sync.Once
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -42,8 +46,10 @@ func New(cfg policy.Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes)}
+	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes),
+		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{})}
 	s.startPools()
+	go s.reaper(s.stop)
 	return s, nil
 }
 
@@ -59,6 +65,20 @@ func (s *Service) Config() policy.Config { return s.cfg }
 func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, err
+	}
+	if req.SessionID != "" {
+		se, err := s.session(req.SessionID, req.Owner)
+		if err != nil {
+			return nil, err
+		}
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 {
+			return nil, fmt.Errorf("%w: a session's profiles, imports and memory are chosen when it is created", ErrInvalidRequest)
+		}
+		limits, err := s.limits(req, se.imports)
+		if err != nil {
+			return nil, err
+		}
+		return s.executeInSession(ctx, req, limits)
 	}
 	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {

@@ -24,6 +24,11 @@ type Request struct {
 	MemoryBytes int64
 	// OutputBytes caps stdout and stderr, each (0: the default).
 	OutputBytes int64
+	// SessionID runs the code in that session's interpreter (its profiles
+	// and memory limit were chosen when it was created).
+	SessionID string
+	// Owner is who asks (an API key's name); sessions are per owner.
+	Owner string
 	// Profiles selects the capability profiles of the run (default basic).
 	Profiles []string
 	// AllowedImports narrows the importable modules to this list (within

@@ -185,8 +185,11 @@ func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l ja
 	return &jailRun{sb: sb, done: release}, nil
 }
 
-// Close ends the ready sandboxes of every pool, and the zygotes.
+// Close ends the sessions, the ready sandboxes of every pool, and the
+// zygotes. Runs in progress finish on their own.
 func (s *Service) Close() {
+	s.closeOnce.Do(func() { close(s.stop) })
+	s.closeSessions()
 	for _, cl := range []*class{s.basic, s.data} {
 		if cl != nil {
 			cl.pool.Close()

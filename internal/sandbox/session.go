@@ -1,0 +1,443 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/runtime"
+)
+
+// Session errors.
+var (
+	// ErrSessionNotFound: no such session, or not the caller's.
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrSessionEnded: the session's interpreter was killed (timeout, memory,
+	// output limit); restart it or create a new one.
+	ErrSessionEnded = errors.New("session ended")
+	// ErrTooManySessions: SANDBOX_MAX_SESSIONS are open.
+	ErrTooManySessions = errors.New("too many sessions")
+)
+
+// SessionRequest opens a session.
+type SessionRequest struct {
+	// Owner scopes the session (an API key's name); others cannot see it.
+	Owner          string
+	Profiles       []string
+	AllowedImports []string
+	MemoryBytes    int64
+}
+
+// SessionInfo describes a session.
+type SessionInfo struct {
+	ID        string    `json:"session_id"`
+	Profiles  []string  `json:"profiles"`
+	CreatedAt time.Time `json:"created_at"`
+	LastUsed  time.Time `json:"last_used"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Runs      int       `json:"runs"`
+	// Ended is empty while the session lives, else why it ended.
+	Ended string `json:"ended,omitempty"`
+}
+
+// session is one interpreter kept alive in its own sandbox, like a
+// notebook kernel, with a workspace that outlives a restart.
+type session struct {
+	mu      sync.Mutex // one request at a time
+	id      string
+	owner   string
+	req     SessionRequest
+	imports policy.ImportPolicy
+	limits  jail.Limits
+	dir     string // host directory of the workspace
+	created time.Time
+	used    time.Time
+	runs    int
+	ended   string
+
+	sb             *jail.Sandbox
+	stdout, stderr *switchWriter
+}
+
+// sessions is the service's table of open sessions.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+// CreateSession opens a session: a sandbox whose interpreter keeps its
+// variables, imports and functions between requests.
+func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions.mu.Lock()
+	if len(s.sessions.byID) >= s.cfg.MaxSessions {
+		s.sessions.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooManySessions, s.cfg.MaxSessions)
+	}
+	id := "s" + jail.NewID()
+	now := time.Now()
+	se := &session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now}
+	s.sessions.byID[id] = se // holds the slot while it starts
+	s.sessions.mu.Unlock()
+
+	if err := s.startSession(ctx, se); err != nil {
+		s.dropSession(se)
+		return nil, err
+	}
+	info := se.info(s.cfg)
+	return &info, nil
+}
+
+// startSession (re)starts the session's sandbox on its workspace.
+func (s *Service) startSession(ctx context.Context, se *session) error {
+	if se.dir == "" {
+		dir, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
+		if err != nil {
+			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		}
+		se.dir = dir
+	}
+	se.stdout, se.stderr = &switchWriter{}, &switchWriter{}
+	spec := jail.Spec{
+		ID:        jail.NewID(),
+		Argv:      runtime.Argv(s.cfg.Interpreter),
+		Env:       runtime.Env(),
+		Workspace: se.dir,
+		Limits:    se.limits,
+		Stdout:    se.stdout,
+		Stderr:    se.stderr,
+	}
+	spec.Limits.Timeout = s.cfg.SessionMaxLifetime
+	spec.Limits.CPUTime = s.cfg.SessionMaxLifetime // per-process rlimit; each request arms its own budget
+	if se.imports.Uses(policy.DataScience) {
+		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
+	}
+	sb, err := jail.Start(context.Background(), spec)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	// The workspace belongs to the sandbox's host uid, so the code can write
+	// there; the service reaches it as root through os.Root.
+	if err := os.Chown(se.dir, sb.HostUID(), sb.HostUID()); err != nil && !os.IsPermission(err) {
+		sb.Kill(jail.LimitNone)
+		sb.Wait()
+		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+	}
+	se.sb = sb
+	se.ended = ""
+	return nil
+}
+
+// session returns the caller's session id, or ErrSessionNotFound.
+func (s *Service) session(id, owner string) (*session, error) {
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	se, ok := s.sessions.byID[id]
+	if !ok || se.owner != owner {
+		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+	}
+	return se, nil
+}
+
+// executeInSession runs req in its session's interpreter.
+func (s *Service) executeInSession(ctx context.Context, req Request, limits jail.Limits) (*Result, error) {
+	se, err := s.session(req.SessionID, req.Owner)
+	if err != nil {
+		return nil, err
+	}
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if err := se.alive(); err != nil {
+		return nil, err
+	}
+	se.used = time.Now()
+	se.runs++
+	var stdout, stderr markedBuffer
+	marker := "\x00codecage-end-" + jail.NewID() + "\n"
+	stdout.marker, stderr.marker = marker, marker
+	stdout.seen, stderr.seen = make(chan struct{}), make(chan struct{})
+	se.stdout.set(&stdout)
+	se.stderr.set(&stderr)
+	defer se.stdout.set(nil)
+	defer se.stderr.set(nil)
+
+	se.sb.Arm(ctx, limits.Timeout, limits.CPUTime)
+	start := time.Now()
+	rreq := runtime.Request{
+		Code:           req.Code,
+		AllowedImports: se.imports.Modules,
+		Profile:        se.imports.Label(),
+		ImportHints:    se.imports.Hints,
+		MaxResultBytes: MaxResultBytes,
+		CapturePlots:   se.imports.Modules == nil || policy.Allows(se.imports.Modules, "matplotlib"),
+		KeepAlive:      true,
+		EndMarker:      marker,
+	}
+	replies := make(chan *runtime.Reply, 1)
+	go func() {
+		var rep runtime.Reply
+		if runtime.WriteRequest(se.sb.Channel(), rreq) != nil || runtime.ReadReply(se.sb.Channel(), &rep, runtime.MaxReplyBytes) != nil {
+			replies <- nil
+			return
+		}
+		replies <- &rep
+	}()
+	var rep *runtime.Reply
+	var exit jail.Exit
+	select {
+	case rep = <-replies:
+	case <-se.sb.Done():
+		rep = <-replies
+	}
+	if rep != nil {
+		// The output written before the reply is in the pipes; the
+		// marker says when the copier has passed it on.
+		stdout.wait(time.Second)
+		stderr.wait(time.Second)
+		stdout.finish()
+		stderr.finish()
+		exit = jail.Exit{ExitCode: rep.ExitCode}
+		// Idle until the next request: no timeout but the session's own.
+		se.sb.Arm(context.Background(), time.Until(se.created.Add(s.cfg.SessionMaxLifetime)), s.cfg.SessionMaxLifetime)
+	} else {
+		exit = se.sb.Wait()
+		se.ended = endReason(exit)
+		stdout.finish()
+		stderr.finish()
+	}
+	exit.Duration = time.Since(start)
+	res := buildResult(se.id, exit, rep, &stdout.Buffer, &stderr.Buffer, limits)
+	if rep == nil {
+		if res.Error == nil {
+			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
+		}
+		res.Error.Message += fmt.Sprintf("; session %s has ended (restart it with restart_session, or create a new one)", se.id)
+		res.Success = false
+	}
+	return res, nil
+}
+
+func endReason(e jail.Exit) string {
+	switch {
+	case e.Limit != jail.LimitNone:
+		return "killed at the " + string(e.Limit) + " limit"
+	case e.Signal != 0:
+		return fmt.Sprintf("the interpreter was killed by signal %d", e.Signal)
+	}
+	return fmt.Sprintf("the interpreter exited with status %d", e.ExitCode)
+}
+
+// alive reports whether the session's interpreter still runs; call with mu.
+func (se *session) alive() error {
+	if se.ended == "" {
+		select {
+		case <-se.sb.Done():
+			se.ended = endReason(se.sb.Wait())
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s %s; restart it (restart_session) to keep its files, or create a new one", ErrSessionEnded, se.id, se.ended)
+}
+
+func (se *session) info(cfg policy.Config) SessionInfo {
+	exp := se.used.Add(cfg.SessionIdleTTL)
+	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
+		exp = hard
+	}
+	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp, Runs: se.runs, Ended: se.ended}
+}
+
+// RestartSession starts a fresh interpreter for a session, keeping its
+// workspace files.
+func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	se.sb.Kill(jail.LimitNone)
+	se.sb.Wait()
+	_ = se.sb.Channel().Close()
+	if err := s.startSession(ctx, se); err != nil {
+		return nil, err
+	}
+	info := se.info(s.cfg)
+	return &info, nil
+}
+
+// CloseSession ends a session, its sandbox and its workspace.
+func (s *Service) CloseSession(id, owner string) error {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return err
+	}
+	s.dropSession(se)
+	return nil
+}
+
+func (s *Service) dropSession(se *session) {
+	s.sessions.mu.Lock()
+	delete(s.sessions.byID, se.id)
+	s.sessions.mu.Unlock()
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.sb != nil {
+		se.sb.Kill(jail.LimitNone)
+		se.sb.Wait()
+		_ = se.sb.Channel().Close()
+	}
+	if se.dir != "" {
+		removeWorkspace(se.dir)
+	}
+	if se.ended == "" {
+		se.ended = "closed"
+	}
+}
+
+// ListSessions lists the owner's sessions.
+func (s *Service) ListSessions(owner string) []SessionInfo {
+	s.sessions.mu.Lock()
+	var list []*session
+	for _, se := range s.sessions.byID {
+		if se.owner == owner {
+			list = append(list, se)
+		}
+	}
+	s.sessions.mu.Unlock()
+	out := make([]SessionInfo, 0, len(list))
+	for _, se := range list {
+		se.mu.Lock()
+		if se.sb != nil {
+			_ = se.alive()
+		}
+		out = append(out, se.info(s.cfg))
+		se.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// reapSessions closes sessions idle past their TTL or past their lifetime.
+func (s *Service) reapSessions() {
+	now := time.Now()
+	s.sessions.mu.Lock()
+	var expired []*session
+	for _, se := range s.sessions.byID {
+		if !se.mu.TryLock() {
+			continue // running a request: not idle
+		}
+		if now.Sub(se.used) > s.cfg.SessionIdleTTL || now.Sub(se.created) > s.cfg.SessionMaxLifetime {
+			expired = append(expired, se)
+		}
+		se.mu.Unlock()
+	}
+	s.sessions.mu.Unlock()
+	for _, se := range expired {
+		s.log.Info("session expired", "session", se.id, "owner", se.owner)
+		s.dropSession(se)
+	}
+}
+
+// reaper runs reapSessions until the service closes.
+func (s *Service) reaper(stop <-chan struct{}) {
+	every := min(s.cfg.SessionIdleTTL/4, time.Minute)
+	t := time.NewTicker(max(every, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.reapSessions()
+		case <-stop:
+			return
+		}
+	}
+}
+
+// closeSessions ends every session (service shutdown).
+func (s *Service) closeSessions() {
+	s.sessions.mu.Lock()
+	var all []*session
+	for _, se := range s.sessions.byID {
+		all = append(all, se)
+	}
+	s.sessions.mu.Unlock()
+	for _, se := range all {
+		s.dropSession(se)
+	}
+}
+
+// markedBuffer collects one request's output from a session and notices
+// the end marker the harness writes after it.
+type markedBuffer struct {
+	bytes.Buffer
+	mu     sync.Mutex
+	marker string
+	seen   chan struct{}
+	done   bool
+}
+
+// Write implements io.Writer.
+func (b *markedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return len(p), nil // a straggler after the request: dropped
+	}
+	b.Buffer.Write(p)
+	if i := bytes.Index(b.Buffer.Bytes(), []byte(b.marker)); i >= 0 {
+		b.Buffer.Truncate(i)
+		b.done = true
+		close(b.seen)
+	}
+	return len(p), nil
+}
+
+// finish stops collecting: what comes later is not this request's.
+func (b *markedBuffer) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
+}
+
+// wait blocks until the marker has passed, or d.
+func (b *markedBuffer) wait(d time.Duration) {
+	select {
+	case <-b.seen:
+	case <-time.After(d):
+	}
+}
+
+// newWorkspace makes a session's workspace directory. As root it is a tmpfs
+// of its own, so the kernel enforces the size quota for the code's writes
+// as well as the file API's.
+func newWorkspace(stateDir, id string, size int64) (string, error) {
+	dir := filepath.Join(stateDir, "sessions", id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return "", err
+	}
+	if err := mountWorkspace(dir, size); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}

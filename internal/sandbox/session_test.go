@@ -1,0 +1,269 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+func sessionService(t *testing.T, mutate ...func(*policy.Config)) *sandbox.Service {
+	t.Helper()
+	cfg := policy.DefaultConfig()
+	cfg.EnableFilesystem = true
+	cfg.StateDir = t.TempDir()
+	cfg.PoolSize = 0
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	return newServiceWith(t, cfg)
+}
+
+func newSession(t *testing.T, svc *sandbox.Service, owner string, profiles ...string) string {
+	t.Helper()
+	info, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{Owner: owner, Profiles: profiles})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return info.ID
+}
+
+func inSession(t *testing.T, svc *sandbox.Service, id, owner, code string) *sandbox.Result {
+	t.Helper()
+	res, err := svc.Execute(context.Background(), sandbox.Request{SessionID: id, Owner: owner, Code: code, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Execute in session: %v", err)
+	}
+	return res
+}
+
+func TestSessionStatePersists(t *testing.T) {
+	svc := sessionService(t)
+	id := newSession(t, svc, "alice")
+	res := inSession(t, svc, id, "alice", "import math\nx = 41\ndef inc(v): return v + 1\nprint('cell 1')")
+	if !res.Success || res.Stdout != "cell 1\n" {
+		t.Fatalf("cell 1: %+v", res)
+	}
+	res = inSession(t, svc, id, "alice", "y = inc(x)\nprint('cell 2')\ny")
+	if !res.Success || res.Stdout != "cell 2\n" || string(res.Result) != "42" {
+		t.Fatalf("cell 2: stdout %q result %s error %+v", res.Stdout, res.Result, res.Error)
+	}
+	// A failing cell does not kill the session.
+	res = inSession(t, svc, id, "alice", "1/0")
+	if res.Error == nil || res.Error.Type != "ZeroDivisionError" {
+		t.Fatalf("cell 3: %+v", res.Error)
+	}
+	res = inSession(t, svc, id, "alice", "math.floor(y / 2)")
+	if !res.Success || string(res.Result) != "21" || strings.Join(res.Variables, ",") != "x,inc,y" {
+		t.Fatalf("cell 4: %s %v %+v", res.Result, res.Variables, res.Error)
+	}
+	list := svc.ListSessions("alice")
+	if len(list) != 1 || list[0].ID != id || list[0].Runs != 4 {
+		t.Fatalf("list %+v", list)
+	}
+	if err := svc.CloseSession(id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Execute(context.Background(), sandbox.Request{SessionID: id, Owner: "alice", Code: "1"}); !errors.Is(err, sandbox.ErrSessionNotFound) {
+		t.Fatalf("closed session: %v", err)
+	}
+	assertNoLeftovers(t)
+}
+
+func TestSessionsDoNotLeak(t *testing.T) {
+	svc := sessionService(t, func(c *policy.Config) { c.PoolSize = 2 })
+	a := newSession(t, svc, "alice", "filesystem")
+	b := newSession(t, svc, "bob", "filesystem")
+	inSession(t, svc, a, "alice", "secret = 'alice-only'\nopen('/workspace/a.txt', 'w').write(secret)\nopen('/tmp/t', 'w').write('x')")
+	res := inSession(t, svc, b, "bob", "import os\n[ 'secret' in globals(), os.listdir('/workspace'), os.listdir('/tmp')]")
+	if string(res.Result) != "[false,[],[]]" {
+		t.Fatalf("bob sees alice's state: %s %+v", res.Result, res.Error)
+	}
+	// Stateless runs see nothing of either.
+	res = execute(t, svc, sandbox.Request{Profiles: []string{"filesystem"}, Code: "import os\n[os.listdir('/workspace'), 'secret' in globals()]"})
+	if string(res.Result) != "[[],false]" {
+		t.Fatalf("stateless run sees session state: %s", res.Result)
+	}
+	// Sessions are per owner.
+	if _, err := svc.Execute(context.Background(), sandbox.Request{SessionID: a, Owner: "bob", Code: "secret"}); !errors.Is(err, sandbox.ErrSessionNotFound) {
+		t.Fatalf("bob used alice's session: %v", err)
+	}
+	if _, err := svc.ReadFile(a, "bob", "a.txt"); !errors.Is(err, sandbox.ErrSessionNotFound) {
+		t.Fatalf("bob read alice's file: %v", err)
+	}
+	if got := svc.ListSessions("bob"); len(got) != 1 || got[0].ID != b {
+		t.Fatalf("bob's list %+v", got)
+	}
+}
+
+func TestSessionTimeoutEndsItAndRestartKeepsFiles(t *testing.T) {
+	svc := sessionService(t)
+	id := newSession(t, svc, "")
+	inSession(t, svc, id, "", "open('/workspace/keep.txt', 'w').write('kept')\nx = 1")
+	res, err := svc.Execute(context.Background(), sandbox.Request{SessionID: id, Code: "while True: pass", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || !strings.Contains(res.Error.Message, "restart_session") {
+		t.Fatalf("timeout: %+v", res.Error)
+	}
+	_, err = svc.Execute(context.Background(), sandbox.Request{SessionID: id, Code: "x"})
+	if !errors.Is(err, sandbox.ErrSessionEnded) || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("next call must say the session ended: %v", err)
+	}
+	if _, err := svc.RestartSession(context.Background(), id, ""); err != nil {
+		t.Fatal(err)
+	}
+	res = inSession(t, svc, id, "", "open('/workspace/keep.txt').read(), 'x' in globals()")
+	if string(res.Result) != `["kept",false]` {
+		t.Fatalf("after restart: %s %+v", res.Result, res.Error)
+	}
+}
+
+func TestSessionOutputCapIsPerRequest(t *testing.T) {
+	svc := sessionService(t, func(c *policy.Config) { c.OutputSize = 1000 })
+	id := newSession(t, svc, "")
+	for i := 0; i < 5; i++ { // 5 x 600 bytes: over the cap in total, never in one request
+		res := inSession(t, svc, id, "", "print('x' * 600)")
+		if !res.Success || len(res.Stdout) != 601 {
+			t.Fatalf("request %d: %d bytes, %+v", i, len(res.Stdout), res.Error)
+		}
+	}
+}
+
+func TestFileAPI(t *testing.T) {
+	svc := sessionService(t, func(c *policy.Config) { c.WorkspaceMax = 1 << 20; c.MaxFileSize = 256 << 10 })
+	id := newSession(t, svc, "o", "filesystem")
+	if _, err := svc.WriteFile(id, "o", "data/in.csv", []byte("a,b\n1,2\n")); err != nil {
+		t.Fatal(err)
+	}
+	res := inSession(t, svc, id, "o", "import csv\nrows = list(csv.reader(open('data/in.csv')))\nopen('/workspace/out.txt', 'w').write(str(len(rows)))\nrows[1]")
+	if string(res.Result) != `["1","2"]` {
+		t.Fatalf("code reading the written file: %s %+v", res.Result, res.Error)
+	}
+	got, err := svc.ReadFile(id, "o", "/workspace/out.txt")
+	if err != nil || string(got) != "2" {
+		t.Fatalf("read back: %q %v", got, err)
+	}
+	// The code can change a file the API wrote (it belongs to the sandbox).
+	res = inSession(t, svc, id, "o", "open('data/in.csv', 'a').write('3,4\\n')")
+	if !res.Success {
+		t.Fatalf("code appending to an API file: %+v", res.Error)
+	}
+	list, err := svc.ListFiles(id, "o", "")
+	if err != nil || len(list) != 3 {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	if err := svc.DeleteFile(id, "o", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ReadFile(id, "o", "data/in.csv"); !errors.Is(err, sandbox.ErrFileNotFound) {
+		t.Fatalf("deleted file: %v", err)
+	}
+	// Bad paths.
+	for _, p := range []string{"../x", "/etc/passwd", "a/../../b", "/workspace/../etc/passwd", "", "a\x00b", "/workspacex/y"} {
+		if _, err := svc.ReadFile(id, "o", p); !errors.Is(err, sandbox.ErrBadPath) {
+			t.Errorf("ReadFile(%q): %v, want ErrBadPath", p, err)
+		}
+		if _, err := svc.WriteFile(id, "o", p, []byte("x")); !errors.Is(err, sandbox.ErrBadPath) {
+			t.Errorf("WriteFile(%q): %v, want ErrBadPath", p, err)
+		}
+	}
+	// Size caps: per file and per workspace.
+	if _, err := svc.WriteFile(id, "o", "big", bytes.Repeat([]byte("x"), 300<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
+		t.Fatalf("file over the cap: %v", err)
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := svc.WriteFile(id, "o", "f"+string(rune('a'+i)), bytes.Repeat([]byte("x"), 250<<10)); err != nil {
+			t.Fatalf("file %d: %v", i, err)
+		}
+	}
+	if _, err := svc.WriteFile(id, "o", "one-too-many", bytes.Repeat([]byte("x"), 250<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
+		t.Fatalf("workspace over its cap: %v", err)
+	}
+}
+
+// ATTACKS.md row 12: a symlink in the workspace pointing at a host path,
+// read through the file API: refused, or the in-sandbox target, never host
+// content.
+func TestContainment_12_SymlinkThroughFileAPI(t *testing.T) {
+	svc := sessionService(t)
+	id := newSession(t, svc, "", "filesystem")
+	token := "codecage-canary-" + randomToken(t)
+	canary := filepath.Join(t.TempDir(), "canary")
+	if err := os.WriteFile(canary, []byte(token), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := inSession(t, svc, id, "", `import os
+os.symlink("`+canary+`", "/workspace/abs")
+os.symlink("/etc/passwd", "/workspace/passwd")
+os.symlink("../../../../../../`+strings.TrimPrefix(canary, "/")+`", "/workspace/rel")
+os.mkdir("/workspace/d")
+os.symlink("/", "/workspace/d/root")
+os.mkfifo("/workspace/fifo")
+os.symlink("inside.txt", "/workspace/ok")
+open("/workspace/inside.txt", "w").write("in-sandbox")`)
+	if !res.Success {
+		t.Fatalf("setup: %+v", res.Error)
+	}
+	for _, p := range []string{"abs", "passwd", "rel", "d/root/etc/passwd", "d/root" + canary} {
+		got, err := svc.ReadFile(id, "", p)
+		if err == nil || strings.Contains(string(got), token) || strings.Contains(string(got), "root:") {
+			t.Errorf("ReadFile(%q) = %q, %v: host content through a symlink", p, got, err)
+		}
+		if _, err := svc.WriteFile(id, "", p, []byte("overwrite")); err == nil {
+			t.Errorf("WriteFile(%q) followed a symlink out", p)
+		}
+	}
+	if b, _ := os.ReadFile(canary); string(b) != token {
+		t.Fatalf("the host canary changed: %q", b)
+	}
+	// A FIFO must not hang the server.
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.ReadFile(id, "", "fifo")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("reading a FIFO succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFile hung on a FIFO")
+	}
+	// A link that stays inside is the in-sandbox target.
+	if got, err := svc.ReadFile(id, "", "ok"); err != nil || string(got) != "in-sandbox" {
+		t.Fatalf("inside link: %q %v", got, err)
+	}
+}
+
+func TestSessionLimitsAndReaping(t *testing.T) {
+	svc := sessionService(t, func(c *policy.Config) {
+		c.MaxSessions = 2
+		c.SessionIdleTTL = 300 * time.Millisecond
+	})
+	newSession(t, svc, "")
+	newSession(t, svc, "")
+	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{}); !errors.Is(err, sandbox.ErrTooManySessions) {
+		t.Fatalf("third session: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(svc.ListSessions("")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle sessions were not reaped: %+v", svc.ListSessions(""))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	newSession(t, svc, "") // the slots are free again
+	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{Profiles: []string{"network"}}); !errors.Is(err, sandbox.ErrInvalidRequest) {
+		t.Fatalf("a session with a disabled profile: %v", err)
+	}
+}
