@@ -59,3 +59,17 @@ func lookupKey(flagName string) (string, bool) {
 	}
 	return "", false
 }
+
+// allow records what a command-line user asked for: on the command line
+// the user is the operator, so asking for a profile or an import list is
+// also allowing it.
+func (c *configFlags) allow(profiles, imports []string) {
+	for _, p := range profiles {
+		if key, ok := lookupKey("enable-" + p); ok {
+			c.extra[key] = "true"
+		}
+	}
+	if len(imports) > 0 {
+		c.extra["allowed_imports"] = strings.Join(imports, ",")
+	}
+}

@@ -64,16 +64,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage run:", err)
 		return exitUsage
 	}
-	// On the command line the user is the operator: asking for a profile or
-	// an import list is also allowing it.
-	for _, p := range profiles {
-		if _, ok := lookupKey("enable-" + p); ok {
-			cfgFlags.extra["enable_"+strings.ReplaceAll(p, "-", "_")] = "true"
-		}
-	}
-	if len(imports) > 0 {
-		cfgFlags.extra["allowed_imports"] = strings.Join(imports, ",")
-	}
+	cfgFlags.allow(profiles, imports)
 	oneShot(cfgFlags)
 	svc, code2 := newService(cfgFlags, stderr, "run")
 	if svc == nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/codecage/codecage/internal/sandbox"
@@ -40,14 +39,7 @@ func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage validate:", err)
 		return exitUsage
 	}
-	for _, p := range profiles {
-		if _, ok := lookupKey("enable-" + p); ok {
-			cf.extra["enable_"+p] = "true"
-		}
-	}
-	if len(imports) > 0 {
-		cf.extra["allowed_imports"] = strings.Join(imports, ",")
-	}
+	cf.allow(profiles, imports)
 	oneShot(cf)
 	svc, status := newService(cf, stderr, "validate")
 	if svc == nil {
