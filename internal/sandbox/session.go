@@ -63,6 +63,7 @@ type session struct {
 	runs    int
 	ended   string
 
+	sbMu           sync.Mutex // guards sb for readers that do not hold mu
 	sb             *jail.Sandbox
 	stdout, stderr *switchWriter
 }
@@ -138,7 +139,9 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 		sb.Wait()
 		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 	}
+	se.sbMu.Lock()
 	se.sb = sb
+	se.sbMu.Unlock()
 	se.ended = ""
 	return nil
 }
@@ -242,6 +245,14 @@ func endReason(e jail.Exit) string {
 	return fmt.Sprintf("the interpreter exited with status %d", e.ExitCode)
 }
 
+// sandbox returns the session's current sandbox without waiting for a
+// request in progress.
+func (se *session) sandbox() *jail.Sandbox {
+	se.sbMu.Lock()
+	defer se.sbMu.Unlock()
+	return se.sb
+}
+
 // alive reports whether the session's interpreter still runs; call with mu.
 func (se *session) alive() error {
 	if se.ended == "" {
@@ -296,6 +307,9 @@ func (s *Service) dropSession(se *session) {
 	s.sessions.mu.Lock()
 	delete(s.sessions.byID, se.id)
 	s.sessions.mu.Unlock()
+	if sb := se.sandbox(); sb != nil {
+		sb.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
+	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if se.sb != nil {

@@ -267,3 +267,25 @@ func TestSessionLimitsAndReaping(t *testing.T) {
 		t.Fatalf("a session with a disabled profile: %v", err)
 	}
 }
+
+func TestClosingASessionEndsARunningRequest(t *testing.T) {
+	svc := sessionService(t)
+	id := newSession(t, svc, "")
+	done := make(chan *sandbox.Result, 1)
+	go func() {
+		res, _ := svc.Execute(context.Background(), sandbox.Request{SessionID: id, Code: "import time\ntime.sleep(60)", Timeout: 120 * time.Second})
+		done <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := svc.CloseSession(id, ""); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("close waited %v for the request", d)
+	}
+	if res := <-done; res == nil || res.Success {
+		t.Fatalf("the request survived its session: %+v", res)
+	}
+	assertNoLeftovers(t)
+}
