@@ -8,11 +8,18 @@
 #
 # Cell protocol, on the cell's own channel (a stream socket passed with the
 # fork command, with the cell's stdout and stderr pipes):
-#   cell -> supervisor: b"P" with a pidfd of the cell's first process (C);
-#   supervisor -> cell: b"G" once C is in the cell's cgroup;
+#   cell -> supervisor: b"P" with a pidfd of the cell's init;
+#   supervisor -> cell: b"G" once the init is in the cell's cgroup;
 #   cell -> supervisor: frame {"ready": true} when restricted, then the
-#   ordinary request/reply; last, from the cell's init (or, if that was
-#   killed, its parent): frame {"cell_exit": {"exit": code, "signal": n}}.
+#   ordinary request/reply; last, from the cell's init: frame
+#   {"cell_exit": {"exit": code, "signal": n}} (none if the init was killed).
+#
+# Every process of a cell is a copy of the zygote, and on this kind of host
+# a fork, a first write to a page and an exit each cost far more than the
+# Python code around them: a cell is two processes (its init and the code),
+# the zygote forks the init straight into a new pid namespace, and
+# everything a cell would compute the same way (paths, ctypes structures,
+# the seccomp program) is computed once, here.
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -23,6 +30,7 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
+O_PATH = 0o10000000
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_SECUREBITS = 24, 47, 4, 28
 SECCOMP_MODE_FILTER = 2
@@ -34,6 +42,7 @@ LOCKED_SECUREBITS = 0b11101111
 
 def _zygote(os):
     import ctypes
+    import gc
     import json
     import signal
     import socket
@@ -47,7 +56,6 @@ def _zygote(os):
     # setup uses, and what a run may use (the parser's node classes take
     # over a millisecond to load; tracebacks pull in linecache and re).
     import _ast  # noqa: F401
-    import base64
     import fcntl  # noqa: F401
     import importlib  # noqa: F401
     import io  # noqa: F401
@@ -56,7 +64,17 @@ def _zygote(os):
     import traceback  # noqa: F401
     import warnings  # noqa: F401
 
-    seccomp = base64.b64decode(recipe["Seccomp"])
+    plan = _plan(os, ctypes, recipe)
+    # The zygote's pid namespace: setns back into it resets the namespace of
+    # the next child, so that each fork gets a pid namespace of its own.
+    pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    # A mount namespace of the zygote's own, without what every cell covers
+    # or detaches anyway (the sandbox's /proc and its masks, the scratch
+    # tmpfs): a cell's mount namespace starts as a copy of this one, and
+    # copying and tearing down mounts is a good part of a cell's cost.
+    _check(libc.unshare(CLONE_NEWNS), "unshare the zygote's mount namespace")
+    for p in (b"/proc", b"/tmp", b"/dev/shm", b"/workspace"):
+        libc.umount2(p, MNT_DETACH)  # absent ones are fine
 
     def reap(signum, frame):
         try:
@@ -67,6 +85,10 @@ def _zygote(os):
 
     signal.signal(signal.SIGCHLD, reap)
     ctl = socket.socket(fileno=3)  # SOCK_SEQPACKET: one message per command
+    # Everything loaded so far lives as long as the zygote: the collector of
+    # a cell need not visit it (and copy its pages to do so).
+    gc.collect()
+    gc.freeze()
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(ctl, 4096, 3)
@@ -78,49 +100,94 @@ def _zygote(os):
             for fd in fds:
                 os.close(fd)
             continue
-        if os.fork() == 0:
+        # The child is the init (PID 1) of a new pid namespace; it unshares
+        # the other namespaces itself, once in the cell's cgroup.
+        if libc.setns(pidns, CLONE_NEWPID) != 0 or libc.unshare(CLONE_NEWPID) != 0:
+            os._exit(1)  # the supervisor starts a new zygote
+        pid = os.fork()
+        if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # fd 3 is about to become the cell's channel: the command
             # socket object must not close it when it is collected.
             ctl.detach()
-            _cell(os, libc, recipe, seccomp, fds)
-            return  # in the cell's init, restricted: serve the request
+            _cell(os, libc, plan, fds)
+            return  # in the code's process, restricted: serve the request
         for fd in fds:
             os.close(fd)
 
 
-def _cell(os, libc, recipe, seccomp, fds):
-    import socket
+class _Plan:
+    pass
+
+
+def _plan(os, ctypes, r):
+    # What every cell applies, prepared once: mount arguments as bytes, the
+    # masks that exist on this kernel, the Landlock rules, the capability
+    # and seccomp structures.
+    import base64
     import struct
 
+    p = _Plan()
+    tmp = b"size=%d,nr_inodes=65536,mode=1777" % r["TmpBytes"]
+    ws = b"size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d" % (r["WorkspaceBytes"], r["UID"], r["UID"])
+    p.scratch = [(b"/tmp", tmp), (b"/dev/shm", tmp), (b"/workspace", ws)]
+    full = r["ProcDir"]
+    p.mask_file = r["MaskFile"].encode()
+    p.mask_files = [("/proc/" + n).encode() for n in r["MaskFiles"] if os.path.lexists(full + "/" + n)]
+    p.mask_dirs = [("/proc/" + n).encode() for n in r["MaskDirs"] if os.path.isdir(full + "/" + n)]
+    p.proc_dir = full.encode()
+    p.hostname = r["Hostname"].encode()
+    p.rlimits = [(res, (cur, hard)) for res, cur, hard in r["Rlimits"]]
+    ll = r["Landlock"]
+    p.landlock = None
+    if ll["ABI"] > 0:
+        size = 24 if ll["ABI"] >= 6 else 16 if ll["ABI"] >= 4 else 8
+        attr = struct.pack("QQQ", ll["HandledFS"], ll["HandledNet"], ll["Scoped"])[:size]
+        rules = []
+        for rule in ll["Rules"] or []:
+            rights = rule["Rights"]
+            if not os.path.isdir(rule["Path"]):
+                rights &= 0x1 | 0x2 | 0x4 | 0x4000 | 0x8000  # execute, write, read, truncate, ioctl_dev
+            rules.append((rule["Path"], rights))
+        p.landlock = (attr, size, rules)
+    p.cap_header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    p.cap_data = bytes(24)
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    seccomp = base64.b64decode(r["Seccomp"])
+    p.seccomp_buf = ctypes.create_string_buffer(seccomp, len(seccomp))
+    p.seccomp_prog = ctypes.byref(Fprog(len(seccomp) // 8, ctypes.addressof(p.seccomp_buf)))
+    p.lo_get = struct.pack("16sH14x", b"lo", 0)
+    return p
+
+
+def _cell(os, libc, plan, fds):
+    # The cell's init: PID 1 of its pid namespace. It joins the cell's
+    # cgroup, builds the cell, restricts itself, forks the process that runs
+    # the code and reaps, like the jail's own init.
+    import socket
+
     chan, out, err = fds
-    null = os.open("/dev/null", os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    os.dup2(chan, 3)  # replaces the zygote's command socket
-    os.closerange(4, 1 << 16)
     try:
-        sock = socket.socket(fileno=os.dup(3))
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.dup2(chan, 3)  # replaces the zygote's command socket
+        os.closerange(4, 1 << 16)
+        sock = socket.socket(fileno=3)
         pidfd = os.pidfd_open(os.getpid())
         socket.send_fds(sock, [b"P"], [pidfd])
+        sock.detach()
         os.close(pidfd)
-        sock.close()
         if os.read(3, 1) != b"G":
             os._exit(1)
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP), "unshare")
-        child = os.fork()
-    except BaseException as e:
-        print("codecage cell: %s" % e, file=sys.stderr)
-        os._exit(1)
-    if child:
-        _cell_parent(os, child)
-    # The cell's init: PID 1 of the new namespaces, dying with its parent.
-    # It builds the cell, restricts itself, forks the process that runs
-    # the code and reaps, like the jail's own init.
-    libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
-    try:
-        _build_cell(os, libc, recipe, seccomp)
+        # In the cell's cgroup now: the namespaces are charged to it, and
+        # the cgroup namespace is rooted at it.
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
+        _build_cell(os, libc, plan)
         # Like the jail's init: /proc/1 is closed to the code.
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         code = os.fork()
@@ -132,8 +199,8 @@ def _cell(os, libc, recipe, seccomp, fds):
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     import resource
 
-    for res, cur, hard in recipe["Rlimits"]:
-        resource.setrlimit(res, (cur, hard))
+    for res, lim in plan.rlimits:
+        resource.setrlimit(res, lim)
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("1000")  # the OOM killer's first choice, not the init
     _warm_up()
@@ -185,22 +252,6 @@ def _cell_init(os, code_pid):
             os._exit(0)
 
 
-def _cell_parent(os, child):
-    # Outside the cell's namespaces; reports only if the cell's init itself
-    # died (killed), since the init reports the code's end.
-    os.dup2(0, 1)
-    os.dup2(0, 2)
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    if status != 0:
-        _frame(os, _exit_frame(os, status))
-    os._exit(0)
-
-
 def _check(rc, what):
     if rc != 0:
         import ctypes
@@ -209,56 +260,49 @@ def _check(rc, what):
         raise OSError(e, "%s: %s" % (what, __import__("os").strerror(e)))
 
 
-def _build_cell(os, libc, r, seccomp):
-    import ctypes
+def _build_cell(os, libc, p):
     import fcntl
     import socket
     import struct
 
     def mount(src, dst, fstype, flags, data):
-        _check(libc.mount(src, dst.encode(), fstype, flags, data), "mount " + dst)
+        _check(libc.mount(src, dst, fstype, flags, data), "mount %s" % dst)
 
     scratch = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    tmp = b"size=%d,nr_inodes=65536,mode=1777" % r["TmpBytes"]
-    mount(b"tmpfs", "/tmp", b"tmpfs", scratch, tmp)
-    mount(b"tmpfs", "/dev/shm", b"tmpfs", scratch, tmp)
-    ws = b"size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d" % (r["WorkspaceBytes"], r["UID"], r["UID"])
-    mount(b"tmpfs", "/workspace", b"tmpfs", scratch, ws)
-    mount(b"proc", "/proc", b"proc", scratch, None)
-    for name in r["MaskFiles"]:
-        p = "/proc/" + name
-        if os.path.lexists(p):
-            mount(r["MaskFile"].encode(), p, None, MS_BIND, None)
-    for name in r["MaskDirs"]:
-        p = "/proc/" + name
-        if os.path.isdir(p):
-            mount(b"tmpfs", p, b"tmpfs", MS_RDONLY | scratch, b"size=4k,nr_inodes=1,mode=000")
-    _check(libc.umount2(r["ProcDir"].encode(), MNT_DETACH), "detach the full proc")
-    host = r["Hostname"].encode()
-    _check(libc.sethostname(host, len(host)), "sethostname")
+    mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    for dst, opts in p.scratch:
+        mount(b"tmpfs", dst, b"tmpfs", scratch, opts)
+    mount(b"proc", b"/proc", b"proc", scratch, None)
+    for dst in p.mask_files:
+        mount(p.mask_file, dst, None, MS_BIND, None)
+    # One empty, unreadable, read-only tmpfs, bound over every masked
+    # directory (a tmpfs of its own for each would cost a superblock each).
+    first = None
+    for dst in p.mask_dirs:
+        if first is None:
+            mount(b"tmpfs", dst, b"tmpfs", MS_RDONLY | scratch, b"size=4k,nr_inodes=1,mode=000")
+            first = dst
+        else:
+            mount(first, dst, None, MS_BIND, None)
+    _check(libc.umount2(p.proc_dir, MNT_DETACH), "detach the full proc")
+    _check(libc.sethostname(p.hostname, len(p.hostname)), "sethostname")
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    ifr = fcntl.ioctl(s, 0x8913, struct.pack("16sH14x", b"lo", 0))  # SIOCGIFFLAGS
+    ifr = fcntl.ioctl(s, 0x8913, p.lo_get)  # SIOCGIFFLAGS
     flags = struct.unpack("16sH", ifr[:18])[1] | 1  # IFF_UP
     fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags))  # SIOCSIFFLAGS
     s.close()
     os.chdir("/workspace")
 
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    ll = r["Landlock"]
-    if ll["ABI"] > 0:
-        size = 24 if ll["ABI"] >= 6 else 16 if ll["ABI"] >= 4 else 8
-        attr = struct.pack("QQQ", ll["HandledFS"], ll["HandledNet"], ll["Scoped"])[:size]
+    if p.landlock is not None:
+        attr, size, rules = p.landlock
         rfd = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)
         if rfd < 0:
             _check(-1, "landlock_create_ruleset")
-        for rule in ll["Rules"] or []:
-            fd = os.open(rule["Path"], os.O_PATH | os.O_CLOEXEC)
-            rights = rule["Rights"]
-            if not os.path.isdir(rule["Path"]):
-                rights &= 0x1 | 0x2 | 0x4 | 0x4000 | 0x8000  # execute, write, read, truncate, ioctl_dev
+        for path, rights in rules:
+            fd = os.open(path, O_PATH | os.O_CLOEXEC)
             beneath = struct.pack("=Qi", rights, fd)
-            _check(libc.syscall(SYS_LANDLOCK_ADD_RULE, rfd, LANDLOCK_RULE_PATH_BENEATH, beneath, 0), "landlock rule " + rule["Path"])
+            _check(libc.syscall(SYS_LANDLOCK_ADD_RULE, rfd, LANDLOCK_RULE_PATH_BENEATH, beneath, 0), "landlock rule " + path)
             os.close(fd)
         _check(libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, rfd, 0), "landlock_restrict_self")
         os.close(rfd)
@@ -267,13 +311,5 @@ def _build_cell(os, libc, r, seccomp):
     for cap in range(64):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last one
     _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient")
-    header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = bytes(24)
-    _check(libc.capset(header, data), "capset")
-
-    class Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    buf = ctypes.create_string_buffer(seccomp, len(seccomp))
-    prog = Fprog(len(seccomp) // 8, ctypes.addressof(buf))
-    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+    _check(libc.capset(p.cap_header, p.cap_data), "capset")
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p.seccomp_prog, 0, 0), "seccomp")
