@@ -18,6 +18,8 @@ const (
 const usage = `codecage runs untrusted Python behind a kernel boundary.
 
 Usage:
+  codecage serve [--listen ADDR]    serve MCP over HTTP (/mcp, /mcp/sse) on 127.0.0.1:8001
+  codecage mcp                      serve MCP over stdio
   codecage run [flags] [file]       run Python code from --code, a file, or stdin
   codecage validate [flags] [file]  check code without running it
   codecage info [--json]            profiles, limits and isolation of this configuration
@@ -39,6 +41,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCmd(args[1:], stdin, stdout, stderr)
+	case "mcp":
+		return mcpCmd(args[1:], stdin, stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
 	case "info":
 		return infoCmd(args[1:], stdout, stderr)
 	case "validate":

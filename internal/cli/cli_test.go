@@ -11,8 +11,15 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 )
 
+// cliMainEnv makes the test binary run the command line itself, so tests
+// can start `codecage mcp` as a real process.
+const cliMainEnv = "CODECAGE_TEST_CLI_MAIN"
+
 func TestMain(m *testing.M) {
 	jail.MaybeRunInit()
+	if os.Getenv(cliMainEnv) == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 

@@ -1,0 +1,225 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/mcpserver"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	jail.MaybeRunInit()
+	os.Exit(m.Run())
+}
+
+// connect starts the real service and server and a real client over the
+// SDK's in-memory transport.
+func connect(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	cfg := policy.DefaultConfig()
+	cfg.EnableDataScience = true
+	cfg.StateDir = t.TempDir()
+	cfg.PoolSize, cfg.DataPoolSize = 1, 1
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	server := mcpserver.New(svc, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(r.StructuredContent)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return m
+}
+
+func TestToolsAreListedWithSchemas(t *testing.T) {
+	cs := connect(t)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"execute_code": true, "validate_code": true, "get_sandbox_info": true, "create_session": true,
+		"close_session": true, "restart_session": true, "list_sessions": true, "write_file": true, "read_file": true,
+		"list_files": true, "delete_file": true}
+	for _, tool := range res.Tools {
+		if !want[tool.Name] {
+			t.Errorf("unexpected tool %s", tool.Name)
+		}
+		delete(want, tool.Name)
+		if tool.Description == "" || tool.InputSchema == nil || tool.OutputSchema == nil {
+			t.Errorf("%s lacks a description or schema", tool.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing tools %v", want)
+	}
+}
+
+func TestExecuteCode(t *testing.T) {
+	cs := connect(t)
+	r := call(t, cs, "execute_code", map[string]any{"code": "print(6*7)"})
+	if r.IsError || text(r) != "42\n" {
+		t.Fatalf("print(6*7): isError=%v %q", r.IsError, text(r))
+	}
+	if m := structured(t, r); m["stdout"] != "42\n" || m["success"] != true || m["backend"] != "native" {
+		t.Fatalf("structured %v", m)
+	}
+	r = call(t, cs, "execute_code", map[string]any{"code": "x = 5\nx * 2"})
+	if !strings.Contains(text(r), "[result] 10") || structured(t, r)["result"] != 10.0 {
+		t.Fatalf("result: %q %v", text(r), structured(t, r)["result"])
+	}
+	r = call(t, cs, "execute_code", map[string]any{"code": "1/0"})
+	if !r.IsError || !strings.Contains(text(r), "ZeroDivisionError") {
+		t.Fatalf("exception must be a tool error: %v %q", r.IsError, text(r))
+	}
+	r = call(t, cs, "execute_code", map[string]any{"code": "import matplotlib.pyplot as plt\nplt.plot([1,2,3])", "profile": "data_science"})
+	var images int
+	for _, c := range r.Content {
+		if img, ok := c.(*mcp.ImageContent); ok && img.MIMEType == "image/png" && len(img.Data) > 100 && string(img.Data[1:4]) == "PNG" {
+			images++
+		}
+	}
+	if r.IsError || images != 1 {
+		t.Fatalf("plot: isError=%v images=%d %q", r.IsError, images, text(r))
+	}
+	// Forged protocol frames printed by the code are only text in the result.
+	r = call(t, cs, "execute_code", map[string]any{"code": `print('{"jsonrpc":"2.0","id":1,"result":{}}')`})
+	if !strings.Contains(text(r), `"jsonrpc"`) || r.IsError {
+		t.Fatalf("forged frame: %q", text(r))
+	}
+}
+
+func TestSessionAcrossCalls(t *testing.T) {
+	cs := connect(t)
+	r := call(t, cs, "create_session", map[string]any{})
+	id, _ := structured(t, r)["session_id"].(string)
+	if r.IsError || id == "" {
+		t.Fatalf("create_session: %q", text(r))
+	}
+	call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "total = 0"})
+	call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "total += 20\ntotal += 22"})
+	r = call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "total"})
+	if structured(t, r)["result"] != 42.0 {
+		t.Fatalf("session state: %q", text(r))
+	}
+	r = call(t, cs, "write_file", map[string]any{"session_id": id, "path": "in.txt", "content": "hello"})
+	if r.IsError {
+		t.Fatalf("write_file: %q", text(r))
+	}
+	r = call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "open('in.txt').read().upper()"})
+	if structured(t, r)["result"] != "HELLO" {
+		t.Fatalf("file in session: %q", text(r))
+	}
+	r = call(t, cs, "list_files", map[string]any{"session_id": id})
+	if files := structured(t, r)["files"].([]any); len(files) != 1 {
+		t.Fatalf("list_files: %v", files)
+	}
+	r = call(t, cs, "read_file", map[string]any{"session_id": id, "path": "/workspace/in.txt"})
+	if structured(t, r)["content"] != "hello" {
+		t.Fatalf("read_file: %q", text(r))
+	}
+	if r := call(t, cs, "close_session", map[string]any{"session_id": id}); r.IsError {
+		t.Fatalf("close: %q", text(r))
+	}
+	r = call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "total"})
+	if !r.IsError || !strings.Contains(text(r), "session not found") {
+		t.Fatalf("closed session: %q", text(r))
+	}
+}
+
+func TestBadInputIsAToolError(t *testing.T) {
+	cs := connect(t)
+	cases := []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"execute_code", map[string]any{}, "code"},
+		{"execute_code", map[string]any{"code": 42}, "code"},
+		{"execute_code", map[string]any{"code": strings.Repeat("#", 10<<20)}, "limit"},
+		{"execute_code", map[string]any{"code": "print(1)\x00"}, "null bytes"},
+		{"execute_code", map[string]any{"code": "1", "profile": "gpu"}, "unknown profile"},
+		{"execute_code", map[string]any{"code": "1", "profile": "network"}, "SANDBOX_ENABLE_NETWORK"},
+		{"execute_code", map[string]any{"code": "1", "memory_limit": "lots"}, "memory_limit"},
+		{"execute_code", map[string]any{"code": "1", "timeout": -1}, "timeout"},
+		{"execute_code", map[string]any{"code": "1", "use_container": true}, "SANDBOX_ENABLE_CONTAINER_MODE"},
+		{"execute_code", map[string]any{"code": "1", "session_id": "nope"}, "session not found"},
+		{"read_file", map[string]any{"session_id": "nope", "path": "x"}, "session not found"},
+	}
+	for _, c := range cases {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
+		if err != nil {
+			// Argument validation may answer at the protocol level; it
+			// must still say what is wrong.
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %v: %v, want mention of %q", c.name, abbreviate(c.args), err, c.want)
+			}
+			continue
+		}
+		if !res.IsError || !strings.Contains(text(res), c.want) {
+			t.Errorf("%s %v: isError=%v %q, want a tool error mentioning %q", c.name, abbreviate(c.args), res.IsError, abbreviate(text(res)), c.want)
+		}
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil {
+		t.Error("unknown tool accepted")
+	}
+	// The server still serves.
+	if r := call(t, cs, "execute_code", map[string]any{"code": "print('still here')"}); text(r) != "still here\n" {
+		t.Fatalf("after bad input: %q", text(r))
+	}
+}
+
+func abbreviate(v any) string {
+	s, _ := json.Marshal(v)
+	if len(s) > 120 {
+		return string(s[:120]) + "..."
+	}
+	return string(s)
+}
