@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -222,4 +224,98 @@ func abbreviate(v any) string {
 		return string(s[:120]) + "..."
 	}
 	return string(s)
+}
+
+func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.PoolSize = 1
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	server := mcpserver.New(svc, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	lines := make(chan string, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			lines <- req.Params.Message
+		},
+	})
+	cs, err := client.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\nfor i in range(3):\n    print('line', i)\n    time.sleep(0.2)"}}
+	params.SetProgressToken("tok-1")
+	if _, err := cs.CallTool(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case l := <-lines:
+			if l != "line "+string(rune('0'+i))+"\n" {
+				t.Errorf("progress %d: %q", i, l)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no progress notification %d", i)
+		}
+	}
+	// Cancellation: the client gives up; the sandbox must die at once,
+	// not at its 60 s timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\ntime.sleep(60)", "timeout": 60}})
+		done <- err
+	}()
+	for i := 0; sleepingSandboxes(t) == 0; i++ {
+		if i > 200 {
+			t.Fatal("the run never started sleeping (the check would prove nothing)")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a canceled call returned a result")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sleepingSandboxes(t) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the canceled run's sandbox is still sleeping")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sleepingSandboxes counts sandbox processes of this test that run
+// time.sleep(60) code (their harness is blocked in the code).
+func sleepingSandboxes(t *testing.T) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/wchan")
+		if err != nil {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		uid := -1
+		for _, line := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				uid, _ = strconv.Atoi(f[1])
+			}
+		}
+		inRange := uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount
+		if inRange && (strings.Contains(string(b), "hrtimer") || strings.Contains(string(b), "nanosleep")) {
+			n++
+		}
+	}
+	return n
 }

@@ -140,6 +140,7 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in Execut
 		return nil, ExecuteOutput{}, err
 	}
 	res, err := t.svc.Execute(ctx, sandbox.Request{
+		OnOutput:       progress(ctx, req),
 		Code:           in.Code,
 		Timeout:        time.Duration(in.Timeout * float64(time.Second)),
 		MemoryBytes:    mem,
@@ -166,6 +167,27 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in Execut
 		}
 	}
 	return result, out, nil
+}
+
+// progress streams output lines as progress notifications when the client
+// asked for progress (gave a token).
+func progress(ctx context.Context, req *mcp.CallToolRequest) func(stream, line string) {
+	if req == nil || req.Params == nil || req.Session == nil {
+		return nil
+	}
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	var n float64
+	return func(stream, line string) {
+		n++
+		msg := line
+		if stream == "stderr" {
+			msg = "[stderr] " + line
+		}
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+	}
 }
 
 // summary is the text a model reads: output first, then the result or

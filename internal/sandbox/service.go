@@ -94,8 +94,8 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		Argv:   runtime.Argv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: limits,
-		Stdout: &stdout,
-		Stderr: &stderr,
+		Stdout: newLineTee(&stdout, "stdout", req.OnOutput),
+		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
 	}
 	if imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)

@@ -35,6 +35,9 @@ type Request struct {
 	// what the operator allows); ["*"] switches the import policy off where
 	// the operator allows that.
 	AllowedImports []string
+	// OnOutput, if set, receives the output as it comes, a line at a time
+	// ("stdout" or "stderr"); the Result still carries all of it.
+	OnOutput func(stream, line string)
 }
 
 // Result is the outcome of one execution, the same on every surface.
