@@ -13,5 +13,7 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+# The official MCP conformance suite against codecage serve (npm registry).
+scripts/conformance.sh
 # -p 1: the leftover checks scan the whole host, so packages run one at a time.
 go test -p 1 -count=1 -timeout 30m "$@" ./...

@@ -53,11 +53,13 @@ func humanSize(n int64) string {
 }
 
 // HTTPHandlers returns the streamable HTTP handler (mount at /mcp) and the
-// legacy SSE handler (mount at /mcp/sse). DNS-rebinding protection, on by
-// default in the SDK, stays on.
+// legacy SSE handler (mount at /mcp/sse). The streamable handler keeps MCP
+// sessions (clients get a session id and may open several streams), which
+// the conformance suite expects. DNS-rebinding protection, on by default in
+// the SDK, stays on.
 func HTTPHandlers(server *mcp.Server) (streamable, sse http.Handler) {
 	get := func(*http.Request) *mcp.Server { return server }
-	return mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true}), mcp.NewSSEHandler(get, nil)
+	return mcp.NewStreamableHTTPHandler(get, nil), mcp.NewSSEHandler(get, nil)
 }
 
 // toolError turns a service error into the text a model can act on. The

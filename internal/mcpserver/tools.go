@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/policy"
@@ -57,8 +58,9 @@ type ExecuteOutput struct {
 func (t *tools) register(s *mcp.Server) {
 	c := t.svc.Config()
 	mcp.AddTool(s, &mcp.Tool{
-		Name:  "execute_code",
-		Title: "Run Python code in a sandbox",
+		Name:         "execute_code",
+		Title:        "Run Python code in a sandbox",
+		OutputSchema: executeOutputSchema(),
 		Description: fmt.Sprintf(`Runs Python 3 code in a fresh, isolated sandbox and returns its stdout, stderr and the value of its last expression.
 Limits by default: %gs wall clock, %s memory, %d processes, %d bytes of output per stream; no network (unless the network profile is enabled, and then only allowed hosts through a proxy); only /workspace and /tmp are writable.
 Without session_id nothing persists: every call starts from scratch. With session_id (see create_session) variables, imports and /workspace files persist.
@@ -99,6 +101,18 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// executeOutputSchema is the schema inferred from ExecuteOutput, with the
+// result (any JSON value) described by an object schema: clients reject
+// the boolean schema "true" that inference gives an interface field.
+func executeOutputSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[ExecuteOutput](nil)
+	if err != nil {
+		panic(err)
+	}
+	s.Properties["result"] = &jsonschema.Schema{Description: "The value of the code's last expression: the value itself when it is JSON, else its repr as a string; null when there is none."}
+	return s
+}
 
 // owner is who the caller is; until API keys exist every client is the
 // same owner.
