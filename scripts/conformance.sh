@@ -27,7 +27,7 @@ bin/codecage serve --listen "127.0.0.1:$port" --pool-size 1 --state-dir "$state"
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 100); do
-	curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 	sleep 0.1
 done
 "$suite/node_modules/.bin/conformance" server --url "http://127.0.0.1:$port/mcp" \

@@ -15,5 +15,7 @@ fi
 go vet ./...
 # The official MCP conformance suite against codecage serve (npm registry).
 scripts/conformance.sh
+# The official MCP TypeScript client, end to end, over stdio and HTTP.
+scripts/e2e-ts.sh
 # -p 1: the leftover checks scan the whole host, so packages run one at a time.
 go test -p 1 -count=1 -timeout 30m "$@" ./...
