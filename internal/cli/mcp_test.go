@@ -88,6 +88,31 @@ func TestMCPOverHTTPAndSSE(t *testing.T) {
 			callPrint42(t, cs)
 		})
 	}
+	// Sessions belong to the client that made them.
+	connectHTTP := func() *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	alice, mallory := connectHTTP(), connectHTTP()
+	defer alice.Close()
+	defer mallory.Close()
+	res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "create_session", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("create_session: %v %v", err, res)
+	}
+	id := res.StructuredContent.(map[string]any)["session_id"].(string)
+	res, err = mallory.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"session_id": id, "code": "1"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("another client used the session: %v %+v", err, res)
+	}
+	res, err = alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"session_id": id, "code": "6*7"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the owner could not use its session: %v %+v", err, res)
+	}
 	// DNS-rebinding protection: a foreign Host header is refused.
 	req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(`{}`))
 	req.Host = "evil.example"

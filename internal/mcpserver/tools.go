@@ -114,9 +114,15 @@ func executeOutputSchema() *jsonschema.Schema {
 	return s
 }
 
-// owner is who the caller is; until API keys exist every client is the
-// same owner.
-func owner(*mcp.CallToolRequest) string { return "" }
+// owner is who the caller is, for sessions and files: the MCP session
+// (each HTTP client connection has its own; stdio has one client). Until
+// API keys exist this is what keeps one client out of another's sessions.
+func owner(req *mcp.CallToolRequest) string {
+	if req == nil || req.Session == nil {
+		return ""
+	}
+	return "mcp:" + req.Session.ID()
+}
 
 func profiles(p string) []string {
 	var out []string
