@@ -60,6 +60,7 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:         "execute_code",
 		Title:        "Run Python code in a sandbox",
+		InputSchema:  executeInputSchema(c),
 		OutputSchema: executeOutputSchema(),
 		Description: fmt.Sprintf(`Runs Python 3 code in a fresh, isolated sandbox and returns its stdout, stderr and the value of its last expression.
 Limits by default: %gs wall clock, %s memory, %d processes, %d bytes of output per stream; no network (unless the network profile is enabled, and then only allowed hosts through a proxy); only /workspace and /tmp are writable.
@@ -93,7 +94,7 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 	mcp.AddTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
 
-	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace",
+	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: "Lists files and directories under the session's /workspace (or a subdirectory) with sizes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
@@ -101,6 +102,30 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// executeInputSchema adds bounds to the inferred schema. Profiles and
+// memory sizes are checked by the service, whose errors say what would
+// work (a pattern failure would not).
+func executeInputSchema(c policy.Config) *jsonschema.Schema {
+	s, err := jsonschema.For[ExecuteInput](nil)
+	if err != nil {
+		panic(err)
+	}
+	s.Properties["timeout"].Minimum = ptr(0.0)
+	s.Properties["timeout"].Maximum = ptr(c.MaxTimeout.Seconds())
+	s.Properties["code"].MaxLength = ptr(int(c.MaxCodeSize))
+	return s
+}
+
+// writeFileInputSchema names the encodings.
+func writeFileInputSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[WriteFileInput](nil)
+	if err != nil {
+		panic(err)
+	}
+	s.Properties["encoding"].Enum = []any{"utf-8", "base64"}
+	return s
+}
 
 // executeOutputSchema is the schema inferred from ExecuteOutput, with the
 // result (any JSON value) described by an object schema: clients reject
