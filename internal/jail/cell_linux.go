@@ -31,6 +31,8 @@ type Cell struct {
 	stdoutW, stderrW *os.File
 	sinks            [2]io.Writer
 
+	left [2]int64 // output budget per stream, each its copier's own
+
 	mu        sync.Mutex
 	pidfd     int
 	limit     Limit
@@ -55,7 +57,7 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		return nil, fmt.Errorf("jail: bad cell id %q", id)
 	}
 	lim = lim.WithDefaults()
-	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr},
+	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr}, left: [2]int64{lim.OutputBytes, lim.OutputBytes},
 		attached: make(chan struct{}), arms: make(chan arm), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if c.cg, err = newCgroup(host.Cgroup, "cell-"+id, lim); err != nil {
@@ -143,18 +145,12 @@ func (c *Cell) supervise(ctx context.Context) {
 		close(c.drained)
 	}()
 	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-				return
-			}
-		}
-	}()
+	go c.waitExit(exited)
 	timer := time.NewTimer(c.limits.Timeout)
 	defer timer.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
+	// The CPU budget is checked often once a run armed the cell; a ready
+	// cell only idles (its per-process RLIMIT_CPU holds too).
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	cpuBudget := c.limits.CPUTime
 	ctxDone := ctx.Done()
@@ -175,6 +171,7 @@ func (c *Cell) supervise(ctx context.Context) {
 			timer.Reset(a.timeout)
 			ctx, ctxDone = a.ctx, a.ctx.Done()
 			cpuBudget = a.cpu + c.cg.cpuUsage()
+			tick.Reset(50 * time.Millisecond)
 		case <-tick.C:
 			if c.cg.cpuUsage() > cpuBudget {
 				c.Kill(LimitCPU)
@@ -192,6 +189,39 @@ func (c *Cell) supervise(ctx context.Context) {
 	// Off the run's path: v1 keeps a cgroup busy for a moment after its last
 	// task died, and rmdir retries until it is free.
 	go func() { _ = c.cg.destroy() }()
+}
+
+// waitExit closes exited when the cell's first process has ended. The
+// pidfd waits in the runtime's poller (it is readable once the process
+// exits), not on a thread of its own per cell; a blocking poll is the
+// fallback.
+func (c *Cell) waitExit(exited chan<- struct{}) {
+	defer close(exited)
+	if fd, err := unix.Dup(c.pidfd); err == nil {
+		unix.CloseOnExec(fd)
+		if unix.SetNonblock(fd, true) == nil {
+			f := os.NewFile(uintptr(fd), "pidfd")
+			defer f.Close()
+			if rc, err := f.SyscallConn(); err == nil {
+				err = rc.Read(func(fd uintptr) bool {
+					p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+					n, err := unix.Poll(p, 0)
+					return err == nil && n > 0
+				})
+				if err == nil {
+					return
+				}
+			}
+		} else {
+			unix.Close(fd)
+		}
+	}
+	fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // snapshot is what the supervisor knows of the cell's run so far.
@@ -222,31 +252,74 @@ func (c *Cell) Collect() Exit {
 	}
 }
 
-func (c *Cell) copy(wg *sync.WaitGroup, stream int, r io.Reader) {
-	defer wg.Done()
-	w := c.sinks[stream]
-	if w == nil {
-		w = io.Discard
+// Finish ends a cell whose program has said its last word (its reply
+// came, after its output was flushed): the output is what the pipes hold
+// now, and the cell is killed without waiting for the kernel to tear it
+// down (the exit of a large interpreter alone takes milliseconds). A
+// process of the code that is still writing loses what it writes later.
+func (c *Cell) Finish() Exit {
+	select {
+	case <-c.attached:
+	case <-c.done:
+		return c.exit
 	}
-	left := c.limits.OutputBytes
+	now := time.Now()
+	_ = c.stdoutR.SetReadDeadline(now)
+	_ = c.stderrR.SetReadDeadline(now)
+	<-c.drained
+	e := c.snapshot()
+	c.Kill(LimitNone) // a limit found meanwhile is already in e
+	return e
+}
+
+func (c *Cell) copy(wg *sync.WaitGroup, stream int, f *os.File) {
+	defer wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := r.Read(buf)
-		if int64(n) <= left {
-			_, _ = w.Write(buf[:n])
-			left -= int64(n)
-		} else {
-			_, _ = w.Write(buf[:left])
-			left = 0
-			c.mu.Lock()
-			c.truncated[stream] = true
-			c.mu.Unlock()
-			c.Kill(LimitOutput)
+		n, err := f.Read(buf)
+		c.emit(stream, buf[:n])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Finish: take what the pipe holds, without waiting for EOF.
+			if rc, err := f.SyscallConn(); err == nil {
+				_ = rc.Control(func(fd uintptr) {
+					for {
+						n, err := unix.Read(int(fd), buf)
+						if n <= 0 || err != nil {
+							return
+						}
+						c.emit(stream, buf[:n])
+					}
+				})
+			}
+			return
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// emit passes output on, within the stream's budget.
+func (c *Cell) emit(stream int, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	w := c.sinks[stream]
+	if w == nil {
+		w = io.Discard
+	}
+	left := c.left[stream]
+	if int64(len(b)) <= left {
+		_, _ = w.Write(b)
+		c.left[stream] = left - int64(len(b))
+		return
+	}
+	_, _ = w.Write(b[:left])
+	c.left[stream] = 0
+	c.mu.Lock()
+	c.truncated[stream] = true
+	c.mu.Unlock()
+	c.Kill(LimitOutput)
 }
 
 // Arm gives the cell's work its limits, counted from now.

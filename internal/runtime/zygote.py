@@ -201,8 +201,9 @@ def _cell(os, libc, plan, fds):
 
     for res, lim in plan.rlimits:
         resource.setrlimit(res, lim)
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")  # the OOM killer's first choice, not the init
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+    os.write(fd, b"1000")  # the OOM killer's first choice, not the init
+    os.close(fd)
     _warm_up()
     _frame(os, b'{"ready":true}')
 
@@ -215,6 +216,17 @@ def _warm_up():
     import builtins
 
     saved = sys.modules.get("__main__")
+    np = sys.modules.get("numpy")
+    if np is not None:
+        # A preloaded numpy: run an array operation (its code and objects
+        # get copied now), twice, so that malloc's heap keeps 8 MiB the
+        # code's first arrays reuse instead of faulting in fresh pages (the
+        # first free of an mmapped block raises glibc's mmap threshold).
+        try:
+            for _ in range(2):
+                np.arange(1 << 20).sum()
+        except Exception:
+            pass
     try:
         main = type(sys)("__main__")
         main.__dict__["__builtins__"] = builtins

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,7 +182,7 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 	go func() {
 		var r result
 		if err := runtime.WriteRequest(w.conn, req); err == nil {
-			r.rep, r.code, r.signal, r.exited = runtime.ReadCellRun(w.conn)
+			r.rep, r.code, r.signal, r.exited = readCellRun(w.conn)
 		}
 		done <- r
 	}()
@@ -188,10 +190,16 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 	var exit jail.Exit
 	select {
 	case r = <-done:
-		if r.exited {
+		switch {
+		case r.rep != nil:
+			// The harness has flushed the output and replied: the run is
+			// over. The cell is killed and torn down without us.
+			exit = w.cell.Finish()
+			r.code, r.signal, r.exited = r.rep.ExitCode, 0, true
+		case r.exited:
 			// The code has ended; the cell's teardown goes on without us.
 			exit = w.cell.Collect()
-		} else {
+		default:
 			exit = w.cell.Wait()
 		}
 	case <-w.cell.Done():
@@ -200,6 +208,9 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 		_ = w.conn.SetReadDeadline(time.Now().Add(time.Second))
 		r = <-done
 		exit = w.cell.Wait()
+		if r.rep != nil {
+			r.code, r.signal, r.exited = r.rep.ExitCode, 0, true
+		}
 	}
 	w.conn.Close()
 	exit.ExitCode, exit.Signal = -1, int(unix.SIGKILL)
@@ -210,4 +221,38 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 		exit.Limit = jail.LimitCPU
 	}
 	return r.rep, exit
+}
+
+// readCellRun reads what a cell sends after its request, up to the first
+// of: the reply (after which the harness only exits; see
+// [jail.Cell.Finish]), or the exit frame of the cell's init when the code
+// ended without a reply (code and signal). exited is false when neither
+// came (the cell was killed whole).
+func readCellRun(r io.Reader) (rep *runtime.Reply, code, signal int, exited bool) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, 0, 0, false
+	}
+	n := binary.BigEndian.Uint32(head[:])
+	if int64(n) > int64(runtime.MaxReplyBytes) {
+		return nil, 0, 0, false
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, 0, 0, false
+	}
+	var m struct {
+		CellExit *struct {
+			Exit   int `json:"exit"`
+			Signal int `json:"signal"`
+		} `json:"cell_exit"`
+	}
+	if json.Unmarshal(body, &m) == nil && m.CellExit != nil {
+		return nil, m.CellExit.Exit, m.CellExit.Signal, true
+	}
+	var rp runtime.Reply
+	if err := json.Unmarshal(body, &rp); err != nil {
+		return nil, 0, 0, false
+	}
+	return &rp, 0, 0, false
 }

@@ -121,6 +121,9 @@ func TestZygotePerf(t *testing.T) {
 				if err != nil || !res.Success {
 					mu.Lock()
 					errs++
+					if errs <= 3 {
+						t.Logf("failed: %v %+v %+v", err, res, res.Error)
+					}
 					mu.Unlock()
 				}
 			}
