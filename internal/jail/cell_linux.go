@@ -183,7 +183,12 @@ func (c *Cell) supervise(ctx context.Context) {
 	c.killCgroup()
 	<-c.drained
 	c.exit = c.snapshot()
+	// Under the lock: a Kill from now on must not signal whatever process
+	// a reused descriptor number refers to.
+	c.mu.Lock()
 	unix.Close(c.pidfd)
+	c.pidfd = -1
+	c.mu.Unlock()
 	closeAll(c.stdoutR, c.stderrR)
 	close(c.done)
 	// Off the run's path: v1 keeps a cgroup busy for a moment after its last
@@ -344,11 +349,11 @@ func (c *Cell) Kill(reason Limit) {
 	}
 	c.killed = true
 	c.limit = reason
-	fd := c.pidfd
-	c.mu.Unlock()
-	if fd >= 0 {
-		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	if c.pidfd >= 0 {
+		// Under the lock, so that supervise cannot close it meanwhile.
+		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
 	}
+	c.mu.Unlock()
 	c.killCgroup()
 }
 
