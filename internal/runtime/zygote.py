@@ -204,11 +204,11 @@ def _cell(os, libc, plan, fds):
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"1000")  # the OOM killer's first choice, not the init
     os.close(fd)
-    _warm_up()
+    _warm_up(libc)
     _frame(os, b'{"ready":true}')
 
 
-def _warm_up():
+def _warm_up(libc):
     # A fork shares the zygote's memory until it writes to it, and merely
     # running Python writes (reference counts): the first run in a cell
     # would pay for thousands of page copies. Run a trivial request now,
@@ -218,13 +218,16 @@ def _warm_up():
     saved = sys.modules.get("__main__")
     np = sys.modules.get("numpy")
     if np is not None:
-        # A preloaded numpy: run an array operation (its code and objects
-        # get copied now), twice, so that malloc's heap keeps 8 MiB the
-        # code's first arrays reuse instead of faulting in fresh pages (the
-        # first free of an mmapped block raises glibc's mmap threshold).
+        # A preloaded numpy: arrays are large. malloc is set where glibc's
+        # own adaptive thresholds end up after the first large free (blocks
+        # up to 32 MiB from the heap, which keeps up to 64 MiB free), and an
+        # array operation runs once, so numpy's code and objects are copied
+        # now and the heap keeps 8 MiB the code's first arrays reuse instead
+        # of faulting in fresh pages.
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         try:
-            for _ in range(2):
-                np.arange(1 << 20).sum()
+            np.arange(1 << 20).sum()
         except Exception:
             pass
     try:
