@@ -108,6 +108,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits) (pooled, error) {
 		return nil, fmt.Errorf("zygote cell: %w", err)
 	}
 
+	go jail.PrimeAttach()
 	z.mu.Lock()
 	sb, err := z.running()
 	if err == nil {
