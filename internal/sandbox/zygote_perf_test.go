@@ -17,7 +17,7 @@ import (
 )
 
 // cpuTicks reads the host's busy and total jiffies from /proc/stat.
-func cpuTicks(t *testing.T) (busy, total int64) {
+func cpuTicks(t testing.TB) (busy, total int64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		t.Fatal(err)
@@ -33,13 +33,11 @@ func cpuTicks(t *testing.T) (busy, total int64) {
 	return busy, total
 }
 
-// TestZygotePerf measures pooled print(1) throughput with concurrent
-// clients and the host CPU it costs; set CODECAGE_PERF=runs to run it.
-func TestZygotePerf(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("CODECAGE_PERF"))
-	if n <= 0 {
-		t.Skip("CODECAGE_PERF=<runs> measures throughput")
-	}
+// BenchmarkZygoteThroughput measures pooled print(1) throughput with
+// concurrent clients and the host CPU it costs (b.N runs in all;
+// CODECAGE_PERF_CLIENTS, CODECAGE_PERF_NUMPY and CODECAGE_PERF_CODE vary it).
+func BenchmarkZygoteThroughput(t *testing.B) {
+	n := t.N
 	clients := 8
 	if c, _ := strconv.Atoi(os.Getenv("CODECAGE_PERF_CLIENTS")); c > 0 {
 		clients = c
