@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,11 +31,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			"memory of a pooled sandbox, and a bare python3 (and bwrap) for comparison.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "codecage bench: unexpected argument %q\n", fs.Arg(0))

@@ -3,6 +3,8 @@
 package cli
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 )
@@ -59,4 +61,16 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "codecage: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
+}
+
+// parse parses a command's flags; when it returns false the command ends
+// with the status it gives (0 for -h, 2 for bad flags).
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,11 +13,8 @@ func infoCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the get_sandbox_info object")
 	cf := addConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	oneShot(cf)
 	svc, code := newService(cf, stderr, "info")

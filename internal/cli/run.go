@@ -53,11 +53,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: codecage run [flags] [file|-]\n\nRuns Python code from --code, a file, or standard input in a fresh sandbox.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	src, err := readSource(code, fs.Args(), stdin)
 	if err != nil {

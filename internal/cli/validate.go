@@ -28,11 +28,8 @@ func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&profiles, "profile", "profiles to check against, comma-separated (enables them)")
 	fs.Var(&imports, "authorized-imports", "modules the code may import, comma-separated")
 	cf := addConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	src, err := readSource(code, fs.Args(), stdin)
 	if err != nil {
