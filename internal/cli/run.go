@@ -36,37 +36,24 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		code     string
 		memMB    = fs.Int64("max-memory-mb", 0, "memory limit of this run in MiB (default: the configured default)")
 		cpuSec   = fs.Float64("max-cpu-time-sec", 0, "CPU-time limit of this run in seconds")
 		printLen = fs.Int64("max-print-length", 0, "cap on stdout and stderr of this run, each, in bytes")
 		asJSON   = fs.Bool("json", false, "print one JSON result object")
-		imports  listFlag
-		profiles listFlag
 	)
-	fs.StringVar(&code, "code", "", "Python code to run")
-	fs.StringVar(&code, "c", "", "shorthand for --code")
-	fs.Var(&imports, "authorized-imports", "modules the code may import, comma-separated; \"*\" switches the import policy off (the jail stays)")
-	fs.Var(&profiles, "profile", "profiles of the run, comma-separated: basic, data_science, network, filesystem (enables them)")
-	cfgFlags := addConfigFlags(fs)
+	in := addCodeInput(fs, "run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: codecage run [flags] [file|-]\n\nRuns Python code from --code, a file, or standard input in a fresh sandbox.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if code, ok := parse(fs, args); !ok {
-		return code
+	if status, ok := parse(fs, args); !ok {
+		return status
 	}
-	src, err := readSource(code, fs.Args(), stdin)
-	if err != nil {
-		fmt.Fprintln(stderr, "codecage run:", err)
-		return exitUsage
-	}
-	cfgFlags.allow(profiles, imports)
-	oneShot(cfgFlags)
-	svc, code2 := newService(cfgFlags, stderr, "run")
+	src, svc, status := in.start(fs, stdin, stderr, "run")
 	if svc == nil {
-		return code2
+		return status
 	}
+	defer svc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
@@ -74,7 +61,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		CPUTime:     seconds(*cpuSec),
 		MemoryBytes: *memMB << 20,
 		OutputBytes: *printLen,
-		Profiles:    profiles,
+		Profiles:    in.profiles,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)

@@ -17,34 +17,19 @@ import (
 func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		code     string
-		asJSON   = fs.Bool("json", false, "print the validate_code object")
-		profiles listFlag
-		imports  listFlag
-	)
-	fs.StringVar(&code, "code", "", "Python code to check")
-	fs.StringVar(&code, "c", "", "shorthand for --code")
-	fs.Var(&profiles, "profile", "profiles to check against, comma-separated (enables them)")
-	fs.Var(&imports, "authorized-imports", "modules the code may import, comma-separated")
-	cf := addConfigFlags(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
+	asJSON := fs.Bool("json", false, "print the validate_code object")
+	in := addCodeInput(fs, "check")
+	if status, ok := parse(fs, args); !ok {
+		return status
 	}
-	src, err := readSource(code, fs.Args(), stdin)
-	if err != nil {
-		fmt.Fprintln(stderr, "codecage validate:", err)
-		return exitUsage
-	}
-	cf.allow(profiles, imports)
-	oneShot(cf)
-	svc, status := newService(cf, stderr, "validate")
+	src, svc, status := in.start(fs, stdin, stderr, "validate")
 	if svc == nil {
 		return status
 	}
+	defer svc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	v, err := svc.Validate(ctx, sandbox.ValidateRequest{Code: src, Profiles: profiles})
+	v, err := svc.Validate(ctx, sandbox.ValidateRequest{Code: src, Profiles: in.profiles})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage validate:", err)
 		if errors.Is(err, sandbox.ErrInvalidRequest) {
