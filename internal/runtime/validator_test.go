@@ -67,7 +67,7 @@ func validateReq(code string, allowed []string, profile string, enabled ...strin
 func runValidatorFrame(t *testing.T, body []byte, frame bool) []byte {
 	t.Helper()
 	if _, err := os.Stat(DefaultInterpreter); err != nil {
-		t.Skipf("no %s: %v", DefaultInterpreter, err)
+		t.Fatalf("no %s (scripts/setup.sh installs it): %v", DefaultInterpreter, err)
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
