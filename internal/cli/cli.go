@@ -27,6 +27,7 @@ Usage:
   codecage info [--json]            profiles, limits and isolation of this configuration
   codecage doctor                   report the isolation layers of this host
   codecage bench [--json] [--quick] measure latency, throughput, HumanEval and memory
+  codecage audit list|show|stats    read the audit log
   codecage help                     show this help
 
 Every command takes the operator settings as flags (e.g. --timeout,
@@ -55,6 +56,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return doctorCmd(args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "audit":
+		return auditCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -16,7 +16,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
+	"github.com/codecage/codecage/internal/metrics"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // mcpCmd serves MCP over stdio: protocol frames only on stdout, logs on
@@ -28,13 +33,30 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	svc, code := newService(cf, stderr, "mcp")
-	if svc == nil {
-		return code
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage mcp: configuration: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(cfg, stderr)
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage mcp: %v (run \"codecage doctor\")\n", err)
+		return exitInternal
 	}
 	defer svc.Close()
 	svc.SetLogger(log)
+	observers := sandbox.Observers{logObserver{log}}
+	// An MCP client starts this command itself: a log it cannot open is
+	// reported, not fatal (serve, run by an operator, refuses to start).
+	if rec, store, path, err := openAuditLog(cfg, log); err != nil {
+		log.Error("running without an audit log", "err", err)
+	} else {
+		defer closeAudit(rec, store, log)
+		observers = append(observers, auditObserver{rec: rec, code: cfg.AuditCode})
+		log.Debug("audit log", "path", path)
+	}
+	svc.SetObserver(observers)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	server := mcpserver.New(svc, log)
@@ -50,53 +72,158 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// serveCmd serves MCP over streamable HTTP (/mcp) and SSE (/mcp/sse), and
-// /health, on one listener.
+// serveCmd serves the REST API, MCP over streamable HTTP (/mcp) and SSE
+// (/mcp/sse), metrics and health on one listener, until SIGTERM.
 func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8001", "address to listen on")
+	listen := fs.String("listen", "127.0.0.1:8001", "address to listen on (beyond loopback only with API keys)")
 	cf := addConfigFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	svc, code := newService(cf, stderr, "serve")
-	if svc == nil {
-		return code
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage serve: configuration: %v\n", err)
+		return exitUsage
 	}
-	defer svc.Close()
-	svc.SetLogger(log)
-	streamable, sse := mcpserver.HTTPHandlers(mcpserver.New(svc, log))
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", streamable)
-	mux.Handle("/mcp/sse", sse)
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintln(w, `{"status":"ok"}`)
-	})
-	l, err := net.Listen("tcp", *listen)
+	log := newLogger(cfg, stderr)
+	keys, err := loadKeys(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
-	if host, _, _ := net.SplitHostPort(*listen); host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		log.Warn("listening beyond loopback without API keys: anyone who reaches this port can run code", "listen", *listen)
+	addr, err := bindAddress(*listen, keys.Len() > 0)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitUsage
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	log.Info("codecage serving", "addr", l.Addr().String(), "mcp", "/mcp", "sse", "/mcp/sse")
-	fmt.Fprintf(stdout, "codecage serving on http://%s (MCP at /mcp, SSE at /mcp/sse)\n", l.Addr())
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if addr != *listen {
+		log.Warn("no API keys configured: listening on loopback only; set SANDBOX_API_KEYS (or SANDBOX_API_KEYS_FILE) to serve beyond this host", "asked", *listen, "listen", addr)
+	} else if keys.Len() == 0 {
+		log.Info("no API keys configured: anyone on this host can call the server; set SANDBOX_API_KEYS to require keys")
+	}
+	rec, store, auditPath, err := openAuditLog(cfg, log)
+	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitInternal
 	}
+	defer closeAudit(rec, store, log)
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "codecage serve: %v (run \"codecage doctor\")\n", err)
+		return exitInternal
+	}
+	defer svc.Close()
+	svc.SetLogger(log)
+	m := metrics.New(svc)
+	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
+	svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode}, logObserver{log}})
+
+	streamable, sse := mcpserver.HTTPHandlers(mcpserver.New(svc, log))
+	api := httpapi.New(svc, httpapi.Options{
+		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version,
+		Ready: func(ctx context.Context) map[string]string {
+			return map[string]string{"audit_log": errText(store.Ping(ctx))}
+		},
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitUsage
+	}
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	log.Info("codecage serving", "addr", l.Addr().String(), "keys", keys.Len(), "audit_db", auditPath,
+		"rest", "/execute", "docs", "/docs", "mcp", "/mcp", "sse", "/mcp/sse", "metrics", "/metrics")
+	fmt.Fprintf(stdout, "codecage serving on http://%s (REST at /, docs at /docs, MCP at /mcp, SSE at /mcp/sse)\n", l.Addr())
+	select {
+	case err := <-served:
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitInternal
+	case <-ctx.Done():
+	}
+	stop()
+	shutdown(srv, svc, cancelBase, cfg.ShutdownGrace, log)
 	return exitOK
+}
+
+// shutdown stops accepting connections, lets running executions finish
+// within the grace period, cancels the rest (their sandboxes are killed and
+// their clients told so), tears every sandbox down, then ends the streams
+// left (MCP) and closes the connections. The audit log is flushed after,
+// by the caller.
+func shutdown(srv *http.Server, svc *sandbox.Service, cancelBase context.CancelFunc, grace time.Duration, log *slog.Logger) {
+	log.Info("shutting down", "grace", grace.String(), "running", svc.Running())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	// Answers to cancelled executions still need writing after the grace.
+	answered, cancelAnswered := context.WithTimeout(context.Background(), grace+15*time.Second)
+	defer cancelAnswered()
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Shutdown(answered) }()
+	if err := svc.Shutdown(ctx); err != nil {
+		log.Warn("executions still running at the end of the grace period were canceled")
+	}
+	cancelBase() // long-lived streams (MCP) end now
+	if err := <-closed; err != nil {
+		log.Warn("connections still open; closing them", "err", err)
+		_ = srv.Close()
+	}
+	log.Info("stopped")
+}
+
+// loadKeys reads SANDBOX_API_KEYS and SANDBOX_API_KEYS_FILE.
+func loadKeys(cfg policy.Config) (*access.Keys, error) {
+	keys, err := access.ParseKeys(cfg.APIKeys)
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_API_KEYS: %w", err)
+	}
+	if cfg.APIKeysFile != "" {
+		more, err := access.LoadKeysFile(cfg.APIKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_API_KEYS_FILE: %w", err)
+		}
+		if err := keys.Merge(more); err != nil {
+			return nil, fmt.Errorf("SANDBOX_API_KEYS_FILE: %w", err)
+		}
+	}
+	return keys, nil
+}
+
+// bindAddress returns where to listen: as asked, or, without API keys, the
+// loopback address with the same port.
+func bindAddress(listen string, haveKeys bool) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %v (want host:port, e.g. 127.0.0.1:8001)", listen, err)
+	}
+	if haveKeys || host == "localhost" {
+		return listen, nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return listen, nil
+	}
+	return net.JoinHostPort("127.0.0.1", port), nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -5,7 +5,6 @@
 package mcpserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -66,12 +66,15 @@ func HTTPHandlers(server *mcp.Server) (streamable, sse http.Handler) {
 // errors are the service's own, with their advice; the category prefix
 // helps a model tell its mistakes from the server's state.
 func toolError(err error) error {
-	switch {
-	case errors.Is(err, sandbox.ErrInvalidRequest), errors.Is(err, sandbox.ErrBadPath):
+	switch kind := sandbox.ErrorKind(err); kind {
+	case sandbox.KindInvalidRequest, sandbox.KindBadPath:
 		return fmt.Errorf("invalid request: %w", err)
-	case errors.Is(err, sandbox.ErrBusy):
-		return fmt.Errorf("busy: %w", err)
-	case errors.Is(err, context.Canceled):
+	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindShuttingDown:
+		if d := access.RetryAfter(err); d > 0 {
+			return fmt.Errorf("%s: %w (retry after %ds)", strings.ReplaceAll(kind, "_", " "), err, int(d.Seconds()))
+		}
+		return fmt.Errorf("%s: %w", strings.ReplaceAll(kind, "_", " "), err)
+	case sandbox.KindCanceled:
 		return errors.New("canceled")
 	}
 	return err

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -22,16 +19,8 @@ type tools struct {
 	svc *sandbox.Service
 }
 
-// ExecuteInput are execute_code's arguments.
-type ExecuteInput struct {
-	Code           string   `json:"code" jsonschema:"Python 3 source to run. Print what you want to see, or end with an expression: its value is returned as result."`
-	Timeout        float64  `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 30, at most the server's maximum, usually 300)."`
-	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s), comma-separated: basic (default), data_science, network, filesystem. Each must be enabled by the operator (see get_sandbox_info). Ignored with session_id."`
-	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable top-level modules to this list (within what the profiles allow)."`
-	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)."`
-	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls."`
-	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend (only where the operator enabled container mode)."`
-}
+// ExecuteInput are execute_code's arguments (shared with POST /execute).
+type ExecuteInput = sandbox.ExecuteParams
 
 // ExecuteOutput is execute_code's structured result: the same object as
 // codecage run --json and the REST API return.
@@ -123,7 +112,7 @@ func writeFileInputSchema() *jsonschema.Schema {
 	if err != nil {
 		panic(err)
 	}
-	s.Properties["encoding"].Enum = []any{"utf-8", "base64"}
+	s.Properties["encoding"].Enum = sandbox.FileEncodings
 	return s
 }
 
@@ -139,61 +128,44 @@ func executeOutputSchema() *jsonschema.Schema {
 	return s
 }
 
-// owner is who the caller is, for sessions and files: the MCP session
-// (each HTTP client connection has its own; stdio has one client). Until
-// API keys exist this is what keeps one client out of another's sessions.
+// owner is who the caller is, for sessions and files: the API key when the
+// server has keys (sessions then belong to the key, whatever the surface),
+// else the MCP session (each HTTP client connection has its own; stdio has
+// one client), which keeps one client out of another's sessions.
 func owner(req *mcp.CallToolRequest) string {
-	if req == nil || req.Session == nil {
+	if req == nil {
+		return ""
+	}
+	if ex := req.Extra; ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
+		return sandbox.KeyOwner(ex.TokenInfo.UserID)
+	}
+	if req.Session == nil {
 		return ""
 	}
 	return "mcp:" + req.Session.ID()
 }
 
-func profiles(p string) []string {
-	var out []string
-	for _, s := range strings.Split(p, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
+// caller tells the service who asks and through which transport.
+func caller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	c := sandbox.Caller{Surface: sandbox.SurfaceMCPStdio}
+	if req != nil && req.Extra != nil {
+		if req.Extra.Header != nil {
+			c.Surface = sandbox.SurfaceMCP
+		}
+		if ti := req.Extra.TokenInfo; ti != nil {
+			c.Key = ti.UserID
 		}
 	}
-	return out
-}
-
-func memory(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := policy.ParseSize(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid request: memory_limit %q: %v", s, err)
-	}
-	return n, nil
+	return sandbox.WithCaller(ctx, c)
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	if in.UseContainer && !t.svc.Config().EnableContainerMode {
-		return nil, ExecuteOutput{}, errors.New("invalid request: use_container needs container mode, which this server does not enable (SANDBOX_ENABLE_CONTAINER_MODE=true)")
-	}
-	if in.UseContainer {
-		return nil, ExecuteOutput{}, errors.New("the gVisor backend is not available in this version; run without use_container")
-	}
-	if in.Timeout < 0 || in.Timeout > 86400 {
-		return nil, ExecuteOutput{}, fmt.Errorf("invalid request: timeout %g is out of range", in.Timeout)
-	}
-	mem, err := memory(in.MemoryLimit)
+	r, err := in.Request(t.svc.Config(), owner(req))
 	if err != nil {
-		return nil, ExecuteOutput{}, err
+		return nil, ExecuteOutput{}, toolError(err)
 	}
-	res, err := t.svc.Execute(ctx, sandbox.Request{
-		OnOutput:       progress(ctx, req),
-		Code:           in.Code,
-		Timeout:        time.Duration(in.Timeout * float64(time.Second)),
-		MemoryBytes:    mem,
-		Profiles:       profiles(in.Profile),
-		AllowedImports: in.AllowedImports,
-		SessionID:      in.SessionID,
-		Owner:          owner(req),
-	})
+	r.OnOutput = progress(ctx, req)
+	res, err := t.svc.Execute(caller(ctx, req), r)
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
@@ -278,15 +250,11 @@ func summary(r *sandbox.Result) string {
 	return b.String()
 }
 
-// ValidateInput are validate_code's arguments.
-type ValidateInput struct {
-	Code           string   `json:"code" jsonschema:"Python 3 source to check."`
-	Profile        string   `json:"profile,omitempty" jsonschema:"Profile(s) to check the imports against, comma-separated (default basic)."`
-	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Check against this import list instead."`
-}
+// ValidateInput are validate_code's arguments (shared with POST /validate).
+type ValidateInput = sandbox.ValidateParams
 
 func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *runtime.Validation, error) {
-	v, err := t.svc.Validate(ctx, sandbox.ValidateRequest{Code: in.Code, Profiles: profiles(in.Profile), AllowedImports: in.AllowedImports})
+	v, err := t.svc.Validate(caller(ctx, req), in.Request())
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -300,19 +268,15 @@ func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (
 	return nil, t.svc.Info(), nil
 }
 
-// SessionInput opens a session.
-type SessionInput struct {
-	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default basic)."`
-	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list."`
-	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m."`
-}
+// SessionInput opens a session (shared with POST /sessions).
+type SessionInput = sandbox.SessionParams
 
 func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
-	mem, err := memory(in.MemoryLimit)
+	r, err := in.Request(owner(req))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, toolError(err)
 	}
-	info, err := t.svc.CreateSession(ctx, sandbox.SessionRequest{Owner: owner(req), Profiles: profiles(in.Profile), AllowedImports: in.AllowedImports, MemoryBytes: mem})
+	info, err := t.svc.CreateSession(caller(ctx, req), r)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -330,14 +294,14 @@ type Done struct {
 }
 
 func (t *tools) closeSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, Done, error) {
-	if err := t.svc.CloseSession(in.SessionID, owner(req)); err != nil {
+	if err := t.svc.CloseSession(caller(ctx, req), in.SessionID, owner(req)); err != nil {
 		return nil, Done{}, toolError(err)
 	}
 	return nil, Done{true}, nil
 }
 
 func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
-	info, err := t.svc.RestartSession(ctx, in.SessionID, owner(req))
+	info, err := t.svc.RestartSession(caller(ctx, req), in.SessionID, owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -362,18 +326,11 @@ type WriteFileInput struct {
 }
 
 func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *sandbox.FileInfo, error) {
-	data := []byte(in.Content)
-	switch in.Encoding {
-	case "", "utf-8", "utf8", "text":
-	case "base64":
-		var err error
-		if data, err = base64.StdEncoding.DecodeString(in.Content); err != nil {
-			return nil, nil, fmt.Errorf("invalid request: content is not base64: %v", err)
-		}
-	default:
-		return nil, nil, fmt.Errorf("invalid request: encoding %q (want utf-8 or base64)", in.Encoding)
+	data, err := sandbox.DecodeContent(in.Content, in.Encoding)
+	if err != nil {
+		return nil, nil, toolError(err)
 	}
-	fi, err := t.svc.WriteFile(in.SessionID, owner(req), in.Path, data)
+	fi, err := t.svc.WriteFile(caller(ctx, req), in.SessionID, owner(req), in.Path, data)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -387,23 +344,14 @@ type PathInput struct {
 }
 
 // FileContent is read_file's result.
-type FileContent struct {
-	Path     string `json:"path"`
-	Size     int    `json:"size"`
-	Encoding string `json:"encoding"`
-	Content  string `json:"content"`
-}
+type FileContent = sandbox.FileContent
 
 func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileContent, error) {
-	data, err := t.svc.ReadFile(in.SessionID, owner(req), in.Path)
+	data, err := t.svc.ReadFile(caller(ctx, req), in.SessionID, owner(req), in.Path)
 	if err != nil {
 		return nil, FileContent{}, toolError(err)
 	}
-	out := FileContent{Path: in.Path, Size: len(data), Encoding: "utf-8", Content: string(data)}
-	if !utf8.Valid(data) {
-		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
-	}
-	return nil, out, nil
+	return nil, sandbox.EncodeContent(in.Path, data), nil
 }
 
 // FileList is list_files' result.
@@ -412,7 +360,7 @@ type FileList struct {
 }
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileList, error) {
-	files, err := t.svc.ListFiles(in.SessionID, owner(req), in.Path)
+	files, err := t.svc.ListFiles(caller(ctx, req), in.SessionID, owner(req), in.Path)
 	if err != nil {
 		return nil, FileList{}, toolError(err)
 	}
@@ -420,7 +368,7 @@ func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Path
 }
 
 func (t *tools) deleteFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, Done, error) {
-	if err := t.svc.DeleteFile(in.SessionID, owner(req), in.Path); err != nil {
+	if err := t.svc.DeleteFile(caller(ctx, req), in.SessionID, owner(req), in.Path); err != nil {
 		return nil, Done{}, toolError(err)
 	}
 	return nil, Done{true}, nil

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codecage/codecage/internal/access"
 )
 
 // Config is the operator's configuration. Values come from flags, SANDBOX_*
@@ -68,6 +70,32 @@ type Config struct {
 	SessionMaxLifetime time.Duration
 	// StateDir holds session workspaces (and later the audit database).
 	StateDir string
+
+	// Callers' limits (HTTP and MCP surfaces; per API key).
+	RateLimit      float64 // requests per second per key (0: off)
+	RateBurst      int
+	KeyConcurrency int // requests running at once per key
+	MaxConcurrent  int // requests running at once in all
+	QueueSize      int // requests that may wait for a slot
+
+	// Server settings (codecage serve).
+	APIKeys       string // "name:key,..."; never printed
+	APIKeysFile   string
+	MaxBodySize   int64
+	ReadTimeout   time.Duration
+	WriteTimeout  time.Duration
+	ShutdownGrace time.Duration
+	AuditDB       string // "" = the default path
+	AuditCode     bool   // store the code itself, not only its hash
+	AuditBuffer   int
+	LogFormat     string // text or json
+	LogLevel      string // debug, info, warn, error
+}
+
+// AccessLimits are the callers' limits for an access.Gate.
+func (c *Config) AccessLimits() access.Limits {
+	return access.Limits{Rate: c.RateLimit, Burst: c.RateBurst, PerKey: c.KeyConcurrency,
+		Global: c.MaxConcurrent, Queue: c.QueueSize, QueueTimeout: c.QueueTimeout}
 }
 
 // DefaultConfig is the configuration with nothing set.
@@ -102,6 +130,21 @@ func DefaultConfig() Config {
 		SessionIdleTTL:     15 * time.Minute,
 		SessionMaxLifetime: 4 * time.Hour,
 		StateDir:           defaultStateDir(),
+
+		RateLimit:      20,
+		RateBurst:      40,
+		KeyConcurrency: 16,
+		MaxConcurrent:  32,
+		QueueSize:      64,
+
+		MaxBodySize:   1 << 20,
+		ReadTimeout:   60 * time.Second,
+		WriteTimeout:  360 * time.Second,
+		ShutdownGrace: 30 * time.Second,
+		AuditCode:     true,
+		AuditBuffer:   4096,
+		LogFormat:     "text",
+		LogLevel:      "info",
 	}
 }
 
@@ -183,6 +226,29 @@ var settings = []setting{
 			c.StateDir = v
 			return nil
 		}},
+	floatSetting("rate_limit", "SANDBOX_RATE_LIMIT", "requests per second per API key (0: no limit)", func(c *Config) *float64 { return &c.RateLimit }),
+	intSetting("rate_burst", "SANDBOX_RATE_BURST", "requests an API key may make at once before the rate applies", func(c *Config) *int { return &c.RateBurst }),
+	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key", func(c *Config) *int { return &c.KeyConcurrency }),
+	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
+	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
+	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
+		get: func(c *Config) string {
+			if c.APIKeys != "" {
+				return "(set)"
+			}
+			return ""
+		},
+		set: func(c *Config, v string) error { c.APIKeys = v; return nil }},
+	pathSetting("api_keys_file", "SANDBOX_API_KEYS_FILE", "file of API keys, one name:key per line", func(c *Config) *string { return &c.APIKeysFile }),
+	sizeSetting("max_body_size", "SANDBOX_MAX_BODY_SIZE", "largest HTTP request body", func(c *Config) *int64 { return &c.MaxBodySize }),
+	durationSetting("read_timeout", "SANDBOX_READ_TIMEOUT", "time to read an HTTP request, seconds", func(c *Config) *time.Duration { return &c.ReadTimeout }),
+	durationSetting("write_timeout", "SANDBOX_WRITE_TIMEOUT", "time to answer a non-streaming HTTP request, seconds", func(c *Config) *time.Duration { return &c.WriteTimeout }),
+	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
+	pathSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log database (default $XDG_STATE_HOME/codecage/audit.db)", func(c *Config) *string { return &c.AuditDB }),
+	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),
+	intSetting("audit_buffer", "SANDBOX_AUDIT_BUFFER", "audit events buffered before they are dropped (and counted)", func(c *Config) *int { return &c.AuditBuffer }),
+	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
+	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
 		set: func(c *Config, v string) error {
@@ -362,6 +428,44 @@ func durationSetting(key, env, usage string, field func(*Config) *time.Duration)
 				return errors.New("want a number of seconds between 0 and 86400")
 			}
 			*field(c) = time.Duration(f * float64(time.Second))
+			return nil
+		}}
+}
+
+func floatSetting(key, env, usage string, field func(*Config) *float64) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'f', -1, 64) },
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f < 0 || f > 1e6 {
+				return errors.New("want a number from 0 to 1000000")
+			}
+			*field(c) = f
+			return nil
+		}}
+}
+
+func pathSetting(key, env, usage string, field func(*Config) *string) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return *field(c) },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "/") {
+				return errors.New("must be an absolute path")
+			}
+			*field(c) = v
+			return nil
+		}}
+}
+
+func choiceSetting(key, env, usage string, choices []string, field func(*Config) *string) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return *field(c) },
+		set: func(c *Config, v string) error {
+			v = strings.ToLower(strings.TrimSpace(v))
+			if !slices.Contains(choices, v) {
+				return fmt.Errorf("want one of %s", strings.Join(choices, ", "))
+			}
+			*field(c) = v
 			return nil
 		}}
 }

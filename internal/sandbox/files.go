@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +90,25 @@ func fileError(p string, err error) error {
 
 // WriteFile writes data to path in a session's workspace, creating parent
 // directories, within the file-size and workspace limits.
-func (s *Service) WriteFile(id, owner, p string, data []byte) (*FileInfo, error) {
+func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
+	start := time.Now()
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "write", "", "", err, start)
+		return nil, err
+	}
+	defer release()
+	fi, err := s.writeFile(id, owner, p, data)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "write", "", "", err, start)
+		return nil, err
+	}
+	s.emit(ctx, Event{Kind: EventFile, Action: "write", Outcome: "success", Duration: time.Since(start),
+		Detail: fmt.Sprintf("%s: %s (%d bytes)", id, fi.Path, len(data))})
+	return fi, nil
+}
+
+func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error) {
 	rel, err := workspacePath(p)
 	if err != nil {
 		return nil, err
@@ -148,7 +167,16 @@ func chownTree(r *os.Root, rel string, se *session) {
 }
 
 // ReadFile returns the contents of path in a session's workspace.
-func (s *Service) ReadFile(id, owner, p string) ([]byte, error) {
+func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, error) {
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.readFile(id, owner, p)
+}
+
+func (s *Service) readFile(id, owner, p string) ([]byte, error) {
 	rel, err := workspacePath(p)
 	if err != nil {
 		return nil, err
@@ -177,7 +205,16 @@ func (s *Service) ReadFile(id, owner, p string) ([]byte, error) {
 }
 
 // ListFiles lists the workspace below path ("" or "." for all of it).
-func (s *Service) ListFiles(id, owner, p string) ([]FileInfo, error) {
+func (s *Service) ListFiles(ctx context.Context, id, owner, p string) ([]FileInfo, error) {
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.listFiles(id, owner, p)
+}
+
+func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
 	if p == "" {
 		p = "."
 	}
@@ -215,7 +252,21 @@ func (s *Service) ListFiles(id, owner, p string) ([]FileInfo, error) {
 }
 
 // DeleteFile removes a file or a directory tree from the workspace.
-func (s *Service) DeleteFile(id, owner, p string) error {
+func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
+	start := time.Now()
+	release, err := s.admit(ctx, false)
+	if err == nil {
+		defer release()
+		if err = s.deleteFile(id, owner, p); err == nil {
+			s.emit(ctx, Event{Kind: EventFile, Action: "delete", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + p})
+			return nil
+		}
+	}
+	s.emitFailure(ctx, EventFile, "delete", "", "", err, start)
+	return err
+}
+
+func (s *Service) deleteFile(id, owner, p string) error {
 	rel, err := workspacePath(p)
 	if err != nil {
 		return err

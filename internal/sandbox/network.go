@@ -21,9 +21,17 @@ func proxyEnv() []string {
 // startEgress runs a proxy for one sandbox: connections to the sandbox's
 // 127.0.0.1:3128 arrive through the jail's Forward and are served under the
 // operator's allow list. The caller closes the proxy when the run ends.
-func (s *Service) startEgress(label string) (*egress.Proxy, *jail.Forward) {
+func (s *Service) startEgress(label string, refused *refusals) (*egress.Proxy, *jail.Forward) {
 	l := newConnListener()
-	p := egress.New(s.egress, egress.Options{Label: label, Logger: s.log})
+	opts := egress.Options{Label: label, Logger: s.log}
+	if refused != nil {
+		opts.OnDecision = func(d egress.Decision) {
+			if !d.Allowed {
+				refused.add(d.Host)
+			}
+		}
+	}
+	p := egress.New(s.egress, opts)
 	go p.Serve(l)
 	return p, &jail.Forward{Port: proxyPort, Handle: l.deliver}
 }

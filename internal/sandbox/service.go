@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
@@ -34,6 +35,11 @@ type Service struct {
 	sessions    sessions
 	stop        chan struct{} // closed by Close
 	closeOnce   sync.Once
+
+	gate     *access.Gate // rate and concurrency limits of callers
+	obsMu    sync.RWMutex
+	observer Observer
+	drain    drain
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -47,7 +53,8 @@ func New(cfg policy.Config) (*Service, error) {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
 	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes),
-		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{})}
+		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
+	s.drain.init()
 	s.startPools()
 	go s.reaper(s.stop)
 	return s, nil
@@ -63,30 +70,65 @@ func (s *Service) Config() policy.Config { return s.cfg }
 // limits, crashes) are reported in the Result; the error is for requests
 // that cannot run at all.
 func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
-	if err := s.checkCode(req.Code); err != nil {
+	start := time.Now()
+	label := strings.Join(req.Profiles, ",")
+	release, err := s.admit(ctx, true)
+	if err != nil {
+		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
 		return nil, err
+	}
+	defer release()
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	var refused refusals
+	res, profile, err := s.execute(ctx, req, &refused)
+	if err != nil {
+		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
+		return nil, err
+	}
+	ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Code: req.Code,
+		Outcome: res.Outcome(), Duration: time.Since(start), SecurityEvents: securityEvents(res, refused.list())}
+	if req.SessionID != "" {
+		ev.Action = "session:" + req.SessionID
+	}
+	if res.Limit != nil {
+		ev.Limit = *res.Limit
+	}
+	if res.Error != nil {
+		ev.Detail = res.Error.Type + ": " + res.Error.Message
+	}
+	s.emit(ctx, ev)
+	return res, nil
+}
+
+// execute runs an admitted request; it returns the profile label of the
+// run with the result.
+func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+	if err := s.checkCode(req.Code); err != nil {
+		return nil, "", err
 	}
 	if req.SessionID != "" {
 		se, err := s.session(req.SessionID, req.Owner)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 {
-			return nil, fmt.Errorf("%w: a session's profiles, imports and memory are chosen when it is created", ErrInvalidRequest)
+			return nil, "", fmt.Errorf("%w: a session's profiles, imports and memory are chosen when it is created", ErrInvalidRequest)
 		}
 		limits, err := s.limits(req, se.imports)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return s.executeInSession(ctx, req, limits)
+		res, err := s.executeInSession(ctx, req, limits)
+		return res, se.imports.Label(), err
 	}
 	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	limits, err := s.limits(req, imports)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var stdout, stderr bytes.Buffer
 	spec := jail.Spec{
@@ -101,14 +143,14 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
 	if imports.Uses(policy.Network) {
-		proxy, fwd := s.startEgress(spec.ID)
+		proxy, fwd := s.startEgress(spec.ID, refused)
 		defer proxy.Close()
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
 	run, err := s.acquire(ctx, imports, limits, spec)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer run.release()
 	rreq := runtime.Request{
@@ -122,7 +164,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	rep, exit := run.run(rreq)
 	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
-	return buildResult(run.id(), exit, rep, &stdout, &stderr, limits), nil
+	return buildResult(run.id(), exit, rep, &stdout, &stderr, limits), imports.Label(), nil
 }
 
 // runner is one execution's sandbox, whichever kind: a whole jail started

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +78,27 @@ type sessions struct {
 // CreateSession opens a session: a sandbox whose interpreter keeps its
 // variables, imports and functions between requests.
 func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	start := time.Now()
+	label := strings.Join(req.Profiles, ",")
+	release, err := s.admit(ctx, true)
+	if err != nil {
+		s.emitFailure(ctx, EventSession, "create", label, "", err, start)
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	info, err := s.createSession(ctx, req)
+	if err != nil {
+		s.emitFailure(ctx, EventSession, "create", label, "", err, start)
+		return nil, err
+	}
+	s.emit(ctx, Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
+		Duration: time.Since(start), Detail: info.ID})
+	return info, nil
+}
+
+func (s *Service) createSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
 	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
@@ -174,6 +196,8 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	marker := "\x00codecage-end-" + jail.NewID() + "\n"
 	stdout.marker, stderr.marker = marker, marker
 	stdout.seen, stderr.seen = make(chan struct{}), make(chan struct{})
+	stdout.onLine, stdout.stream = req.OnOutput, "stdout"
+	stderr.onLine, stderr.stream = req.OnOutput, "stderr"
 	se.stdout.set(&stdout)
 	se.stderr.set(&stderr)
 	defer se.stdout.set(nil)
@@ -277,6 +301,26 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 // RestartSession starts a fresh interpreter for a session, keeping its
 // workspace files.
 func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	start := time.Now()
+	release, err := s.admit(ctx, true)
+	if err != nil {
+		s.emitFailure(ctx, EventSession, "restart", "", "", err, start)
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	info, err := s.restartSession(ctx, id, owner)
+	if err != nil {
+		s.emitFailure(ctx, EventSession, "restart", "", "", err, start)
+		return nil, err
+	}
+	s.emit(ctx, Event{Kind: EventSession, Action: "restart", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
+		Duration: time.Since(start), Detail: id})
+	return info, nil
+}
+
+func (s *Service) restartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
 	se, err := s.session(id, owner)
 	if err != nil {
 		return nil, err
@@ -294,13 +338,20 @@ func (s *Service) RestartSession(ctx context.Context, id, owner string) (*Sessio
 }
 
 // CloseSession ends a session, its sandbox and its workspace.
-func (s *Service) CloseSession(id, owner string) error {
-	se, err := s.session(id, owner)
-	if err != nil {
-		return err
+func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
+	start := time.Now()
+	release, err := s.admit(ctx, false)
+	if err == nil {
+		defer release()
+		var se *session
+		if se, err = s.session(id, owner); err == nil {
+			s.dropSession(se)
+			s.emit(ctx, Event{Kind: EventSession, Action: "close", Outcome: "success", Duration: time.Since(start), Detail: id})
+			return nil
+		}
 	}
-	s.dropSession(se)
-	return nil
+	s.emitFailure(ctx, EventSession, "close", "", "", err, start)
+	return err
 }
 
 func (s *Service) dropSession(se *session) {
@@ -405,6 +456,11 @@ type markedBuffer struct {
 	marker string
 	seen   chan struct{}
 	done   bool
+	// onLine, if set, receives each complete line before the marker as it
+	// comes (Request.OnOutput); emitted is how far it has been given.
+	onLine  func(stream, line string)
+	stream  string
+	emitted int
 }
 
 // Write implements io.Writer.
@@ -419,6 +475,19 @@ func (b *markedBuffer) Write(p []byte) (int, error) {
 		b.Buffer.Truncate(i)
 		b.done = true
 		close(b.seen)
+	}
+	if b.onLine != nil {
+		// Only complete lines: an unfinished one may be the marker's start.
+		rest := b.Buffer.Bytes()[b.emitted:]
+		for {
+			i := bytes.IndexByte(rest, '\n')
+			if i < 0 {
+				break
+			}
+			b.onLine(b.stream, string(rest[:i+1]))
+			b.emitted += i + 1
+			rest = rest[i+1:]
+		}
 	}
 	return len(p), nil
 }
@@ -454,4 +523,26 @@ func newWorkspace(stateDir, id string, size int64) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// SessionCount is the number of sessions open.
+func (s *Service) SessionCount() int {
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	return len(s.sessions.byID)
+}
+
+// GetSession describes one of the owner's sessions.
+func (s *Service) GetSession(id, owner string) (*SessionInfo, error) {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.sb != nil {
+		_ = se.alive()
+	}
+	info := se.info(s.cfg)
+	return &info, nil
 }

@@ -68,7 +68,7 @@ func TestSessionStatePersists(t *testing.T) {
 	if len(list) != 1 || list[0].ID != id || list[0].Runs != 4 {
 		t.Fatalf("list %+v", list)
 	}
-	if err := svc.CloseSession(id, "alice"); err != nil {
+	if err := svc.CloseSession(context.Background(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Execute(context.Background(), sandbox.Request{SessionID: id, Owner: "alice", Code: "1"}); !errors.Is(err, sandbox.ErrSessionNotFound) {
@@ -95,7 +95,7 @@ func TestSessionsDoNotLeak(t *testing.T) {
 	if _, err := svc.Execute(context.Background(), sandbox.Request{SessionID: a, Owner: "bob", Code: "secret"}); !errors.Is(err, sandbox.ErrSessionNotFound) {
 		t.Fatalf("bob used alice's session: %v", err)
 	}
-	if _, err := svc.ReadFile(a, "bob", "a.txt"); !errors.Is(err, sandbox.ErrSessionNotFound) {
+	if _, err := svc.ReadFile(context.Background(), a, "bob", "a.txt"); !errors.Is(err, sandbox.ErrSessionNotFound) {
 		t.Fatalf("bob read alice's file: %v", err)
 	}
 	if got := svc.ListSessions("bob"); len(got) != 1 || got[0].ID != b {
@@ -141,14 +141,14 @@ func TestSessionOutputCapIsPerRequest(t *testing.T) {
 func TestFileAPI(t *testing.T) {
 	svc := sessionService(t, func(c *policy.Config) { c.WorkspaceMax = 1 << 20; c.MaxFileSize = 256 << 10 })
 	id := newSession(t, svc, "o", "filesystem")
-	if _, err := svc.WriteFile(id, "o", "data/in.csv", []byte("a,b\n1,2\n")); err != nil {
+	if _, err := svc.WriteFile(context.Background(), id, "o", "data/in.csv", []byte("a,b\n1,2\n")); err != nil {
 		t.Fatal(err)
 	}
 	res := inSession(t, svc, id, "o", "import csv\nrows = list(csv.reader(open('data/in.csv')))\nopen('/workspace/out.txt', 'w').write(str(len(rows)))\nrows[1]")
 	if string(res.Result) != `["1","2"]` {
 		t.Fatalf("code reading the written file: %s %+v", res.Result, res.Error)
 	}
-	got, err := svc.ReadFile(id, "o", "/workspace/out.txt")
+	got, err := svc.ReadFile(context.Background(), id, "o", "/workspace/out.txt")
 	if err != nil || string(got) != "2" {
 		t.Fatalf("read back: %q %v", got, err)
 	}
@@ -157,35 +157,35 @@ func TestFileAPI(t *testing.T) {
 	if !res.Success {
 		t.Fatalf("code appending to an API file: %+v", res.Error)
 	}
-	list, err := svc.ListFiles(id, "o", "")
+	list, err := svc.ListFiles(context.Background(), id, "o", "")
 	if err != nil || len(list) != 3 {
 		t.Fatalf("list %+v %v", list, err)
 	}
-	if err := svc.DeleteFile(id, "o", "data"); err != nil {
+	if err := svc.DeleteFile(context.Background(), id, "o", "data"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ReadFile(id, "o", "data/in.csv"); !errors.Is(err, sandbox.ErrFileNotFound) {
+	if _, err := svc.ReadFile(context.Background(), id, "o", "data/in.csv"); !errors.Is(err, sandbox.ErrFileNotFound) {
 		t.Fatalf("deleted file: %v", err)
 	}
 	// Bad paths.
 	for _, p := range []string{"../x", "/etc/passwd", "a/../../b", "/workspace/../etc/passwd", "", "a\x00b", "/workspacex/y"} {
-		if _, err := svc.ReadFile(id, "o", p); !errors.Is(err, sandbox.ErrBadPath) {
+		if _, err := svc.ReadFile(context.Background(), id, "o", p); !errors.Is(err, sandbox.ErrBadPath) {
 			t.Errorf("ReadFile(%q): %v, want ErrBadPath", p, err)
 		}
-		if _, err := svc.WriteFile(id, "o", p, []byte("x")); !errors.Is(err, sandbox.ErrBadPath) {
+		if _, err := svc.WriteFile(context.Background(), id, "o", p, []byte("x")); !errors.Is(err, sandbox.ErrBadPath) {
 			t.Errorf("WriteFile(%q): %v, want ErrBadPath", p, err)
 		}
 	}
 	// Size caps: per file and per workspace.
-	if _, err := svc.WriteFile(id, "o", "big", bytes.Repeat([]byte("x"), 300<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
+	if _, err := svc.WriteFile(context.Background(), id, "o", "big", bytes.Repeat([]byte("x"), 300<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
 		t.Fatalf("file over the cap: %v", err)
 	}
 	for i := 0; i < 4; i++ {
-		if _, err := svc.WriteFile(id, "o", "f"+string(rune('a'+i)), bytes.Repeat([]byte("x"), 250<<10)); err != nil {
+		if _, err := svc.WriteFile(context.Background(), id, "o", "f"+string(rune('a'+i)), bytes.Repeat([]byte("x"), 250<<10)); err != nil {
 			t.Fatalf("file %d: %v", i, err)
 		}
 	}
-	if _, err := svc.WriteFile(id, "o", "one-too-many", bytes.Repeat([]byte("x"), 250<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
+	if _, err := svc.WriteFile(context.Background(), id, "o", "one-too-many", bytes.Repeat([]byte("x"), 250<<10)); !errors.Is(err, sandbox.ErrTooLarge) {
 		t.Fatalf("workspace over its cap: %v", err)
 	}
 }
@@ -214,11 +214,11 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 		t.Fatalf("setup: %+v", res.Error)
 	}
 	for _, p := range []string{"abs", "passwd", "rel", "d/root/etc/passwd", "d/root" + canary} {
-		got, err := svc.ReadFile(id, "", p)
+		got, err := svc.ReadFile(context.Background(), id, "", p)
 		if err == nil || strings.Contains(string(got), token) || strings.Contains(string(got), "root:") {
 			t.Errorf("ReadFile(%q) = %q, %v: host content through a symlink", p, got, err)
 		}
-		if _, err := svc.WriteFile(id, "", p, []byte("overwrite")); err == nil {
+		if _, err := svc.WriteFile(context.Background(), id, "", p, []byte("overwrite")); err == nil {
 			t.Errorf("WriteFile(%q) followed a symlink out", p)
 		}
 	}
@@ -228,7 +228,7 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 	// A FIFO must not hang the server.
 	done := make(chan error, 1)
 	go func() {
-		_, err := svc.ReadFile(id, "", "fifo")
+		_, err := svc.ReadFile(context.Background(), id, "", "fifo")
 		done <- err
 	}()
 	select {
@@ -240,7 +240,7 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 		t.Fatal("ReadFile hung on a FIFO")
 	}
 	// A link that stays inside is the in-sandbox target.
-	if got, err := svc.ReadFile(id, "", "ok"); err != nil || string(got) != "in-sandbox" {
+	if got, err := svc.ReadFile(context.Background(), id, "", "ok"); err != nil || string(got) != "in-sandbox" {
 		t.Fatalf("inside link: %q %v", got, err)
 	}
 }
@@ -278,7 +278,7 @@ func TestClosingASessionEndsARunningRequest(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	if err := svc.CloseSession(id, ""); err != nil {
+	if err := svc.CloseSession(context.Background(), id, ""); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 10*time.Second {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
@@ -25,6 +26,28 @@ var validateLimits = jail.Limits{Timeout: 15 * time.Second, CPUTime: 15 * time.S
 // Validate analyzes code statically with Python's own parser, inside a
 // sandbox: the server never parses untrusted code itself.
 func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, error) {
+	start := time.Now()
+	release, err := s.admit(ctx, true)
+	if err == nil {
+		defer release()
+		var cancel context.CancelFunc
+		ctx, cancel = s.bind(ctx)
+		defer cancel()
+		var v *runtime.Validation
+		if v, err = s.validate(ctx, req); err == nil {
+			outcome := "valid"
+			if !v.Validation.Valid {
+				outcome = "invalid"
+			}
+			s.emit(ctx, Event{Kind: EventValidate, Profile: strings.Join(req.Profiles, ","), Code: req.Code, Outcome: outcome, Duration: time.Since(start)})
+			return v, nil
+		}
+	}
+	s.emitFailure(ctx, EventValidate, "", strings.Join(req.Profiles, ","), req.Code, err, start)
+	return nil, err
+}
+
+func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, error) {
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,246 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by Recorder.Flush after Close.
+var ErrClosed = errors.New("audit: recorder closed")
+
+const (
+	// maxBatch bounds one transaction, so a backlog is written in steps
+	// and a failing batch costs at most this many events.
+	maxBatch = 256
+	// defaultBuffer is used when NewRecorder is given no buffer size.
+	defaultBuffer = 1024
+	// writeTimeout bounds one Append, so a wedged database cannot stall
+	// Flush and Close forever.
+	writeTimeout = 30 * time.Second
+)
+
+// Recorder writes events to a Store from a background goroutine. Record
+// never blocks the caller: when the buffer is full the event is dropped and
+// counted, and the next successful write adds an "audit_dropped" event
+// saying how many were lost, so a gap in the log is itself on record.
+type Recorder struct {
+	store Store
+	log   *slog.Logger
+
+	// mu orders Record against Close: Record holds it shared only around a
+	// non-blocking send, and Close holds it to close events, so no send can
+	// hit a closed channel.
+	mu     sync.RWMutex
+	closed bool
+	events chan Event
+
+	flushes chan chan error
+	done    chan struct{}
+
+	written    atomic.Uint64
+	dropped    atomic.Uint64
+	errors     atomic.Uint64
+	unreported atomic.Uint64 // dropped since the last audit_dropped record
+}
+
+// NewRecorder starts a recorder that buffers up to buffer events (1024
+// when buffer <= 0) in front of store. log receives store errors; nil
+// discards them. The caller still owns store and closes it after Close.
+func NewRecorder(store Store, buffer int, log *slog.Logger) *Recorder {
+	if buffer <= 0 {
+		buffer = defaultBuffer
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Recorder{
+		store:   store,
+		log:     log,
+		events:  make(chan Event, buffer),
+		flushes: make(chan chan error),
+		done:    make(chan struct{}),
+	}
+	go r.run()
+	return r
+}
+
+// Record queues ev for writing without blocking; when the buffer is full,
+// or after Close, the event is dropped and counted. A zero Time is set to
+// now, so the record shows when the event happened, not when it was written.
+func (r *Recorder) Record(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	ev.ID = 0
+	r.mu.RLock()
+	sent := false
+	if !r.closed {
+		select {
+		case r.events <- ev:
+			sent = true
+		default:
+		}
+	}
+	r.mu.RUnlock()
+	if !sent {
+		r.drop(1)
+	}
+}
+
+func (r *Recorder) drop(n uint64) {
+	r.dropped.Add(n)
+	r.unreported.Add(n)
+}
+
+// Flush returns once every event recorded before the call has been written,
+// or when ctx ends. It returns the first store error that lost events since
+// the previous Flush, if any.
+func (r *Recorder) Flush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case r.flushes <- reply:
+	case <-r.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close writes what is buffered and stops the recorder. It returns when
+// that is done or ctx ends, whichever is first; in the latter case writing
+// continues in the background. Later Records are dropped and counted.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.events)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Written is the number of recorded events written to the store (the
+// audit_dropped records the recorder adds are not counted).
+func (r *Recorder) Written() uint64 { return r.written.Load() }
+
+// Dropped is the number of recorded events that were not written: buffer
+// full, recorder closed, or the store failed twice.
+func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
+
+// Errors is the number of failed store writes, retries included.
+func (r *Recorder) Errors() uint64 { return r.errors.Load() }
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	batch := make([]Event, 0, maxBatch)
+	var failed error // a write that lost events since the last Flush
+	for {
+		select {
+		case ev, ok := <-r.events:
+			if !ok {
+				r.write(batch) // reports drops that are still unreported
+				return
+			}
+			batch = append(batch[:0], ev)
+			// Take whatever else has arrived, up to one batch; after a
+			// close the loop above writes the rest.
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case ev, ok := <-r.events:
+					if !ok {
+						break more
+					}
+					batch = append(batch, ev)
+				default:
+					break more
+				}
+			}
+			if err := r.write(batch); err != nil && failed == nil {
+				failed = err
+			}
+			batch = batch[:0]
+		case reply := <-r.flushes:
+			err := r.flush(batch[:0])
+			if failed != nil {
+				err = failed // the earliest loss since the last Flush
+			}
+			failed = nil
+			reply <- err
+		}
+	}
+}
+
+// flush writes the events queued when the flush was asked for, then any
+// unreported drops. Only those events are taken: everything recorded before
+// Flush was called is among them, and stopping there keeps a steady stream
+// of new events from holding Flush forever.
+func (r *Recorder) flush(batch []Event) error {
+	var firstErr error
+	note := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	// Only this goroutine receives, so the n queued events stay there.
+	for n := len(r.events); n > 0; {
+		batch = batch[:0]
+		for n > 0 && len(batch) < maxBatch {
+			batch = append(batch, <-r.events)
+			n--
+		}
+		note(r.write(batch))
+	}
+	note(r.write(nil)) // drops since the last batch, if any
+	return firstErr
+}
+
+// write appends batch and, when events were dropped since the last report,
+// an audit_dropped event. A failed write is retried once; then the batch is
+// counted as dropped, to be reported by the next write that succeeds.
+func (r *Recorder) write(batch []Event) error {
+	lost := r.unreported.Swap(0)
+	if len(batch) == 0 && lost == 0 {
+		return nil
+	}
+	events := batch
+	if lost > 0 {
+		events = append(events, Event{
+			Time:    time.Now(),
+			Kind:    KindAuditDropped,
+			Outcome: "dropped",
+			Detail:  fmt.Sprintf("%d audit events dropped since the last audit_dropped record (buffer full, store error or recorder closed)", lost),
+		})
+	}
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err = r.store.Append(ctx, events)
+		cancel()
+		if err == nil {
+			r.written.Add(uint64(len(batch)))
+			return nil
+		}
+		r.errors.Add(1)
+		r.log.Error("audit: writing events failed", "events", len(batch), "attempt", attempt+1, "err", err)
+	}
+	r.unreported.Add(lost)
+	r.drop(uint64(len(batch)))
+	return err
+}

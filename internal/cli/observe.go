@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/codecage/codecage/internal/audit"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// auditObserver writes the service's events to the audit log.
+type auditObserver struct {
+	rec  *audit.Recorder
+	code bool // SANDBOX_AUDIT_CODE: keep the code, not only its hash
+}
+
+func (a auditObserver) Observe(ev sandbox.Event) {
+	kind := ev.Kind
+	detail := ev.Detail
+	if ev.Action != "" {
+		detail = ev.Action + ": " + detail
+	}
+	e := audit.Event{
+		Time: ev.Time, Kind: kind, ExecutionID: ev.ExecutionID, Key: ev.Caller.Key, Surface: ev.Caller.Surface,
+		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit,
+		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr,
+	}
+	if e.Surface == "" {
+		e.Surface = sandbox.SurfaceCLI
+	}
+	if ev.Code != "" {
+		e.CodeHash = sandbox.HashCode(ev.Code)
+		if a.code {
+			e.Code = ev.Code
+		}
+	}
+	a.rec.Record(e)
+}
+
+// logObserver logs the executions of surfaces that have no request log
+// of their own (MCP), one line each with its execution id.
+type logObserver struct{ log *slog.Logger }
+
+func (l logObserver) Observe(ev sandbox.Event) {
+	if ev.Caller.Surface == sandbox.SurfaceREST {
+		return // the request log line carries the execution id
+	}
+	attrs := []slog.Attr{slog.String("kind", ev.Kind), slog.String("outcome", ev.Outcome),
+		slog.Float64("duration_ms", float64(ev.Duration.Microseconds())/1000), slog.String("surface", ev.Caller.Surface)}
+	if ev.ExecutionID != "" {
+		attrs = append(attrs, slog.String("execution_id", ev.ExecutionID))
+	}
+	if ev.Action != "" {
+		attrs = append(attrs, slog.String("action", ev.Action))
+	}
+	if ev.Caller.Key != "" {
+		attrs = append(attrs, slog.String("key", ev.Caller.Key))
+	}
+	if ev.Limit != "" {
+		attrs = append(attrs, slog.String("limit", ev.Limit))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "event", attrs...)
+}
+
+// newLogger builds the server's logger: text or JSON on w, at the level
+// the configuration names.
+func newLogger(cfg policy.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openAuditLog opens the audit log and its asynchronous recorder.
+func openAuditLog(cfg policy.Config, log *slog.Logger) (*audit.Recorder, *audit.SQLite, string, error) {
+	path := cfg.AuditDB
+	if path == "" {
+		path = audit.DefaultPath()
+	}
+	store, err := audit.OpenSQLite(path)
+	if err != nil {
+		return nil, nil, path, fmt.Errorf("audit log %s: %w (SANDBOX_AUDIT_DB sets where it goes)", path, err)
+	}
+	return audit.NewRecorder(store, cfg.AuditBuffer, log), store, path, nil
+}
+
+// closeAudit flushes the recorder and closes the store.
+func closeAudit(rec *audit.Recorder, store audit.Store, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30e9)
+	defer cancel()
+	if err := rec.Close(ctx); err != nil {
+		log.Error("audit log: flush failed", "err", err, "dropped", rec.Dropped())
+	}
+	if err := store.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "codecage: audit log:", err)
+	}
+}

@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/audit"
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// server is `codecage serve` in a child process (this test binary,
+// re-executed as the command).
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *strings.Builder
+	exited chan error
+}
+
+func startServe(t *testing.T, env ...string) *server {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1"}, env...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, stderr: &strings.Builder{}, exited: make(chan error, 1)}
+	cmd.Stderr = &syncWriter{w: s.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.exited
+	})
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		go func() { s.exited <- cmd.Wait() }()
+		t.Fatalf("serve printed nothing; stderr:\n%s", s.stderr)
+	}
+	first := lines.Text()
+	go func() {
+		_, _ = io.Copy(io.Discard, out)
+		s.exited <- cmd.Wait()
+	}()
+	i := strings.Index(first, "http://")
+	if i < 0 {
+		t.Fatalf("serve printed %q", first)
+	}
+	s.url = strings.Fields(first[i:])[0]
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready; stderr:\n%s", s.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// TestServeSIGTERMDuringExecutions: SIGTERM while 20 executions run lets
+// them end within the grace period (cancelled, and told so), tears every
+// sandbox down, and loses no audit row.
+func TestServeSIGTERMDuringExecutions(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "audit.db")
+	s := startServe(t, "SANDBOX_AUDIT_DB="+db, "SANDBOX_STATE_DIR="+filepath.Join(dir, "state"), "SANDBOX_SHUTDOWN_GRACE=2", "SANDBOX_RATE_LIMIT=0", "SANDBOX_KEY_CONCURRENCY=32")
+	const n = 20
+	type outcome struct {
+		events []string
+		last   string
+		err    error
+	}
+	results := make(chan outcome, n)
+	running := make(chan struct{}, n)
+	for range n {
+		go func() {
+			var o outcome
+			defer func() { results <- o }()
+			req, _ := http.NewRequest("POST", s.url+"/execute", strings.NewReader(`{"code":"import time\nprint('started', flush=True)\ntime.sleep(120)","timeout":200}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				o.err = err
+				running <- struct{}{}
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			signaled := false
+			for sc.Scan() {
+				line := sc.Text()
+				if strings.HasPrefix(line, "event: ") {
+					o.events = append(o.events, strings.TrimPrefix(line, "event: "))
+					if !signaled {
+						signaled = true
+						running <- struct{}{}
+					}
+				}
+				if strings.HasPrefix(line, "data: ") {
+					o.last = strings.TrimPrefix(line, "data: ")
+				}
+			}
+			if !signaled {
+				running <- struct{}{}
+			}
+		}()
+	}
+	for range n {
+		<-running
+	}
+	pid := s.cmd.Process.Pid
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("serve exited with %v; stderr:\n%s", err, s.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve still running 60s after SIGTERM; stderr:\n%s", s.stderr)
+	}
+	for range n {
+		o := <-results
+		if o.err != nil || len(o.events) < 2 || o.events[0] != "stdout" || o.events[len(o.events)-1] != "result" {
+			t.Errorf("execution: err %v, events %v", o.err, o.events)
+			continue
+		}
+		var r struct {
+			Success bool    `json:"success"`
+			Limit   *string `json:"limit"`
+		}
+		if err := json.Unmarshal([]byte(o.last), &r); err != nil || r.Success || r.Limit == nil || *r.Limit != "canceled" {
+			t.Errorf("result %s", o.last)
+		}
+	}
+	// No audit row lost.
+	store, err := audit.OpenSQLiteReadOnly(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	evs, err := store.List(context.Background(), audit.Query{Kind: "execute", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled := 0
+	for _, ev := range evs {
+		if ev.Outcome == "canceled" {
+			canceled++
+		}
+	}
+	if len(evs) != n || canceled != n {
+		t.Fatalf("%d execute rows (%d canceled), want %d", len(evs), canceled, n)
+	}
+	// And the CLI reads them.
+	code, out, errOut := cli(t, "", "audit", "list", "--db", db, "--kind", "execute")
+	if code != 0 || strings.Count(out, "\n") < n {
+		t.Fatalf("audit list: %d\n%s\n%s", code, out, errOut)
+	}
+	// No sandbox left behind: no process of a sandbox uid, no cgroup of
+	// the server's.
+	if procs := sandboxProcesses(); len(procs) > 0 {
+		t.Fatalf("sandbox processes left: %v", procs)
+	}
+	if cgs := cgroupsOf(pid); len(cgs) > 0 {
+		t.Fatalf("cgroups left: %v", cgs)
+	}
+}
+
+// sandboxProcesses lists processes running as a sandbox uid.
+func sandboxProcesses() []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				if uid, _ := strconv.Atoi(f[1]); uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount {
+					out = append(out, e.Name())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cgroupsOf finds the sandbox cgroups a supervisor made (named pid-id).
+func cgroupsOf(pid int) []string {
+	prefix := fmt.Sprintf("%d-", pid)
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if depth > 8 {
+			return
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, p)
+				continue
+			}
+			walk(p, depth+1)
+		}
+	}
+	walk("/sys/fs/cgroup", 0)
+	return out
+}

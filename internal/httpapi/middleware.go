@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// publicPaths answer without an API key: liveness and readiness probes,
+// and the API's own description.
+func public(path string) bool {
+	switch path {
+	case "/health", "/ready", "/docs", "/openapi.json", "/openapi.yaml", "/openapi-3.0.json", "/openapi-3.0.yaml":
+		return true
+	}
+	return strings.HasPrefix(path, "/docs/") || strings.HasPrefix(path, "/schemas/")
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+func surfaceOf(path string) string {
+	if path == "/mcp" || strings.HasPrefix(path, "/mcp/") {
+		return sandbox.SurfaceMCP
+	}
+	return sandbox.SurfaceREST
+}
+
+// wrap is every request's way in: it authenticates (when the server has
+// keys), names the caller for the service, caps the body, and logs and
+// counts the request once it is answered.
+func (s *Server) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		trace := &sandbox.Trace{}
+		c := sandbox.Caller{Surface: surfaceOf(r.URL.Path), RemoteAddr: r.RemoteAddr, Trace: trace}
+		inner := r
+		if s.keys.Len() > 0 && !public(r.URL.Path) {
+			name, ok := s.keys.Lookup(bearer(r))
+			if !ok {
+				s.unauthorized(rec, r, c)
+				s.finish(rec, r, c, "", start)
+				return
+			}
+			c.Key = name
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodySize)
+		}
+		// The API speaks JSON only: a body sent as curl -d sends it (as a
+		// form) is read as the JSON it is.
+		if c.Surface == sandbox.SurfaceREST && r.ContentLength != 0 {
+			if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
+				r.Header.Set("Content-Type", "application/json")
+			}
+		}
+		inner = r.WithContext(sandbox.WithCaller(r.Context(), c))
+		next.ServeHTTP(rec, inner)
+		s.finish(rec, inner, c, trace.ExecutionID, start)
+	})
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.Caller) {
+	detail := "this server needs an API key: send Authorization: Bearer <key>"
+	if bearer(r) != "" {
+		detail = "the API key is not valid"
+	}
+	p := newProblem(http.StatusUnauthorized, KindUnauthorized, detail)
+	p.headers.Set("WWW-Authenticate", `Bearer realm="codecage"`)
+	writeProblem(w, p)
+	s.svc.Report(sandbox.WithCaller(r.Context(), c), sandbox.Event{Kind: sandbox.EventDenied, Outcome: KindUnauthorized,
+		Detail: r.Method + " " + r.URL.Path + ": " + detail})
+	if s.metrics != nil {
+		s.metrics.Denied(KindUnauthorized)
+	}
+}
+
+// finish logs the request and counts it.
+func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, execID string, start time.Time) {
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	if s.metrics != nil {
+		s.metrics.HTTPRequest(route, status)
+		if status == http.StatusRequestEntityTooLarge {
+			s.metrics.Denied("too_large")
+		}
+	}
+	level := slog.LevelInfo
+	if r.URL.Path == "/health" || r.URL.Path == "/ready" || r.URL.Path == "/metrics" {
+		level = slog.LevelDebug // probes and scrapes would drown the log
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.String("surface", c.Surface), slog.String("remote", r.RemoteAddr),
+	}
+	if c.Key != "" {
+		attrs = append(attrs, slog.String("key", c.Key))
+	}
+	if execID != "" {
+		attrs = append(attrs, slog.String("execution_id", execID))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// recorder remembers the status; Unwrap lets http.ResponseController reach
+// the connection (flushes for streams, deadlines).
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

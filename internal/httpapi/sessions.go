@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// SessionIDInput names a session in the path.
+type SessionIDInput struct {
+	ID string `path:"id" doc:"The session's id."`
+}
+
+// CreateSessionInput is POST /sessions.
+type CreateSessionInput struct {
+	Body sandbox.SessionParams
+}
+
+// SessionOutput is a session's description.
+type SessionOutput struct {
+	Status int
+	Body   *sandbox.SessionInfo
+}
+
+// SessionListOutput is GET /sessions.
+type SessionListOutput struct {
+	Body struct {
+		Sessions []sandbox.SessionInfo `json:"sessions"`
+	}
+}
+
+// FilePathInput names a workspace path.
+type FilePathInput struct {
+	ID   string `path:"id" doc:"The session's id."`
+	Path string `query:"path" doc:"Path under /workspace, such as data.csv or /workspace/in/data.csv (listing: default, the whole workspace)."`
+}
+
+// WriteFileInput is PUT /sessions/{id}/files/content.
+type WriteFileInput struct {
+	ID   string `path:"id" doc:"The session's id."`
+	Body struct {
+		Path     string `json:"path" doc:"Path under /workspace, such as data.csv or /workspace/in/data.csv. Parent directories are created."`
+		Content  string `json:"content" doc:"The file's content: text, or base64 when encoding is base64."`
+		Encoding string `json:"encoding,omitempty" enum:"utf-8,base64" default:"utf-8" doc:"utf-8 (default) or base64."`
+	}
+}
+
+// FileInfoOutput describes a written file.
+type FileInfoOutput struct {
+	Body *sandbox.FileInfo
+}
+
+// FileContentOutput is a file's content.
+type FileContentOutput struct {
+	Body sandbox.FileContent
+}
+
+// FileListOutput is a workspace listing.
+type FileListOutput struct {
+	Body struct {
+		Files []sandbox.FileInfo `json:"files"`
+	}
+}
+
+func (s *Server) sessionRoutes() {
+	tags := []string{"Sessions"}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-session", Method: http.MethodPost, Path: "/sessions", Tags: tags, DefaultStatus: http.StatusCreated,
+		Summary:     "Open a persistent Python session",
+		Description: "Starts an interpreter that keeps variables, imports and functions between executions, with a /workspace directory for files. A failing execution does not end it; a timeout or out-of-memory does (restart then keeps the files). Sessions belong to the API key that created them.",
+		Errors:      []int{400, 401, 409, 422, 429, 503}, MaxBodyBytes: s.cfg.MaxBodySize,
+	}, func(ctx context.Context, in *CreateSessionInput) (*SessionOutput, error) {
+		req, err := in.Body.Request(owner(ctx))
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		info, err := s.svc.CreateSession(ctx, req)
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &SessionOutput{Status: http.StatusCreated, Body: info}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-sessions", Method: http.MethodGet, Path: "/sessions", Tags: tags,
+		Summary: "List your sessions", Errors: []int{401},
+	}, func(ctx context.Context, _ *struct{}) (*SessionListOutput, error) {
+		out := &SessionListOutput{}
+		out.Body.Sessions = s.svc.ListSessions(owner(ctx))
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-session", Method: http.MethodGet, Path: "/sessions/{id}", Tags: tags,
+		Summary: "Describe a session", Errors: []int{401, 404},
+	}, func(ctx context.Context, in *SessionIDInput) (*SessionOutput, error) {
+		info, err := s.svc.GetSession(in.ID, owner(ctx))
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &SessionOutput{Status: http.StatusOK, Body: info}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "close-session", Method: http.MethodDelete, Path: "/sessions/{id}", Tags: tags, DefaultStatus: http.StatusNoContent,
+		Summary: "Close a session", Description: "Ends the session, its interpreter and its workspace files.", Errors: []int{401, 404, 429},
+	}, func(ctx context.Context, in *SessionIDInput) (*struct{}, error) {
+		if err := s.svc.CloseSession(ctx, in.ID, owner(ctx)); err != nil {
+			return nil, problemFor(err)
+		}
+		return nil, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "restart-session", Method: http.MethodPost, Path: "/sessions/{id}/restart", Tags: tags,
+		Summary:     "Restart a session",
+		Description: "Starts a fresh interpreter for the session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session.",
+		Errors:      []int{401, 404, 429, 503},
+	}, func(ctx context.Context, in *SessionIDInput) (*SessionOutput, error) {
+		info, err := s.svc.RestartSession(ctx, in.ID, owner(ctx))
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &SessionOutput{Status: http.StatusOK, Body: info}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-files", Method: http.MethodGet, Path: "/sessions/{id}/files", Tags: []string{"Files"},
+		Summary: "List a session's workspace", Errors: []int{400, 401, 404, 429},
+	}, func(ctx context.Context, in *FilePathInput) (*FileListOutput, error) {
+		files, err := s.svc.ListFiles(ctx, in.ID, owner(ctx), in.Path)
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		out := &FileListOutput{}
+		out.Body.Files = files
+		return out, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "read-file", Method: http.MethodGet, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
+		Summary: "Read a workspace file", Description: "Returns the file as UTF-8 text, or base64 when it is not valid UTF-8.",
+		Errors: []int{400, 401, 404, 413, 429},
+	}, func(ctx context.Context, in *FilePathInput) (*FileContentOutput, error) {
+		data, err := s.svc.ReadFile(ctx, in.ID, owner(ctx), in.Path)
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &FileContentOutput{Body: sandbox.EncodeContent(in.Path, data)}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "write-file", Method: http.MethodPut, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
+		Summary:     "Write a workspace file",
+		Description: "Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...), within the per-file and per-workspace size limits.",
+		Errors:      []int{400, 401, 404, 413, 422, 429}, MaxBodyBytes: s.cfg.MaxBodySize,
+	}, func(ctx context.Context, in *WriteFileInput) (*FileInfoOutput, error) {
+		data, err := sandbox.DecodeContent(in.Body.Content, in.Body.Encoding)
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		fi, err := s.svc.WriteFile(ctx, in.ID, owner(ctx), in.Body.Path, data)
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &FileInfoOutput{Body: fi}, nil
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "delete-file", Method: http.MethodDelete, Path: "/sessions/{id}/files/content", Tags: []string{"Files"}, DefaultStatus: http.StatusNoContent,
+		Summary: "Delete a workspace file or directory", Errors: []int{400, 401, 404, 429},
+	}, func(ctx context.Context, in *FilePathInput) (*struct{}, error) {
+		if err := s.svc.DeleteFile(ctx, in.ID, owner(ctx), in.Path); err != nil {
+			return nil, problemFor(err)
+		}
+		return nil, nil
+	})
+}

@@ -1,0 +1,47 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// serviceCollector reads the service's pools, sessions and queue at each
+// scrape, so that the gauges are never stale.
+type serviceCollector struct {
+	svc *sandbox.Service
+}
+
+var (
+	poolReady    = prometheus.NewDesc("sandbox_pool_ready", "Sandboxes waiting ready, by class.", []string{"class"}, nil)
+	poolInUse    = prometheus.NewDesc("sandbox_pool_in_use", "Pooled sandboxes running an execution, by class.", []string{"class"}, nil)
+	poolCreating = prometheus.NewDesc("sandbox_pool_creating", "Sandboxes being started for the pool, by class.", []string{"class"}, nil)
+	poolWaiting  = prometheus.NewDesc("sandbox_pool_waiting", "Requests waiting for a pooled sandbox, by class.", []string{"class"}, nil)
+	poolHits     = prometheus.NewDesc("sandbox_pool_hits_total", "Executions that found a ready sandbox, by class.", []string{"class"}, nil)
+	poolMisses   = prometheus.NewDesc("sandbox_pool_misses_total", "Executions that had to wait for a sandbox to start, by class.", []string{"class"}, nil)
+	poolBusy     = prometheus.NewDesc("sandbox_pool_busy_total", "Executions refused because every sandbox was busy, by class.", []string{"class"}, nil)
+	sessionsOpen = prometheus.NewDesc("sandbox_sessions", "Sessions open.", nil, nil)
+	running      = prometheus.NewDesc("sandbox_requests_running", "Requests holding a concurrency slot.", nil, nil)
+	queueDepth   = prometheus.NewDesc("sandbox_queue_depth", "Requests waiting for a concurrency slot.", nil, nil)
+)
+
+func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolReady, poolInUse, poolCreating, poolWaiting, poolHits, poolMisses, poolBusy, sessionsOpen, running, queueDepth} {
+		ch <- d
+	}
+}
+
+func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
+	for class, st := range c.svc.PoolStats() {
+		ch <- prometheus.MustNewConstMetric(poolReady, prometheus.GaugeValue, float64(st.Ready), class)
+		ch <- prometheus.MustNewConstMetric(poolInUse, prometheus.GaugeValue, float64(st.InUse), class)
+		ch <- prometheus.MustNewConstMetric(poolCreating, prometheus.GaugeValue, float64(st.Creating), class)
+		ch <- prometheus.MustNewConstMetric(poolWaiting, prometheus.GaugeValue, float64(st.Waiting), class)
+		ch <- prometheus.MustNewConstMetric(poolHits, prometheus.CounterValue, float64(st.Hits), class)
+		ch <- prometheus.MustNewConstMetric(poolMisses, prometheus.CounterValue, float64(st.Misses), class)
+		ch <- prometheus.MustNewConstMetric(poolBusy, prometheus.CounterValue, float64(st.Busy), class)
+	}
+	ch <- prometheus.MustNewConstMetric(sessionsOpen, prometheus.GaugeValue, float64(c.svc.SessionCount()))
+	ch <- prometheus.MustNewConstMetric(running, prometheus.GaugeValue, float64(c.svc.Running()))
+	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(c.svc.Waiting()))
+}

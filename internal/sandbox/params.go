@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codecage/codecage/internal/policy"
+)
+
+// The parameter objects below are the wire shapes shared by the MCP tools
+// and the REST API, so both surfaces accept the same fields and check them
+// the same way. The jsonschema tags describe them to MCP clients, the doc
+// tags to the OpenAPI document.
+
+// ExecuteParams are the arguments of execute_code and POST /execute.
+type ExecuteParams struct {
+	Code           string   `json:"code" jsonschema:"Python 3 source to run. Print what you want to see, or end with an expression: its value is returned as result." doc:"Python 3 source to run. Print what you want to see, or end with an expression: its value is returned as result."`
+	Timeout        float64  `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 30, at most the server's maximum, usually 300)." doc:"Wall-clock limit in seconds (default 30, at most the server's maximum, usually 300)."`
+	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s), comma-separated: basic (default), data_science, network, filesystem. Each must be enabled by the operator (see get_sandbox_info). Not allowed with session_id." doc:"Capability profile(s), comma-separated: basic (default), data_science, network, filesystem. Each must be enabled by the operator (see /info). Not allowed with session_id."`
+	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable top-level modules to this list (within what the profiles allow)." doc:"Narrow the importable top-level modules to this list (within what the profiles allow)."`
+	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)." doc:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)."`
+	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls." doc:"Run in this session (from POST /sessions): variables, imports and /workspace files persist between calls."`
+	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend (only where the operator enabled container mode)." doc:"Run under the gVisor backend (only where the operator enabled container mode)."`
+}
+
+// Request checks the parameters and turns them into a Request for owner.
+func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error) {
+	if p.UseContainer && !cfg.EnableContainerMode {
+		return Request{}, fmt.Errorf("%w: use_container needs container mode, which this server does not enable (SANDBOX_ENABLE_CONTAINER_MODE=true)", ErrInvalidRequest)
+	}
+	if p.UseContainer {
+		return Request{}, fmt.Errorf("%w: the gVisor backend is not available in this version; run without use_container", ErrInvalidRequest)
+	}
+	if p.Timeout < 0 || p.Timeout > 86400 {
+		return Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", ErrInvalidRequest, p.Timeout, cfg.MaxTimeout.Seconds())
+	}
+	mem, err := ParseMemory(p.MemoryLimit)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{
+		Code:           p.Code,
+		Timeout:        time.Duration(p.Timeout * float64(time.Second)),
+		MemoryBytes:    mem,
+		Profiles:       SplitProfiles(p.Profile),
+		AllowedImports: p.AllowedImports,
+		SessionID:      p.SessionID,
+		Owner:          owner,
+	}, nil
+}
+
+// ValidateParams are the arguments of validate_code and POST /validate.
+type ValidateParams struct {
+	Code           string   `json:"code" jsonschema:"Python 3 source to check." doc:"Python 3 source to check."`
+	Profile        string   `json:"profile,omitempty" jsonschema:"Profile(s) to check the imports against, comma-separated (default basic)." doc:"Profile(s) to check the imports against, comma-separated (default basic)."`
+	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Check against this import list instead." doc:"Check against this import list instead."`
+}
+
+// Request turns the parameters into a ValidateRequest.
+func (p ValidateParams) Request() ValidateRequest {
+	return ValidateRequest{Code: p.Code, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports}
+}
+
+// SessionParams are the arguments of create_session and POST /sessions.
+type SessionParams struct {
+	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default basic)." doc:"Capability profile(s) of the session, comma-separated (default basic)."`
+	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
+	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
+}
+
+// Request checks the parameters and turns them into a SessionRequest.
+func (p SessionParams) Request(owner string) (SessionRequest, error) {
+	mem, err := ParseMemory(p.MemoryLimit)
+	if err != nil {
+		return SessionRequest{}, err
+	}
+	return SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem}, nil
+}
+
+// FileEncodings are the encodings of file contents on the wire.
+var FileEncodings = []any{"utf-8", "base64"}
+
+// DecodeContent returns the bytes of a file's content in encoding
+// (utf-8, the default, or base64).
+func DecodeContent(content, encoding string) ([]byte, error) {
+	switch strings.ToLower(encoding) {
+	case "", "utf-8", "utf8", "text":
+		return []byte(content), nil
+	case "base64":
+		data, err := base64.StdEncoding.DecodeString(content)
+		if err != nil {
+			return nil, fmt.Errorf("%w: content is not base64: %v", ErrInvalidRequest, err)
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("%w: encoding %q (want utf-8 or base64)", ErrInvalidRequest, encoding)
+}
+
+// FileContent is a file read from a workspace: text when it is UTF-8,
+// else base64.
+type FileContent struct {
+	Path     string `json:"path"`
+	Size     int    `json:"size"`
+	Encoding string `json:"encoding" enum:"utf-8,base64"`
+	Content  string `json:"content"`
+}
+
+// EncodeContent returns data as a FileContent.
+func EncodeContent(path string, data []byte) FileContent {
+	out := FileContent{Path: path, Size: len(data), Encoding: "utf-8", Content: string(data)}
+	if !utf8.Valid(data) {
+		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	}
+	return out
+}
+
+// ParseMemory reads a memory limit such as 256m ("" is the default, 0).
+func ParseMemory(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := policy.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: memory_limit %q: %v", ErrInvalidRequest, s, err)
+	}
+	return n, nil
+}
+
+// SplitProfiles reads a comma-separated list of profiles.
+func SplitProfiles(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
