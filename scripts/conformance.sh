@@ -23,7 +23,7 @@ go build -o bin/codecage ./cmd/codecage
 state=$(mktemp -d)
 log="$state/serve.log"
 port=$((20000 + RANDOM % 20000))
-bin/codecage serve --listen "127.0.0.1:$port" --pool-size 1 --state-dir "$state" >"$log" 2>&1 &
+bin/codecage serve --listen "127.0.0.1:$port" --pool-size 1 --state-dir "$state" --audit-db "$state/audit.db" >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 100); do

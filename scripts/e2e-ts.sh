@@ -9,7 +9,7 @@ go build -o bin/codecage ./cmd/codecage
 state=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 bin/codecage serve --listen "127.0.0.1:$port" --pool-size 1 --enable-data-science true \
-	--data-science-pool-size 1 --state-dir "$state" >"$state/serve.log" 2>&1 &
+	--data-science-pool-size 1 --state-dir "$state" --audit-db "$state/audit.db" >"$state/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$state"' EXIT
 for _ in $(seq 100); do

@@ -13,6 +13,8 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+# The OpenAPI document against the official OpenAPI 3.1 schema (npm registry).
+scripts/openapi-check.sh
 # The official MCP conformance suite against codecage serve (npm registry).
 scripts/conformance.sh
 # The official MCP TypeScript client, end to end, over stdio and HTTP.

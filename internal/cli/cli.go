@@ -20,13 +20,14 @@ const (
 const usage = `codecage runs untrusted Python behind a kernel boundary.
 
 Usage:
-  codecage serve [--listen ADDR]    serve MCP over HTTP (/mcp, /mcp/sse) on 127.0.0.1:8001
+  codecage serve [--listen ADDR]    serve REST, MCP (/mcp, /mcp/sse) and metrics on 127.0.0.1:8001
   codecage mcp                      serve MCP over stdio
   codecage run [flags] [file]       run Python code from --code, a file, or stdin
   codecage validate [flags] [file]  check code without running it
   codecage info [--json]            profiles, limits and isolation of this configuration
   codecage doctor                   report the isolation layers of this host
   codecage bench [--json] [--quick] measure latency, throughput, HumanEval and memory
+  codecage openapi                  print the REST API's OpenAPI 3.1 document
   codecage audit list|show|stats    read the audit log
   codecage help                     show this help
 
@@ -54,6 +55,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validateCmd(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		return doctorCmd(args[1:], stdout, stderr)
+	case "openapi":
+		return openapiCmd(args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
 	case "audit":

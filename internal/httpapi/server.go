@@ -58,8 +58,22 @@ type Server struct {
 
 // New builds the API over svc.
 func New(svc *sandbox.Service, o Options) *Server {
+	return newServer(svc, svc.Config(), o)
+}
+
+// Document returns the OpenAPI document of the API a server with this
+// configuration serves (codecage openapi), without starting anything.
+func Document(cfg policy.Config, withKeys bool) *huma.OpenAPI {
+	o := Options{}
+	if withKeys {
+		o.Keys, _ = access.ParseKeys("doc:0123456789abcdef")
+	}
+	return newServer(nil, cfg, o).OpenAPI()
+}
+
+func newServer(svc *sandbox.Service, cfg policy.Config, o Options) *Server {
 	useProblems()
-	s := &Server{svc: svc, cfg: svc.Config(), keys: o.Keys, metrics: o.Metrics, log: o.Log, ready: o.Ready,
+	s := &Server{svc: svc, cfg: cfg, keys: o.Keys, metrics: o.Metrics, log: o.Log, ready: o.Ready,
 		started: time.Now(), version: o.Version, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -67,18 +81,18 @@ func New(svc *sandbox.Service, o Options) *Server {
 	if s.version == "" {
 		s.version = "dev"
 	}
-	cfg := huma.DefaultConfig("codecage", s.version)
-	cfg.DocsPath = "" // served from the binary below, so it works offline
-	cfg.Info.Description = "Runs untrusted Python behind a kernel boundary (namespaces, cgroups, seccomp, Landlock), " +
+	hc := huma.DefaultConfig("codecage", s.version)
+	hc.DocsPath = "" // served from the binary below, so it works offline
+	hc.Info.Description = "Runs untrusted Python behind a kernel boundary (namespaces, cgroups, seccomp, Landlock), " +
 		"in a fresh sandbox per execution or in a stateful session. Errors are RFC 9457 problem documents whose type is " +
 		ProblemTypePrefix + "<kind>."
 	if s.keys.Len() > 0 {
-		cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 			"bearer": {Type: "http", Scheme: "bearer", Description: "An API key (SANDBOX_API_KEYS): Authorization: Bearer <key>."},
 		}
-		cfg.Security = []map[string][]string{{"bearer": {}}}
+		hc.Security = []map[string][]string{{"bearer": {}}}
 	}
-	s.api = humago.New(s.mux, cfg)
+	s.api = humago.New(s.mux, hc)
 	s.routes()
 	s.mux.Handle("GET /docs", docs.Handler("/openapi.json"))
 	s.mux.Handle("GET /docs/", docs.Handler("/openapi.json"))

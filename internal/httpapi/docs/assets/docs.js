@@ -119,15 +119,16 @@
       return d.name || "any";
     }
     return t.map((x) => {
-      if (x === "array") return s.items && !d.cyclic ? typeLabel(s.items, extend(seen, d.refs)) + "[]" : "array";
-      if (x === "object" && d.name) return d.name;
-      return x;
+      if (x !== "array") return x === "object" && d.name ? d.name : x;
+      if (!s.items || d.cyclic) return "array";
+      const item = typeLabel(s.items, extend(seen, d.refs));
+      return (/[ |]/.test(item) ? "(" + item + ")" : item) + "[]";
     }).join(" | ");
   }
 
   // facts lists what a reader needs beyond the type: description, allowed
   // values, default, example and validation limits.
-  function facts(s) {
+  function facts(s, omitDescription) {
     const out = [];
     const fact = (label, value) => out.push(el("span", { class: "fact" }, el("span", { class: "fact-k" }, label + ": "), el("code", {}, value)));
     if (Array.isArray(s.enum)) fact("one of", s.enum.map(json).join(", "));
@@ -141,7 +142,7 @@
     for (const [k, label] of limits) if (typeof s[k] === "number" || typeof s[k] === "string") fact(label, String(s[k]));
     if (s.uniqueItems === true) fact("items", "unique");
     if (s.additionalProperties === false) fact("other properties", "not allowed");
-    const desc = prose(s.description || s.title, "span");
+    const desc = omitDescription ? null : prose(s.description || s.title, "span");
     return el("span", { class: "facts" }, desc, out.length ? el("span", { class: "fact-list" }, out) : null);
   }
 
@@ -154,8 +155,9 @@
     ];
   }
 
-  // schemaTree renders one schema (and its children) as a list item; nodes
-  // with children are <details> so the tree is collapsible by keyboard too.
+  // schemaTree renders one schema as a list item. Nodes with children are
+  // <details>, so the tree collapses by keyboard too; children of collapsed
+  // nodes are built when first opened, which keeps big schema graphs cheap.
   function schemaTree(schema, label, required, seen, depth) {
     const d = deref(schema, seen);
     const s = d.obj;
@@ -166,32 +168,32 @@
       flags(s, required),
       d.cyclic ? el("span", { class: "flag" }, "recursive: " + d.name) : null,
       d.missing ? el("span", { class: "flag warn" }, "unresolved $ref") : null);
-    const kids = d.cyclic ? [] : children(s, extend(seen, d.refs), depth + 1);
+    const next = extend(seen, d.refs);
+    const kids = d.cyclic ? [] : children(s, next);
     if (!kids.length) return el("li", { class: "node leaf" }, head, facts(s));
-    return el("li", { class: "node" }, el("details", { open: depth < 2 },
-      el("summary", {}, head, facts(s)), el("ul", { class: "tree" }, kids)));
+    const list = el("ul", { class: "tree" });
+    const fill = () => list.firstChild || list.append(...kids.map(([c, l, r]) => schemaTree(c, l, r, next, depth + 1)));
+    const det = el("details", { open: depth < 2 }, el("summary", {}, head, facts(s)), list);
+    if (depth < 2) fill();
+    else det.addEventListener("toggle", fill);
+    return el("li", { class: "node" }, det);
   }
 
-  function children(s, seen, depth) {
+  // children lists a schema's sub-schemas as [schema, label, required].
+  function children(s, seen) {
     const out = [];
     const req = Array.isArray(s.required) ? s.required : [];
     if (s.properties && typeof s.properties === "object") {
-      for (const [k, v] of Object.entries(s.properties)) out.push(schemaTree(v, k, req.includes(k), seen, depth));
+      for (const [k, v] of Object.entries(s.properties)) out.push([v, k, req.includes(k)]);
     }
-    if (s.additionalProperties && typeof s.additionalProperties === "object") {
-      out.push(schemaTree(s.additionalProperties, "{any key}", false, seen, depth));
-    }
+    if (s.additionalProperties && typeof s.additionalProperties === "object") out.push([s.additionalProperties, "{any key}", false]);
     if (s.items && typeof s.items === "object" && types(s).includes("array")) {
       // Only expand items that have structure; "string[]" says it all.
       const it = deref(s.items, seen).obj;
-      if (structured(it) || it.description || it.enum) {
-        out.push(schemaTree(s.items, "[item]", false, seen, depth));
-      }
+      if (structured(it) || it.description || it.enum) out.push([s.items, "[item]", false]);
     }
-    for (const kw of ["allOf", "oneOf", "anyOf"]) {
-      if (!Array.isArray(s[kw])) continue;
-      const word = { allOf: "all of", oneOf: "one of", anyOf: "any of" }[kw];
-      s[kw].forEach((v, i) => out.push(schemaTree(v, word + " #" + (i + 1), false, seen, depth)));
+    for (const [kw, word] of [["allOf", "all of"], ["oneOf", "one of"], ["anyOf", "any of"]]) {
+      if (Array.isArray(s[kw])) s[kw].forEach((v, i) => out.push([v, word + " #" + (i + 1), false]));
     }
     return out;
   }
@@ -292,8 +294,9 @@
         return el("tr", {},
           el("td", {}, el("code", { class: "pname" }, p.name), p.required ? el("span", { class: "flag req" }, "required") : null),
           el("td", {}, p.in),
-          el("td", {}, el("span", { class: "type" }, typeLabel(paramSchema(p))), s.format ? el("span", { class: "format" }, s.format) : null),
-          el("td", {}, prose(p.description), p.deprecated ? el("span", { class: "flag warn" }, "deprecated") : null, facts(s)));
+          el("td", {}, el("span", { class: "type" }, typeLabel(paramSchema(p))), s.format ? [" ", el("span", { class: "format" }, s.format)] : null),
+          el("td", {}, prose(p.description), p.deprecated ? el("span", { class: "flag warn" }, "deprecated") : null,
+            facts(s, Boolean(p.description)))); // the parameter's own description wins
       })));
   }
 
@@ -558,11 +561,12 @@
     const title = typeof info.title === "string" && info.title ? info.title : "API documentation";
     document.title = title + " · API documentation";
     document.getElementById("title").textContent = title;
-    document.getElementById("meta").append(
+    // Through el(): Element.append would turn a null child into "null" text.
+    document.getElementById("meta").append(el("span", { class: "chips-inner" },
       info.version ? el("span", { class: "chip" }, "version " + info.version) : null,
       spec.openapi ? el("span", { class: "chip" }, "OpenAPI " + spec.openapi) : null,
-      el("a", { class: "chip link", href: main.dataset.spec }, "Raw JSON"));
-    document.getElementById("intro").append(prose(info.description));
+      el("a", { class: "chip link", href: main.dataset.spec }, "Raw JSON")));
+    document.getElementById("intro").append(el("div", {}, prose(info.description)));
   }
 
   function renderGroups(groups) {
