@@ -61,13 +61,18 @@ func pageRefs(t *testing.T, body string) (spec string, found bool, refs []string
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode {
+			attr := map[string]string{}
 			for _, a := range n.Attr {
-				switch {
-				case a.Key == "data-spec":
-					spec, found = a.Val, true
-				case n.Data == "script" && a.Key == "src", n.Data == "link" && a.Key == "href":
-					refs = append(refs, a.Val)
-				}
+				attr[a.Key] = a.Val
+			}
+			if v, ok := attr["data-spec"]; ok {
+				spec, found = v, true
+			}
+			switch {
+			case n.Data == "script":
+				refs = append(refs, attr["src"])
+			case n.Data == "link" && attr["rel"] == "stylesheet":
+				refs = append(refs, attr["href"])
 			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {

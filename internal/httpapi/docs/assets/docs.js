@@ -15,17 +15,14 @@
 
   /* ---------- DOM helpers ---------- */
 
-  // el builds an element. Props set attributes ("class", "text" and "on*"
-  // are special); children are nodes or strings, and strings become text
-  // nodes. null/false children are skipped so callers can use conditionals.
+  // el builds an element. Props become attributes (true: present, false or
+  // null: absent); children are nodes or strings, and strings become text
+  // nodes. Nested arrays are flattened and null/false children skipped, so
+  // callers can use conditionals inline.
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(props || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v === true ? "" : String(v));
+      if (v !== undefined && v !== null && v !== false) node.setAttribute(k, v === true ? "" : String(v));
     }
     for (const c of children.flat(Infinity)) {
       if (c !== null && c !== undefined && c !== false) node.append(typeof c === "object" ? c : String(c));
@@ -33,10 +30,7 @@
     return node;
   }
 
-  function uid(prefix) {
-    idCounter += 1;
-    return prefix + "-" + idCounter;
-  }
+  const uid = (prefix) => prefix + "-" + ++idCounter;
 
   // slug turns arbitrary spec text into a safe, readable fragment id.
   function slug(s) {
@@ -50,9 +44,7 @@
     return typeof text === "string" && text.trim() ? el(tag || "div", { class: "prose" }, text.trim()) : null;
   }
 
-  function json(v) {
-    try { return JSON.stringify(v); } catch (e) { return String(v); }
-  }
+  const json = (v) => JSON.stringify(v); // values come from parsed JSON, so this cannot throw
 
   const hasOwn = (o, k) => o !== null && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k);
 
@@ -236,7 +228,8 @@
       case "object": {
         const o = Object.create(null);
         for (const k of Array.isArray(s.required) ? s.required : []) {
-          o[k] = hasOwn(s.properties, k) ? sample(s.properties[k], next, depth + 1) : null;
+          const prop = hasOwn(s.properties, k) ? s.properties[k] : {};
+          if (!deref(prop, next).obj.readOnly) o[k] = sample(prop, next, depth + 1); // the server sets read-only ones
         }
         return o;
       }
@@ -370,9 +363,7 @@
 
   /* ---------- Try it ---------- */
 
-  function apiKey() {
-    return document.getElementById("apikey").value.trim();
-  }
+  const apiKey = () => document.getElementById("apikey").value.trim();
 
   function initialValue(p) {
     const s = deref(paramSchema(p)).obj;
@@ -407,7 +398,8 @@
     const server = Array.isArray(spec.servers) && spec.servers[0] && spec.servers[0].url;
     if (typeof server === "string") {
       try {
-        const u = new URL(server, location.href);
+        // Relative server URLs are relative to the OpenAPI document.
+        const u = new URL(server, new URL(main.dataset.spec, location.href));
         if (u.origin === location.origin) prefix = u.pathname.replace(/\/+$/, "");
       } catch (e) { /* unusable server URL: use the path as is */ }
     }
