@@ -41,7 +41,7 @@ func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 		t.Fatalf("status %d, openapi %q, info %+v", resp.StatusCode, doc.OpenAPI, doc.Info)
 	}
 	want := map[string][]string{
-		"/execute": {"post"}, "/validate": {"post"}, "/info": {"get"}, "/health": {"get"}, "/ready": {"get"},
+		"/execute": {"post"}, "/validate": {"post"}, "/commands": {"post"}, "/info": {"get"}, "/health": {"get"}, "/ready": {"get"},
 		"/sessions": {"get", "post"}, "/sessions/{id}": {"delete", "get"}, "/sessions/{id}/restart": {"post"},
 		"/sessions/{id}/execute": {"post"}, "/sessions/{id}/files": {"get"}, "/sessions/{id}/files/content": {"delete", "get", "put"},
 	}
@@ -349,5 +349,71 @@ func TestCurlStyleBody(t *testing.T) {
 	var r result
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || r.Stdout != "4\n" {
 		t.Fatalf("status %d, %+v, %v", resp.StatusCode, r, err)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	ts := startServer(t, "", nil)
+	type cmdResult struct {
+		Success  bool    `json:"success"`
+		ExitCode int     `json:"exit_code"`
+		Stdout   string  `json:"stdout"`
+		Stderr   string  `json:"stderr"`
+		Error    *string `json:"error"`
+		TimedOut bool    `json:"timed_out"`
+	}
+	var r cmdResult
+	if resp := ts.call(t, "POST", "/commands", "", map[string]any{"command": "echo a b c | wc -w"}, &r); resp.StatusCode != 200 || !r.Success || r.Stdout != "3\n" {
+		t.Fatalf("%d %+v", resp.StatusCode, r)
+	}
+	r = cmdResult{}
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "curl http://example.com"}, &r)
+	if r.Success || r.ExitCode != 127 || r.Error == nil || !strings.Contains(*r.Error, `"curl" is not allowed`) {
+		t.Fatalf("not allowed: %+v", r)
+	}
+	wantProblem(t, ts.call(t, "POST", "/commands", "", map[string]any{"command": "true", "env": map[string]string{"LD_PRELOAD": "x"}}, nil), 400, "invalid_request")
+	wantProblem(t, ts.call(t, "POST", "/commands", "", map[string]any{"command": "true", "session_id": "snosuch"}, nil), 404, "session_not_found")
+	// In a session, with the file API and the interpreter.
+	var se struct {
+		ID string `json:"session_id"`
+	}
+	ts.call(t, "POST", "/sessions", "", map[string]any{}, &se)
+	ts.call(t, "PUT", "/sessions/"+se.ID+"/files/content", "", map[string]any{"path": "in.txt", "content": "b\na\nc\n"}, nil)
+	r = cmdResult{}
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "sort in.txt > sorted.txt && head -1 sorted.txt", "session_id": se.ID}, &r)
+	if !r.Success || r.Stdout != "a\n" {
+		t.Fatalf("session command: %+v", r)
+	}
+	var fc struct{ Content string }
+	ts.call(t, "GET", "/sessions/"+se.ID+"/files/content?path=sorted.txt", "", nil, &fc)
+	if fc.Content != "a\nb\nc\n" {
+		t.Fatalf("the command's file: %q", fc.Content)
+	}
+	// Streamed.
+	req, _ := http.NewRequest("POST", ts.URL+"/commands", strings.NewReader(`{"command":"echo one; echo two >&2"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan sseEvent, 8)
+	go readEvents(resp.Body, events)
+	var kinds []string
+	for ev := range events {
+		kinds = append(kinds, ev.Event)
+	}
+	resp.Body.Close()
+	if len(kinds) != 3 || kinds[2] != "result" {
+		t.Fatalf("events %v", kinds)
+	}
+	found := false
+	for _, ev := range ts.events(t) {
+		if ev.Kind == "command" && ev.Code == "curl http://example.com" && len(ev.SecurityEvents) == 1 && ev.SecurityEvents[0] == "command_denied:curl" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the refused program is not in the audit log")
 	}
 }

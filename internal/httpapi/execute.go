@@ -84,8 +84,18 @@ func (s *Server) executeRoutes() {
 // execute runs req and answers with JSON, or with an event stream when
 // the client accepts one.
 func (s *Server) execute(ctx context.Context, req sandbox.Request, accept string) (*huma.StreamResponse, error) {
+	return stream(accept, func(onOutput func(stream, line string)) (any, error) {
+		req.OnOutput = onOutput
+		return s.svc.Execute(ctx, req)
+	})
+}
+
+// stream runs run and answers with its result as JSON, or, when the
+// client accepts an event stream, with its output lines as they come and
+// then the result.
+func stream(accept string, run func(onOutput func(stream, line string)) (any, error)) (*huma.StreamResponse, error) {
 	if !strings.Contains(accept, "text/event-stream") {
-		res, err := s.svc.Execute(ctx, req)
+		res, err := run(nil)
 		if err != nil {
 			return nil, problemFor(err)
 		}
@@ -102,10 +112,9 @@ func (s *Server) execute(ctx context.Context, req sandbox.Request, accept string
 		// one: a request refused at once still gets a plain problem answer.
 		timer := time.AfterFunc(time.Second, ev.start)
 		defer timer.Stop()
-		req.OnOutput = func(stream, line string) {
+		res, err := run(func(stream, line string) {
 			ev.send(stream, StreamLine{Stream: stream, Line: strings.TrimSuffix(line, "\n")})
-		}
-		res, err := s.svc.Execute(ctx, req)
+		})
 		timer.Stop()
 		if err != nil {
 			if !ev.startedOrClaim() {

@@ -15,6 +15,7 @@ func (s *Server) routes() {
 	s.executeRoutes()
 	s.infoRoutes()
 	s.sessionRoutes()
+	s.commandRoutes()
 }
 
 // ValidateInput is POST /validate.

@@ -36,6 +36,7 @@ type initConfig struct {
 	// WorkspacePath: the init opens the workspace itself (rootless).
 	WorkspacePath  string
 	ReadOnlyBinds  []string
+	Programs       *Programs
 	TmpBytes       int64
 	WorkspaceBytes int64
 	Rlimits        []rlimit

@@ -111,6 +111,14 @@ type Spec struct {
 	Workspace string
 	// ReadOnlyBinds are extra host paths mounted read-only at the same path.
 	ReadOnlyBinds []string
+	// HostUID, when not zero, is the host uid the sandbox runs as (from
+	// ReserveUID), instead of one of its own; ignored rootless.
+	HostUID int
+	// Programs, if set, replaces the host's system directories with a
+	// minimal root holding only these programs and what they load; nothing
+	// else may be executed (see ResolvePrograms). ReadOnlyBinds are then
+	// readable but not executable.
+	Programs *Programs
 	// Limits bounds the sandbox.
 	Limits Limits
 	// Stdout and Stderr receive the program's output, each capped at

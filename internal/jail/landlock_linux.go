@@ -90,6 +90,14 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, n := range devNodes {
 		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})
 	}
+	if cfg.Programs != nil {
+		// Only the programs themselves may be executed; the root's read
+		// rule above covers their libraries and data.
+		for _, p := range cfg.Programs.Exec {
+			rules = append(rules, landlockRule{p, readExec})
+		}
+		return rules
+	}
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			rules = append(rules, landlockRule{d, readExec})

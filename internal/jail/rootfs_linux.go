@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -57,13 +58,20 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
-	for _, dir := range hostSystemDirs {
-		if err := placeSystemDir(dir); err != nil {
-			return err
+	if cfg.Programs == nil {
+		for _, dir := range hostSystemDirs {
+			if err := placeSystemDir(dir); err != nil {
+				return err
+			}
 		}
 	}
 	if err := buildEtc(cfg); err != nil {
 		return err
+	}
+	if cfg.Programs != nil {
+		if err := placePrograms(cfg.Programs); err != nil {
+			return err
+		}
 	}
 	if err := buildDev(cfg); err != nil {
 		return err
@@ -104,6 +112,32 @@ func buildRoot(cfg *initConfig) error {
 	// The root tmpfs only holds mount points and /etc: freeze it.
 	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: roFlags}); err != nil {
 		return fmt.Errorf("remount / read-only: %w", err)
+	}
+	return nil
+}
+
+// placePrograms builds a minimal root: the symlinks that lead to the
+// programs and their libraries, then each file read-only at its own path.
+func placePrograms(p *Programs) error {
+	links := make([]string, 0, len(p.Links))
+	for l := range p.Links {
+		links = append(links, l)
+	}
+	sort.Strings(links) // parents before children
+	for _, l := range links {
+		if err := os.MkdirAll(filepath.Dir(newRoot+l), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(p.Links[l], newRoot+l); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("link %s: %w", l, err)
+		}
+	}
+	for _, list := range [][]string{p.Exec, p.Files} {
+		for _, f := range list {
+			if err := bindReadOnly(f, newRoot+f); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -209,6 +243,9 @@ func buildEtc(cfg *initConfig) error {
 		}
 	}
 	for _, p := range hostEtcDirs {
+		if cfg.Programs != nil {
+			break // the programs' own links are recreated instead
+		}
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}

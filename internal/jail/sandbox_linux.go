@@ -92,6 +92,9 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 
 	s.hostUID, s.cmd = s.command(fds)
 	s.uid = s.hostUID
+	if s.spec.HostUID != 0 {
+		s.hostUID = 0 // reserved by the caller, who releases it
+	}
 	if s.cg != nil && s.cg.version == 2 {
 		cgf, err := s.cg.openV2()
 		if err != nil {
@@ -158,6 +161,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		HasWorkspace:   fds.workspace != nil,
 		WorkspacePath:  fds.workspacePath,
 		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
+		Programs:       s.spec.Programs,
 		TmpBytes:       s.spec.Limits.TmpBytes,
 		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,
 		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
@@ -390,6 +394,10 @@ func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
 		// A server gives each sandbox a host uid of its own, outside any
 		// account, so no two sandboxes share an identity on the host.
 		uid = allocateUID()
+		if s.spec.HostUID != 0 {
+			releaseUID(uid)
+			uid = s.spec.HostUID // the caller's reservation
+		}
 		gid = uid
 	}
 	attr := userNSAttr(uid, gid)

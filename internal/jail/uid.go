@@ -41,3 +41,11 @@ func releaseUID(uid int) {
 	defer uids.Unlock()
 	delete(uids.used, uid)
 }
+
+// ReserveUID holds a host uid for a caller that runs several sandboxes as
+// one identity over time (a session's interpreter, its restarts and its
+// commands share its workspace files). Release it with ReleaseUID.
+func ReserveUID() int { return allocateUID() }
+
+// ReleaseUID frees a uid from ReserveUID.
+func ReleaseUID(uid int) { releaseUID(uid) }

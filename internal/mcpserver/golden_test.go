@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // volatile matches values that differ on every run or host; the golden
 // files keep their keys with a placeholder.
-var volatile = regexp.MustCompile(`"(execution_id|execution_time|peak_memory_bytes|cpu_time_seconds|session_id|created_at|last_used|expires_at|modified)": ("[^"]*"|[0-9.e+-]+)`)
+var volatile = regexp.MustCompile(`"(execution_id|execution_time|peak_memory_bytes|cpu_time_seconds|session_id|created_at|last_used|expires_at|modified|cgroup|landlock_abi|rootless|seccomp)": ("[^"]*"|[0-9.e+-]+|true|false)`)
 
 func normalize(v any) string {
 	b, _ := json.MarshalIndent(v, "", "  ")
@@ -84,6 +84,8 @@ func TestGoldenTranscripts(t *testing.T) {
 		{"execute_error.json", "execute_code", map[string]any{"code": "def f():\n    return 1/0\nf()"}},
 		{"execute_import_refused.json", "execute_code", map[string]any{"code": "import os"}},
 		{"validate_seed_example.json", "validate_code", map[string]any{"code": "import os\nos.system('rm -rf /')"}},
+		{"command_pipeline.json", "run_command", map[string]any{"command": "printf 'b\\na\\n' | sort | head -1"}},
+		{"command_refused.json", "run_command", map[string]any{"command": "curl -s http://example.com"}},
 	}
 	for _, c := range calls {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.name, Arguments: c.args})

@@ -66,6 +66,15 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.validate)
 
+	allowed, _ := t.svc.CommandsInfo()
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "run_command",
+		Title: "Run a shell command in a sandbox",
+		Description: fmt.Sprintf(`Runs a command line under /bin/sh -c (pipes, redirects and globs work) in a sandbox: a session's workspace with session_id, else a fresh empty one. Only these programs exist there: %s (anything else is "not allowed"). No network; only the workspace and /tmp are writable. Default timeout %gs, at most %gs.`,
+			strings.Join(allowed, " "), c.CommandTimeout.Seconds(), c.MaxCommandTime.Seconds()),
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
+	}, t.runCommand)
+
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "get_sandbox_info",
 		Title:       "Sandbox capabilities and limits",
@@ -248,6 +257,31 @@ func summary(r *sandbox.Result) string {
 		b.WriteString("[no output]\n")
 	}
 	return b.String()
+}
+
+// CommandInput are run_command's arguments (shared with POST /commands).
+type CommandInput = sandbox.CommandParams
+
+func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *sandbox.CommandResult, error) {
+	r, err := in.Request(owner(req))
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	r.OnOutput = progress(ctx, req)
+	res, err := t.svc.RunCommand(caller(ctx, req), r)
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	var b strings.Builder
+	b.WriteString(res.Stdout)
+	if res.Stderr != "" {
+		b.WriteString("[stderr]\n" + res.Stderr)
+	}
+	if res.Error != nil {
+		b.WriteString("[error] " + *res.Error + "\n")
+	}
+	fmt.Fprintf(&b, "[exit %d]\n", res.ExitCode)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}, IsError: !res.Success}, res, nil
 }
 
 // ValidateInput are validate_code's arguments (shared with POST /validate).

@@ -24,6 +24,7 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	validates  *prometheus.CounterVec
 	installs   *prometheus.CounterVec
+	commands   *prometheus.CounterVec
 	errors     *prometheus.CounterVec
 	limits     *prometheus.CounterVec
 	security   *prometheus.CounterVec
@@ -48,6 +49,7 @@ func New(svc *sandbox.Service) *Metrics {
 	}, []string{"profile"})
 	m.reg.MustRegister(m.duration)
 	m.validates = counter("sandbox_validations_total", "validate_code requests by outcome.", "outcome")
+	m.commands = counter("sandbox_commands_total", "run_command requests by outcome.", "outcome")
 	m.installs = counter("sandbox_package_installs_total", "Package installs by outcome.", "outcome")
 	m.errors = counter("sandbox_errors_total", "Failed requests and executions by type.", "type")
 	m.limits = counter("sandbox_limits_hit_total", "Executions stopped by a limit, by kind (timeout, cpu, memory, output, canceled).", "kind")
@@ -102,6 +104,11 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 		m.validates.WithLabelValues(ev.Outcome).Inc()
 	case sandbox.EventSession, sandbox.EventFile:
 		m.sessionOps.WithLabelValues(ev.Kind+"_"+ev.Action, outcomeLabel(ev.Outcome)).Inc()
+	case sandbox.EventCommand:
+		m.commands.WithLabelValues(ev.Outcome).Inc()
+		if ran && ev.Outcome != "success" {
+			m.errors.WithLabelValues("command_" + ev.Outcome).Inc()
+		}
 	case "install":
 		m.installs.WithLabelValues(ev.Outcome).Inc()
 	}

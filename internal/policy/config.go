@@ -90,6 +90,22 @@ type Config struct {
 	AuditBuffer   int
 	LogFormat     string // text or json
 	LogLevel      string // debug, info, warn, error
+
+	// Commands (run_command).
+	AllowedCommands []string      // programs a command line may run
+	CommandTimeout  time.Duration // default wall-clock limit of a command
+	MaxCommandTime  time.Duration
+
+	// Packages (pip_install).
+	BlockedPackages []string // refused package names (PEP 503-normalized when compared)
+	PipIndexURL     string   // the index pip may reach through the egress proxy
+	PipFindLinks    string   // a local wheelhouse: installs need no network
+	PipMaxDownload  int64    // bytes pip may download (its scratch space)
+	PipMaxInstall   int64    // bytes a session's installed packages may take
+	PipTimeout      time.Duration
+	// PackagesDir holds the operator's package layer (codecage packages
+	// install), read-only in every sandbox.
+	PackagesDir string
 }
 
 // AccessLimits are the callers' limits for an access.Gate.
@@ -145,6 +161,16 @@ func DefaultConfig() Config {
 		AuditBuffer:   4096,
 		LogFormat:     "text",
 		LogLevel:      "info",
+
+		AllowedCommands: DefaultCommands,
+		CommandTimeout:  120 * time.Second,
+		MaxCommandTime:  300 * time.Second,
+
+		BlockedPackages: DefaultBlockedPackages,
+		PipIndexURL:     "https://pypi.org/simple",
+		PipMaxDownload:  256 << 20,
+		PipMaxInstall:   512 << 20,
+		PipTimeout:      300 * time.Second,
 	}
 }
 
@@ -249,6 +275,24 @@ var settings = []setting{
 	intSetting("audit_buffer", "SANDBOX_AUDIT_BUFFER", "audit events buffered before they are dropped (and counted)", func(c *Config) *int { return &c.AuditBuffer }),
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
 	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
+	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),
+	durationSetting("command_timeout", "SANDBOX_COMMAND_TIMEOUT", "default wall-clock limit of a command, seconds", func(c *Config) *time.Duration { return &c.CommandTimeout }),
+	durationSetting("max_command_timeout", "SANDBOX_MAX_COMMAND_TIMEOUT", "largest timeout a command may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCommandTime }),
+	listSetting("blocked_packages", "SANDBOX_BLOCKED_PACKAGES", "packages pip_install refuses (default: the built-in list)", func(c *Config) *[]string { return &c.BlockedPackages }),
+	{Key: "pip_index_url", Env: "SANDBOX_PIP_INDEX_URL", Usage: "package index pip_install may reach (through the egress proxy)",
+		get: func(c *Config) string { return c.PipIndexURL },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+				return errors.New("want an http(s) URL such as https://pypi.org/simple")
+			}
+			c.PipIndexURL = strings.TrimSuffix(v, "/")
+			return nil
+		}},
+	pathSetting("pip_find_links", "SANDBOX_PIP_FIND_LINKS", "a local wheelhouse directory; pip_install then needs no network", func(c *Config) *string { return &c.PipFindLinks }),
+	sizeSetting("pip_max_download", "SANDBOX_PIP_MAX_DOWNLOAD", "bytes one pip_install may download", func(c *Config) *int64 { return &c.PipMaxDownload }),
+	sizeSetting("pip_max_install", "SANDBOX_PIP_MAX_INSTALL", "bytes a session's installed packages may take", func(c *Config) *int64 { return &c.PipMaxInstall }),
+	durationSetting("pip_timeout", "SANDBOX_PIP_TIMEOUT", "wall-clock limit of one pip_install, seconds", func(c *Config) *time.Duration { return &c.PipTimeout }),
+	pathSetting("packages_dir", "SANDBOX_PACKAGES_DIR", "the operator's package layer (codecage packages install), read-only in sandboxes", func(c *Config) *string { return &c.PackagesDir }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
 		set: func(c *Config, v string) error {
@@ -384,6 +428,9 @@ func (c *Config) validate() error {
 	}
 	if c.MemoryLimit < MinMemory || c.DataMemory < MinMemory {
 		return fmt.Errorf("memory limits must be at least %d MiB", MinMemory>>20)
+	}
+	if c.CommandTimeout > c.MaxCommandTime {
+		return errors.New("command timeout default (SANDBOX_COMMAND_TIMEOUT) is above its maximum (SANDBOX_MAX_COMMAND_TIMEOUT)")
 	}
 	if c.PoolSize+c.DataPoolSize > c.MaxSandboxes {
 		return errors.New("SANDBOX_POOL_SIZE plus SANDBOX_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")

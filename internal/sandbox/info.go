@@ -21,6 +21,17 @@ type Info struct {
 	// AllowedImports is the operator's override of every profile, or null.
 	AllowedImports []string      `json:"allowed_imports_override"`
 	Isolation      IsolationInfo `json:"isolation"`
+	Commands       CommandsInfo  `json:"commands"`
+}
+
+// CommandsInfo describes run_command.
+type CommandsInfo struct {
+	// Allowed are the programs a command line may run here; Missing those
+	// the operator allowed that this host lacks.
+	Allowed    []string `json:"allowed"`
+	Missing    []string `json:"missing"`
+	Timeout    float64  `json:"timeout"`
+	MaxTimeout float64  `json:"max_timeout"`
 }
 
 // ProfileInfo is one capability profile.
@@ -94,6 +105,9 @@ func (s *Service) Info() Info {
 			PythonVersion: pythonVersion(c.Interpreter),
 		},
 	}
+	allowed, missing := s.CommandsInfo()
+	info.Commands = CommandsInfo{Allowed: nonNil(allowed), Missing: nonNil(missing),
+		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds()}
 	for _, p := range policy.Profiles {
 		info.SecurityProfiles[p.Name] = ProfileInfo{Enabled: c.ProfileEnabled(p.Name), Setting: p.Setting, Modules: p.Modules}
 	}

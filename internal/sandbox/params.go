@@ -52,6 +52,24 @@ func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error)
 	}, nil
 }
 
+// CommandParams are the arguments of run_command and POST /commands.
+type CommandParams struct {
+	Command    string            `json:"command" jsonschema:"A command line for /bin/sh -c: pipes, redirects and globs work. Only the allowed programs exist (see get_sandbox_info: commands)." doc:"A command line for /bin/sh -c: pipes, redirects and globs work. Only the allowed programs exist (see /info: commands)."`
+	WorkingDir string            `json:"working_dir,omitempty" jsonschema:"Directory to run in, relative to the workspace (default its root)." doc:"Directory to run in, relative to the workspace (default its root)."`
+	Env        map[string]string `json:"env,omitempty" jsonschema:"Environment variables to add (LD_* and PYTHON* are refused)." doc:"Environment variables to add (LD_* and PYTHON* are refused)."`
+	Timeout    float64           `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 120, at most 300)." doc:"Wall-clock limit in seconds (default 120, at most 300)."`
+	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
+}
+
+// Request checks the parameters and turns them into a CommandRequest.
+func (p CommandParams) Request(owner string) (CommandRequest, error) {
+	if p.Timeout < 0 || p.Timeout > 86400 {
+		return CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", ErrInvalidRequest, p.Timeout)
+	}
+	return CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
+		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner}, nil
+}
+
 // ValidateParams are the arguments of validate_code and POST /validate.
 type ValidateParams struct {
 	Code           string   `json:"code" jsonschema:"Python 3 source to check." doc:"Python 3 source to check."`

@@ -40,6 +40,7 @@ type Service struct {
 	obsMu    sync.RWMutex
 	observer Observer
 	drain    drain
+	commands commandSet // the command jail's programs
 }
 
 // New returns a service for the operator's configuration, or an error

@@ -59,6 +59,7 @@ type session struct {
 	imports policy.ImportPolicy
 	limits  jail.Limits
 	dir     string // host directory of the workspace
+	uid     int    // host uid of its sandboxes (0: each its own, rootless)
 	created time.Time
 	used    time.Time
 	runs    int
@@ -134,6 +135,11 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 		}
 		se.dir = dir
+		if os.Geteuid() == 0 {
+			// One identity for the session's interpreters and commands:
+			// each can change the files the others wrote.
+			se.uid = jail.ReserveUID()
+		}
 	}
 	se.stdout, se.stderr = &switchWriter{}, &switchWriter{}
 	spec := jail.Spec{
@@ -141,6 +147,7 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 		Argv:      runtime.Argv(s.cfg.Interpreter),
 		Env:       runtime.Env(),
 		Workspace: se.dir,
+		HostUID:   se.uid,
 		Limits:    se.limits,
 		Stdout:    se.stdout,
 		Stderr:    se.stderr,
@@ -370,6 +377,10 @@ func (s *Service) dropSession(se *session) {
 	}
 	if se.dir != "" {
 		removeWorkspace(se.dir)
+	}
+	if se.uid != 0 {
+		jail.ReleaseUID(se.uid)
+		se.uid = 0
 	}
 	if se.ended == "" {
 		se.ended = "closed"

@@ -1,0 +1,255 @@
+package jail
+
+import (
+	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// Programs is a minimal root for a sandbox that may run only some programs
+// (Spec.Programs): instead of the host's system directories, the root holds
+// these programs, the files they load, and the symlinks that lead to them,
+// and Landlock lets nothing else execute. Since anything readable could be
+// run through the dynamic loader, nothing else that is a program is there.
+type Programs struct {
+	// Exec are the real paths of the programs that may run, the dynamic
+	// loader among them.
+	Exec []string
+	// Files are read-only paths the programs need (libraries, data); they
+	// may be read but not executed.
+	Files []string
+	// Links are symlinks to recreate, path to target as on the host.
+	Links map[string]string
+	// Names maps each program name asked for to the path it runs as.
+	Names map[string]string
+	// Missing lists the names found nowhere on the search path.
+	Missing []string
+}
+
+// ProgramSearchPath is where ResolvePrograms looks for program names.
+var ProgramSearchPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"}
+
+// ResolvePrograms finds each program name on ProgramSearchPath and gathers
+// what it needs: its ELF interpreter and shared libraries (recursively) and
+// the symlinks on the way. data are extra trees the programs read (a
+// Python's standard library); the ELF files inside them contribute their
+// libraries too, but none of them may be a program.
+func ResolvePrograms(names []string, data []string) (*Programs, error) {
+	r := &resolver{exec: map[string]bool{}, files: map[string]bool{}, links: map[string]string{}, seen: map[string]bool{}}
+	p := &Programs{Names: map[string]string{}}
+	// A merged /usr: /bin, /lib and the like stay the links they are, so
+	// that /bin/sh and the loader's paths work as on the host.
+	for _, d := range hostSystemDirs {
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if _, err := r.path(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, name := range names {
+		if strings.ContainsRune(name, '/') || name == "" {
+			return nil, fmt.Errorf("program %q: give a name, not a path", name)
+		}
+		found := ""
+		for _, dir := range ProgramSearchPath {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				found = filepath.Join(dir, name)
+				break
+			}
+		}
+		if found == "" {
+			p.Missing = append(p.Missing, name)
+			continue
+		}
+		real, err := r.path(found)
+		if err != nil {
+			return nil, err
+		}
+		r.exec[real] = true
+		p.Names[name] = found
+		if err := r.elf(real, true); err != nil {
+			return nil, fmt.Errorf("program %s: %w", name, err)
+		}
+	}
+	for _, d := range data {
+		real, err := r.path(d)
+		if err != nil {
+			return nil, err
+		}
+		r.files[real] = true
+		err = filepath.WalkDir(real, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() || !strings.Contains(e.Name(), ".so") {
+				return nil
+			}
+			return r.elf(p, false)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for f := range r.exec {
+		delete(r.files, f)
+		p.Exec = append(p.Exec, f)
+	}
+	for f := range r.files {
+		p.Files = append(p.Files, f)
+	}
+	sort.Strings(p.Exec)
+	sort.Strings(p.Files)
+	p.Links = r.links
+	return p, nil
+}
+
+type resolver struct {
+	exec, files map[string]bool
+	links       map[string]string
+	seen        map[string]bool
+	dirs        []string
+}
+
+// path returns the real path of p, recording every symlink on the way.
+func (r *resolver) path(p string) (string, error) {
+	for range 40 {
+		parts := strings.Split(filepath.Clean(p), "/")
+		cur := "/"
+		resolved := true
+		for i, part := range parts {
+			if part == "" {
+				continue
+			}
+			next := filepath.Join(cur, part)
+			fi, err := os.Lstat(next)
+			if err != nil {
+				return "", err
+			}
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				target, err := os.Readlink(next)
+				if err != nil {
+					return "", err
+				}
+				r.links[next] = target
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(cur, target)
+				}
+				p = filepath.Join(append([]string{target}, parts[i+1:]...)...)
+				resolved = false
+				break
+			}
+			cur = next
+		}
+		if resolved {
+			return cur, nil
+		}
+	}
+	return "", fmt.Errorf("%s: too many symlinks", p)
+}
+
+// elf adds the interpreter and the libraries of the ELF file at real.
+// A file that is not ELF is data: fine unless it was to be a program
+// (a script's interpreter would be needed too, and is not followed).
+func (r *resolver) elf(real string, program bool) error {
+	if r.seen[real] {
+		return nil
+	}
+	r.seen[real] = true
+	f, err := elf.Open(real)
+	if err != nil {
+		var fe *elf.FormatError
+		if program && errors.As(err, &fe) {
+			return fmt.Errorf("%s is not an ELF program (scripts are not supported)", real)
+		}
+		if errors.As(err, &fe) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	if !program && f.Type == elf.ET_EXEC {
+		return fmt.Errorf("%s is a program inside a data tree; it could be run through the loader", real)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			b := make([]byte, prog.Filesz)
+			if _, err := prog.ReadAt(b, 0); err != nil {
+				return err
+			}
+			interp, err := r.path(strings.TrimRight(string(b), "\x00"))
+			if err != nil {
+				return fmt.Errorf("interpreter of %s: %w", real, err)
+			}
+			r.exec[interp] = true
+		}
+	}
+	needed, err := f.ImportedLibraries()
+	if err != nil {
+		return err
+	}
+	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	rpath, _ := f.DynString(elf.DT_RPATH)
+	for _, lib := range needed {
+		found := ""
+		for _, dir := range r.searchDirs(real, append(rpath, runpath...)) {
+			if _, err := os.Stat(filepath.Join(dir, lib)); err == nil {
+				found = filepath.Join(dir, lib)
+				break
+			}
+		}
+		if found == "" {
+			return fmt.Errorf("%s needs %s, found in no library directory", real, lib)
+		}
+		libReal, err := r.path(found)
+		if err != nil {
+			return err
+		}
+		r.files[libReal] = true
+		if err := r.elf(libReal, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// searchDirs are the library directories, in the dynamic loader's order
+// for this file: its run paths, then the system's.
+func (r *resolver) searchDirs(file string, paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		for _, d := range strings.Split(p, ":") {
+			out = append(out, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(file)))
+		}
+	}
+	if r.dirs == nil {
+		r.dirs = systemLibDirs()
+	}
+	return append(out, r.dirs...)
+}
+
+func systemLibDirs() []string {
+	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu"}[runtime.GOARCH]
+	dirs := []string{"/usr/local/lib"}
+	confs, _ := filepath.Glob("/etc/ld.so.conf.d/*.conf")
+	for _, c := range confs {
+		f, err := os.Open(c)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "/") {
+				dirs = append(dirs, line)
+			}
+		}
+		f.Close()
+	}
+	if triplet != "" {
+		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
+	}
+	return append(dirs, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+}

@@ -1,0 +1,317 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// EventCommand is the event kind of run_command.
+const EventCommand = "command"
+
+// CommandRequest asks to run a command line under /bin/sh -c.
+type CommandRequest struct {
+	Command string
+	// WorkingDir is relative to the workspace ("" is its root).
+	WorkingDir string
+	// Env adds variables (not loader or interpreter ones).
+	Env map[string]string
+	// Timeout is the wall-clock limit (0: the default).
+	Timeout time.Duration
+	// SessionID runs the command in that session's workspace; empty runs
+	// it in a fresh, empty one.
+	SessionID string
+	Owner     string
+	OnOutput  func(stream, line string)
+}
+
+// CommandResult is run_command's result: the seed's fields, and those of an
+// execution's result that apply.
+type CommandResult struct {
+	Success       bool        `json:"success"`
+	ExecutionID   string      `json:"execution_id"`
+	ExitCode      int         `json:"exit_code"`
+	Stdout        string      `json:"stdout"`
+	Stderr        string      `json:"stderr"`
+	ExecutionTime float64     `json:"execution_time"`
+	TimedOut      bool        `json:"timed_out"`
+	Error         *string     `json:"error"`
+	OOMKilled     bool        `json:"oom_killed"`
+	Truncated     bool        `json:"truncated"`
+	Limit         *string     `json:"limit"`
+	Resources     Resources   `json:"resources"`
+	Backend       string      `json:"backend"`
+	Isolation     jail.Layers `json:"isolation"`
+}
+
+// commandSet is the resolved minimal root of the command jail, computed
+// once: it depends only on the operator's list.
+type commandSet struct {
+	once     sync.Once
+	programs *jail.Programs
+	err      error
+}
+
+// dataFor are files some programs read besides their libraries.
+var dataFor = map[string][]string{
+	"file": {"/usr/lib/file/magic.mgc", "/usr/share/misc/magic.mgc", "/etc/magic"},
+}
+
+func (s *Service) commandPrograms() (*jail.Programs, error) {
+	s.commands.once.Do(func() {
+		names := append([]string{"sh"}, s.cfg.AllowedCommands...)
+		var data []string
+		for _, n := range names {
+			data = append(data, dataFor[n]...)
+		}
+		if dir := pythonStdlib(s.cfg.AllowedCommands); dir != "" {
+			data = append(data, dir)
+		}
+		if _, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil {
+			data = append(data, "/usr/lib/locale/C.utf8")
+		}
+		var present []string
+		for _, d := range data {
+			if _, err := os.Stat(d); err == nil {
+				present = append(present, d)
+			}
+		}
+		s.commands.programs, s.commands.err = jail.ResolvePrograms(names, present)
+	})
+	return s.commands.programs, s.commands.err
+}
+
+// pythonStdlib is the standard library of an allowed python3.
+func pythonStdlib(commands []string) string {
+	for _, c := range commands {
+		if c != "python3" && !strings.HasPrefix(c, "python3.") {
+			continue
+		}
+		for _, dir := range jail.ProgramSearchPath {
+			real, err := filepath.EvalSymlinks(filepath.Join(dir, c))
+			if err == nil {
+				lib := "/usr/lib/" + filepath.Base(real) // /usr/bin/python3.11 -> /usr/lib/python3.11
+				if _, err := os.Stat(lib); err == nil {
+					return lib
+				}
+			}
+		}
+	}
+	return ""
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkCommand validates a request before anything starts.
+func (s *Service) checkCommand(req CommandRequest) (time.Duration, []string, string, error) {
+	bad := func(format string, args ...any) (time.Duration, []string, string, error) {
+		return 0, nil, "", fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return bad("command is empty")
+	}
+	if int64(len(req.Command)) > s.cfg.MaxCodeSize {
+		return bad("command is %d bytes, the limit is %d", len(req.Command), s.cfg.MaxCodeSize)
+	}
+	if !utf8.ValidString(req.Command) || strings.ContainsRune(req.Command, 0) {
+		return bad("command must be UTF-8 text without NUL bytes")
+	}
+	timeout := req.Timeout
+	if timeout < 0 || timeout > s.cfg.MaxCommandTime {
+		return bad("timeout %s is out of range (at most %s, SANDBOX_MAX_COMMAND_TIMEOUT)", timeout, s.cfg.MaxCommandTime)
+	}
+	if timeout == 0 {
+		timeout = s.cfg.CommandTimeout
+	}
+	dir := jail.WorkspaceDir
+	if req.WorkingDir != "" && req.WorkingDir != "/" && req.WorkingDir != "." {
+		rel, err := workspacePath(req.WorkingDir)
+		if err != nil {
+			return bad("working_dir %q must be a directory inside the workspace", req.WorkingDir)
+		}
+		dir = jail.WorkspaceDir + "/" + rel
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + jail.WorkspaceDir, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp"}
+	keys := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > 64 {
+		return bad("at most 64 environment variables")
+	}
+	for _, k := range keys {
+		v := req.Env[k]
+		switch {
+		case !envName.MatchString(k):
+			return bad("environment variable name %q is not valid", k)
+		case strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "PYTHON"):
+			return bad("environment variable %s is not allowed (loader and interpreter variables, LD_* and PYTHON*, are refused)", k)
+		case strings.ContainsRune(v, 0) || !utf8.ValidString(v) || len(v) > 32<<10:
+			return bad("environment variable %s: the value must be UTF-8 text without NUL, at most 32 KiB", k)
+		}
+		env = append(env, k+"="+v)
+	}
+	return timeout, env, dir, nil
+}
+
+// RunCommand runs a command line in the command jail: the same namespaces,
+// limits, seccomp and teardown as a Python run, on a root that holds only
+// the allowed programs (the kernel refuses to execute anything else).
+func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
+	start := time.Now()
+	release, err := s.admit(ctx, true)
+	if err != nil {
+		s.emitFailure(ctx, EventCommand, "", "", req.Command, err, start)
+		return nil, err
+	}
+	defer release()
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	res, err := s.runCommand(ctx, req)
+	if err != nil {
+		s.emitFailure(ctx, EventCommand, "", "", req.Command, err, start)
+		return nil, err
+	}
+	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Code: req.Command, Duration: time.Since(start), Outcome: "success"}
+	switch {
+	case res.Limit != nil:
+		ev.Outcome, ev.Limit = *res.Limit, *res.Limit
+	case !res.Success:
+		ev.Outcome = "error"
+	}
+	if res.Error != nil {
+		ev.Detail = *res.Error
+		if m := notAllowed.FindStringSubmatch(*res.Error); m != nil {
+			ev.SecurityEvents = []string{"command_denied:" + m[1]}
+		}
+	}
+	if req.SessionID != "" {
+		ev.Action = "session:" + req.SessionID
+	}
+	s.emit(ctx, ev)
+	return res, nil
+}
+
+func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
+	timeout, env, dir, err := s.checkCommand(req)
+	if err != nil {
+		return nil, err
+	}
+	programs, err := s.commandPrograms()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
+	}
+	var stdout, stderr bytes.Buffer
+	spec := jail.Spec{
+		ID: jail.NewID(),
+		// The working directory is entered by the shell, so that a
+		// missing one is the shell's ordinary error.
+		Argv:     []string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec /bin/sh -c "$1"`, "sh", dir, req.Command},
+		Env:      env,
+		Programs: programs,
+		Limits: jail.Limits{
+			Timeout: timeout, CPUTime: timeout, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
+			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
+			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
+		},
+		Stdout: newLineTee(&stdout, "stdout", req.OnOutput),
+		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
+	}
+	if req.SessionID != "" {
+		se, err := s.session(req.SessionID, req.Owner)
+		if err != nil {
+			return nil, err
+		}
+		// One request at a time per session, as for its interpreter.
+		se.mu.Lock()
+		defer se.mu.Unlock()
+		if se.dir == "" {
+			return nil, fmt.Errorf("%w: session %s has no workspace", ErrSessionEnded, se.id)
+		}
+		spec.Workspace, spec.HostUID = se.dir, se.uid
+		se.used = time.Now()
+	}
+	select {
+	case s.coldSlots <- struct{}{}:
+	case <-time.After(s.cfg.QueueTimeout):
+		return nil, fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.coldSlots }()
+	sb, err := jail.Start(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	_ = sb.Channel().Close() // a command has no use for the harness channel
+	exit := sb.Wait()
+	r := &CommandResult{
+		ExecutionID: sb.ID(), ExitCode: exit.ExitCode,
+		Stdout:        strings.ToValidUTF8(stdout.String(), "\uFFFD"),
+		Stderr:        strings.ToValidUTF8(stderr.String(), "\uFFFD"),
+		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
+		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
+		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
+		Backend:   "native", Isolation: sb.Layers(),
+	}
+	if exit.Limit != jail.LimitNone {
+		name := string(exit.Limit)
+		r.Limit = &name
+		msg := limitError(exit.Limit, spec.Limits.WithDefaults()).Message
+		r.Error = &msg
+	} else if msg := commandError(r, s.cfg.AllowedCommands); msg != "" {
+		r.Error = &msg
+	}
+	r.Success = exit.Limit == jail.LimitNone && r.ExitCode == 0
+	return r, nil
+}
+
+var (
+	shNotFound  = regexp.MustCompile(`(?m)^(?:/bin/)?sh: \d+: (?:exec: )?([^:\n]+): (?:not found|Permission denied)$`)
+	notAllowed  = regexp.MustCompile(`^program "([^"]+)" is not allowed`)
+	cannotEnter = regexp.MustCompile(`(?m)^(?:/bin/)?sh: \d+: cd: can't cd to (.*)$`)
+)
+
+// commandError explains a failure the shell reported: a program that is
+// not there to run (not allowed), or a working directory that is missing.
+func commandError(r *CommandResult, allowed []string) string {
+	if r.ExitCode == 127 || r.ExitCode == 126 {
+		if m := shNotFound.FindStringSubmatch(r.Stderr); m != nil {
+			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", m[1], strings.Join(allowed, " "))
+		}
+	}
+	if r.ExitCode == 2 {
+		if m := cannotEnter.FindStringSubmatch(r.Stderr); m != nil {
+			return "working_dir does not exist: " + strings.TrimPrefix(m[1], jail.WorkspaceDir+"/")
+		}
+	}
+	if r.ExitCode != 0 {
+		return fmt.Sprintf("the command exited with status %d", r.ExitCode)
+	}
+	return ""
+}
+
+// CommandsInfo lists what run_command may run on this host.
+func (s *Service) CommandsInfo() (allowed, missing []string) {
+	p, err := s.commandPrograms()
+	if err != nil || p == nil {
+		return s.cfg.AllowedCommands, nil
+	}
+	for _, c := range s.cfg.AllowedCommands {
+		if _, ok := p.Names[c]; ok {
+			allowed = append(allowed, c)
+		}
+	}
+	return allowed, p.Missing
+}
