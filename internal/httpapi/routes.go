@@ -16,6 +16,7 @@ func (s *Server) routes() {
 	s.infoRoutes()
 	s.sessionRoutes()
 	s.commandRoutes()
+	s.packageRoutes()
 }
 
 // ValidateInput is POST /validate.

@@ -20,9 +20,12 @@ type sandboxFiles struct {
 	workspace            *os.File // detached mount of the host workspace, or nil
 	workspacePath        string   // the workspace, when the init must open it
 	forward, initForward *os.File // connections passed out of the sandbox
+	// binds are detached mounts of Spec.Binds' host paths (nil where the
+	// init must open the path itself, rootless).
+	binds []*os.File
 }
 
-func newSandboxFiles(workspace string, forward, seqpacket bool) (f *sandboxFiles, err error) {
+func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket bool) (f *sandboxFiles, err error) {
 	f = &sandboxFiles{}
 	defer func() {
 		if err != nil {
@@ -75,7 +78,32 @@ func newSandboxFiles(workspace string, forward, seqpacket bool) (f *sandboxFiles
 			return f, fmt.Errorf("jail: clone workspace mount: %w", err)
 		}
 	}
+	for _, b := range binds {
+		tree, err := cloneMount(b.Host)
+		if err != nil {
+			return f, err
+		}
+		f.binds = append(f.binds, tree)
+	}
 	return f, nil
+}
+
+// cloneMount returns a detached clone of the mount at path, made in the
+// host's mount namespace (nil, rootless: the init then opens the path).
+func cloneMount(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("jail: open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(tree), path), nil
+	case errors.Is(err, unix.EPERM):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("jail: clone mount %s: %w", path, err)
 }
 
 func socketPair(name string) (parent, child *os.File, err error) {
@@ -100,6 +128,7 @@ func closeAll(files ...*os.File) {
 
 func (f *sandboxFiles) closeChildEnds() {
 	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace, f.initForward)
+	closeAll(f.binds...)
 }
 
 // closeParentEnds closes what the supervisor keeps, except the channel,

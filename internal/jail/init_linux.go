@@ -24,6 +24,7 @@ const (
 	fdChannel   = 4 // becomes ChannelFD in the program
 	fdExe       = 5 // the codecage binary, executed through /proc/self/fd
 	fdWorkspace = 6 // detached mount of the host workspace, when there is one
+	fdBinds     = 8 // detached mounts of Spec.Binds, one each, from here on
 )
 
 // initConfig is what the supervisor tells the init to build.
@@ -37,6 +38,10 @@ type initConfig struct {
 	WorkspacePath  string
 	ReadOnlyBinds  []string
 	Programs       *Programs
+	Binds          []Bind
+	// BindMounts[i]: Binds[i] is a detached mount at fdBinds+i (else the
+	// init opens Binds[i].Host itself).
+	BindMounts []bool
 	TmpBytes       int64
 	WorkspaceBytes int64
 	Rlimits        []rlimit

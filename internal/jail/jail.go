@@ -111,6 +111,8 @@ type Spec struct {
 	Workspace string
 	// ReadOnlyBinds are extra host paths mounted read-only at the same path.
 	ReadOnlyBinds []string
+	// Binds are host paths mounted read-only elsewhere in the sandbox.
+	Binds []Bind
 	// HostUID, when not zero, is the host uid the sandbox runs as (from
 	// ReserveUID), instead of one of its own; ignored rootless.
 	HostUID int
@@ -134,6 +136,11 @@ type Spec struct {
 	// SeqPacketChannel makes the channel a SOCK_SEQPACKET socket, which keeps
 	// message boundaries (and descriptors passed with them).
 	SeqPacketChannel bool
+}
+
+// Bind mounts the host path Host read-only at Path inside the sandbox.
+type Bind struct {
+	Host, Path string
 }
 
 // Forward hands TCP connections made inside the sandbox to 127.0.0.1:Port

@@ -106,6 +106,9 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, p := range cfg.ReadOnlyBinds {
 		rules = append(rules, landlockRule{p, readExec})
 	}
+	for _, b := range cfg.Binds {
+		rules = append(rules, landlockRule{b.Path, readExec})
+	}
 	return rules
 }
 

@@ -55,6 +55,21 @@ func buildRoot(cfg *initConfig) error {
 		defer unix.Close(fd)
 		wsFD = fd
 	}
+	// Bind sources the init opens itself (rootless) may live under the
+	// host's /tmp, which the root tmpfs is about to hide: open them now.
+	bindFDs := make([]int, len(cfg.Binds))
+	for i, b := range cfg.Binds {
+		if i < len(cfg.BindMounts) && cfg.BindMounts[i] {
+			bindFDs[i] = -1
+			continue
+		}
+		fd, err := unix.Open(b.Host, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", b.Host, err)
+		}
+		defer unix.Close(fd)
+		bindFDs[i] = fd
+	}
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
@@ -79,6 +94,11 @@ func buildRoot(cfg *initConfig) error {
 	for _, p := range cfg.ReadOnlyBinds {
 		if err := bindReadOnly(p, newRoot+p); err != nil {
 			return err
+		}
+	}
+	for i, b := range cfg.Binds {
+		if err := attachBind(bindFDs[i], fdBinds+i, newRoot+b.Path); err != nil {
+			return fmt.Errorf("bind %s: %w", b.Host, err)
 		}
 	}
 	tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
@@ -114,6 +134,22 @@ func buildRoot(cfg *initConfig) error {
 		return fmt.Errorf("remount / read-only: %w", err)
 	}
 	return nil
+}
+
+// attachBind mounts one of Spec.Binds read-only at dst: the detached mount
+// at treeFD, or (rootless) the directory the init opened, at openFD.
+func attachBind(openFD, treeFD int, dst string) error {
+	if openFD >= 0 {
+		return bindReadOnly(fmt.Sprintf("/proc/self/fd/%d", openFD), dst)
+	}
+	if err := makeMountPoint(dst, true); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(treeFD, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return err
+	}
+	_ = unix.Close(treeFD)
+	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: roFlags})
 }
 
 // placePrograms builds a minimal root: the symlinks that lead to the

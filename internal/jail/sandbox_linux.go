@@ -83,7 +83,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if spec.Nested && host.Cgroup.version == 0 {
 		return nil, fmt.Errorf("%w: nested sandboxes need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
 	}
-	fds, err := newSandboxFiles(spec.Workspace, spec.Forward != nil, spec.SeqPacketChannel)
+	fds, err := newSandboxFiles(spec.Workspace, spec.Binds, spec.Forward != nil, spec.SeqPacketChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +162,8 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		WorkspacePath:  fds.workspacePath,
 		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
 		Programs:       s.spec.Programs,
+		Binds:          s.spec.Binds,
+		BindMounts:     bindMounts(fds.binds),
 		TmpBytes:       s.spec.Limits.TmpBytes,
 		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,
 		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
@@ -407,10 +409,9 @@ func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
 	attr.Pdeathsig = syscall.SIGKILL
 	attr.Setsid = true
 	// Positions are the init's descriptor numbers from 3 on; nil closes one.
-	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace}
-	if fds.initForward != nil {
-		files = append(files, fds.initForward)
-	}
+	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace, fds.initForward}
+	// From fdBinds on, one per Spec.Binds entry (nil: the init opens it).
+	files = append(files, fds.binds...)
 	cmd := &exec.Cmd{
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
 		Args:        []string{"codecage-init", initArg},
@@ -487,4 +488,13 @@ func forwardPort(f *Forward) int {
 		return 0
 	}
 	return f.Port
+}
+
+// bindMounts says which Spec.Binds entries come as detached mounts.
+func bindMounts(files []*os.File) []bool {
+	out := make([]bool, len(files))
+	for i, f := range files {
+		out[i] = f != nil
+	}
+	return out
 }

@@ -75,6 +75,17 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, t.runCommand)
 
+	source := c.PipIndexURL
+	if c.PipFindLinks != "" {
+		source = "the operator's wheelhouse"
+	}
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "pip_install",
+		Title: "Install a Python package into a session",
+		Description: fmt.Sprintf("Installs a package (wheels only; dependencies included) from %s into a session's own package directory: that session's later execute_code calls can import it, other sessions cannot. Blocked names are refused; names that look like a popular package's typo come with a warning. Returns the installed version, or why it failed (not_found, no_wheel, too_large, conflict, blocked, timeout).", source),
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(c.PipFindLinks == "")},
+	}, t.pipInstall)
+
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "get_sandbox_info",
 		Title:       "Sandbox capabilities and limits",
@@ -257,6 +268,24 @@ func summary(r *sandbox.Result) string {
 		b.WriteString("[no output]\n")
 	}
 	return b.String()
+}
+
+// InstallInput are pip_install's arguments (shared with POST /pip_install).
+type InstallInput = sandbox.InstallParams
+
+func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *sandbox.InstallResult, error) {
+	res, err := t.svc.PipInstall(caller(ctx, req), in.Request(owner(req)))
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	text := res.Message
+	for _, w := range res.Warnings {
+		text += "\nwarning: " + w
+	}
+	if !res.Success && res.Log != "" {
+		text += "\n[pip log]\n" + res.Log
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: !res.Success}, res, nil
 }
 
 // CommandInput are run_command's arguments (shared with POST /commands).

@@ -109,7 +109,7 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 		if ran && ev.Outcome != "success" {
 			m.errors.WithLabelValues("command_" + ev.Outcome).Inc()
 		}
-	case "install":
+	case sandbox.EventInstall:
 		m.installs.WithLabelValues(ev.Outcome).Inc()
 	}
 	if ev.Limit != "" {

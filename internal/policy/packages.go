@@ -160,7 +160,7 @@ func checkInjection(what, value, want string) error {
 		return badArg(what, value, "contains \"@\": direct references (name @ url) are not accepted", want)
 	case strings.Contains(value, ";"):
 		return badArg(what, value, "contains \";\": environment markers are not accepted", want)
-	case strings.ContainsAny(value, `/\`) || strings.HasPrefix(value, ".") || strings.HasPrefix(value, "~"):
+	case strings.ContainsAny(value, `/\`) || strings.HasPrefix(value, "."):
 		return badArg(what, value, "is a path: only projects on the configured index can be installed", want)
 	}
 	return nil
@@ -229,7 +229,7 @@ func parseVersionArg(version string) (string, error) {
 		return "", badArg(what, version, fmt.Sprintf("is longer than %d characters", maxVersionArg), wantVersion)
 	}
 	// A bare version pins it.
-	if !strings.ContainsAny(version, "=<>!~,") {
+	if !strings.Contains(version, ",") && !strings.ContainsAny(version[:1], "=<>!~") {
 		if strings.Contains(version, " ") {
 			return "", badArg(what, version, "contains whitespace", wantVersion)
 		}
@@ -262,6 +262,9 @@ func parseClause(c string) (string, string) {
 			op = o
 			break
 		}
+	}
+	if op == "" && strings.ContainsAny(c[:1], "=<>!~") {
+		return "", fmt.Sprintf("has an unknown operator in %s", quoteArg(c))
 	}
 	if op == "" {
 		return "", fmt.Sprintf("has a specifier %s without an operator", quoteArg(c))

@@ -99,10 +99,13 @@ def _site_paths(os):
     import _sitebuiltins
 
     v = "python%d.%d" % sys.version_info[:2]
+    # A session's own packages (pip_install) come first, then the
+    # operator's layer (codecage packages install), then the system's.
+    dirs = ["/opt/codecage/site", "/opt/codecage/packages"]
     if sys.prefix == "/usr":  # Debian's layout
-        dirs = ["/usr/local/lib/%s/dist-packages" % v, "/usr/lib/python3/dist-packages", "/usr/lib/%s/dist-packages" % v]
+        dirs += ["/usr/local/lib/%s/dist-packages" % v, "/usr/lib/python3/dist-packages", "/usr/lib/%s/dist-packages" % v]
     else:
-        dirs = [os.path.join(sys.prefix, "lib", v, "site-packages")]
+        dirs += [os.path.join(sys.prefix, "lib", v, "site-packages")]
     for d in dirs:
         if d not in sys.path and os.path.isdir(d):
             sys.path.append(d)

@@ -45,6 +45,13 @@ func Argv(interpreter string) []string {
 	return []string{interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", harnessSource}
 }
 
+// Package directories the harness puts on sys.path when they exist: a
+// session's own packages (pip_install), then the operator's layer.
+const (
+	SiteDir     = "/opt/codecage/site"
+	PackagesDir = "/opt/codecage/packages"
+)
+
 // Env is the complete environment of the harness.
 func Env() []string {
 	return []string{

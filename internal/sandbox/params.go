@@ -70,6 +70,18 @@ func (p CommandParams) Request(owner string) (CommandRequest, error) {
 		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner}, nil
 }
 
+// InstallParams are the arguments of pip_install and POST /pip_install.
+type InstallParams struct {
+	Package   string `json:"package" jsonschema:"The package's name on the index, such as requests or requests[socks]." doc:"The package's name on the index, such as requests or requests[socks]."`
+	Version   string `json:"version,omitempty" jsonschema:"latest (default), a version such as 2.31.0, or a specifier such as >=2,<3." doc:"latest (default), a version such as 2.31.0, or a specifier such as >=2,<3."`
+	SessionID string `json:"session_id" jsonschema:"The session to install into (from create_session): its later runs can import the package; other sessions cannot." doc:"The session to install into (from POST /sessions): its later runs can import the package; other sessions cannot."`
+}
+
+// Request turns the parameters into an InstallRequest.
+func (p InstallParams) Request(owner string) InstallRequest {
+	return InstallRequest{Package: p.Package, Version: p.Version, SessionID: p.SessionID, Owner: owner}
+}
+
 // ValidateParams are the arguments of validate_code and POST /validate.
 type ValidateParams struct {
 	Code           string   `json:"code" jsonschema:"Python 3 source to check." doc:"Python 3 source to check."`

@@ -59,6 +59,7 @@ type session struct {
 	imports policy.ImportPolicy
 	limits  jail.Limits
 	dir     string // host directory of the workspace
+	site    string // host directory of its installed packages
 	uid     int    // host uid of its sandboxes (0: each its own, rootless)
 	created time.Time
 	used    time.Time
@@ -135,6 +136,11 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 		}
 		se.dir = dir
+		site, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
+		if err != nil {
+			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
+		}
+		se.site = site
 		if os.Geteuid() == 0 {
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
@@ -147,6 +153,7 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 		Argv:      runtime.Argv(s.cfg.Interpreter),
 		Env:       runtime.Env(),
 		Workspace: se.dir,
+		Binds:     []jail.Bind{{Host: se.site, Path: runtime.SiteDir}},
 		HostUID:   se.uid,
 		Limits:    se.limits,
 		Stdout:    se.stdout,
@@ -163,6 +170,7 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 	}
 	// The workspace belongs to the sandbox's host uid, so the code can write
 	// there; the service reaches it as root through os.Root.
+	_ = os.Chown(se.site, sb.HostUID(), sb.HostUID()) // pip_install writes there as the session
 	if err := os.Chown(se.dir, sb.HostUID(), sb.HostUID()); err != nil && !os.IsPermission(err) {
 		sb.Kill(jail.LimitNone)
 		sb.Wait()
@@ -377,6 +385,9 @@ func (s *Service) dropSession(se *session) {
 	}
 	if se.dir != "" {
 		removeWorkspace(se.dir)
+	}
+	if se.site != "" {
+		removeWorkspace(se.site)
 	}
 	if se.uid != 0 {
 		jail.ReleaseUID(se.uid)
