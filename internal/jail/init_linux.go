@@ -35,13 +35,13 @@ type initConfig struct {
 	// HasWorkspace: a detached mount of the workspace is at fdWorkspace.
 	HasWorkspace bool
 	// WorkspacePath: the init opens the workspace itself (rootless).
-	WorkspacePath  string
-	ReadOnlyBinds  []string
-	Programs       *Programs
-	Binds          []Bind
+	WorkspacePath string
+	ReadOnlyBinds []string
+	Programs      *Programs
+	Binds         []Bind
 	// BindMounts[i]: Binds[i] is a detached mount at fdBinds+i (else the
 	// init opens Binds[i].Host itself).
-	BindMounts []bool
+	BindMounts     []bool
 	TmpBytes       int64
 	WorkspaceBytes int64
 	Rlimits        []rlimit

@@ -80,8 +80,8 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 		source = "the operator's wheelhouse"
 	}
 	mcp.AddTool(s, &mcp.Tool{
-		Name:  "pip_install",
-		Title: "Install a Python package into a session",
+		Name:        "pip_install",
+		Title:       "Install a Python package into a session",
 		Description: fmt.Sprintf("Installs a package (wheels only; dependencies included) from %s into a session's own package directory: that session's later execute_code calls can import it, other sessions cannot. Blocked names are refused; names that look like a popular package's typo come with a warning. Returns the installed version, or why it failed (not_found, no_wheel, too_large, conflict, blocked, timeout).", source),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(c.PipFindLinks == "")},
 	}, t.pipInstall)
