@@ -28,6 +28,7 @@ Usage:
   codecage doctor                   report the isolation layers of this host
   codecage bench [--json] [--quick] measure latency, throughput, HumanEval and memory
   codecage openapi                  print the REST API's OpenAPI 3.1 document
+  codecage packages install|list    the operator's package layer, importable in every sandbox
   codecage audit list|show|stats    read the audit log
   codecage help                     show this help
 
@@ -55,6 +56,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validateCmd(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		return doctorCmd(args[1:], stdout, stderr)
+	case "packages":
+		return packagesCmd(args[1:], stdout, stderr)
 	case "openapi":
 		return openapiCmd(args[1:], stdout, stderr)
 	case "bench":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/pipfixture"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -255,5 +256,48 @@ func TestAuditRowsForEachKind(t *testing.T) {
 	// The request log names the execution.
 	if !strings.Contains(ts.log.String(), `"execution_id"`) || !strings.Contains(ts.log.String(), `"key":"alice"`) {
 		t.Errorf("request log lacks the execution id or key:\n%s", ts.log.String())
+	}
+}
+
+func TestPipInstallREST(t *testing.T) {
+	wh := t.TempDir()
+	if _, err := pipfixture.Wheel(wh, "restlib", "0.9", pipfixture.WheelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, twoKeys, func(c *policy.Config) { c.PipFindLinks = wh })
+	var se struct {
+		ID string `json:"session_id"`
+	}
+	ts.call(t, "POST", "/sessions", aliceKey, map[string]any{}, &se)
+	var res struct {
+		Success          bool    `json:"success"`
+		Message          string  `json:"message"`
+		InstalledVersion *string `json:"installed_version"`
+		InstallationTime float64 `json:"installation_time"`
+		Error            *string `json:"error"`
+	}
+	if resp := ts.call(t, "POST", "/pip_install", aliceKey, map[string]any{"package": "restlib", "session_id": se.ID}, &res); resp.StatusCode != 200 || !res.Success || res.InstalledVersion == nil || *res.InstalledVersion != "0.9" {
+		t.Fatalf("%d %+v", resp.StatusCode, res)
+	}
+	var r result
+	ts.call(t, "POST", "/sessions/"+se.ID+"/execute", aliceKey, map[string]any{"code": "import restlib; restlib.VALUE"}, &r)
+	if string(r.Result) != `"restlib 0.9"` {
+		t.Fatalf("import: %+v", r)
+	}
+	res.Error = nil
+	ts.call(t, "POST", "/pip_install", aliceKey, map[string]any{"package": "absentlib", "session_id": se.ID}, &res)
+	if res.Success || res.Error == nil || *res.Error != "not_found" {
+		t.Fatalf("absent: %+v", res)
+	}
+	wantProblem(t, ts.call(t, "POST", "/pip_install", aliceKey, map[string]any{"package": "--pre", "session_id": se.ID}, nil), 400, "invalid_request")
+	wantProblem(t, ts.call(t, "POST", "/pip_install", bobKey, map[string]any{"package": "restlib", "session_id": se.ID}, nil), 404, "session_not_found")
+	installs := 0
+	for _, ev := range ts.events(t) {
+		if ev.Kind == "install" {
+			installs++
+		}
+	}
+	if installs < 3 {
+		t.Fatalf("%d install rows in the audit log", installs)
 	}
 }

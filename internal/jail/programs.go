@@ -33,6 +33,10 @@ type Programs struct {
 	Missing []string
 }
 
+// hostSystemDirs are bound read-only when they are real directories on the
+// host; a symlink (merged /usr) is recreated as the same symlink instead.
+var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
 // ProgramSearchPath is where ResolvePrograms looks for program names.
 var ProgramSearchPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"}
 

@@ -14,9 +14,6 @@ import (
 // in the init's private mount namespace, so the host never sees it.
 const newRoot = "/tmp"
 
-// hostSystemDirs are bound read-only when they are real directories on the
-// host; a symlink (merged /usr) is recreated as the same symlink instead.
-var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // hostEtcFiles are copied (not bound) into the generated /etc.
 var hostEtcFiles = []string{"/etc/ld.so.cache"}

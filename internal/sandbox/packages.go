@@ -116,6 +116,24 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 	if err != nil {
 		return nil, err
 	}
+	// One request at a time per session, as for its interpreter.
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.site == "" {
+		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.id)
+	}
+	res, err := s.installInto(ctx, se, r, start)
+	if res != nil {
+		if similar, ok := policy.Typosquat(r.Normalized); ok {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("typosquat: %q looks like the popular package %q; check that this is the package you mean", r.Name, similar))
+		}
+	}
+	return res, err
+}
+
+// installInto runs pip for r into se's package directory (se.mu held, or
+// se private) and reads what it installed.
+func (s *Service) installInto(ctx context.Context, se *session, r policy.Requirement, start time.Time) (*InstallResult, error) {
 	res := &InstallResult{Package: r.Name, Warnings: []string{}, Installed: []InstalledPackage{}}
 	fail := func(kind, msg string) (*InstallResult, error) {
 		res.Error, res.Message = &kind, msg
@@ -125,16 +143,8 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 	if err := policy.CheckBlocked(r, s.cfg.BlockedPackages); err != nil {
 		return fail(InstallBlocked, strings.TrimPrefix(err.Error(), policy.ErrBadPackage.Error()+": "))
 	}
-	if similar, ok := policy.Typosquat(r.Normalized); ok {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("typosquat: %q looks like the popular package %q; check that this is the package you mean", r.Name, similar))
-	}
 	if kind, msg := s.precheck(ctx, r); kind != "" {
 		return fail(kind, msg)
-	}
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	if se.site == "" {
-		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.id)
 	}
 	before := installedPackages(se.site)
 	log, exit, id, err := s.runPip(ctx, se, r)
@@ -195,7 +205,11 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 	if res.InstalledVersion != nil {
 		version = *res.InstalledVersion
 	}
-	res.Message = fmt.Sprintf("installed %s %s into session %s", r.Name, version, se.id)
+	where := "session " + se.id
+	if se.id == layerID {
+		where = "the operator's package layer (every sandbox started from now on)"
+	}
+	res.Message = fmt.Sprintf("installed %s %s into %s", r.Name, version, where)
 	if len(added) > 1 {
 		res.Message += fmt.Sprintf(" (with %d dependencies)", len(added)-1)
 	}

@@ -41,6 +41,8 @@ type Service struct {
 	observer Observer
 	drain    drain
 	commands commandSet // the command jail's programs
+	layerBinds   []jail.Bind // the operator's package layer, when it has packages
+	layerModules []string
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -56,6 +58,7 @@ func New(cfg policy.Config) (*Service, error) {
 	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes),
 		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
 	s.drain.init()
+	s.loadLayer()
 	s.startPools()
 	go s.reaper(s.stop)
 	return s, nil
@@ -127,6 +130,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	imports = s.withLayer(imports)
 	limits, err := s.limits(req, imports)
 	if err != nil {
 		return nil, "", err
@@ -139,6 +143,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		Limits: limits,
 		Stdout: newLineTee(&stdout, "stdout", req.OnOutput),
 		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
+		Binds:  s.layerBinds,
 	}
 	if imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)

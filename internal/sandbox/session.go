@@ -105,6 +105,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	imports = s.withLayer(imports)
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 		Argv:      runtime.Argv(s.cfg.Interpreter),
 		Env:       runtime.Env(),
 		Workspace: se.dir,
-		Binds:     []jail.Bind{{Host: se.site, Path: runtime.SiteDir}},
+		Binds:     append([]jail.Bind{{Host: se.site, Path: runtime.SiteDir}}, s.layerBinds...),
 		HostUID:   se.uid,
 		Limits:    se.limits,
 		Stdout:    se.stdout,

@@ -55,6 +55,7 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	imports = s.withLayer(imports)
 	profiles := map[string][]string{}
 	settings := map[string]string{}
 	for _, p := range policy.Profiles {

@@ -70,11 +70,11 @@ func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds
 	}}
 	var create func(context.Context) (pooled, error)
 	if c.Zygote && jail.ProbeHost().CgroupVersion() != 0 {
-		cl.zygote = newZygote(c.Interpreter, env, binds, cl.limits)
+		cl.zygote = newZygote(c.Interpreter, env, binds, s.layerBinds, cl.limits)
 		create = func(ctx context.Context) (pooled, error) { return cl.zygote.fork(ctx, cl.limits) }
 	} else {
 		create = func(ctx context.Context) (pooled, error) {
-			return startWarmJail(ctx, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Limits: cl.limits})
+			return startWarmJail(ctx, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
 		}
 	}
 	cl.pool = pool.New(pc, create, func(p pooled) { p.destroy() }, func(p pooled) bool { return p.alive() })

@@ -28,7 +28,7 @@ type zygote struct {
 // cellSetupTimeout bounds how long a cell may take to get ready.
 const cellSetupTimeout = 20 * time.Second
 
-func newZygote(interpreter string, env, binds []string, cell jail.Limits) *zygote {
+func newZygote(interpreter string, env, binds []string, layer []jail.Bind, cell jail.Limits) *zygote {
 	lim := cell
 	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
 	lim.CPUTime = 365 * 24 * time.Hour
@@ -38,6 +38,7 @@ func newZygote(interpreter string, env, binds []string, cell jail.Limits) *zygot
 		Argv:             runtime.ZygoteArgv(interpreter),
 		Env:              runtime.ZygoteEnv(env),
 		ReadOnlyBinds:    binds,
+		Binds:            layer,
 		Limits:           lim,
 		Nested:           true,
 		SeqPacketChannel: true,

@@ -12,7 +12,7 @@ import (
 // zygote needs Linux; elsewhere no class ever uses one.
 type zygote struct{}
 
-func newZygote(string, []string, []string, jail.Limits) *zygote { return &zygote{} }
+func newZygote(string, []string, []string, []jail.Bind, jail.Limits) *zygote { return &zygote{} }
 
 func (z *zygote) fork(context.Context, jail.Limits) (pooled, error) {
 	return nil, errors.New("zygotes need Linux")
