@@ -14,7 +14,6 @@ import (
 // in the init's private mount namespace, so the host never sees it.
 const newRoot = "/tmp"
 
-
 // hostEtcFiles are copied (not bound) into the generated /etc.
 var hostEtcFiles = []string{"/etc/ld.so.cache"}
 

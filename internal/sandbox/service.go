@@ -36,11 +36,11 @@ type Service struct {
 	stop        chan struct{} // closed by Close
 	closeOnce   sync.Once
 
-	gate     *access.Gate // rate and concurrency limits of callers
-	obsMu    sync.RWMutex
-	observer Observer
-	drain    drain
-	commands commandSet // the command jail's programs
+	gate         *access.Gate // rate and concurrency limits of callers
+	obsMu        sync.RWMutex
+	observer     Observer
+	drain        drain
+	commands     commandSet  // the command jail's programs
 	layerBinds   []jail.Bind // the operator's package layer, when it has packages
 	layerModules []string
 }
