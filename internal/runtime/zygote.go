@@ -30,9 +30,16 @@ func ZygoteEnv(env []string) []string {
 
 // SendFork asks the zygote, over its channel (a SOCK_SEQPACKET socket), for
 // a cell with channel ch and output pipes stdout and stderr.
-func SendFork(zygote *os.File, ch, stdout, stderr *os.File) error {
+// warm asks the cell to run a trivial request before it says it is ready,
+// so that the real one finds the interpreter's pages already copied: worth
+// it when the cell will wait in a pool, not when a request waits for it.
+func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool) error {
 	rights := unix.UnixRights(int(ch.Fd()), int(stdout.Fd()), int(stderr.Fd()))
-	if err := unix.Sendmsg(int(zygote.Fd()), []byte("F"), rights, nil, 0); err != nil {
+	cmd := []byte("F")
+	if !warm {
+		cmd = []byte("f")
+	}
+	if err := unix.Sendmsg(int(zygote.Fd()), cmd, rights, nil, 0); err != nil {
 		return fmt.Errorf("runtime: fork command: %w", err)
 	}
 	return nil

@@ -96,7 +96,7 @@ def _zygote(os):
             continue
         if not msg:
             os._exit(0)  # the supervisor is gone
-        if msg[:1] != b"F" or len(fds) != 3:
+        if msg[:1] not in (b"F", b"f") or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             continue
@@ -110,7 +110,7 @@ def _zygote(os):
             # fd 3 is about to become the cell's channel: the command
             # socket object must not close it when it is collected.
             ctl.detach()
-            _cell(os, libc, plan, fds)
+            _cell(os, libc, plan, fds, msg[:1] == b"F")
             return  # in the code's process, restricted: serve the request
         # The cell's pidfd goes to the supervisor from here: the socket
         # module's code is warm in the zygote, and a page a cell touches
@@ -178,7 +178,7 @@ def _plan(os, ctypes, r):
     return p
 
 
-def _cell(os, libc, plan, fds):
+def _cell(os, libc, plan, fds, warm):
     # The cell's init: PID 1 of its pid namespace. Once the supervisor has
     # moved it into the cell's cgroup (the zygote sent its pidfd), it builds
     # the cell, restricts itself, forks the process that runs the code and
@@ -213,7 +213,8 @@ def _cell(os, libc, plan, fds):
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"1000")  # the OOM killer's first choice, not the init
     os.close(fd)
-    _warm_up(libc)
+    if warm:  # F: the cell will wait in a pool; f: a request waits for it
+        _warm_up(libc)
     _frame(os, b'{"ready":true}')
 
 

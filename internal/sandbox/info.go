@@ -22,6 +22,18 @@ type Info struct {
 	AllowedImports []string      `json:"allowed_imports_override"`
 	Isolation      IsolationInfo `json:"isolation"`
 	Commands       CommandsInfo  `json:"commands"`
+	Packages       PackagesInfo  `json:"packages"`
+}
+
+// PackagesInfo describes pip_install and the operator's package layer.
+type PackagesInfo struct {
+	// Source is the index pip may reach, or "wheelhouse" when installs
+	// come from the operator's local wheelhouse without network.
+	Source      string             `json:"source"`
+	MaxDownload int64              `json:"max_download"`
+	MaxInstall  int64              `json:"max_install"`
+	Blocked     []string           `json:"blocked"`
+	Layer       []InstalledPackage `json:"layer"`
 }
 
 // CommandsInfo describes run_command.
@@ -105,6 +117,12 @@ func (s *Service) Info() Info {
 			PythonVersion: pythonVersion(c.Interpreter),
 		},
 	}
+	source := c.PipIndexURL
+	if c.PipFindLinks != "" {
+		source = "wheelhouse"
+	}
+	info.Packages = PackagesInfo{Source: source, MaxDownload: c.PipMaxDownload, MaxInstall: c.PipMaxInstall,
+		Blocked: nonNil(c.BlockedPackages), Layer: s.LayerPackages()}
 	allowed, missing := s.CommandsInfo()
 	info.Commands = CommandsInfo{Allowed: nonNil(allowed), Missing: nonNil(missing),
 		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds()}

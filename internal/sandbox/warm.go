@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
@@ -34,6 +35,15 @@ type class struct {
 	pool   *pool.Pool[pooled]
 	limits jail.Limits
 	zygote *zygote // nil: the class keeps whole warm jails
+	// started is the pool once New returned: its refillers may call
+	// create before the pool field is set.
+	started atomic.Pointer[pool.Pool[pooled]]
+}
+
+// demand reports whether requests wait for this class's next sandbox.
+func (cl *class) demand() bool {
+	p := cl.started.Load()
+	return p != nil && p.Stats().Waiting > 0
 }
 
 // startPools starts the pools the configuration asks for. With cgroups,
@@ -71,13 +81,18 @@ func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds
 	var create func(context.Context) (pooled, error)
 	if c.Zygote && jail.ProbeHost().CgroupVersion() != 0 {
 		cl.zygote = newZygote(c.Interpreter, env, binds, s.layerBinds, cl.limits)
-		create = func(ctx context.Context) (pooled, error) { return cl.zygote.fork(ctx, cl.limits) }
+		create = func(ctx context.Context) (pooled, error) {
+			// A cell a request already waits for goes straight to it: warming
+			// it would only delay that request and spend CPU the next needs.
+			return cl.zygote.fork(ctx, cl.limits, !cl.demand())
+		}
 	} else {
 		create = func(ctx context.Context) (pooled, error) {
 			return startWarmJail(ctx, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
 		}
 	}
 	cl.pool = pool.New(pc, create, func(p pooled) { p.destroy() }, func(p pooled) bool { return p.alive() })
+	cl.started.Store(cl.pool)
 	return cl
 }
 

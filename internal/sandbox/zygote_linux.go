@@ -79,7 +79,7 @@ func (z *zygote) close() {
 }
 
 // fork makes a cell and waits until it is restricted and waiting for code.
-func (z *zygote) fork(ctx context.Context, lim jail.Limits) (pooled, error) {
+func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool) (pooled, error) {
 	w := &warmCell{stdout: &switchWriter{}, stderr: &switchWriter{}}
 	cell, err := jail.NewCell(jail.NewID(), lim, w.stdout, w.stderr)
 	if err != nil {
@@ -114,7 +114,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits) (pooled, error) {
 	sb, err := z.running()
 	if err == nil {
 		stdout, stderr := cell.OutputFiles()
-		err = runtime.SendFork(sb.Channel(), child, stdout, stderr)
+		err = runtime.SendFork(sb.Channel(), child, stdout, stderr, warm)
 	}
 	z.mu.Unlock()
 	cell.ClosePassed()

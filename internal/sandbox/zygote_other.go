@@ -14,7 +14,7 @@ type zygote struct{}
 
 func newZygote(string, []string, []string, []jail.Bind, jail.Limits) *zygote { return &zygote{} }
 
-func (z *zygote) fork(context.Context, jail.Limits) (pooled, error) {
+func (z *zygote) fork(context.Context, jail.Limits, bool) (pooled, error) {
 	return nil, errors.New("zygotes need Linux")
 }
 
