@@ -10,6 +10,7 @@ import (
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/upstream"
 )
 
 // auditObserver writes the service's events to the audit log.
@@ -101,4 +102,20 @@ func closeAudit(rec *audit.Recorder, store audit.Store, log *slog.Logger) {
 	if err := store.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "codecage: audit log:", err)
 	}
+}
+
+// startUpstream connects the upstream MCP servers of code mode, when the
+// operator configured some (SANDBOX_TOOLS_CONFIG); close is never nil.
+func startUpstream(cfg policy.Config, svc *sandbox.Service, log *slog.Logger) (close func(), err error) {
+	if cfg.ToolsConfig == "" {
+		return func() {}, nil
+	}
+	uc, err := upstream.LoadConfig(cfg.ToolsConfig)
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_TOOLS_CONFIG: %w", err)
+	}
+	m := upstream.NewManager(uc, log)
+	svc.SetUpstream(m)
+	log.Info("code mode: upstream MCP servers", "servers", len(uc.Servers), "config", cfg.ToolsConfig)
+	return func() { _ = m.Close() }, nil
 }

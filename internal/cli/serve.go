@@ -57,6 +57,12 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Debug("audit log", "path", path)
 	}
 	svc.SetObserver(observers)
+	stopUpstream, err := startUpstream(cfg, svc, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage mcp:", err)
+		return exitUsage
+	}
+	defer stopUpstream()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	server := mcpserver.New(svc, log)
@@ -116,6 +122,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	defer svc.Close()
 	svc.SetLogger(log)
+	stopUpstream, err := startUpstream(cfg, svc, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitUsage
+	}
+	defer stopUpstream()
 	m := metrics.New(svc)
 	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
 	svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode}, logObserver{log}})

@@ -41,7 +41,7 @@ func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 		t.Fatalf("status %d, openapi %q, info %+v", resp.StatusCode, doc.OpenAPI, doc.Info)
 	}
 	want := map[string][]string{
-		"/execute": {"post"}, "/validate": {"post"}, "/commands": {"post"}, "/pip_install": {"post"}, "/info": {"get"}, "/health": {"get"}, "/ready": {"get"},
+		"/execute": {"post"}, "/validate": {"post"}, "/commands": {"post"}, "/pip_install": {"post"}, "/tools": {"get"}, "/info": {"get"}, "/health": {"get"}, "/ready": {"get"},
 		"/sessions": {"get", "post"}, "/sessions/{id}": {"delete", "get"}, "/sessions/{id}/restart": {"post"},
 		"/sessions/{id}/execute": {"post"}, "/sessions/{id}/files": {"get"}, "/sessions/{id}/files/content": {"delete", "get", "put"},
 	}

@@ -17,6 +17,7 @@ func (s *Server) routes() {
 	s.sessionRoutes()
 	s.commandRoutes()
 	s.packageRoutes()
+	s.codeToolRoutes()
 }
 
 // ValidateInput is POST /validate.

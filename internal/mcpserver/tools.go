@@ -13,6 +13,7 @@ import (
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/upstream"
 )
 
 type tools struct {
@@ -85,6 +86,14 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 		Description: fmt.Sprintf("Installs a package (wheels only; dependencies included) from %s into a session's own package directory: that session's later execute_code calls can import it, other sessions cannot. Blocked names are refused; names that look like a popular package's typo come with a warning. Returns the installed version, or why it failed (not_found, no_wheel, too_large, conflict, blocked, timeout).", source),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(c.PipFindLinks == "")},
 	}, t.pipInstall)
+
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "list_code_tools",
+		Title: "Tools code can call",
+		Description: "Lists the other MCP servers' tools that code run by execute_code can call as tools.<server>.<tool>(...) (or tools.call(\"server.tool\", {...})), with their Python signatures and docstrings. " +
+			"Calling tools from code and printing only what matters saves a round trip and context per call; a failed call raises ToolError. execute_code's tools argument narrows a run to some of them.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, t.listCodeTools)
 
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "get_sandbox_info",
@@ -286,6 +295,27 @@ func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in Ins
 		text += "\n[pip log]\n" + res.Log
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: !res.Success}, res, nil
+}
+
+// CodeToolList is list_code_tools' result.
+type CodeToolList struct {
+	Tools   []sandbox.CodeTool      `json:"tools"`
+	Servers []upstream.ServerStatus `json:"servers"`
+}
+
+func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, CodeToolList, error) {
+	list, servers, err := t.svc.CodeTools(ctx)
+	if err != nil {
+		return nil, CodeToolList{}, toolError(err)
+	}
+	var b strings.Builder
+	if len(list) == 0 {
+		b.WriteString("No upstream tools are configured (SANDBOX_TOOLS_CONFIG).\n")
+	}
+	for _, ct := range list {
+		b.WriteString("# tools." + ct.Name + "\n" + ct.Signature + "\n\n")
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, CodeToolList{Tools: list, Servers: servers}, nil
 }
 
 // CommandInput are run_command's arguments (shared with POST /commands).

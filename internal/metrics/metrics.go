@@ -25,6 +25,7 @@ type Metrics struct {
 	validates  *prometheus.CounterVec
 	installs   *prometheus.CounterVec
 	commands   *prometheus.CounterVec
+	toolCalls  *prometheus.CounterVec
 	errors     *prometheus.CounterVec
 	limits     *prometheus.CounterVec
 	security   *prometheus.CounterVec
@@ -49,6 +50,7 @@ func New(svc *sandbox.Service) *Metrics {
 	}, []string{"profile"})
 	m.reg.MustRegister(m.duration)
 	m.validates = counter("sandbox_validations_total", "validate_code requests by outcome.", "outcome")
+	m.toolCalls = counter("sandbox_tool_calls_total", "Upstream tool calls made by code (code mode), by tool and outcome.", "tool", "outcome")
 	m.commands = counter("sandbox_commands_total", "run_command requests by outcome.", "outcome")
 	m.installs = counter("sandbox_package_installs_total", "Package installs by outcome.", "outcome")
 	m.errors = counter("sandbox_errors_total", "Failed requests and executions by type.", "type")
@@ -104,6 +106,12 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 		m.validates.WithLabelValues(ev.Outcome).Inc()
 	case sandbox.EventSession, sandbox.EventFile:
 		m.sessionOps.WithLabelValues(ev.Kind+"_"+ev.Action, outcomeLabel(ev.Outcome)).Inc()
+	case sandbox.EventToolCall:
+		tool := ev.Code
+		if ev.Outcome == "denied" {
+			tool = "(refused)" // a name the code made up: keep the label bounded
+		}
+		m.toolCalls.WithLabelValues(tool, ev.Outcome).Inc()
 	case sandbox.EventCommand:
 		m.commands.WithLabelValues(ev.Outcome).Inc()
 		if ran && ev.Outcome != "success" {

@@ -103,6 +103,12 @@ type Config struct {
 	PipMaxDownload  int64    // bytes pip may download (its scratch space)
 	PipMaxInstall   int64    // bytes a session's installed packages may take
 	PipTimeout      time.Duration
+	// Code mode: upstream MCP servers whose tools code may call.
+	ToolsConfig    string        // JSON file of upstream servers
+	ToolsMaxCalls  int           // tool calls per execution
+	ToolsMaxResult int64         // bytes of one tool result
+	ToolsTimeout   time.Duration // per call
+
 	// PackagesDir holds the operator's package layer (codecage packages
 	// install), read-only in every sandbox.
 	PackagesDir string
@@ -171,6 +177,10 @@ func DefaultConfig() Config {
 		PipMaxDownload:  256 << 20,
 		PipMaxInstall:   512 << 20,
 		PipTimeout:      300 * time.Second,
+
+		ToolsMaxCalls:  50,
+		ToolsMaxResult: 256 << 10,
+		ToolsTimeout:   30 * time.Second,
 	}
 }
 
@@ -292,6 +302,10 @@ var settings = []setting{
 	sizeSetting("pip_max_download", "SANDBOX_PIP_MAX_DOWNLOAD", "bytes one pip_install may download", func(c *Config) *int64 { return &c.PipMaxDownload }),
 	sizeSetting("pip_max_install", "SANDBOX_PIP_MAX_INSTALL", "bytes a session's installed packages may take", func(c *Config) *int64 { return &c.PipMaxInstall }),
 	durationSetting("pip_timeout", "SANDBOX_PIP_TIMEOUT", "wall-clock limit of one pip_install, seconds", func(c *Config) *time.Duration { return &c.PipTimeout }),
+	pathSetting("tools_config", "SANDBOX_TOOLS_CONFIG", "JSON file of upstream MCP servers whose tools code may call (code mode)", func(c *Config) *string { return &c.ToolsConfig }),
+	intSetting("tools_max_calls", "SANDBOX_TOOLS_MAX_CALLS", "upstream tool calls one execution may make", func(c *Config) *int { return &c.ToolsMaxCalls }),
+	sizeSetting("tools_max_result", "SANDBOX_TOOLS_MAX_RESULT", "largest upstream tool result handed to code", func(c *Config) *int64 { return &c.ToolsMaxResult }),
+	durationSetting("tools_timeout", "SANDBOX_TOOLS_TIMEOUT", "time limit of one upstream tool call, seconds", func(c *Config) *time.Duration { return &c.ToolsTimeout }),
 	pathSetting("packages_dir", "SANDBOX_PACKAGES_DIR", "the operator's package layer (codecage packages install), read-only in sandboxes", func(c *Config) *string { return &c.PackagesDir }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },

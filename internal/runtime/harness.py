@@ -58,6 +58,7 @@ def _serve(os, builtins, marshal, chan):
 
     real_import = builtins.__import__
     main = None  # a session's __main__, kept from one request to the next
+    _channel[:] = [read_frame, write_frame]
 
     while True:
         req = read_frame()
@@ -89,6 +90,116 @@ def _serve(os, builtins, marshal, chan):
         write_frame(reply)
         if not req.get("keep_alive"):
             os._exit(0)
+
+
+# The channel's frame functions, for the tools object (set by _serve).
+_channel = []
+
+
+class ToolError(Exception):
+    """An upstream tool failed, or the call was refused; the message says why."""
+
+
+def _tools_namespace(specs):
+    # Code mode: tools.<server>.<tool>(**kwargs) and tools.call("s.t", {...}).
+    # Each call is a frame to the supervisor, which holds the upstream
+    # connections (and their credentials) and checks every call.
+    import inspect
+
+    read_frame, write_frame = _channel
+    state = {"id": 0}
+
+    def jsonable(v, depth=0):
+        if depth > 64:
+            return False
+        if v is None or type(v) in (bool, int, float, str):
+            return True
+        if type(v) in (list, tuple):
+            return all(jsonable(x, depth + 1) for x in v)
+        if type(v) is dict:
+            return all(type(k) is str and jsonable(x, depth + 1) for k, x in v.items())
+        return False
+
+    def call_tool(tool, args=None):
+        """Call an upstream tool by its qualified name, "server.tool", with a dict of arguments."""
+        if type(tool) is not str:
+            raise TypeError("tools.call: the tool name must be a str such as 'server.tool'")
+        if args is None:
+            args = {}
+        if type(args) is not dict or not jsonable(args):
+            raise TypeError("tools.call: arguments must be a dict of JSON values (str, int, float, bool, None, list, dict)")
+        state["id"] += 1
+        write_frame({"tool_call": {"id": state["id"], "tool": tool, "args": args}})
+        while True:
+            msg = read_frame()
+            if msg is None:
+                import os
+
+                os._exit(0)  # the supervisor is gone
+            res = msg.get("tool_result") if type(msg) is dict else None
+            if res is not None and res.get("id") == state["id"]:
+                break
+        if not res.get("ok"):
+            raise ToolError(res.get("error") or "the tool failed")
+        value = res.get("value")
+        if value is None:
+            return None
+        import json
+
+        return json.loads(value)
+
+    class Server:
+        def __init__(self, name, fns):
+            self.__dict__.update(fns)
+            self._name = name
+
+        def __repr__(self):
+            names = sorted(k for k in self.__dict__ if not k.startswith("_"))
+            return "<tools.%s: %s>" % (self._name, ", ".join(names))
+
+    class Tools:
+        """Upstream MCP tools: tools.<server>.<tool>(...), or tools.call("server.tool", {...}). help() on a tool shows its signature."""
+
+        def __init__(self, servers):
+            self.__dict__.update(servers)
+
+        call = staticmethod(call_tool)
+        ToolError = ToolError
+
+        def __repr__(self):
+            return "<tools: %s>" % ", ".join(sorted(k for k in self.__dict__ if not k.startswith("_")))
+
+    def make(spec):
+        qualified = spec["server"] + "." + spec["name"]
+        params = spec["params"]
+        parameters = []
+        for p in params:
+            if p["required"]:
+                parameters.append(inspect.Parameter(p["py"], inspect.Parameter.POSITIONAL_OR_KEYWORD))
+        for p in params:
+            if not p["required"]:
+                default = None
+                if p["default"]:
+                    import json
+
+                    default = json.loads(p["default"])
+                parameters.append(inspect.Parameter(p["py"], inspect.Parameter.KEYWORD_ONLY, default=default))
+        sig = inspect.Signature(parameters)
+        names = {p["py"]: p["name"] for p in params}
+
+        def fn(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            return call_tool(qualified, {names[k]: v for k, v in bound.arguments.items()})
+
+        fn.__signature__ = sig
+        fn.__name__ = fn.__qualname__ = spec["py"]
+        fn.__doc__ = spec["doc"]
+        return fn
+
+    servers = {}
+    for spec in specs:
+        servers.setdefault(spec["server"], {})[spec["py"]] = make(spec)
+    return Tools({name: Server(name, fns) for name, fns in servers.items()})
 
 
 def _site_paths(os):
@@ -156,6 +267,9 @@ def _run(req, builtins, real_import, main):
     reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0, "images": []}
     if req.get("capture_plots"):
         _quiet_agg_show()
+    if req.get("tools"):
+        g["tools"] = _tools_namespace(req["tools"])
+        g["ToolError"] = ToolError
     try:
         import _ast
 
@@ -180,7 +294,7 @@ def _run(req, builtins, real_import, main):
         reply["exit_code"] = 1
     if req.get("capture_plots"):
         reply["images"] = _figures()
-    names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type)]
+    names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type) and not (req.get("tools") and k in ("tools", "ToolError"))]
     reply["variables"] = names[:_MAX_VARIABLES]
     return reply
 

@@ -62,6 +62,16 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 			}
 		}
 		return b, nil
+	case []any:
+		b = append(b, marshalList)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+		var err error
+		for _, x := range v {
+			if b, err = appendMarshal(b, x); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
 	case map[string]string:
 		m := make(map[string]any, len(v))
 		for k, s := range v {
@@ -106,6 +116,17 @@ func (r Request) marshal() ([]byte, error) {
 	}
 	if len(r.ImportHints) > 0 {
 		m["import_hints"] = r.ImportHints
+	}
+	if len(r.Tools) > 0 {
+		tools := make([]any, len(r.Tools))
+		for i, t := range r.Tools {
+			params := make([]any, len(t.Params))
+			for j, p := range t.Params {
+				params[j] = map[string]any{"name": p.Name, "py": p.Py, "required": p.Required, "default": p.Default}
+			}
+			tools[i] = map[string]any{"server": t.Server, "name": t.Name, "py": t.Py, "doc": t.Doc, "params": params}
+		}
+		m["tools"] = tools
 	}
 	return appendMarshal(nil, m)
 }

@@ -113,6 +113,58 @@ type Request struct {
 	// EndMarker, written by the harness to stdout and stderr after the
 	// code's output, tells a session where one request's output ends.
 	EndMarker string `json:"end_marker,omitempty"`
+	// Tools are the upstream tools the code may call through its `tools`
+	// object (code mode); the calls come back as ToolCall frames.
+	Tools []ToolSpec `json:"tools,omitempty"`
+}
+
+// ToolSpec describes one upstream tool to the harness, which builds a
+// Python function for it.
+type ToolSpec struct {
+	Server string // upstream server name (a Python identifier)
+	Name   string // the tool's own name
+	Py     string // its Python name
+	Doc    string // the docstring: its signature and description
+	Params []ToolParam
+}
+
+// ToolParam is one argument of a tool.
+type ToolParam struct {
+	Name     string // as the tool expects it
+	Py       string // its Python name
+	Required bool
+	// Default is the schema's default as JSON text ("" for none).
+	Default string
+}
+
+// ToolCall is a call the code made through its tools object.
+type ToolCall struct {
+	ID   int             `json:"id"`
+	Tool string          `json:"tool"` // "server.tool"
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolResult answers a ToolCall: the result as JSON text, or why not.
+type ToolResult struct {
+	ID    int
+	OK    bool
+	Value string // JSON text when OK
+	Error string
+}
+
+// WriteToolResult sends the answer to a tool call.
+func WriteToolResult(w io.Writer, r ToolResult) error {
+	m := map[string]any{"id": r.ID, "ok": r.OK, "error": r.Error}
+	if r.OK {
+		m["value"] = r.Value
+	} else {
+		m["value"] = nil
+	}
+	body, err := appendMarshal(nil, map[string]any{"tool_result": m})
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, body)
 }
 
 // Image is a picture the run produced.
@@ -132,6 +184,9 @@ type Reply struct {
 	Error      *Error          `json:"error"`
 	ExitCode   int             `json:"exit_code"`
 	Images     []Image         `json:"images"`
+	// ToolCall is set instead of the above when the frame is a tool call
+	// of the code, not the reply.
+	ToolCall *ToolCall `json:"tool_call,omitempty"`
 }
 
 // Error describes an exception raised by the code.

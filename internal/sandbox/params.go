@@ -24,6 +24,7 @@ type ExecuteParams struct {
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)." doc:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)."`
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls." doc:"Run in this session (from POST /sessions): variables, imports and /workspace files persist between calls."`
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend (only where the operator enabled container mode)." doc:"Run under the gVisor backend (only where the operator enabled container mode)."`
+	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
 }
 
 // Request checks the parameters and turns them into a Request for owner.
@@ -49,6 +50,7 @@ func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error)
 		AllowedImports: p.AllowedImports,
 		SessionID:      p.SessionID,
 		Owner:          owner,
+		Tools:          p.Tools,
 	}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/upstream"
 )
 
 // MaxResultBytes bounds the encoded value of a final expression.
@@ -43,6 +44,7 @@ type Service struct {
 	commands     commandSet  // the command jail's programs
 	layerBinds   []jail.Bind // the operator's package layer, when it has packages
 	layerModules []string
+	upstream     *upstream.Manager // code mode's upstream tools, or nil
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -131,6 +133,10 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	imports = s.withLayer(imports)
+	tools, err := s.runTools(ctx, req.Tools)
+	if err != nil {
+		return nil, "", err
+	}
 	limits, err := s.limits(req, imports)
 	if err != nil {
 		return nil, "", err
@@ -166,9 +172,15 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		ImportHints:    imports.Hints,
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
+		Tools:          toolSpecs(tools),
+	}
+	var handler toolHandler
+	id := run.id()
+	if len(tools) > 0 {
+		handler = s.toolCaller(ctx, tools, &id)
 	}
 	start := time.Now()
-	rep, exit := run.run(rreq)
+	rep, exit := run.run(rreq, handler)
 	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
 	return buildResult(run.id(), exit, rep, &stdout, &stderr, limits), imports.Label(), nil
 }
@@ -179,7 +191,7 @@ type runner interface {
 	id() string
 	// run sends the request and returns the reply (nil when the code ended
 	// without one) and how the sandbox ended.
-	run(runtime.Request) (*runtime.Reply, jail.Exit)
+	run(runtime.Request, toolHandler) (*runtime.Reply, jail.Exit)
 	release()
 }
 
@@ -193,8 +205,8 @@ func (j *jailRun) id() string { return j.sb.ID() }
 
 func (j *jailRun) release() { j.done() }
 
-func (j *jailRun) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
-	replies := exchange(j.sb.Channel(), req)
+func (j *jailRun) run(req runtime.Request, tools toolHandler) (*runtime.Reply, jail.Exit) {
+	replies := exchange(j.sb.Channel(), req, tools)
 	exit := j.sb.Wait()
 	// Every process of the sandbox is gone: the reader has the reply or EOF.
 	rep := <-replies
@@ -204,7 +216,7 @@ func (j *jailRun) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 
 // exchange sends the request and collects the reply, or nil when the
 // program ends without one. Once the sandbox is gone the reader sees EOF.
-func exchange(ch io.ReadWriter, req runtime.Request) <-chan *runtime.Reply {
+func exchange(ch io.ReadWriter, req runtime.Request, tools toolHandler) <-chan *runtime.Reply {
 	replies := make(chan *runtime.Reply, 1)
 	go func() {
 		// The write fails at once if the program is already gone.
@@ -212,12 +224,12 @@ func exchange(ch io.ReadWriter, req runtime.Request) <-chan *runtime.Reply {
 			replies <- nil
 			return
 		}
-		var rep runtime.Reply
-		if err := runtime.ReadReply(ch, &rep, runtime.MaxReplyBytes); err != nil {
+		rep, err := readReply(ch, tools)
+		if err != nil {
 			replies <- nil
 			return
 		}
-		replies <- &rep
+		replies <- rep
 	}()
 	return replies
 }

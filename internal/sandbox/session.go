@@ -201,6 +201,10 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	if err != nil {
 		return nil, err
 	}
+	tools, err := s.runTools(ctx, req.Tools)
+	if err != nil {
+		return nil, err
+	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if err := se.alive(); err != nil {
@@ -231,14 +235,23 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		KeepAlive:      true,
 		EndMarker:      marker,
 	}
+	var handler toolHandler
+	if len(tools) > 0 {
+		rreq.Tools = toolSpecs(tools)
+		handler = s.toolCaller(ctx, tools, &se.id)
+	}
 	replies := make(chan *runtime.Reply, 1)
 	go func() {
-		var rep runtime.Reply
-		if runtime.WriteRequest(se.sb.Channel(), rreq) != nil || runtime.ReadReply(se.sb.Channel(), &rep, runtime.MaxReplyBytes) != nil {
+		if runtime.WriteRequest(se.sb.Channel(), rreq) != nil {
 			replies <- nil
 			return
 		}
-		replies <- &rep
+		rep, err := readReply(se.sb.Channel(), handler)
+		if err != nil {
+			replies <- nil
+			return
+		}
+		replies <- rep
 	}()
 	var rep *runtime.Reply
 	var exit jail.Exit

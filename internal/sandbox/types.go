@@ -35,6 +35,10 @@ type Request struct {
 	// what the operator allows); ["*"] switches the import policy off where
 	// the operator allows that.
 	AllowedImports []string
+	// Tools narrows the upstream tools the code may call through its
+	// `tools` object ("server.tool", "server.*"); nil: all the operator
+	// exposes.
+	Tools []string
 	// OnOutput, if set, receives the output as it comes, a line at a time
 	// ("stdout" or "stderr"); the Result still carries all of it.
 	OnOutput func(stream, line string)

@@ -174,7 +174,7 @@ func (w *warmCell) destroy() {
 	w.conn.Close()
 }
 
-func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
+func (w *warmCell) run(req runtime.Request, tools toolHandler) (*runtime.Reply, jail.Exit) {
 	type result struct {
 		rep          *runtime.Reply
 		code, signal int
@@ -184,7 +184,7 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 	go func() {
 		var r result
 		if err := runtime.WriteRequest(w.conn, req); err == nil {
-			r.rep, r.code, r.signal, r.exited = readCellRun(w.conn)
+			r.rep, r.code, r.signal, r.exited = readCellRun(w.conn, tools)
 		}
 		done <- r
 	}()
@@ -230,7 +230,21 @@ func (w *warmCell) run(req runtime.Request) (*runtime.Reply, jail.Exit) {
 // [jail.Cell.Finish]), or the exit frame of the cell's init when the code
 // ended without a reply (code and signal). exited is false when neither
 // came (the cell was killed whole).
-func readCellRun(r io.Reader) (rep *runtime.Reply, code, signal int, exited bool) {
+func readCellRun(rw io.ReadWriter, tools toolHandler) (rep *runtime.Reply, code, signal int, exited bool) {
+	for {
+		rep, code, signal, exited = readCellFrame(rw)
+		if rep == nil || rep.ToolCall == nil {
+			return rep, code, signal, exited
+		}
+		if answerToolCall(rw, rep.ToolCall, tools) != nil {
+			return nil, 0, 0, false
+		}
+	}
+}
+
+// readCellFrame reads one frame of a cell: a reply (or tool call), or the
+// exit frame of its init.
+func readCellFrame(r io.Reader) (rep *runtime.Reply, code, signal int, exited bool) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil, 0, 0, false

@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/upstream"
+)
+
+// EventToolCall is the event kind of one call the code made to an
+// upstream tool (code mode).
+const EventToolCall = "tool_call"
+
+// toolHandler answers the tool calls of one run; nil: the run has none.
+type toolHandler func(*runtime.ToolCall) runtime.ToolResult
+
+// SetUpstream gives the service the upstream MCP servers whose tools the
+// code may call through its `tools` object. The connections and their
+// credentials stay in this process.
+func (s *Service) SetUpstream(m *upstream.Manager) { s.upstream = m }
+
+// CodeTool describes an upstream tool to a model writing code against it.
+type CodeTool struct {
+	Name        string `json:"name" doc:"server.tool, as tools.<server>.<tool> in code and in execute_code's tools list"`
+	Signature   string `json:"signature" doc:"The Python signature and docstring of tools.<server>.<tool>."`
+	Description string `json:"description"`
+}
+
+// CodeTools lists the upstream tools code may call, with their Python
+// signatures, and the servers' state.
+func (s *Service) CodeTools(ctx context.Context) ([]CodeTool, []upstream.ServerStatus, error) {
+	if s.upstream == nil {
+		return []CodeTool{}, []upstream.ServerStatus{}, nil
+	}
+	tools, err := s.upstream.Tools(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	out := make([]CodeTool, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, CodeTool{Name: t.QualifiedName(), Signature: upstream.Signature(t), Description: t.Description})
+	}
+	return out, s.upstream.Status(), nil
+}
+
+// runTools resolves the tools a request may call: every tool the operator
+// exposes, narrowed by the request's list ("server.tool", "server.*" or
+// "server"). Asking for a tool that does not exist is an error.
+func (s *Service) runTools(ctx context.Context, scope []string) ([]upstream.Tool, error) {
+	if s.upstream == nil {
+		if len(scope) > 0 {
+			return nil, fmt.Errorf("%w: this server has no upstream tools (SANDBOX_TOOLS_CONFIG)", ErrInvalidRequest)
+		}
+		return nil, nil
+	}
+	if scope != nil && len(scope) == 0 {
+		return nil, nil // the request wants none
+	}
+	all, err := s.upstream.Tools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: upstream tools: %v", ErrUnavailable, err)
+	}
+	if scope == nil {
+		return all, nil
+	}
+	var out []upstream.Tool
+	for _, want := range scope {
+		server, tool, _ := strings.Cut(want, ".")
+		n := 0
+		for _, t := range all {
+			if t.Server == server && (tool == "" || tool == "*" || tool == t.Name) {
+				if !slices.ContainsFunc(out, func(o upstream.Tool) bool { return o.QualifiedName() == t.QualifiedName() }) {
+					out = append(out, t)
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%w: no upstream tool %q (list_code_tools lists them)", ErrInvalidRequest, want)
+		}
+	}
+	return out, nil
+}
+
+// toolSpecs describes the tools to the harness.
+func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
+	out := make([]runtime.ToolSpec, 0, len(tools))
+	for _, t := range tools {
+		spec := runtime.ToolSpec{Server: t.Server, Name: t.Name, Py: upstream.PythonName(t.Name), Doc: upstream.Signature(t)}
+		props, _ := t.InputSchema["properties"].(map[string]any)
+		required := map[string]bool{}
+		if req, ok := t.InputSchema["required"].([]any); ok {
+			for _, r := range req {
+				if name, ok := r.(string); ok {
+					required[name] = true
+				}
+			}
+		}
+		names := make([]string, 0, len(props))
+		for name := range props {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			p := runtime.ToolParam{Name: name, Py: upstream.PythonName(name), Required: required[name]}
+			if prop, ok := props[name].(map[string]any); ok {
+				if d, ok := prop["default"]; ok && !p.Required {
+					b, _ := json.Marshal(d)
+					p.Default = string(b)
+				}
+			}
+			spec.Params = append(spec.Params, p)
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// toolCaller answers one run's tool calls: only the run's tools, within the
+// call budget, each call with its timeout and a capped result; every call
+// is an event (metrics, audit).
+func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) toolHandler {
+	allowed := map[string]bool{}
+	for _, t := range tools {
+		allowed[t.QualifiedName()] = true
+	}
+	var calls atomic.Int64
+	return func(c *runtime.ToolCall) runtime.ToolResult {
+		start := time.Now()
+		res := runtime.ToolResult{ID: c.ID}
+		ev := Event{Kind: EventToolCall, ExecutionID: *execID, Code: c.Tool}
+		finish := func(outcome, detail string) runtime.ToolResult {
+			ev.Outcome, ev.Detail, ev.Duration = outcome, detail, time.Since(start)
+			if outcome == "denied" {
+				ev.SecurityEvents = []string{"tool_denied:" + c.Tool}
+			}
+			s.emit(ctx, ev)
+			return res
+		}
+		if !allowed[c.Tool] {
+			res.Error = fmt.Sprintf("tool %q is not allowed in this run (allowed: %s)", c.Tool, strings.Join(mapKeys(allowed), ", "))
+			return finish("denied", res.Error)
+		}
+		if n := calls.Add(1); n > int64(s.cfg.ToolsMaxCalls) {
+			res.Error = fmt.Sprintf("the run's budget of %d tool calls is spent (SANDBOX_TOOLS_MAX_CALLS)", s.cfg.ToolsMaxCalls)
+			return finish("budget", res.Error)
+		}
+		var args map[string]any
+		if len(c.Args) > 0 && json.Unmarshal(c.Args, &args) != nil {
+			res.Error = "the arguments are not a JSON object"
+			return finish("error", res.Error)
+		}
+		server, tool, _ := strings.Cut(c.Tool, ".")
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.ToolsTimeout)
+		defer cancel()
+		out, err := s.upstream.Call(cctx, server, tool, args)
+		if err != nil {
+			res.Error = fmt.Sprintf("%s: %v", c.Tool, err)
+			return finish("unavailable", res.Error)
+		}
+		if out.IsError {
+			res.Error = out.Text
+			if res.Error == "" {
+				res.Error = c.Tool + " failed"
+			}
+			return finish("tool_error", res.Error)
+		}
+		value := out.Structured
+		if value == nil {
+			value = out.Text
+		}
+		b, err := json.Marshal(value)
+		if err != nil {
+			res.Error = "the tool's result is not JSON"
+			return finish("error", res.Error)
+		}
+		if int64(len(b)) > s.cfg.ToolsMaxResult {
+			res.Error = fmt.Sprintf("%s returned %d bytes, over the limit of %d (SANDBOX_TOOLS_MAX_RESULT)", c.Tool, len(b), s.cfg.ToolsMaxResult)
+			return finish("too_large", res.Error)
+		}
+		res.OK, res.Value = true, string(b)
+		return finish("success", "")
+	}
+}
+
+func mapKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readReply reads the harness's frames until its reply, answering the
+// code's tool calls on the way (or refusing them when the run has none).
+func readReply(rw io.ReadWriter, tools toolHandler) (*runtime.Reply, error) {
+	for {
+		var rep runtime.Reply
+		if err := runtime.ReadReply(rw, &rep, runtime.MaxReplyBytes); err != nil {
+			return nil, err
+		}
+		if rep.ToolCall == nil {
+			return &rep, nil
+		}
+		if err := answerToolCall(rw, rep.ToolCall, tools); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func answerToolCall(w io.Writer, c *runtime.ToolCall, tools toolHandler) error {
+	res := runtime.ToolResult{ID: c.ID, Error: "this run has no tools"}
+	if tools != nil {
+		res = tools(c)
+	}
+	return runtime.WriteToolResult(w, res)
+}
