@@ -59,10 +59,10 @@ type Duration time.Duration
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s float64
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a number of seconds, got %s", b)
+		return fmt.Errorf("duration: want a number of seconds, got %s", b)
 	}
 	if s < 0 || math.IsInf(s, 0) || s > float64(math.MaxInt64)/float64(time.Second) {
-		return fmt.Errorf("%v seconds is out of range", s)
+		return fmt.Errorf("duration: %v seconds is out of range", s)
 	}
 	*d = Duration(s * float64(time.Second))
 	return nil
@@ -110,19 +110,37 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig decodes and validates a JSON configuration. Unknown fields are
 // errors: a misspelt "headers" would otherwise drop a credential silently.
 func ParseConfig(data []byte) (Config, error) {
-	var cfg Config
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	var raw struct {
+		Servers map[string]json.RawMessage `json:"servers"`
+	}
+	if err := strictDecode(data, &raw); err != nil {
 		return Config{}, fmt.Errorf("upstream config: %w", err)
 	}
-	if dec.More() {
-		return Config{}, errors.New("upstream config: trailing data after the JSON object")
+	cfg := Config{Servers: make(map[string]ServerConfig, len(raw.Servers))}
+	// Each server on its own, so that an error can name it.
+	for name, r := range raw.Servers {
+		var sc ServerConfig
+		if err := strictDecode(r, &sc); err != nil {
+			return Config{}, fmt.Errorf("upstream config: server %q: %w", name, err)
+		}
+		cfg.Servers[name] = sc
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
 }
 
 var serverNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)

@@ -73,10 +73,20 @@ type testServer struct {
 	handler    http.Handler
 	authorized atomic.Int64 // requests that carried the token
 	refused    atomic.Int64 // requests that did not
+	stop       chan struct{} // ends slow calls still running at the end
+	stopOnce   sync.Once
+}
+
+// shutdown drops every client connection and stops the server, as a
+// crash would, without waiting for handlers to finish politely.
+func (ts *testServer) shutdown(hs *httptest.Server) {
+	ts.stopOnce.Do(func() { close(ts.stop) })
+	hs.CloseClientConnections()
+	hs.Close()
 }
 
 func newTestServer(token string) *testServer {
-	ts := &testServer{mcp: mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1.0.0"}, nil)}
+	ts := &testServer{mcp: mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1.0.0"}, nil), stop: make(chan struct{})}
 	s := ts.mcp
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds two integers."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
@@ -97,6 +107,8 @@ func newTestServer(token string) *testServer {
 				return text("done"), nil, nil
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
+			case <-ts.stop:
+				return nil, nil, errors.New("server stopped")
 			}
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
@@ -115,7 +127,7 @@ func newTestServer(token string) *testServer {
 func (ts *testServer) start(t *testing.T) *httptest.Server {
 	t.Helper()
 	hs := httptest.NewServer(ts.handler)
-	t.Cleanup(hs.Close)
+	t.Cleanup(func() { ts.shutdown(hs) })
 	return hs
 }
 

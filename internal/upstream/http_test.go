@@ -297,7 +297,7 @@ func serveAt(t *testing.T, ts *testServer, addr string) *httptest.Server {
 	hs.Listener.Close()
 	hs.Listener = l
 	hs.Start()
-	t.Cleanup(hs.Close)
+	t.Cleanup(func() { ts.shutdown(hs) })
 	return hs
 }
 
@@ -345,7 +345,7 @@ func TestHTTPServerDownThenUp(t *testing.T) {
 	}
 
 	// Down again: the session breaks, reconnecting fails.
-	hs.Close()
+	ts.shutdown(hs)
 	if _, err := m.Call(ctx, "late", "add", map[string]any{"a": 1, "b": 2}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Call with the server gone: %v, want ErrUnavailable", err)
 	}
@@ -367,7 +367,8 @@ func TestHTTPServerDownThenUp(t *testing.T) {
 // that has never heard of its session.
 func TestHTTPServerRestartedBetweenCalls(t *testing.T) {
 	addr := freeAddr(t)
-	hs := serveAt(t, newTestServer("t"), addr)
+	ts := newTestServer("t")
+	hs := serveAt(t, ts, addr)
 	log, _ := newLog()
 	m := NewManager(Config{Servers: map[string]ServerConfig{
 		"s": {URL: "http://" + addr, Headers: map[string]string{"Authorization": "Bearer t"}},
@@ -377,7 +378,7 @@ func TestHTTPServerRestartedBetweenCalls(t *testing.T) {
 	if _, err := m.Call(ctx, "s", "add", map[string]any{"a": 1, "b": 2}); err != nil {
 		t.Fatal(err)
 	}
-	hs.Close()
+	ts.shutdown(hs)
 	serveAt(t, newTestServer("t"), addr)
 	if res, err := m.Call(ctx, "s", "add", map[string]any{"a": 5, "b": 5}); err != nil || res.Text != `{"sum":10}` {
 		t.Fatalf("add after the restart = %#v, %v", res, err)

@@ -535,14 +535,46 @@ func (s *server) dialOnce(ctx context.Context) (*conn, error) {
 	return nil, errors.New("connection lost right after connecting")
 }
 
-// transportFailure tells a broken connection from an answer: the server
-// answering with a JSON-RPC error leaves the session usable.
+// JSON-RPC codes the go-sdk uses for its own, local failures: they are
+// wrapped like a server's answer but mean the request went nowhere.
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+	codeRejected      = -32005 // by the transport: HTTP failed, 5xx, ...
+)
+
+// transportFailure tells a broken connection from an answer: a JSON-RPC
+// error from the server leaves the session usable.
 func transportFailure(err error) bool {
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) {
 		return true
 	}
-	var werr *jsonrpc.Error
-	return !errors.As(err, &werr)
+	return !serverAnswered(err)
+}
+
+// serverAnswered reports whether err's tree holds a JSON-RPC error that
+// came from the server.
+func serverAnswered(err error) bool {
+	if werr, ok := err.(*jsonrpc.Error); ok {
+		switch werr.Code {
+		case codeClientClosing, codeServerClosing, codeRejected:
+		default:
+			return true
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return serverAnswered(next)
+		}
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if serverAnswered(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cached returns the tool list of c if it is current.
