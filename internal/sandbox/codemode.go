@@ -89,29 +89,43 @@ func (s *Service) runTools(ctx context.Context, scope []string) ([]upstream.Tool
 	return out, nil
 }
 
-// toolSpecs describes the tools to the harness.
+// toolSpecs describes the tools to the harness, each function's
+// parameters named and ordered as in the stub the model reads
+// (upstream.Signature): required ones first, in the schema's order, then
+// the optional ones by name.
 func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
 	out := make([]runtime.ToolSpec, 0, len(tools))
 	for _, t := range tools {
 		spec := runtime.ToolSpec{Server: t.Server, Name: t.Name, Py: upstream.PythonName(t.Name), Doc: upstream.Signature(t)}
+		pyOf := map[string]string{}
+		for py, name := range upstream.ArgNames(t) {
+			pyOf[name] = py
+		}
 		props, _ := t.InputSchema["properties"].(map[string]any)
-		required := map[string]bool{}
+		var required, optional []string
+		isRequired := map[string]bool{}
 		if req, ok := t.InputSchema["required"].([]any); ok {
 			for _, r := range req {
-				if name, ok := r.(string); ok {
-					required[name] = true
+				if name, ok := r.(string); ok && props[name] != nil && !isRequired[name] {
+					isRequired[name] = true
+					required = append(required, name)
 				}
 			}
 		}
-		names := make([]string, 0, len(props))
 		for name := range props {
-			names = append(names, name)
+			if !isRequired[name] {
+				optional = append(optional, name)
+			}
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			p := runtime.ToolParam{Name: name, Py: upstream.PythonName(name), Required: required[name]}
-			if prop, ok := props[name].(map[string]any); ok {
-				if d, ok := prop["default"]; ok && !p.Required {
+		slices.Sort(optional)
+		for _, name := range append(required, optional...) {
+			py := pyOf[name]
+			if py == "" {
+				py = upstream.PythonName(name)
+			}
+			p := runtime.ToolParam{Name: name, Py: py, Required: isRequired[name]}
+			if prop, ok := props[name].(map[string]any); ok && !p.Required {
+				if d, ok := prop["default"]; ok {
 					b, _ := json.Marshal(d)
 					p.Default = string(b)
 				}

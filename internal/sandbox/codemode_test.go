@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +222,75 @@ except ToolError as e:
 	start := time.Now()
 	if res := run(sandbox.Request{Code: "print(2+2)", Tools: []string{}}); !res.Success || res.Stdout != "4\n" {
 		t.Fatalf("service after the upstream went down: %+v (%v)", res, time.Since(start))
+	}
+}
+
+// everythingEntry is the official server-everything from the npm registry
+// (e2e/upstream), installed with npm ci when missing.
+func everythingEntry(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "e2e", "upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(entry); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	if _, err := os.Stat(entry); err != nil {
+		t.Fatalf("server-everything: %v", err)
+	}
+	return entry
+}
+
+// TestCodeModeEverything: the official reference server over stdio, its
+// secret in its environment only.
+func TestCodeModeEverything(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is needed for the upstream test server: %v", err)
+	}
+	svc, rec := codeModeService(t, map[string]upstream.ServerConfig{
+		"everything": {Command: node, Args: []string{everythingEntry(t), "stdio"}, Env: map[string]string{"SECRET_TOKEN": "evr-s3cr3t-91"}},
+	})
+	ctx := context.Background()
+	tools, _, err := svc.CodeTools(ctx)
+	if err != nil || len(tools) < 3 {
+		t.Fatalf("tools: %v %+v", err, tools)
+	}
+	res, err := svc.Execute(ctx, sandbox.Request{Tools: []string{"everything.echo", "everything.get-sum"}, Code: `
+import os
+outs = [tools.everything.echo(message="m%d" % i) for i in range(49)]
+print(outs[0], outs[-1], tools.everything.get_sum(a=2, b=3))
+blob = repr(dict(os.environ)).encode()
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for name in ("environ", "cmdline"):
+            try:
+                blob += open("/proc/%s/%s" % (pid, name), "rb").read()
+            except OSError:
+                pass
+print(b"s3cr3t" in blob)
+try:
+    tools.call("everything.get-env", {})
+except ToolError as e:
+    print("refused")
+`})
+	if err != nil || !res.Success {
+		t.Fatalf("%v %+v %+v", err, res, res.Error)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "m0") || !strings.Contains(lines[0], "m48") || !strings.Contains(lines[0], "5") || lines[1] != "False" || lines[2] != "refused" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, "s3cr3t") {
+		t.Fatal("the upstream's secret reached the sandbox")
+	}
+	if n := rec.count(sandbox.EventToolCall, "success"); n != 50 {
+		t.Fatalf("%d successful calls recorded, want 50", n)
 	}
 }

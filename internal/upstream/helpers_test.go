@@ -71,8 +71,8 @@ func text(s string) *mcp.CallToolResult {
 type testServer struct {
 	mcp        *mcp.Server
 	handler    http.Handler
-	authorized atomic.Int64 // requests that carried the token
-	refused    atomic.Int64 // requests that did not
+	authorized atomic.Int64  // requests that carried the token
+	refused    atomic.Int64  // requests that did not
 	stop       chan struct{} // ends slow calls still running at the end
 	stopOnce   sync.Once
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
@@ -440,5 +441,49 @@ func TestClosedManager(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// A server that accepts connections and never answers must not hold up
+// the others' tools longer than its call timeout.
+func TestHTTPHangingServer(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	ts := newTestServer("t")
+	hs := ts.start(t)
+	log, _ := newLog()
+	m := NewManager(Config{Servers: map[string]ServerConfig{
+		"good": {URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer t"}},
+		"hung": {URL: hang.URL, CallTimeout: Duration(300 * time.Millisecond)},
+	}}, log)
+	defer closeManager(t, m)
+	ctx := context.Background()
+	start := time.Now()
+	tools, err := m.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Tools took %v", d)
+	}
+	if len(tools) != 4 || tools[0].Server != "good" {
+		t.Errorf("tools = %v", toolNames(tools))
+	}
+	if st := statusOf(m, "hung"); st.Connected || st.Error != "connecting" {
+		t.Errorf("status = %+v", st)
+	}
+	start = time.Now()
+	if _, err := m.Call(ctx, "hung", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Call error = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Call took %v", d)
 	}
 }

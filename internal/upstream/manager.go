@@ -141,8 +141,8 @@ func (m *Manager) server(name string) (*server, error) {
 }
 
 // Tools lists the exposed tools of every reachable server, sorted by
-// qualified name. Servers that cannot be reached or listed are left out;
-// Status says why. Lists are cached per connection and fetched again after
+// qualified name. Servers that cannot be reached or listed (within their
+// call timeout) are left out; Status says why. Lists are cached per connection and fetched again after
 // a reconnect or a tools/list_changed notification. The schemas are shared:
 // callers must not modify them.
 func (m *Manager) Tools(ctx context.Context) ([]Tool, error) {
@@ -153,7 +153,10 @@ func (m *Manager) Tools(ctx context.Context) ([]Tool, error) {
 	for i, name := range m.names {
 		s := m.servers[name]
 		wg.Go(func() {
-			// One dial only: a listing should not wait out a dead server.
+			// One dial only, and no longer than a call may take: one dead
+			// or hanging server must not hold up the others' tools.
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout())
+			defer cancel()
 			lists[i], _ = s.toolList(ctx, 1, false)
 		})
 	}
@@ -178,8 +181,10 @@ func (m *Manager) Tool(ctx context.Context, server, name string) (Tool, error) {
 	if err != nil {
 		return Tool{}, err
 	}
-	ctx, cancel := m.link(ctx)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout())
 	defer cancel()
+	ctx, unlink := m.link(ctx)
+	defer unlink()
 	return s.tool(ctx, name)
 }
 
@@ -235,7 +240,7 @@ func (m *Manager) Status() []ServerStatus {
 
 // Close ends every session and every stdio server with all its process
 // group, waits for them, and fails calls still under way. The Manager is
-// unusable afterwards.
+// unusable afterwards. It always returns nil (it is an io.Closer).
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
 		m.cancel()
@@ -439,23 +444,32 @@ func (s *server) dial() (*conn, error) {
 func (s *server) lost(c *conn, err error) {
 	s.mu.Lock()
 	current := s.conn == c
-	if current {
+	s.mu.Unlock()
+	// Closed first: a stdio server's exit status is known once it is reaped.
+	c.close(false)
+	if !current {
+		return
+	}
+	if err == nil {
+		err = errors.New("the server ended the session")
+	}
+	if c.proc != nil {
+		if how := c.proc.exitDescription(); how != "" {
+			err = fmt.Errorf("%w (the server %s)", err, how)
+		}
+	}
+	s.mu.Lock()
+	if s.conn == c {
 		s.conn = nil
-		if err == nil {
-			err = errors.New("the server ended the session")
-		}
-		if c.proc != nil {
-			if how := c.proc.exitDescription(); how != "" {
-				err = fmt.Errorf("%w (the server %s)", err, how)
-			}
-		}
 		s.lastErr = fmt.Errorf("connection lost: %w", err)
 	}
 	s.mu.Unlock()
-	if current {
-		s.log.Warn("upstream: connection lost", "error", s.errorf("%w", err).Error())
+	s.log.Warn("upstream: connection lost", "error", s.errorf("%w", err).Error())
+	if c.proc != nil {
+		if tail := c.proc.stderrTail(); tail != "" {
+			s.log.Warn("upstream: its last stderr lines", "stderr", tail)
+		}
 	}
-	c.close(false)
 }
 
 // drop replaces a connection found broken by a request: it is forgotten
@@ -740,6 +754,8 @@ func (s *server) status() ServerStatus {
 		err = s.lastErr
 	case !st.Connected && s.dialing != nil:
 		err = errors.New("connecting")
+	case !st.Connected && s.conn != nil:
+		err = errors.New("connection lost") // lost is cleaning it up
 	case st.Connected && s.listErr != nil:
 		err = s.listErr
 	}

@@ -26,6 +26,7 @@ const childPath = "/usr/local/bin:/usr/bin:/bin"
 var (
 	stdinGrace = 2 * time.Second
 	termGrace  = 1 * time.Second
+	quickExit  = 100 * time.Millisecond
 )
 
 // process is a running stdio upstream. It leads its own process group, so
@@ -46,7 +47,8 @@ type process struct {
 	exitState string   // how it ended, if it ended by itself
 }
 
-// tailLines is how many of the last stderr lines an error quotes.
+// tailLines is how many of its last stderr lines the log repeats when it
+// fails to start or dies.
 const tailLines = 5
 
 // exitDescription says how a process ended if it ended by itself, "" if
@@ -197,11 +199,13 @@ func (p *process) logLines(r io.Reader, name string, log *slog.Logger) {
 	}
 }
 
-// stop ends the process group. With grace, the leader first gets the time
-// to exit by itself after its stdin closes, then SIGTERM; the group is
-// SIGKILLed in any case, so nothing it started outlives it. stop reaps the
-// leader and returns once the group is gone (or has had every chance).
-func (p *process) stop(grace bool) {
+// stop ends the process group. Gracefully, the leader first gets the time
+// to exit by itself after its stdin closes, then SIGTERM; otherwise only a
+// moment (a crashed server is usually gone already, and then we can say how
+// it ended). The group is SIGKILLed in any case, so nothing it started
+// outlives it. stop reaps the leader and returns once the group is gone (or
+// has had every chance).
+func (p *process) stop(graceful bool) {
 	p.stdin.Close()
 	pgid := p.cmd.Process.Pid
 	wait := func(d time.Duration) bool {
@@ -214,25 +218,23 @@ func (p *process) stop(grace bool) {
 			return false
 		}
 	}
-	select {
-	case <-p.exited:
-		p.mu.Lock()
-		p.exitState = "exited by itself"
-		p.mu.Unlock()
-	default:
+	grace := quickExit
+	if graceful {
+		grace = stdinGrace
 	}
-	if grace && !wait(stdinGrace) {
+	byItself := wait(grace)
+	if !byItself && graceful {
 		_ = unix.Kill(-pgid, unix.SIGTERM)
 		wait(termGrace)
 	}
 	_ = unix.Kill(-pgid, unix.SIGKILL)
 	<-p.exited
 	_ = p.cmd.Wait()
-	p.mu.Lock()
-	if p.exitState != "" && p.cmd.ProcessState != nil {
+	if byItself && p.cmd.ProcessState != nil {
+		p.mu.Lock()
 		p.exitState = "exited by itself (" + p.cmd.ProcessState.String() + ")"
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	p.stdout.Close()
 	// stderr ends when the last member of the group is gone; one that left
 	// the group (setsid) may hold it longer, and is not waited for.
