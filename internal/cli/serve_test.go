@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +16,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/audit"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 )
 
 // server is `codecage serve` in a child process (this test binary,
@@ -199,61 +197,12 @@ func TestServeSIGTERMDuringExecutions(t *testing.T) {
 	}
 	// No sandbox left behind: no process of a sandbox uid, no cgroup of
 	// the server's.
-	if procs := sandboxProcesses(); len(procs) > 0 {
+	if procs := leftovers.SandboxProcesses(); len(procs) > 0 {
 		t.Fatalf("sandbox processes left: %v", procs)
 	}
-	if cgs := cgroupsOf(pid); len(cgs) > 0 {
+	if cgs := leftovers.Cgroups(pid); len(cgs) > 0 {
 		t.Fatalf("cgroups left: %v", cgs)
 	}
-}
-
-// sandboxProcesses lists processes running as a sandbox uid.
-func sandboxProcesses() []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				if uid, _ := strconv.Atoi(f[1]); uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount {
-					out = append(out, e.Name())
-				}
-			}
-		}
-	}
-	return out
-}
-
-// cgroupsOf finds the sandbox cgroups a supervisor made (named pid-id).
-func cgroupsOf(pid int) []string {
-	prefix := fmt.Sprintf("%d-", pid)
-	var out []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		if depth > 8 {
-			return
-		}
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if !e.IsDir() {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if strings.HasPrefix(e.Name(), prefix) {
-				out = append(out, p)
-				continue
-			}
-			walk(p, depth+1)
-		}
-	}
-	walk("/sys/fs/cgroup", 0)
-	return out
 }
 
 func TestBindAddress(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -93,31 +94,7 @@ func measure(t *testing.T, ts *testServer) usage {
 	runtime.ReadMemStats(&ms)
 	fds, _ := os.ReadDir("/proc/self/fd")
 	return usage{goroutines: runtime.NumGoroutine(), fds: len(fds), heap: ms.HeapAlloc,
-		cgroups: len(ownCgroups()), sandboxes: countSandboxProcesses()}
-}
-
-// ownCgroups lists the sandbox cgroups of this process (named pid-id).
-func ownCgroups() []string {
-	prefix := fmt.Sprintf("%d-", os.Getpid())
-	var out []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		if depth > 8 {
-			return
-		}
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if e.IsDir() {
-				if strings.HasPrefix(e.Name(), prefix) {
-					out = append(out, filepath.Join(dir, e.Name()))
-				} else {
-					walk(filepath.Join(dir, e.Name()), depth+1)
-				}
-			}
-		}
-	}
-	walk("/sys/fs/cgroup", 0)
-	return out
+		cgroups: len(leftovers.Cgroups(os.Getpid())), sandboxes: countSandboxProcesses()}
 }
 
 // countSandboxProcesses counts this process's descendants.

@@ -4,13 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -106,26 +105,7 @@ func mustSucceed(t *testing.T, res *sandbox.Result) string {
 // mode gives every sandbox a uid from jail.HostUIDBase on).
 func sandboxProcesses(t *testing.T) []string {
 	t.Helper()
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				uid, _ := strconv.Atoi(f[1])
-				if uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount {
-					found = append(found, e.Name()+" "+strings.SplitN(string(b), "\n", 2)[0])
-				}
-			}
-		}
-	}
-	return found
+	return leftovers.SandboxProcesses()
 }
 
 // sandboxCgroups lists the sandbox cgroups left behind under this
