@@ -132,7 +132,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
 	svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode}, logObserver{log}})
 
-	streamable, sse := mcpserver.HTTPHandlers(mcpserver.New(svc, log))
+	streamable, sse := mcpserver.HTTPHandlers(svc, log)
 	api := httpapi.New(svc, httpapi.Options{
 		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version,
 		Ready: func(ctx context.Context) map[string]string {

@@ -74,6 +74,21 @@ func TestAPIKeys(t *testing.T) {
 	if err == nil {
 		t.Fatal("MCP connect without a key succeeded")
 	}
+	// The legacy SSE transport too: its tool calls act for the key that
+	// opened the connection.
+	sse, err := client.Connect(context.Background(), &mcp.SSEClientTransport{Endpoint: ts.URL + "/mcp/sse",
+		HTTPClient: &http.Client{Transport: bearerTransport{aliceKey}}}, nil)
+	if err != nil {
+		t.Fatalf("SSE connect with a key: %v", err)
+	}
+	defer sse.Close()
+	res, err = sse.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_sessions", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, se.ID) {
+		t.Fatalf("alice's session over SSE: %v %+v", err, res)
+	}
+	if _, err := client.Connect(context.Background(), &mcp.SSEClientTransport{Endpoint: ts.URL + "/mcp/sse"}, nil); err == nil {
+		t.Fatal("SSE connect without a key succeeded")
+	}
 
 	// Refusals are audited.
 	denied := 0

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,12 +24,16 @@ var Version = "0.1.0"
 
 // New returns an MCP server exposing svc's tools.
 func New(svc *sandbox.Service, log *slog.Logger) *mcp.Server {
+	return newServer(svc, log, "")
+}
+
+func newServer(svc *sandbox.Service, log *slog.Logger, key string) *mcp.Server {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "codecage", Title: "codecage Python sandbox", Version: Version},
 		&mcp.ServerOptions{Logger: log, Instructions: instructions(svc.Config())})
-	t := &tools{svc: svc}
+	t := &tools{svc: svc, key: key}
 	t.register(s)
 	return s
 }
@@ -57,9 +62,26 @@ func humanSize(n int64) string {
 // sessions (clients get a session id and may open several streams), which
 // the conformance suite expects. DNS-rebinding protection, on by default in
 // the SDK, stays on.
-func HTTPHandlers(server *mcp.Server) (streamable, sse http.Handler) {
-	get := func(*http.Request) *mcp.Server { return server }
-	return mcp.NewStreamableHTTPHandler(get, nil), mcp.NewSSEHandler(get, nil)
+//
+// A streamable request carries its API key to the tools as its token; a
+// legacy SSE connection's tool calls carry nothing, so each key gets an SSE
+// server of its own, bound to the key the front door checked when the
+// connection opened (sandbox.CallerFrom).
+func HTTPHandlers(svc *sandbox.Service, log *slog.Logger) (streamable, sse http.Handler) {
+	server := New(svc, log)
+	var perKey sync.Map // key name -> *mcp.Server
+	sseServer := func(r *http.Request) *mcp.Server {
+		c, ok := sandbox.CallerFrom(r.Context())
+		if !ok || c.Key == "" {
+			return server
+		}
+		if s, ok := perKey.Load(c.Key); ok {
+			return s.(*mcp.Server)
+		}
+		s, _ := perKey.LoadOrStore(c.Key, newServer(svc, log, c.Key))
+		return s.(*mcp.Server)
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil), mcp.NewSSEHandler(sseServer, nil)
 }
 
 // toolError turns a service error into the text a model can act on. The

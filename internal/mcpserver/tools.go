@@ -18,6 +18,10 @@ import (
 
 type tools struct {
 	svc *sandbox.Service
+	// key, when set, is the API key of every request this server gets
+	// (a legacy SSE connection, whose tool calls carry no token of their
+	// own; the HTTP front door checked it when the connection opened).
+	key string
 }
 
 // ExecuteInput are execute_code's arguments (shared with POST /execute).
@@ -161,7 +165,10 @@ func executeOutputSchema() *jsonschema.Schema {
 // server has keys (sessions then belong to the key, whatever the surface),
 // else the MCP session (each HTTP client connection has its own; stdio has
 // one client), which keeps one client out of another's sessions.
-func owner(req *mcp.CallToolRequest) string {
+func (t *tools) owner(req *mcp.CallToolRequest) string {
+	if t.key != "" {
+		return sandbox.KeyOwner(t.key)
+	}
 	if req == nil {
 		return ""
 	}
@@ -175,8 +182,11 @@ func owner(req *mcp.CallToolRequest) string {
 }
 
 // caller tells the service who asks and through which transport.
-func caller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
-	c := sandbox.Caller{Surface: sandbox.SurfaceMCPStdio}
+func (t *tools) caller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	c := sandbox.Caller{Surface: sandbox.SurfaceMCPStdio, Key: t.key}
+	if t.key != "" {
+		c.Surface = sandbox.SurfaceMCP
+	}
 	if req != nil && req.Extra != nil {
 		if req.Extra.Header != nil {
 			c.Surface = sandbox.SurfaceMCP
@@ -189,12 +199,12 @@ func caller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	r, err := in.Request(t.svc.Config(), owner(req))
+	r, err := in.Request(t.svc.Config(), t.owner(req))
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
 	r.OnOutput = progress(ctx, req)
-	res, err := t.svc.Execute(caller(ctx, req), r)
+	res, err := t.svc.Execute(t.caller(ctx, req), r)
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
@@ -283,7 +293,7 @@ func summary(r *sandbox.Result) string {
 type InstallInput = sandbox.InstallParams
 
 func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *sandbox.InstallResult, error) {
-	res, err := t.svc.PipInstall(caller(ctx, req), in.Request(owner(req)))
+	res, err := t.svc.PipInstall(t.caller(ctx, req), in.Request(t.owner(req)))
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -322,12 +332,12 @@ func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ N
 type CommandInput = sandbox.CommandParams
 
 func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *sandbox.CommandResult, error) {
-	r, err := in.Request(owner(req))
+	r, err := in.Request(t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	r.OnOutput = progress(ctx, req)
-	res, err := t.svc.RunCommand(caller(ctx, req), r)
+	res, err := t.svc.RunCommand(t.caller(ctx, req), r)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -347,7 +357,7 @@ func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in Com
 type ValidateInput = sandbox.ValidateParams
 
 func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *runtime.Validation, error) {
-	v, err := t.svc.Validate(caller(ctx, req), in.Request())
+	v, err := t.svc.Validate(t.caller(ctx, req), in.Request())
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -365,11 +375,11 @@ func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (
 type SessionInput = sandbox.SessionParams
 
 func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
-	r, err := in.Request(owner(req))
+	r, err := in.Request(t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	info, err := t.svc.CreateSession(caller(ctx, req), r)
+	info, err := t.svc.CreateSession(t.caller(ctx, req), r)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -387,14 +397,14 @@ type Done struct {
 }
 
 func (t *tools) closeSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, Done, error) {
-	if err := t.svc.CloseSession(caller(ctx, req), in.SessionID, owner(req)); err != nil {
+	if err := t.svc.CloseSession(t.caller(ctx, req), in.SessionID, t.owner(req)); err != nil {
 		return nil, Done{}, toolError(err)
 	}
 	return nil, Done{true}, nil
 }
 
 func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
-	info, err := t.svc.RestartSession(caller(ctx, req), in.SessionID, owner(req))
+	info, err := t.svc.RestartSession(t.caller(ctx, req), in.SessionID, t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -407,7 +417,7 @@ type SessionList struct {
 }
 
 func (t *tools) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, SessionList, error) {
-	return nil, SessionList{Sessions: t.svc.ListSessions(owner(req))}, nil
+	return nil, SessionList{Sessions: t.svc.ListSessions(t.owner(req))}, nil
 }
 
 // WriteFileInput writes a workspace file.
@@ -423,7 +433,7 @@ func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in Writ
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	fi, err := t.svc.WriteFile(caller(ctx, req), in.SessionID, owner(req), in.Path, data)
+	fi, err := t.svc.WriteFile(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path, data)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -440,7 +450,7 @@ type PathInput struct {
 type FileContent = sandbox.FileContent
 
 func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileContent, error) {
-	data, err := t.svc.ReadFile(caller(ctx, req), in.SessionID, owner(req), in.Path)
+	data, err := t.svc.ReadFile(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path)
 	if err != nil {
 		return nil, FileContent{}, toolError(err)
 	}
@@ -453,7 +463,7 @@ type FileList struct {
 }
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileList, error) {
-	files, err := t.svc.ListFiles(caller(ctx, req), in.SessionID, owner(req), in.Path)
+	files, err := t.svc.ListFiles(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path)
 	if err != nil {
 		return nil, FileList{}, toolError(err)
 	}
@@ -461,7 +471,7 @@ func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Path
 }
 
 func (t *tools) deleteFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, Done, error) {
-	if err := t.svc.DeleteFile(caller(ctx, req), in.SessionID, owner(req), in.Path); err != nil {
+	if err := t.svc.DeleteFile(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path); err != nil {
 		return nil, Done{}, toolError(err)
 	}
 	return nil, Done{true}, nil
