@@ -51,9 +51,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	// The numpy case needs the data_science profile; the warm pools stay
 	// on (no oneShot): they are what is measured.
 	cf.extra["enable_data_science"] = "true"
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage bench: configuration: %v\n", err)
+	cfg, ok := loadConfig(cf, stderr, "bench")
+	if !ok {
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

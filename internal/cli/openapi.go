@@ -18,9 +18,8 @@ func openapiCmd(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage openapi: configuration: %v\n", err)
+	cfg, ok := loadConfig(cf, stderr, "openapi")
+	if !ok {
 		return exitUsage
 	}
 	doc := httpapi.Document(cfg, cfg.APIKeys != "" || cfg.APIKeysFile != "")

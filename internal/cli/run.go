@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -96,11 +97,26 @@ func oneShot(cf *configFlags) {
 // newService loads the configuration and starts the service, or reports
 // why not and returns the exit status.
 func newService(cf *configFlags, stderr io.Writer, cmd string) (*sandbox.Service, int) {
+	cfg, ok := loadConfig(cf, stderr, cmd)
+	if !ok {
+		return nil, exitUsage
+	}
+	return startService(cfg, stderr, cmd)
+}
+
+// loadConfig loads the configuration, or reports why not.
+func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (policy.Config, bool) {
 	cfg, err := cf.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: configuration: %v\n", cmd, err)
-		return nil, exitUsage
+		return cfg, false
 	}
+	return cfg, true
+}
+
+// startService starts the service, or reports why not and returns the
+// exit status.
+func startService(cfg policy.Config, stderr io.Writer, cmd string) (*sandbox.Service, int) {
 	svc, err := sandbox.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: %v (run \"codecage doctor\")\n", cmd, err)

@@ -33,16 +33,14 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage mcp: configuration: %v\n", err)
+	cfg, ok := loadConfig(cf, stderr, "mcp")
+	if !ok {
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
-	svc, err := sandbox.New(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage mcp: %v (run \"codecage doctor\")\n", err)
-		return exitInternal
+	svc, code := startService(cfg, stderr, "mcp")
+	if svc == nil {
+		return code
 	}
 	defer svc.Close()
 	svc.SetLogger(log)
@@ -88,9 +86,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, err := cf.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage serve: configuration: %v\n", err)
+	cfg, ok := loadConfig(cf, stderr, "serve")
+	if !ok {
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
@@ -115,10 +112,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return exitInternal
 	}
 	defer closeAudit(rec, store, log)
-	svc, err := sandbox.New(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "codecage serve: %v (run \"codecage doctor\")\n", err)
-		return exitInternal
+	svc, code := startService(cfg, stderr, "serve")
+	if svc == nil {
+		return code
 	}
 	defer svc.Close()
 	svc.SetLogger(log)
