@@ -104,8 +104,6 @@ def _tools_namespace(specs):
     # Code mode: tools.<server>.<tool>(**kwargs) and tools.call("s.t", {...}).
     # Each call is a frame to the supervisor, which holds the upstream
     # connections (and their credentials) and checks every call.
-    import inspect
-
     read_frame, write_frame = _channel
     state = {"id": 0}
 
@@ -157,19 +155,34 @@ def _tools_namespace(specs):
             names = sorted(k for k in self.__dict__ if not k.startswith("_"))
             return "<tools.%s: %s>" % (self._name, ", ".join(names))
 
+    by_server = {}
+    for spec in specs:
+        by_server.setdefault(spec["server"], []).append(spec)
+
     class Tools:
         """Upstream MCP tools: tools.<server>.<tool>(...), or tools.call("server.tool", {...}). help() on a tool shows its signature."""
-
-        def __init__(self, servers):
-            self.__dict__.update(servers)
 
         call = staticmethod(call_tool)
         ToolError = ToolError
 
+        def __getattr__(self, name):
+            # A server's functions are built when the code first uses it:
+            # most runs never touch tools, and inspect costs ~12 ms to load.
+            if name not in by_server:
+                raise AttributeError("no upstream server %r (servers: %s)" % (name, ", ".join(sorted(by_server))))
+            server = Server(name, {spec["py"]: make(spec) for spec in by_server[name]})
+            self.__dict__[name] = server
+            return server
+
+        def __dir__(self):
+            return sorted(set(by_server) | {"call", "ToolError"})
+
         def __repr__(self):
-            return "<tools: %s>" % ", ".join(sorted(k for k in self.__dict__ if not k.startswith("_")))
+            return "<tools: %s>" % ", ".join(sorted(by_server))
 
     def make(spec):
+        import inspect
+
         qualified = spec["server"] + "." + spec["name"]
         params = spec["params"]
         parameters = []
@@ -196,10 +209,7 @@ def _tools_namespace(specs):
         fn.__doc__ = spec["doc"]
         return fn
 
-    servers = {}
-    for spec in specs:
-        servers.setdefault(spec["server"], {})[spec["py"]] = make(spec)
-    return Tools({name: Server(name, fns) for name, fns in servers.items()})
+    return Tools()
 
 
 def _site_paths(os):
