@@ -41,6 +41,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cpuSec   = fs.Float64("max-cpu-time-sec", 0, "CPU-time limit of this run in seconds")
 		printLen = fs.Int64("max-print-length", 0, "cap on stdout and stderr of this run, each, in bytes")
 		asJSON   = fs.Bool("json", false, "print one JSON result object")
+		gvisor   = fs.Bool("use-container", false, "run under gVisor (runsc) instead of the native jail")
 	)
 	in := addCodeInput(fs, "run")
 	fs.Usage = func() {
@@ -50,6 +51,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if status, ok := parse(fs, args); !ok {
 		return status
 	}
+	if *gvisor {
+		// Whoever runs the CLI is its operator: asking is enabling.
+		if _, set := in.config.extra["enable_container_mode"]; !set {
+			in.config.extra["enable_container_mode"] = "true"
+		}
+	}
 	src, svc, status := in.start(fs, stdin, stderr, "run")
 	if svc == nil {
 		return status
@@ -58,11 +65,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
-		Code:        src,
-		CPUTime:     seconds(*cpuSec),
-		MemoryBytes: *memMB << 20,
-		OutputBytes: *printLen,
-		Profiles:    in.profiles,
+		Code:         src,
+		CPUTime:      seconds(*cpuSec),
+		MemoryBytes:  *memMB << 20,
+		OutputBytes:  *printLen,
+		Profiles:     in.profiles,
+		UseContainer: *gvisor,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)
@@ -87,7 +95,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // oneShot keeps a command that runs once from starting warm pools.
 func oneShot(cf *configFlags) {
-	for _, k := range []string{"pool_size", "data_science_pool_size"} {
+	for _, k := range []string{"pool_size", "data_science_pool_size", "gvisor_pool_size", "gvisor_data_science_pool_size"} {
 		if _, set := cf.extra[k]; !set {
 			cf.extra[k] = "0"
 		}

@@ -120,3 +120,29 @@ func (s *Sandbox) HostUID() int { return 0 }
 
 // Arm does nothing.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {}
+
+// Cgroup is never created here.
+type Cgroup struct{}
+
+// NewCgroup fails: there are no cgroups on this system.
+func NewCgroup(id string, memory int64, tasks int) (*Cgroup, error) {
+	return nil, ProbeHost().Usable()
+}
+
+// ProcsFiles is empty.
+func (c *Cgroup) ProcsFiles() []string { return nil }
+
+// CPUUsage is zero.
+func (c *Cgroup) CPUUsage() time.Duration { return 0 }
+
+// MemoryPeak is zero.
+func (c *Cgroup) MemoryPeak() int64 { return 0 }
+
+// OOMKilled is false.
+func (c *Cgroup) OOMKilled() bool { return false }
+
+// KillAll does nothing.
+func (c *Cgroup) KillAll() error { return nil }
+
+// Destroy does nothing.
+func (c *Cgroup) Destroy() error { return nil }

@@ -46,6 +46,17 @@ type Config struct {
 	NetworkAllow []string
 	// EnableContainerMode allows use_container (the gVisor backend).
 	EnableContainerMode bool
+	// Isolation is the backend of a request that does not ask for one:
+	// "native" (the jail) or "gvisor" (every run under runsc).
+	Isolation string
+	// Runsc is gVisor's runsc binary (empty: runsc on PATH).
+	Runsc string
+	// GVisorPlatform is gVisor's platform: ptrace or kvm.
+	GVisorPlatform string
+	// GVisorPoolSize and GVisorDataPoolSize are the gVisor sandboxes kept
+	// ready (basic, and data_science with numpy and pandas loaded) when
+	// the gVisor backend is in use.
+	GVisorPoolSize, GVisorDataPoolSize int
 	// Interpreter is the Python inside the jail.
 	Interpreter string
 
@@ -140,13 +151,17 @@ func DefaultConfig() Config {
 		MaxCodeSize:  4 << 20,
 		Interpreter:  "/usr/bin/python3",
 
-		DefaultProfiles: []string{Basic},
-		PoolSize:        4,
-		DataPoolSize:    1,
-		MaxSandboxes:    32,
-		QueueTimeout:    10 * time.Second,
-		PoolMaxIdle:     10 * time.Minute,
-		Zygote:          true,
+		DefaultProfiles:    []string{Basic},
+		PoolSize:           4,
+		DataPoolSize:       1,
+		Isolation:          IsolationNative,
+		GVisorPlatform:     "ptrace",
+		GVisorPoolSize:     2,
+		GVisorDataPoolSize: 1,
+		MaxSandboxes:       32,
+		QueueTimeout:       10 * time.Second,
+		PoolMaxIdle:        10 * time.Minute,
+		Zygote:             true,
 
 		MaxSessions:        16,
 		SessionIdleTTL:     15 * time.Minute,
@@ -241,6 +256,11 @@ var settings = []setting{
 	boolSetting("enable_network", "SANDBOX_ENABLE_NETWORK", "enable the network profile (egress through the proxy only)", func(c *Config) *bool { return &c.EnableNetwork }),
 	boolSetting("enable_filesystem", "SANDBOX_ENABLE_FILESYSTEM", "enable the filesystem profile", func(c *Config) *bool { return &c.EnableFilesystem }),
 	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }),
+	choiceSetting("isolation", "SANDBOX_ISOLATION", "backend of every run: native (the jail) or gvisor (runsc)", []string{IsolationNative, IsolationGVisor}, func(c *Config) *string { return &c.Isolation }),
+	pathSetting("runsc", "SANDBOX_RUNSC", "gVisor's runsc binary (default: runsc on PATH)", func(c *Config) *string { return &c.Runsc }),
+	choiceSetting("gvisor_platform", "SANDBOX_GVISOR_PLATFORM", "gVisor platform: ptrace or kvm", []string{"ptrace", "kvm"}, func(c *Config) *string { return &c.GVisorPlatform }),
+	countSetting("gvisor_pool_size", "SANDBOX_GVISOR_POOL_SIZE", "basic gVisor sandboxes kept ready when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorPoolSize }),
+	countSetting("gvisor_data_science_pool_size", "SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE", "data_science gVisor sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.GVisorDataPoolSize }),
 	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
 	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default basic)", func(c *Config) *[]string { return &c.DefaultProfiles }),
 	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
@@ -449,6 +469,9 @@ func (c *Config) validate() error {
 	if c.PoolSize+c.DataPoolSize > c.MaxSandboxes {
 		return errors.New("SANDBOX_POOL_SIZE plus SANDBOX_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
 	}
+	if c.GVisorInUse() && c.GVisorPoolSize+c.GVisorDataPoolSize > c.MaxSandboxes {
+		return errors.New("SANDBOX_GVISOR_POOL_SIZE plus SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
+	}
 	if len(c.DefaultProfiles) == 0 {
 		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic)")
 	}
@@ -462,6 +485,18 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// The isolation backends.
+const (
+	IsolationNative = "native"
+	IsolationGVisor = "gvisor"
+)
+
+// GVisorInUse reports whether runs may use the gVisor backend: it is the
+// default, or requests may ask for it (use_container).
+func (c Config) GVisorInUse() bool {
+	return c.Isolation == IsolationGVisor || c.EnableContainerMode
 }
 
 // defaultStateDir is $XDG_STATE_HOME/codecage, else ~/.local/state/codecage,

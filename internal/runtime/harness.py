@@ -22,15 +22,27 @@ def _harness():
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
         _zygote(os)
+    ready = False
+    try:
+        os.fstat(3)
+    except OSError:
+        # gVisor passes only the standard descriptors: the channel is stdin.
+        # Move it to fd 3, give the code an empty stdin like the native
+        # jail's, and say when the (slowly booting) sandbox can take code.
+        os.dup2(0, 3)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        ready = True
     for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE"):
         os.environ.pop(name, None)  # the code's environment stays minimal
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.
         stream.reconfigure(line_buffering=True, errors="surrogateescape")
-    _serve(os, builtins, marshal, 3)
+    _serve(os, builtins, marshal, 3, ready)
 
 
-def _serve(os, builtins, marshal, chan):
+def _serve(os, builtins, marshal, chan, ready=None):
     os.set_inheritable(chan, False)  # subprocesses of the code do not get it
     pid = os.getpid()
 
@@ -59,6 +71,10 @@ def _serve(os, builtins, marshal, chan):
     real_import = builtins.__import__
     main = None  # a session's __main__, kept from one request to the next
     _channel[:] = [read_frame, write_frame]
+    if ready:
+        # A sandbox that boots slowly (gVisor) says when it can take code,
+        # so a pool hands out only sandboxes that are really warm.
+        write_frame({"ready": True})
 
     while True:
         req = read_frame()

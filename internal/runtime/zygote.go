@@ -86,7 +86,9 @@ type cellMessage struct {
 	} `json:"cell_exit"`
 }
 
-// ReadReady waits for the cell to say it is restricted and waiting.
+// ReadReady waits for the ready frame: a cell's, once it is restricted and
+// waiting, or a harness's that found its channel on stdin (gVisor: a
+// slowly booting sandbox says when it can take code).
 func ReadReady(r io.Reader) error {
 	var m cellMessage
 	if err := readJSONFrame(r, &m, 1<<10); err != nil {

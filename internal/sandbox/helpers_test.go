@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -40,6 +41,7 @@ var services struct {
 
 func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
 	tb.Helper()
+	cfg.Isolation = testBackend(tb)
 	svc, err := sandbox.New(cfg)
 	if err != nil {
 		tb.Fatalf("sandbox.New: %v", err)
@@ -49,6 +51,24 @@ func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
 	services.Unlock()
 	tb.Cleanup(closeServices)
 	return svc
+}
+
+// testBackend is the backend the suite runs against: native, or gvisor
+// when CODECAGE_TEST_BACKEND=gvisor (scripts/test.sh runs the functional
+// and containment tests both ways). Without a working runsc that fails.
+func testBackend(tb testing.TB) string {
+	b := os.Getenv("CODECAGE_TEST_BACKEND")
+	switch b {
+	case "", policy.IsolationNative:
+		return policy.IsolationNative
+	case policy.IsolationGVisor:
+		if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
+			tb.Fatalf("CODECAGE_TEST_BACKEND=gvisor, but gVisor does not work here: %s", info.Error)
+		}
+		return b
+	}
+	tb.Fatalf("CODECAGE_TEST_BACKEND=%q: want native or gvisor", b)
+	return ""
 }
 
 func closeServices() {

@@ -23,18 +23,12 @@ type ExecuteParams struct {
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable top-level modules to this list (within what the profiles allow)." doc:"Narrow the importable top-level modules to this list (within what the profiles allow)."`
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)." doc:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)."`
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls." doc:"Run in this session (from POST /sessions): variables, imports and /workspace files persist between calls."`
-	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend (only where the operator enabled container mode)." doc:"Run under the gVisor backend (only where the operator enabled container mode)."`
+	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend, a user-space kernel between the code and the host's (only where the operator enabled container mode). Not with session_id: a session's backend is chosen when it is created." doc:"Run under the gVisor backend, a user-space kernel between the code and the host's (only where the operator enabled container mode). Not with session_id: a session's backend is chosen when it is created."`
 	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
 }
 
 // Request checks the parameters and turns them into a Request for owner.
 func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error) {
-	if p.UseContainer && !cfg.EnableContainerMode {
-		return Request{}, fmt.Errorf("%w: use_container needs container mode, which this server does not enable (SANDBOX_ENABLE_CONTAINER_MODE=true)", ErrInvalidRequest)
-	}
-	if p.UseContainer {
-		return Request{}, fmt.Errorf("%w: the gVisor backend is not available in this version; run without use_container", ErrInvalidRequest)
-	}
 	if p.Timeout < 0 || p.Timeout > 86400 {
 		return Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", ErrInvalidRequest, p.Timeout, cfg.MaxTimeout.Seconds())
 	}
@@ -50,6 +44,7 @@ func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error)
 		AllowedImports: p.AllowedImports,
 		SessionID:      p.SessionID,
 		Owner:          owner,
+		UseContainer:   p.UseContainer,
 		Tools:          p.Tools,
 	}, nil
 }
@@ -101,6 +96,7 @@ type SessionParams struct {
 	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default basic)." doc:"Capability profile(s) of the session, comma-separated (default basic)."`
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
+	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
 }
 
 // Request checks the parameters and turns them into a SessionRequest.
@@ -109,7 +105,7 @@ func (p SessionParams) Request(owner string) (SessionRequest, error) {
 	if err != nil {
 		return SessionRequest{}, err
 	}
-	return SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem}, nil
+	return SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
 }
 
 // FileEncodings are the encodings of file contents on the wire.

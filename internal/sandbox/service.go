@@ -31,11 +31,12 @@ type Service struct {
 	egress egress.Policy
 	log    *slog.Logger
 
-	basic, data *class        // warm pools, nil when not configured
-	coldSlots   chan struct{} // bounds sandboxes started on demand
-	sessions    sessions
-	stop        chan struct{} // closed by Close
-	closeOnce   sync.Once
+	basic, data     *class        // warm pools, nil when not configured
+	gvBasic, gvData *class        // the same under gVisor
+	coldSlots       chan struct{} // bounds sandboxes started on demand
+	sessions        sessions
+	stop            chan struct{} // closed by Close
+	closeOnce       sync.Once
 
 	gate         *access.Gate // rate and concurrency limits of callers
 	obsMu        sync.RWMutex
@@ -118,8 +119,8 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		if err != nil {
 			return nil, "", err
 		}
-		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 {
-			return nil, "", fmt.Errorf("%w: a session's profiles, imports and memory are chosen when it is created", ErrInvalidRequest)
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != policy.IsolationGVisor) {
+			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
 		}
 		limits, err := s.limits(req, se.imports)
 		if err != nil {
@@ -128,11 +129,18 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		res, err := s.executeInSession(ctx, req, limits)
 		return res, se.imports.Label(), err
 	}
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return nil, "", err
+	}
 	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	imports = s.withLayer(imports)
+	if backend == policy.IsolationGVisor && imports.Uses(policy.Network) {
+		return nil, "", fmt.Errorf("%w: the network profile runs on the native backend only, not under gVisor", ErrInvalidRequest)
+	}
 	tools, err := s.runTools(ctx, req.Tools)
 	if err != nil {
 		return nil, "", err
@@ -160,7 +168,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
-	run, err := s.acquire(ctx, imports, limits, spec)
+	run, err := s.acquire(ctx, backend, imports, limits, spec)
 	if err != nil {
 		return nil, "", err
 	}
@@ -182,7 +190,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	start := time.Now()
 	rep, exit := run.run(rreq, handler)
 	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
-	return buildResult(run.id(), exit, rep, &stdout, &stderr, limits), imports.Label(), nil
+	return buildResult(run.id(), backend, exit, rep, &stdout, &stderr, limits), imports.Label(), nil
 }
 
 // runner is one execution's sandbox, whichever kind: a whole jail started
@@ -195,9 +203,9 @@ type runner interface {
 	release()
 }
 
-// jailRun is a run in a whole jail.
+// jailRun is a run in a whole sandbox (a jail or gVisor's).
 type jailRun struct {
-	sb   *jail.Sandbox
+	sb   box
 	done func()
 }
 
@@ -291,7 +299,7 @@ func (s *Service) checkCode(code string) error {
 	return nil
 }
 
-func buildResult(id string, exit jail.Exit, rep *runtime.Reply, stdout, stderr *bytes.Buffer, lim jail.Limits) *Result {
+func buildResult(id, backend string, exit jail.Exit, rep *runtime.Reply, stdout, stderr *bytes.Buffer, lim jail.Limits) *Result {
 	r := &Result{
 		ExecutionID:   id,
 		Stdout:        strings.ToValidUTF8(stdout.String(), "\uFFFD"),
@@ -304,7 +312,7 @@ func buildResult(id string, exit jail.Exit, rep *runtime.Reply, stdout, stderr *
 		OOMKilled:     exit.OOMKilled,
 		Truncated:     exit.Truncated,
 		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
-		Backend:       "native",
+		Backend:       backend,
 		Isolation:     jail.ProbeHost().Layers(),
 	}
 	limit := exit.Limit

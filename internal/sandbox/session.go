@@ -35,12 +35,15 @@ type SessionRequest struct {
 	Profiles       []string
 	AllowedImports []string
 	MemoryBytes    int64
+	// UseContainer runs the session under gVisor (where container mode is on).
+	UseContainer bool
 }
 
 // SessionInfo describes a session.
 type SessionInfo struct {
 	ID        string    `json:"session_id"`
 	Profiles  []string  `json:"profiles"`
+	Backend   string    `json:"backend"`
 	CreatedAt time.Time `json:"created_at"`
 	LastUsed  time.Time `json:"last_used"`
 	ExpiresAt time.Time `json:"expires_at"`
@@ -61,13 +64,14 @@ type session struct {
 	dir     string // host directory of the workspace
 	site    string // host directory of its installed packages
 	uid     int    // host uid of its sandboxes (0: each its own, rootless)
+	backend string // "native" or "gvisor"
 	created time.Time
 	used    time.Time
 	runs    int
 	ended   string
 
 	sbMu           sync.Mutex // guards sb for readers that do not hold mu
-	sb             *jail.Sandbox
+	sb             box
 	stdout, stderr *switchWriter
 }
 
@@ -101,11 +105,18 @@ func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*Sessi
 }
 
 func (s *Service) createSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return nil, err
+	}
 	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	imports = s.withLayer(imports)
+	if backend == policy.IsolationGVisor && imports.Uses(policy.Network) {
+		return nil, fmt.Errorf("%w: the network profile runs on the native backend only, not under gVisor", ErrInvalidRequest)
+	}
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
 	if err != nil {
 		return nil, err
@@ -117,7 +128,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	}
 	id := "s" + jail.NewID()
 	now := time.Now()
-	se := &session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now}
+	se := &session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now, backend: backend}
 	s.sessions.byID[id] = se // holds the slot while it starts
 	s.sessions.mu.Unlock()
 
@@ -165,8 +176,18 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 	if se.imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
-	sb, err := jail.Start(context.Background(), spec)
+	if se.uid != 0 {
+		// gVisor's harness starts in the workspace: it must be the
+		// session's before the sandbox starts.
+		if err := os.Chown(se.dir, se.uid, se.uid); err != nil {
+			return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+		}
+	}
+	sb, err := s.startBox(context.Background(), se.backend, spec) // it outlives the request
 	if err != nil {
+		if errors.Is(err, ErrInvalidRequest) {
+			return err
+		}
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	// The workspace belongs to the sandbox's host uid, so the code can write
@@ -277,7 +298,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		stderr.finish()
 	}
 	exit.Duration = time.Since(start)
-	res := buildResult(se.id, exit, rep, &stdout.Buffer, &stderr.Buffer, limits)
+	res := buildResult(se.id, se.backend, exit, rep, &stdout.Buffer, &stderr.Buffer, limits)
 	if rep == nil {
 		if res.Error == nil {
 			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
@@ -300,7 +321,7 @@ func endReason(e jail.Exit) string {
 
 // sandbox returns the session's current sandbox without waiting for a
 // request in progress.
-func (se *session) sandbox() *jail.Sandbox {
+func (se *session) sandbox() box {
 	se.sbMu.Lock()
 	defer se.sbMu.Unlock()
 	return se.sb
@@ -324,7 +345,7 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
 		exp = hard
 	}
-	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp, Runs: se.runs, Ended: se.ended}
+	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp, Runs: se.runs, Ended: se.ended}
 }
 
 // RestartSession starts a fresh interpreter for a session, keeping its

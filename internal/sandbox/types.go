@@ -35,6 +35,8 @@ type Request struct {
 	// what the operator allows); ["*"] switches the import policy off where
 	// the operator allows that.
 	AllowedImports []string
+	// UseContainer runs the code under gVisor (where container mode is on).
+	UseContainer bool
 	// Tools narrows the upstream tools the code may call through its
 	// `tools` object ("server.tool", "server.*"); nil: all the operator
 	// exposes.

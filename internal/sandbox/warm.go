@@ -31,10 +31,11 @@ type pooled interface {
 
 // class is one kind of pooled sandbox: what it was started with.
 type class struct {
-	name   string
-	pool   *pool.Pool[pooled]
-	limits jail.Limits
-	zygote *zygote // nil: the class keeps whole warm jails
+	name    string
+	backend string
+	pool    *pool.Pool[pooled]
+	limits  jail.Limits
+	zygote  *zygote // nil: the class keeps whole warm jails
 	// started is the pool once New returned: its refillers may call
 	// create before the pool field is set.
 	started atomic.Pointer[pool.Pool[pooled]]
@@ -51,6 +52,10 @@ func (cl *class) demand() bool {
 func (s *Service) startPools() {
 	c := s.cfg
 	pc := pool.Config{Max: c.MaxSandboxes, QueueTimeout: c.QueueTimeout, Refillers: 2}
+	if c.Isolation == policy.IsolationGVisor {
+		s.startGVisorPools(pc) // no run uses the native pools
+		return
+	}
 	if c.PoolSize > 0 {
 		pc.Ready = c.PoolSize
 		s.basic = s.newClass(policy.Basic, pc, c.MemoryLimit, runtime.Env(), nil)
@@ -63,11 +68,31 @@ func (s *Service) startPools() {
 		env = append(env, "CODECAGE_PRELOAD=numpy,pandas")
 		s.data = s.newClass(policy.DataScience, pc, c.DataMemory, env, binds)
 	}
+	if c.GVisorInUse() {
+		s.startGVisorPools(pc)
+	}
 }
 
-func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds []string) *class {
+func (s *Service) startGVisorPools(pc pool.Config) {
 	c := s.cfg
-	cl := &class{name: name, limits: jail.Limits{
+	// gVisor takes a few hundred milliseconds to boot: without these pools
+	// every use_container run would wait for one.
+	if c.GVisorPoolSize > 0 {
+		pc.Ready = c.GVisorPoolSize
+		s.gvBasic = s.newGVisorClass(policy.Basic, pc, c.MemoryLimit, runtime.Env(), nil)
+	}
+	if c.GVisorDataPoolSize > 0 && c.EnableDataScience {
+		pc.Ready = c.GVisorDataPoolSize
+		env, binds := runtime.DataScienceEnv(runtime.Env())
+		env = append(env, "CODECAGE_PRELOAD=numpy,pandas")
+		s.gvData = s.newGVisorClass(policy.DataScience, pc, c.DataMemory, env, binds)
+	}
+}
+
+// classLimits are the limits a pooled sandbox starts with.
+func (s *Service) classLimits(memory int64) jail.Limits {
+	c := s.cfg
+	return jail.Limits{
 		Timeout:        c.PoolMaxIdle, // until a run arms its own
 		CPUTime:        c.CPUTime,     // per-process rlimit; runs arm a budget
 		MemoryBytes:    memory,
@@ -77,7 +102,23 @@ func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds
 		OpenFiles:      c.MaxOpenFiles,
 		TmpBytes:       c.TmpSize,
 		WorkspaceBytes: c.WorkspaceMax,
-	}}
+	}
+}
+
+// newGVisorClass keeps whole gVisor sandboxes warm, each harness waiting.
+func (s *Service) newGVisorClass(name string, pc pool.Config, memory int64, env, binds []string) *class {
+	cl := &class{name: policy.IsolationGVisor + "/" + name, backend: policy.IsolationGVisor, limits: s.classLimits(memory)}
+	create := func(ctx context.Context) (pooled, error) {
+		return s.startWarm(ctx, policy.IsolationGVisor, jail.Spec{Argv: runtime.Argv(s.cfg.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
+	}
+	cl.pool = pool.New(pc, create, func(p pooled) { p.destroy() }, func(p pooled) bool { return p.alive() })
+	cl.started.Store(cl.pool)
+	return cl
+}
+
+func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds []string) *class {
+	c := s.cfg
+	cl := &class{name: name, backend: policy.IsolationNative, limits: s.classLimits(memory)}
 	var create func(context.Context) (pooled, error)
 	if c.Zygote && jail.ProbeHost().CgroupVersion() != 0 {
 		cl.zygote = newZygote(c.Interpreter, env, binds, s.layerBinds, cl.limits)
@@ -88,7 +129,7 @@ func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds
 		}
 	} else {
 		create = func(ctx context.Context) (pooled, error) {
-			return startWarmJail(ctx, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
+			return s.startWarm(ctx, policy.IsolationNative, jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
 		}
 	}
 	cl.pool = pool.New(pc, create, func(p pooled) { p.destroy() }, func(p pooled) bool { return p.alive() })
@@ -114,16 +155,17 @@ type taken struct {
 
 func (t *taken) release() { t.giveBack() }
 
-// warmJail is a whole jail whose harness waits for its request.
+// warmJail is a whole sandbox (a jail, or gVisor's) whose harness waits
+// for its request.
 type warmJail struct {
 	jailRun
 	stdout, stderr *switchWriter
 }
 
-func startWarmJail(ctx context.Context, spec jail.Spec) (*warmJail, error) {
+func (s *Service) startWarm(ctx context.Context, backend string, spec jail.Spec) (*warmJail, error) {
 	w := &warmJail{stdout: &switchWriter{}, stderr: &switchWriter{}}
 	spec.ID, spec.Stdout, spec.Stderr = jail.NewID(), w.stdout, w.stderr
-	sb, err := jail.Start(ctx, spec)
+	sb, err := s.startBox(ctx, backend, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +198,16 @@ func (w *warmJail) destroy() {
 // pooledClass returns the pool that can serve a run, or nil: pooled
 // sandboxes were started with their class's memory, output and per-process
 // CPU limits, so only runs within those can use them.
-func (s *Service) pooledClass(imports policy.ImportPolicy, l jail.Limits) *class {
+func (s *Service) pooledClass(backend string, imports policy.ImportPolicy, l jail.Limits) *class {
 	if imports.Uses(policy.Network) {
 		return nil // each network run has its own proxy, set at start
 	}
-	cl := s.basic
+	cl, data := s.basic, s.data
+	if backend == policy.IsolationGVisor {
+		cl, data = s.gvBasic, s.gvData
+	}
 	if imports.Uses(policy.DataScience) {
-		cl = s.data
+		cl = data
 	}
 	if cl == nil || l.MemoryBytes != cl.limits.MemoryBytes || l.OutputBytes != cl.limits.OutputBytes || l.CPUTime > cl.limits.CPUTime {
 		return nil
@@ -171,9 +216,9 @@ func (s *Service) pooledClass(imports policy.ImportPolicy, l jail.Limits) *class
 }
 
 // acquire returns a sandbox for a run, armed with its limits.
-func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l jail.Limits, spec jail.Spec) (runner, error) {
+func (s *Service) acquire(ctx context.Context, backend string, imports policy.ImportPolicy, l jail.Limits, spec jail.Spec) (runner, error) {
 	busy := fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
-	if cl := s.pooledClass(imports, l); cl != nil {
+	if cl := s.pooledClass(backend, imports, l); cl != nil {
 		r, err := cl.take(ctx, spec.Stdout, spec.Stderr)
 		if err != nil {
 			if errors.Is(err, pool.ErrBusy) {
@@ -192,7 +237,7 @@ func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l ja
 		return nil, ctx.Err()
 	}
 	release := func() { <-s.coldSlots }
-	sb, err := jail.Start(ctx, spec)
+	sb, err := s.startBox(ctx, backend, spec)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -205,7 +250,7 @@ func (s *Service) acquire(ctx context.Context, imports policy.ImportPolicy, l ja
 func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.closeSessions()
-	for _, cl := range []*class{s.basic, s.data} {
+	for _, cl := range s.classes() {
 		if cl != nil {
 			cl.pool.Close()
 			if cl.zygote != nil {
@@ -218,12 +263,17 @@ func (s *Service) Close() {
 // PoolStats reports each pool by class name.
 func (s *Service) PoolStats() map[string]pool.Stats {
 	out := map[string]pool.Stats{}
-	for _, cl := range []*class{s.basic, s.data} {
+	for _, cl := range s.classes() {
 		if cl != nil {
 			out[cl.name] = cl.pool.Stats()
 		}
 	}
 	return out
+}
+
+// classes are the service's pools, nil where not configured.
+func (s *Service) classes() []*class {
+	return []*class{s.basic, s.data, s.gvBasic, s.gvData}
 }
 
 // switchWriter sends a pooled sandbox's output to the run that took it;

@@ -1,0 +1,232 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// The parts of an OCI runtime configuration that a sandbox uses.
+type ociSpec struct {
+	OCIVersion string     `json:"ociVersion"`
+	Process    ociProcess `json:"process"`
+	Root       ociRoot    `json:"root"`
+	Hostname   string     `json:"hostname"`
+	Mounts     []ociMount `json:"mounts"`
+	Linux      ociLinux   `json:"linux"`
+}
+
+type ociProcess struct {
+	Terminal        bool            `json:"terminal"`
+	User            ociUser         `json:"user"`
+	Args            []string        `json:"args"`
+	Env             []string        `json:"env"`
+	Cwd             string          `json:"cwd"`
+	NoNewPrivileges bool            `json:"noNewPrivileges"`
+	Capabilities    ociCapabilities `json:"capabilities"`
+	Rlimits         []ociRlimit     `json:"rlimits"`
+}
+
+type ociUser struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// ociCapabilities are all empty: the program holds no capability even
+// inside gVisor's kernel.
+type ociCapabilities struct {
+	Bounding    []string `json:"bounding"`
+	Effective   []string `json:"effective"`
+	Permitted   []string `json:"permitted"`
+	Inheritable []string `json:"inheritable"`
+	Ambient     []string `json:"ambient"`
+}
+
+type ociRlimit struct {
+	Type string `json:"type"`
+	Hard uint64 `json:"hard"`
+	Soft uint64 `json:"soft"`
+}
+
+type ociRoot struct {
+	Path     string `json:"path"`
+	Readonly bool   `json:"readonly"`
+}
+
+type ociMount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type"`
+	Source      string   `json:"source"`
+	Options     []string `json:"options,omitempty"`
+}
+
+type ociLinux struct {
+	Namespaces []ociNamespace `json:"namespaces"`
+}
+
+type ociNamespace struct {
+	Type string `json:"type"`
+}
+
+// systemDirs are bound read-only when they are real directories on the
+// host, and recreated as the same symlink when they are links (merged /usr).
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcDirs are bound read-only from the host: Debian resolves libraries such
+// as BLAS through /etc/alternatives.
+var etcDirs = []string{"/etc/alternatives"}
+
+const hostname = "sandbox"
+
+// writeBundle makes dir a bundle for spec: dir/rootfs, a root of empty
+// mount points and a generated /etc, and dir/config.json.
+func writeBundle(dir string, spec jail.Spec, uid int) error {
+	root := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	var mounts []ociMount
+	ro := func(host, path string) {
+		mounts = append(mounts, ociMount{Destination: path, Type: "bind", Source: host, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+	}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, filepath.Join(root, d)); err != nil {
+				return err
+			}
+		case fi.IsDir():
+			ro(d, d)
+		}
+	}
+	if err := writeEtc(root, uid); err != nil {
+		return err
+	}
+	for _, d := range etcDirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			ro(d, d)
+		}
+	}
+	l := spec.Limits
+	mounts = append(mounts,
+		ociMount{Destination: "/proc", Type: "proc", Source: "proc"},
+		ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}},
+		// gVisor's own /dev/shm is root's; POSIX shared memory and
+		// semaphores (multiprocessing) need a writable one, as in the jail.
+		ociMount{Destination: "/dev/shm", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}},
+	)
+	if spec.Workspace != "" {
+		mounts = append(mounts, ociMount{Destination: jail.WorkspaceDir, Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
+	} else {
+		mounts = append(mounts, ociMount{Destination: jail.WorkspaceDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(uid), "gid=" + strconv.Itoa(uid), "size=" + strconv.FormatInt(l.WorkspaceBytes, 10)}})
+	}
+	for _, p := range spec.ReadOnlyBinds {
+		ro(p, p)
+	}
+	for _, b := range spec.Binds {
+		ro(b.Host, b.Path)
+	}
+	for _, m := range mounts {
+		if err := mountPoint(root, m); err != nil {
+			return err
+		}
+	}
+	cfg := ociSpec{
+		OCIVersion: "1.0.2",
+		Process: ociProcess{
+			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
+			Args:            spec.Argv,
+			Env:             spec.Env,
+			Cwd:             jail.WorkspaceDir,
+			NoNewPrivileges: true,
+			Capabilities:    ociCapabilities{Bounding: []string{}, Effective: []string{}, Permitted: []string{}, Inheritable: []string{}, Ambient: []string{}},
+			Rlimits: []ociRlimit{
+				limit("RLIMIT_NOFILE", uint64(l.OpenFiles)),
+				limit("RLIMIT_NPROC", uint64(l.MaxProcesses)),
+				limit("RLIMIT_FSIZE", uint64(l.FileSizeBytes)),
+				limit("RLIMIT_CORE", 0),
+			},
+		},
+		Root:     ociRoot{Path: root, Readonly: true},
+		Hostname: hostname,
+		Mounts:   mounts,
+		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+func limit(kind string, n uint64) ociRlimit { return ociRlimit{Type: kind, Hard: n, Soft: n} }
+
+// mountPoint creates what m is mounted on: the root is read-only inside,
+// so runsc could not create it there.
+func mountPoint(root string, m ociMount) error {
+	dst := filepath.Join(root, m.Destination)
+	if !strings.HasPrefix(dst, root+"/") {
+		return fmt.Errorf("gvisor: mount point %q leaves the root", m.Destination)
+	}
+	dir := true
+	if m.Type == "bind" {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("gvisor: bind %s: %w", m.Source, err)
+		}
+		dir = fi.IsDir()
+	}
+	if dir {
+		return os.MkdirAll(dst, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// writeEtc writes the sandbox's /etc: an account for its uid and no
+// resolver (there is no network; lookups fail at once).
+func writeEtc(root string, uid int) error {
+	etc := filepath.Join(root, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return err
+	}
+	id := strconv.Itoa(uid)
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
+			"sandbox:x:" + id + ":" + id + ":sandbox:" + jail.WorkspaceDir + ":/bin/sh\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\nsandbox:x:" + id + ":\nnogroup:x:65534:\n",
+		"hosts":         "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost\n",
+		"hostname":      hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+		"resolv.conf":   "",
+	}
+	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
+		files["ld.so.cache"] = string(b)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Package gvisor is the second isolation backend: it runs a sandbox's
+// program under gVisor's runsc, so a user-space kernel stands between the
+// code and the host's. It takes the same [jail.Spec] as the native jail and
+// reports the same [jail.Exit]; what differs is documented on [Start].
+//
+// Each sandbox is one `runsc run` of a bundle made for it (a read-only root
+// of the host's /usr, a generated /etc, tmpfs /tmp, the workspace), in a
+// cgroup of its own that bounds the memory and tasks of runsc's processes
+// (runsc is told to leave cgroups alone: its own handling hangs on cgroup
+// v1 here).
+package gvisor
+
+import (
+	"errors"
+	"time"
+)
+
+// Runtime says how to run runsc.
+type Runtime struct {
+	// Runsc is the runsc binary; empty finds "runsc" on PATH.
+	Runsc string
+	// Platform is gVisor's platform: "ptrace" (the default) or "kvm".
+	Platform string
+	// StateDir holds each sandbox's bundle and runsc state while it runs;
+	// empty means /run/codecage/gvisor.
+	StateDir string
+}
+
+// DefaultStateDir is where bundles live when Runtime.StateDir is empty.
+const DefaultStateDir = "/run/codecage/gvisor"
+
+// SentryHeadroom is memory the cgroup grants above the sandbox's limit:
+// gVisor's kernel (the Sentry) and its file proxy (the Gofer) live there too.
+const SentryHeadroom = 48 << 20
+
+// Info describes the gVisor backend on this host.
+type Info struct {
+	// Available is true when a sandbox ran here.
+	Available bool `json:"available"`
+	// Runsc is the binary found.
+	Runsc string `json:"runsc,omitempty"`
+	// Version is what `runsc --version` printed first.
+	Version string `json:"version,omitempty"`
+	// Platform is the platform the sandboxes use.
+	Platform string `json:"platform"`
+	// StartupSeconds is how long the probe's sandbox took, start to end.
+	StartupSeconds float64 `json:"startup_seconds,omitempty"`
+	// Error says why the backend is unavailable.
+	Error string `json:"error,omitempty"`
+}
+
+// ErrUnavailable means runsc is missing or cannot run sandboxes here.
+var ErrUnavailable = errors.New("gvisor: unavailable")
+
+// stopGrace bounds how long teardown waits for runsc's processes to go.
+const stopGrace = 5 * time.Second

@@ -1,0 +1,55 @@
+//go:build !linux
+
+package gvisor
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// gVisor runs on Linux only; elsewhere every call reports ErrUnavailable.
+
+// Sandbox is never created here.
+type Sandbox struct{}
+
+// Start fails: gVisor needs Linux.
+func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
+	return nil, ErrUnavailable
+}
+
+// Probe reports that gVisor is unavailable.
+func Probe(rt Runtime) Info {
+	return Info{Platform: rt.Platform, Error: "gVisor needs Linux, not " + runtime.GOOS}
+}
+
+// Kill does nothing.
+func (s *Sandbox) Kill(reason jail.Limit) {}
+
+// Arm does nothing.
+func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {}
+
+// Channel is nil.
+func (s *Sandbox) Channel() *os.File { return nil }
+
+// HostUID is zero.
+func (s *Sandbox) HostUID() int { return 0 }
+
+// ID is empty.
+func (s *Sandbox) ID() string { return "" }
+
+// Done is closed.
+func (s *Sandbox) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait returns at once.
+func (s *Sandbox) Wait() jail.Exit { return jail.Exit{ExitCode: -1} }
+
+// Log is empty.
+func (s *Sandbox) Log() string { return "" }

@@ -1,0 +1,377 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// Sandbox is one running gVisor sandbox.
+type Sandbox struct {
+	id      string
+	spec    jail.Spec
+	dir     string
+	cmd     *exec.Cmd
+	channel *os.File
+	cg      *jail.Cgroup
+	uid     int
+	ownUID  bool // the uid was allocated here and is released at teardown
+	start   time.Time
+
+	killOnce  sync.Once
+	mu        sync.Mutex
+	limit     jail.Limit // first reason the sandbox was killed, under mu
+	truncated [2]bool    // under mu
+	cpuBase   time.Duration
+	log       string // the end of runsc's log when it failed
+	outLeft   [2]atomic.Int64
+	done      chan struct{}
+	exit      jail.Exit
+	arms      chan arm
+}
+
+type arm struct {
+	ctx          context.Context
+	timeout, cpu time.Duration
+}
+
+// joinCgroup is the shell that starts runsc: it moves itself into the
+// sandbox's cgroup (each file given before "--"), then becomes runsc, so
+// every process runsc starts is counted and limited from its first
+// instruction. Go cannot run code between fork and exec, and cgroup v1 has
+// no CLONE_INTO_CGROUP.
+const joinCgroup = `for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; shift; done; shift; exec "$@"`
+
+// Start runs spec's program in a new gVisor sandbox. Unlike the native
+// jail, the channel is the program's stdin (runsc passes a program its
+// standard descriptors only; the harness moves it to fd 3), the program
+// runs as spec.HostUID (or a uid allocated for it) inside too, and
+// Programs, Forward, Nested and SeqPacketChannel are not supported. The
+// gVisor kernel boots in the background: the program may start a few
+// hundred milliseconds after Start returns.
+func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
+	switch {
+	case len(spec.Argv) == 0:
+		return nil, errors.New("gvisor: empty argv")
+	case spec.Programs != nil, spec.Forward != nil, spec.Nested, spec.SeqPacketChannel:
+		return nil, fmt.Errorf("%w: the gvisor backend runs the harness only (no command jails, forwarded services or zygotes)", jail.ErrUnsupported)
+	}
+	runsc, err := rt.binary()
+	if err != nil {
+		return nil, err
+	}
+	spec.Limits = spec.Limits.WithDefaults()
+	if spec.ID == "" {
+		spec.ID = jail.NewID()
+	}
+	s := &Sandbox{id: spec.ID, spec: spec, done: make(chan struct{}), arms: make(chan arm), start: time.Now()}
+	s.outLeft[0].Store(spec.Limits.OutputBytes)
+	s.outLeft[1].Store(spec.Limits.OutputBytes)
+	s.uid = spec.HostUID
+	if s.uid == 0 {
+		s.uid, s.ownUID = jail.ReserveUID(), true
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.cleanup()
+		}
+	}()
+	s.dir = filepath.Join(rt.stateDir(), strconv.Itoa(os.Getpid())+"-"+s.id)
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if err := writeBundle(s.dir, spec, s.uid); err != nil {
+		return nil, fmt.Errorf("gvisor: bundle: %w", err)
+	}
+	// The limit covers gVisor's own kernel too; its tasks include the
+	// Sentry's threads and, on ptrace, a stub per address space.
+	s.cg, err = jail.NewCgroup("gv-"+s.id, spec.Limits.MemoryBytes+SentryHeadroom, 256+8*spec.Limits.MaxProcesses)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if err := s.launch(runsc, rt.platform()); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Sandbox) launch(runsc, platform string) error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("gvisor: channel: %w", err)
+	}
+	s.channel = os.NewFile(uintptr(pair[0]), "channel")
+	inside := os.NewFile(uintptr(pair[1]), "channel-inside")
+	defer inside.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	args := append([]string{"-c", joinCgroup, "sh"}, s.cg.ProcsFiles()...)
+	args = append(args, "--", runsc,
+		"--root="+filepath.Join(s.dir, "state"),
+		"--log="+filepath.Join(s.dir, "runsc.log"),
+		"--platform="+platform,
+		"--network=none",
+		"--ignore-cgroups",
+		"--overlay2=none",
+		"run", "--bundle", s.dir, s.id)
+	s.cmd = exec.Command("/bin/sh", args...)
+	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inside, outW, errW
+	s.cmd.Dir = s.dir
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = s.cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return fmt.Errorf("gvisor: start runsc: %w", err)
+	}
+	waited := make(chan struct{})
+	go func() {
+		_ = s.cmd.Wait()
+		close(waited)
+	}()
+	go s.supervise(outR, errR, waited)
+	return nil
+}
+
+// supervise enforces the limits gVisor does not, collects the output, and
+// tears the sandbox down when runsc ends.
+func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
+	var copiers sync.WaitGroup
+	copiers.Add(2)
+	go s.copyOutput(&copiers, 0, outR, s.spec.Stdout)
+	go s.copyOutput(&copiers, 1, errR, s.spec.Stderr)
+	timer := time.NewTimer(s.spec.Limits.Timeout)
+	defer timer.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	cpuBudget := s.spec.Limits.CPUTime + s.cg.CPUUsage()
+	var ctxDone <-chan struct{}
+	var ctx context.Context
+	for running := true; running; {
+		select {
+		case <-waited:
+			running = false
+		case <-timer.C:
+			s.Kill(jail.LimitTimeout)
+		case <-ctxDone:
+			ctxDone = nil
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				s.Kill(jail.LimitTimeout)
+			} else {
+				s.Kill(jail.LimitCanceled)
+			}
+		case a := <-s.arms:
+			timer.Reset(a.timeout)
+			s.outLeft[0].Store(s.spec.Limits.OutputBytes)
+			s.outLeft[1].Store(s.spec.Limits.OutputBytes)
+			ctx, ctxDone = a.ctx, a.ctx.Done()
+			base := s.cg.CPUUsage()
+			s.mu.Lock()
+			s.cpuBase = base
+			s.mu.Unlock()
+			cpuBudget = a.cpu + base
+		case <-tick.C:
+			if s.cg.CPUUsage() > cpuBudget {
+				s.Kill(jail.LimitCPU)
+			}
+		}
+	}
+	// runsc is gone; its Gofer and Sentry may outlive it for a moment, and
+	// hold the output pipes open until they go.
+	_ = s.cg.KillAll()
+	copiers.Wait()
+	outR.Close()
+	errR.Close()
+	s.finish()
+	if s.exit.ExitCode != 0 && s.exit.Limit == jail.LimitNone {
+		s.log = logTail(s.dir)
+	}
+	s.cleanup()
+	close(s.done)
+}
+
+func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.Writer) {
+	defer wg.Done()
+	if w == nil {
+		w = io.Discard
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			left := s.outLeft[stream].Add(-int64(n)) + int64(n)
+			if left >= int64(n) {
+				_, _ = w.Write(buf[:n])
+			} else {
+				if left > 0 {
+					_, _ = w.Write(buf[:left])
+				}
+				s.mu.Lock()
+				s.truncated[stream] = true
+				s.mu.Unlock()
+				s.Kill(jail.LimitOutput)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// finish turns what was observed into the Exit. runsc exits with the
+// program's status, or 128+n when signal n ended it.
+func (s *Sandbox) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := jail.Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: s.limit, Duration: time.Since(s.start)}
+	e.Truncated = s.truncated[0] || s.truncated[1]
+	if st := s.cmd.ProcessState; st != nil && s.limit == jail.LimitNone {
+		ws := st.Sys().(syscall.WaitStatus)
+		switch code := ws.ExitStatus(); {
+		case ws.Signaled():
+			e.Signal = int(ws.Signal())
+		case code > 128 && code < 128+65:
+			e.Signal = code - 128
+		default:
+			e.ExitCode, e.Signal = code, 0
+		}
+	}
+	e.PeakMemoryBytes = s.cg.MemoryPeak()
+	e.CPUTime = s.cg.CPUUsage() - s.cpuBase
+	e.OOMKilled = s.cg.OOMKilled()
+	if e.Limit == jail.LimitNone && e.OOMKilled {
+		e.Limit = jail.LimitMemory
+	}
+	s.exit = e
+}
+
+// Kill ends the sandbox at once: every process of its cgroup (runsc, the
+// Sentry, the Gofer) gets SIGKILL. The first reason given is the one
+// reported.
+func (s *Sandbox) Kill(reason jail.Limit) {
+	s.killOnce.Do(func() {
+		s.mu.Lock()
+		s.limit = reason
+		s.mu.Unlock()
+		if cg := s.cg; cg != nil {
+			go func() { _ = cg.KillAll() }()
+		}
+	})
+}
+
+// Arm gives the sandbox's next piece of work its own limits, counted from
+// now: a wall-clock timeout, a CPU budget, a fresh output budget, and ctx,
+// whose end kills the sandbox.
+func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
+	select {
+	case s.arms <- arm{ctx, timeout, cpu}:
+	case <-s.done:
+	}
+}
+
+// Log is the end of runsc's own log when the sandbox failed, for a
+// diagnosis; valid after Wait.
+func (s *Sandbox) Log() string { return s.log }
+
+// Channel is the supervisor's end of the program's channel.
+func (s *Sandbox) Channel() *os.File { return s.channel }
+
+// HostUID is the uid the program runs as, inside and (for the files it
+// writes through the Gofer) outside.
+func (s *Sandbox) HostUID() int { return s.uid }
+
+// ID identifies the sandbox.
+func (s *Sandbox) ID() string { return s.id }
+
+// Done is closed when the sandbox is gone and torn down.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the sandbox is gone and torn down.
+func (s *Sandbox) Wait() jail.Exit {
+	<-s.done
+	return s.exit
+}
+
+func (s *Sandbox) cleanup() {
+	if s.cmd == nil && s.channel != nil {
+		_ = s.channel.Close() // never started: nobody else closes it
+	}
+	if s.cg != nil {
+		_ = s.cg.KillAll()
+		_ = s.cg.Destroy()
+		s.cg = nil
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+	if s.ownUID {
+		jail.ReleaseUID(s.uid)
+		s.ownUID = false
+	}
+}
+
+func (rt Runtime) binary() (string, error) {
+	name := rt.Runsc
+	if name == "" {
+		name = "runsc"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s not found (Debian: apt-get install runsc)", ErrUnavailable, name)
+	}
+	return p, nil
+}
+
+func (rt Runtime) platform() string {
+	if rt.Platform == "" {
+		return "ptrace"
+	}
+	return rt.Platform
+}
+
+func (rt Runtime) stateDir() string {
+	if rt.StateDir == "" {
+		return DefaultStateDir
+	}
+	return rt.StateDir
+}
+
+// logTail returns the end of runsc's log, for an error message.
+func logTail(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "runsc.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}
