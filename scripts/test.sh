@@ -21,3 +21,8 @@ scripts/conformance.sh
 scripts/e2e-ts.sh
 # -p 1: the leftover checks scan the whole host, so packages run one at a time.
 go test -p 1 -count=1 -timeout 30m "$@" ./...
+# The functional suite, the containment rows and sessions again, against the
+# gVisor backend (every run under runsc).
+CODECAGE_TEST_BACKEND=gvisor go test -count=1 -timeout 30m "$@" \
+	-run 'Containment|^Test(Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse)' \
+	./internal/sandbox/

@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/runtime"
 )
@@ -52,6 +54,18 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		line("FAIL", "interpreter", runtime.DefaultInterpreter+": "+err.Error()+" (required)")
 	} else {
 		line("ok", "interpreter", runtime.DefaultInterpreter+" "+strings.TrimSpace(string(out)))
+	}
+	// gVisor is the optional second backend, required only when it is the
+	// default (SANDBOX_ISOLATION=gvisor).
+	gv := gvisor.Probe(gvisor.Runtime{Runsc: os.Getenv("SANDBOX_RUNSC"), Platform: os.Getenv("SANDBOX_GVISOR_PLATFORM")})
+	switch {
+	case gv.Available:
+		line("ok", "gvisor", fmt.Sprintf("%s, platform %s, a sandbox in %.2f s (use_container, SANDBOX_ISOLATION=gvisor)", gv.Version, gv.Platform, gv.StartupSeconds))
+	case os.Getenv("SANDBOX_ISOLATION") == "gvisor":
+		ok = false
+		line("FAIL", "gvisor", gv.Error+" (required: SANDBOX_ISOLATION=gvisor)")
+	default:
+		line("warn", "gvisor", gv.Error+" (optional: use_container is unavailable)")
 	}
 	if !ok {
 		fmt.Fprintln(stderr, "codecage doctor: a required isolation layer is missing; codecage refuses to run code here")

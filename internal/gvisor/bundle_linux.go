@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/jail/seccomp"
 )
 
 // The parts of an OCI runtime configuration that a sandbox uses.
@@ -68,6 +69,7 @@ type ociMount struct {
 
 type ociLinux struct {
 	Namespaces []ociNamespace `json:"namespaces"`
+	Seccomp    *seccomp.OCI   `json:"seccomp"`
 }
 
 type ociNamespace struct {
@@ -127,6 +129,9 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		// gVisor's own /dev/shm is root's; POSIX shared memory and
 		// semaphores (multiprocessing) need a writable one, as in the jail.
 		ociMount{Destination: "/dev/shm", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}},
+		// gVisor's /sys describes its own kernel, but the jail shows none:
+		// the same here (an empty, unreadable tmpfs).
+		ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=000", "size=4k"}},
 	)
 	if spec.Workspace != "" {
 		mounts = append(mounts, ociMount{Destination: jail.WorkspaceDir, Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
@@ -143,6 +148,12 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		if err := mountPoint(root, m); err != nil {
 			return err
 		}
+	}
+	// The jail's seccomp rules, applied by gVisor's kernel: what the code
+	// may ask of it is no more than what it may ask of the host's.
+	filter, err := seccomp.BuildOCI(seccomp.Options{})
+	if err != nil {
+		return err
 	}
 	cfg := ociSpec{
 		OCIVersion: "1.0.2",
@@ -163,7 +174,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		Root:     ociRoot{Path: root, Readonly: true},
 		Hostname: hostname,
 		Mounts:   mounts,
-		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}},
+		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter},
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {

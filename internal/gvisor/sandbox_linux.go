@@ -137,6 +137,7 @@ func (s *Sandbox) launch(runsc, platform string) error {
 		"--network=none",
 		"--ignore-cgroups",
 		"--overlay2=none",
+		"--oci-seccomp",
 		"run", "--bundle", s.dir, s.id)
 	s.cmd = exec.Command("/bin/sh", args...)
 	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -16,30 +16,62 @@ def _harness():
     import marshal
     import os
 
+    ready = _stdin_channel(os)
     _site_paths(os)
     _seed_matplotlib_cache(os)
     _preload(os)
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
         _zygote(os)
-    ready = False
-    try:
-        os.fstat(3)
-    except OSError:
-        # gVisor passes only the standard descriptors: the channel is stdin.
-        # Move it to fd 3, give the code an empty stdin like the native
-        # jail's, and say when the (slowly booting) sandbox can take code.
-        os.dup2(0, 3)
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        ready = True
     for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE"):
         os.environ.pop(name, None)  # the code's environment stays minimal
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.
         stream.reconfigure(line_buffering=True, errors="surrogateescape")
     _serve(os, builtins, marshal, 3, ready)
+
+
+def _stdin_channel(os):
+    # gVisor passes only the standard descriptors: the channel is stdin.
+    # Move it to fd 3, give the code an empty stdin like the native jail's,
+    # and (the caller) say when the slowly booting sandbox can take code.
+    try:
+        os.fstat(3)
+        return False
+    except OSError:
+        pass
+    os.dup2(0, 3)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if os.getpid() == 1:
+        _init(os)
+    return True
+
+
+def _init(os):
+    # gVisor starts the harness as PID 1. As in the native jail, an init
+    # that is not the code's own process stays PID 1: it reaps orphans, is
+    # immune to the code's signals, and, not dumpable, keeps its /proc
+    # entries closed to the code. Returns only in the child, the harness.
+    pid = os.fork()
+    if pid == 0:
+        return
+    for fd in (0, 1, 2, 3):
+        os.close(fd)
+    import ctypes
+
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    code = 1
+    while True:
+        try:
+            child, status = os.wait()
+        except ChildProcessError:
+            break
+        if child == pid:
+            code = os.waitstatus_to_exitcode(status)
+            break
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def _serve(os, builtins, marshal, chan, ready=None):

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -88,5 +87,13 @@ func (s *Service) startBox(ctx context.Context, backend string, spec jail.Spec) 
 	return sb, nil
 }
 
-// errNoBox is returned where a backend cannot serve a kind of work.
-var errNoBox = errors.New("no sandbox")
+// layersOf reports the layers a run on backend gets. Under gVisor the
+// code faces gVisor's kernel, filtered by the jail's seccomp rules, with no
+// Landlock; cgroups bound gVisor's processes on the host.
+func layersOf(backend string) jail.Layers {
+	l := jail.ProbeHost().Layers()
+	if backend != policy.IsolationGVisor {
+		return l
+	}
+	return jail.Layers{Cgroup: l.Cgroup, Seccomp: true, Warnings: []string{}}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -213,4 +214,18 @@ func expectResponsive(t *testing.T, svc *sandbox.Service) {
 	if out := mustSucceed(t, res); out != "1\n" {
 		t.Fatalf("follow-up execution printed %q, want %q", out, "1\n")
 	}
+}
+
+// onGVisor reports whether the suite runs against the gVisor backend
+// (CODECAGE_TEST_BACKEND=gvisor). Where gVisor's kernel answers an attack
+// differently from the host's (another errno, or an /proc entry of its own
+// init), a row states both expectations and why.
+func onGVisor() bool { return os.Getenv("CODECAGE_TEST_BACKEND") == policy.IsolationGVisor }
+
+// either returns native, or gv when the suite runs against gVisor.
+func either(native, gv []string) []string {
+	if onGVisor() {
+		return gv
+	}
+	return native
 }

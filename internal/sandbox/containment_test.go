@@ -225,8 +225,13 @@ for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
 			t.Errorf("sandbox environment has unexpected variable %q (all: %s)", k, m["env_keys"])
 		}
 	}
-	// The init's environment is not readable (it is not dumpable).
-	expectOneOf(t, m, "environ_1", "EACCES", "EPERM")
+	// The init's environment is not readable (it is not dumpable). gVisor
+	// shows it anyway: it is the code's own minimal environment (the init
+	// is the harness's fork), and every environment printed above was
+	// checked for the secret.
+	if !onGVisor() {
+		expectOneOf(t, m, "environ_1", "EACCES", "EPERM")
+	}
 }
 
 func TestContainment_09_InheritedFDs(t *testing.T) {
@@ -411,6 +416,15 @@ while True:
 		t.Errorf("fork bomb: want it ended by the timeout, got error=%+v limit=%v", res.Error, res.Limit)
 	}
 	m := results(res)
+	if onGVisor() && *res.Limit == "memory" {
+		// Each gVisor process costs its kernel ~5 MiB (a ptrace stub and
+		// task state), so 64 copies outgrow 256 MiB before RLIMIT_NPROC
+		// stops them, and the memory kill takes the output with it.
+		t.Logf("gVisor: the memory limit ended the fork bomb first")
+		expectResponsive(t, svc)
+		assertNoLeftovers(t)
+		return
+	}
 	expectOneOf(t, m, "fork_error", "EAGAIN")
 	// The program may run jail.DefaultLimits.MaxProcesses (64) processes at
 	// once; "procs" also counts the init (PID 1), which is not the program's.
@@ -675,8 +689,8 @@ for pid in visible:
 R("tasks", ",".join(map(str, sorted(tasks))))
 R("kill_test_process", attempt(lambda: os.kill(@@HOSTPID@@, 0)))
 R("kill_bystander", attempt(lambda: os.kill(@@BYSTANDER@@, signal.SIGKILL)))
-R("kill_parent", attempt(lambda: os.kill(os.getppid(), signal.SIGKILL)))
-R("kill_init", attempt(lambda: os.kill(1, signal.SIGKILL)))
+R("kill_parent", attempt(lambda: os.kill(os.getppid(), @@INITSIG@@)))
+R("kill_init", attempt(lambda: os.kill(1, @@INITSIG@@)))
 killable = []
 for pid in range(1, 1 << 16):
     try:
@@ -687,7 +701,7 @@ for pid in range(1, 1 << 16):
 R("killable", ",".join(map(str, killable)))
 R("killable_outside", ",".join(str(p) for p in killable if p not in tasks) or "none")
 R("alive", "yes")
-`, "HOSTPID", strconv.Itoa(hostPID), "BYSTANDER", strconv.Itoa(bystander.Process.Pid)))
+`, "HOSTPID", strconv.Itoa(hostPID), "BYSTANDER", strconv.Itoa(bystander.Process.Pid), "INITSIG", initSignal()))
 		visible := strings.Split(m["visible"], ",")
 		if len(visible) > 3 || visible[0] != "1" {
 			t.Errorf("/proc shows pids %q, want only the init (1) and the program", m["visible"])
@@ -747,6 +761,18 @@ print("survived kill(-1)")
 
 // --- Kernel attack surface -----------------------------------------------------
 
+// initSignal is what the visibility probe sends to PID 1, the program's
+// parent. gVisor lets the
+// code SIGKILL its init (the Linux kernel drops it): that ends the code's
+// own sandbox and nothing else, but would end the probe too, so there it
+// only checks that the init exists.
+func initSignal() string {
+	if onGVisor() {
+		return "0"
+	}
+	return "signal.SIGKILL"
+}
+
 func TestContainment_23_Namespaces(t *testing.T) {
 	svc := newService(t)
 	m := probe(t, svc, `
@@ -789,8 +815,13 @@ fd = os.open("/proc/self/ns/user", os.O_RDONLY)
 R("setns_self_user", sc(308, fd, 0))
 `)
 	expectAll(t, m, []string{"mount", "umount2", "pivot_root", "chroot", "fsopen", "open_tree", "move_mount",
-		"mount_setattr", "setns_self_net", "setns_self_user"}, "EPERM")
-	expectAll(t, m, []string{"open_proc1_ns_mnt", "open_proc1_ns_user"}, "EACCES", "EPERM", "ENOENT")
+		"setns_self_net", "setns_self_user"}, "EPERM")
+	// gVisor (2022) has no mount_setattr at all.
+	expectOneOf(t, m, "mount_setattr", either([]string{"EPERM"}, []string{"EPERM", "ENOSYS"})...)
+	// gVisor's init shows its namespaces, which are gVisor's own (setns is
+	// refused anyway).
+	expectOneOf(t, m, "open_proc1_ns_mnt", "EACCES", "EPERM", "ENOENT")
+	expectOneOf(t, m, "open_proc1_ns_user", either([]string{"EACCES", "EPERM", "ENOENT"}, []string{"EACCES", "EPERM", "ENOENT", "OK"})...)
 }
 
 func TestContainment_25_Ptrace(t *testing.T) {
@@ -831,8 +862,11 @@ R("proc1_exe_read", attempt(lambda: open("/proc/1/exe", "rb").read(4)))
 R("proc1_cwd", attempt(lambda: os.listdir("/proc/1/cwd")))
 R("proc1_fd", attempt(lambda: os.listdir("/proc/1/fd")))
 `)
-	expectAll(t, m, []string{"proc1_environ", "proc1_mem", "proc1_root", "proc1_exe_write", "proc1_exe_read",
-		"proc1_cwd", "proc1_fd"}, "EACCES", "EPERM")
+	expectAll(t, m, []string{"proc1_mem", "proc1_root", "proc1_exe_write", "proc1_cwd"}, "EACCES", "EPERM")
+	// gVisor shows a non-dumpable init's environment, executable and
+	// descriptor list anyway. Its init is the harness's fork: the code's
+	// own environment and interpreter, and no descriptor at all.
+	expectAll(t, m, []string{"proc1_environ", "proc1_exe_read", "proc1_fd"}, either([]string{"EACCES", "EPERM"}, []string{"EACCES", "EPERM", "OK"})...)
 }
 
 func TestContainment_27_KernelInterfaces(t *testing.T) {
@@ -913,6 +947,14 @@ func TestContainment_31_ForeignSyscallABIs(t *testing.T) {
 		t.Helper()
 		m := results(res)
 		expectOneOf(t, m, "before", "yes")
+		if onGVisor() {
+			// gVisor implements the x86_64 ABI alone: a foreign call fails
+			// in its kernel and reaches no host syscall table.
+			if after, err := strconv.Atoi(m["after"]); err != nil || after >= 0 {
+				t.Errorf("gVisor: the foreign syscall returned %q, want a failure", m["after"])
+			}
+			return
+		}
 		if after, ok := m["after"]; ok {
 			t.Errorf("the foreign syscall returned (%s) instead of killing the process", after)
 		}
@@ -962,7 +1004,8 @@ R("dev_tty", attempt(lambda: open("/dev/tty", "rb")))
 `)
 	expectAll(t, m, []string{"tiocsti_fd0", "tiocsti_fd1", "tiocsti_high_bits", "tioclinux", "tioclinux_high_bits",
 		"fcntl_tiocsti"}, "EPERM")
-	expectOneOf(t, m, "dev_tty", "ENOENT")
+	// gVisor has a /dev/tty, which without a controlling terminal fails.
+	expectOneOf(t, m, "dev_tty", either([]string{"ENOENT"}, []string{"ENOENT", "EIO", "ENXIO"})...)
 }
 
 func TestContainment_33_SetuidBinaries(t *testing.T) {
@@ -1003,13 +1046,22 @@ for path in ("/usr/bin/su", "/usr/bin/mount", "/usr/bin/passwd", "/usr/bin/chfn"
     p.wait()
     R("uids_" + os.path.basename(path), euids)
 `)
-	expectOneOf(t, m, "euid_self", "1000")
-	expectOneOf(t, m, "nosuid_usr", "True")
+	// Under gVisor the code runs as its host uid inside too, and gVisor's
+	// statfs reports no mount flags; the set-user-ID bits are ignored all
+	// the same, as the uids below show.
+	self := either([]string{"1000"}, []string{m["euid_self"]})[0]
+	if self == "0" || self == "" {
+		t.Fatalf("euid_self = %q", self)
+	}
+	expectOneOf(t, m, "euid_self", self)
+	if !onGVisor() {
+		expectOneOf(t, m, "nosuid_usr", "True")
+	}
 	if m["mount_rc"] == "0" || m["mount_rc"] == "" {
 		t.Errorf("mount -t tmpfs inside the sandbox: exit status %q, want a failure", m["mount_rc"])
 	}
 	expectAll(t, m, []string{"uids_su", "uids_mount", "uids_passwd", "uids_chfn", "uids_polkit-agent-helper-1"},
-		"1000,1000,1000,1000")
+		strings.Repeat(self+",", 3)+self)
 }
 
 func TestContainment_34_Privileges(t *testing.T) {
@@ -1028,10 +1080,15 @@ show("child_", subprocess.run(["/bin/cat", "/proc/self/status"], capture_output=
 	mustSucceed(t, res)
 	m := results(res)
 	for _, who := range []string{"self_", "child_"} {
-		for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+		caps := []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
+		if onGVisor() {
+			caps = caps[:4] // gVisor's status has no CapAmb nor NoNewPrivs line
+		} else {
+			expectOneOf(t, m, who+"NoNewPrivs", "1")
+		}
+		for _, k := range caps {
 			expectOneOf(t, m, who+k, "0000000000000000")
 		}
-		expectOneOf(t, m, who+"NoNewPrivs", "1")
 		expectOneOf(t, m, who+"Seccomp", "2")
 		for _, k := range []string{"Uid", "Gid"} {
 			ids := strings.Split(m[who+k], ",")
@@ -1207,7 +1264,7 @@ R("unshare_user", "OK" if r == 0 else errno.errorcode[ctypes.get_errno()])
 	expectOneOf(t, m, "builtin_importer", "posix")
 	expectAll(t, m, []string{"canary", "canary_posix"}, "ENOENT", "EACCES")
 	expectOneOf(t, m, "connect", netDenied...)
-	expectOneOf(t, m, "proc1_environ", "EACCES", "EPERM")
+	expectOneOf(t, m, "proc1_environ", either([]string{"EACCES", "EPERM"}, []string{"EACCES", "EPERM", "OK"})...) // see row 26
 	expectOneOf(t, m, "unshare_user", "EPERM")
 }
 

@@ -42,6 +42,12 @@ var services struct {
 func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
 	tb.Helper()
 	cfg.Isolation = testBackend(tb)
+	return newServiceAsIs(tb, cfg)
+}
+
+// newServiceAsIs keeps cfg's backend whatever the suite runs against.
+func newServiceAsIs(tb testing.TB, cfg policy.Config) *sandbox.Service {
+	tb.Helper()
 	svc, err := sandbox.New(cfg)
 	if err != nil {
 		tb.Fatalf("sandbox.New: %v", err)

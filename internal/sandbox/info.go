@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -75,8 +76,15 @@ type ResourceLimits struct {
 
 // ContainerMode says whether use_container (the gVisor backend) can be used.
 type ContainerMode struct {
+	// Available is true when gVisor sandboxes run on this host.
 	Available bool `json:"available"`
-	Enabled   bool `json:"enabled"`
+	// Enabled is true when requests may ask for it (use_container).
+	Enabled bool `json:"enabled"`
+	// Default is the backend of a request that asks for none.
+	Default string `json:"default"`
+	// GVisor is what the probe found: runsc's version and platform, or why
+	// it does not work here.
+	GVisor gvisor.Info `json:"gvisor"`
 }
 
 // NetworkInfo describes the network profile's egress.
@@ -93,6 +101,12 @@ type IsolationInfo struct {
 	PythonVersion string `json:"python_version"`
 }
 
+func (s *Service) containerMode() ContainerMode {
+	gv := gvisor.Probe(s.gvisorRuntime())
+	return ContainerMode{Available: gv.Available, Enabled: s.cfg.EnableContainerMode || s.cfg.Isolation == policy.IsolationGVisor,
+		Default: s.cfg.Isolation, GVisor: gv}
+}
+
 // Info returns the server's capabilities and configuration.
 func (s *Service) Info() Info {
 	c := s.cfg
@@ -107,12 +121,12 @@ func (s *Service) Info() Info {
 			MaxProcesses: c.MaxProcesses, MaxFileSize: c.MaxFileSize, MaxOpenFiles: c.MaxOpenFiles,
 			TmpSize: c.TmpSize, WorkspaceSize: c.WorkspaceMax, MaxCodeSize: c.MaxCodeSize,
 		},
-		ContainerMode:  ContainerMode{Available: false, Enabled: c.EnableContainerMode},
+		ContainerMode:  s.containerMode(),
 		Network:        NetworkInfo{Enabled: c.EnableNetwork, Allow: nonNil(c.NetworkAllow)},
 		AllowedImports: c.AllowedImports,
 		Isolation: IsolationInfo{
 			Layers:        jail.ProbeHost().Layers(),
-			Backend:       "native",
+			Backend:       s.cfg.Isolation,
 			Interpreter:   c.Interpreter,
 			PythonVersion: pythonVersion(c.Interpreter),
 		},

@@ -313,7 +313,7 @@ func buildResult(id, backend string, exit jail.Exit, rep *runtime.Reply, stdout,
 		Truncated:     exit.Truncated,
 		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
 		Backend:       backend,
-		Isolation:     jail.ProbeHost().Layers(),
+		Isolation:     layersOf(backend),
 	}
 	limit := exit.Limit
 	if rep != nil {

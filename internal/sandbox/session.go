@@ -129,10 +129,16 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	id := "s" + jail.NewID()
 	now := time.Now()
 	se := &session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now, backend: backend}
+	// Held while it starts, so the reaper does not take a session that
+	// boots slower than its idle TTL (gVisor) for an idle one.
+	se.mu.Lock()
 	s.sessions.byID[id] = se // holds the slot while it starts
 	s.sessions.mu.Unlock()
 
-	if err := s.startSession(ctx, se); err != nil {
+	err = s.startSession(ctx, se)
+	se.used = time.Now()
+	se.mu.Unlock()
+	if err != nil {
 		s.dropSession(se)
 		return nil, err
 	}

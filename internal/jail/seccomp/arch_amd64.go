@@ -42,3 +42,6 @@ var archDeniedSyscalls = []sysno{
 	{"sysfs", unix.SYS_SYSFS},
 	{"_sysctl", unix.SYS__SYSCTL},
 }
+
+// ociArch names the native architecture in an OCI seccomp section.
+const ociArch = "SCMP_ARCH_X86_64"

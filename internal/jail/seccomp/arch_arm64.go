@@ -19,3 +19,6 @@ func archNrChecks() []bpf.Instruction { return nil }
 // archDeniedSyscalls is empty: the legacy syscalls denied on x86_64 (iopl,
 // uselib, _sysctl, ...) never existed in the arm64 table.
 var archDeniedSyscalls = []sysno{}
+
+// ociArch names the native architecture in an OCI seccomp section.
+const ociArch = "SCMP_ARCH_AARCH64"

@@ -1,0 +1,146 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecage/codecage/internal/gvisor"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// containerService is a native-by-default service whose requests may ask
+// for gVisor (use_container). It fails, never skips, without a working
+// runsc: scripts/setup.sh installs it.
+func containerService(t *testing.T, edit ...func(*policy.Config)) *sandbox.Service {
+	t.Helper()
+	if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
+		t.Fatalf("gVisor does not work on this host (scripts/setup.sh installs runsc): %s", info.Error)
+	}
+	cfg := policy.DefaultConfig()
+	cfg.Isolation = policy.IsolationNative
+	cfg.EnableContainerMode = true
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.StateDir = t.TempDir()
+	cfg.PoolSize, cfg.DataPoolSize, cfg.GVisorPoolSize, cfg.GVisorDataPoolSize = 1, 0, 1, 0
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return newServiceAsIs(t, cfg)
+}
+
+func TestUseContainerSelectsTheBackend(t *testing.T) {
+	svc := containerService(t)
+	ctx := context.Background()
+	var host unix.Utsname
+	if err := unix.Uname(&host); err != nil {
+		t.Fatal(err)
+	}
+	hostRelease := unix.ByteSliceToString(host.Release[:])
+	code := "import os\nprint(os.getuid() != 0)\nos.uname().release"
+	for _, use := range []bool{false, true, true} { // the second gVisor run comes from the refilled pool
+		res, err := svc.Execute(ctx, sandbox.Request{Code: code, UseContainer: use})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "native", true: "gvisor"}[use]
+		if !res.Success || res.Backend != want || res.Stdout != "True\n" {
+			t.Fatalf("use_container=%v: backend %q success %v stdout %q error %+v stderr %q", use, res.Backend, res.Success, res.Stdout, res.Error, res.Stderr)
+		}
+		// Under gVisor the code talks to gVisor's kernel, not the host's.
+		if sameKernel := string(res.Result) == `"`+hostRelease+`"`; sameKernel == use {
+			t.Fatalf("use_container=%v: the code sees kernel %s, the host runs %s", use, res.Result, hostRelease)
+		}
+	}
+	// The same limits hold: a timeout, and a memory limit.
+	res, err := svc.Execute(ctx, sandbox.Request{Code: "while True: pass", UseContainer: true, Timeout: 1e9})
+	if err != nil || !res.TimedOut || res.Backend != "gvisor" {
+		t.Fatalf("timeout: %v %+v", err, res)
+	}
+	res, err = svc.Execute(ctx, sandbox.Request{Code: "x = bytearray(600 << 20)", UseContainer: true, MemoryBytes: 128 << 20})
+	if err != nil || res.Success || res.Limit == nil || *res.Limit != "memory" {
+		t.Fatalf("memory: %v %+v", err, res)
+	}
+	// Without container mode, asking is a clear error.
+	off := containerService(t, func(c *policy.Config) { c.EnableContainerMode = false; c.GVisorPoolSize = 0 })
+	_, err = off.Execute(ctx, sandbox.Request{Code: "1", UseContainer: true})
+	if !errors.Is(err, sandbox.ErrInvalidRequest) || !strings.Contains(err.Error(), "SANDBOX_ENABLE_CONTAINER_MODE") {
+		t.Fatalf("container mode off: %v", err)
+	}
+	// The network profile stays on the native backend.
+	net := containerService(t, func(c *policy.Config) { c.EnableNetwork = true })
+	_, err = net.Execute(ctx, sandbox.Request{Code: "1", UseContainer: true, Profiles: []string{"network"}})
+	if !errors.Is(err, sandbox.ErrInvalidRequest) {
+		t.Fatalf("network under gVisor: %v", err)
+	}
+}
+
+func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
+	wh := wheelhouse(t)
+	svc := containerService(t, func(c *policy.Config) { c.PipFindLinks = wh; c.PipMaxDownload = 2 << 20 })
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o", UseContainer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Backend != "gvisor" {
+		t.Fatalf("session backend %q", info.Backend)
+	}
+	run := func(code string) *sandbox.Result {
+		t.Helper()
+		r, err := svc.Execute(ctx, sandbox.Request{SessionID: info.ID, Owner: "o", Code: code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Backend != "gvisor" {
+			t.Fatalf("run in a gVisor session reports backend %q", r.Backend)
+		}
+		return r
+	}
+	if r := run("x = 41\nopen('notes.txt', 'w').write('from the code')"); !r.Success {
+		t.Fatalf("cell 1: %+v", r.Error)
+	}
+	if r := run("x + 1"); string(r.Result) != "42" {
+		t.Fatalf("state did not persist: %s %+v", r.Result, r.Error)
+	}
+	// The file API sees the code's files, and the code sees the API's.
+	got, err := svc.ReadFile(ctx, info.ID, "o", "notes.txt")
+	if err != nil || string(got) != "from the code" {
+		t.Fatalf("ReadFile: %v %q", err, got)
+	}
+	if _, err := svc.WriteFile(ctx, info.ID, "o", "data/in.txt", []byte("from the API")); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("open('data/in.txt').read()"); string(r.Result) != `"from the API"` {
+		t.Fatalf("the code did not see the API's file: %s %+v", r.Result, r.Error)
+	}
+	// pip_install into a gVisor session: pip runs in the native jail, the
+	// package lands in the session's own directory, which gVisor binds.
+	res, err := svc.PipInstall(ctx, sandbox.InstallRequest{Package: "greet", SessionID: info.ID, Owner: "o"})
+	if err != nil || !res.Success {
+		t.Fatalf("install: %v %+v", err, res)
+	}
+	if r := run("import greet, colorlib\ngreet.VALUE"); string(r.Result) != `"greet 2.0"` {
+		t.Fatalf("import after install: %s %+v", r.Result, r.Error)
+	}
+	// A stateless gVisor run does not see the session's package.
+	if r, err := svc.Execute(ctx, sandbox.Request{Code: "import greet", UseContainer: true}); err != nil || r.Success {
+		t.Fatalf("a stateless run imported the session's package: %v %+v", err, r)
+	}
+	// A session's backend is chosen when it is created.
+	native, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Execute(ctx, sandbox.Request{SessionID: native.ID, Owner: "o", Code: "1", UseContainer: true}); !errors.Is(err, sandbox.ErrInvalidRequest) {
+		t.Fatalf("use_container in a native session: %v", err)
+	}
+	if err := svc.CloseSession(ctx, info.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeftovers(t)
+}
