@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/pool"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -83,6 +84,10 @@ type Report struct {
 	// interpreter's (0 when either is missing).
 	Print1OverBare float64  `json:"print1_p50_over_bare_python_p50"`
 	Targets        []Target `json:"targets"`
+	// GVisor is the gVisor backend the use_container rows ran on.
+	GVisor gvisor.Availability `json:"gvisor"`
+	// GVisorMemory is the idle memory of a ready gVisor sandbox, in bytes.
+	GVisorMemory int64 `json:"gvisor_idle_memory_bytes"`
 }
 
 // Machine describes the host.
@@ -220,6 +225,9 @@ func (b *bencher) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if err := b.baselines(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.gvisor(ctx); err != nil {
 		return nil, err
 	}
 	b.rep.Targets = b.targets()

@@ -40,7 +40,8 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "bare_python_sequential", "bare_python_concurrent"} {
+	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "bare_python_sequential", "bare_python_concurrent",
+		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)
 		}
@@ -58,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 		if row.P50 > row.P95 || row.P95 > row.P99 || row.P99 > row.Max {
 			t.Errorf("%s: percentiles out of order: %+v", row.Key, row)
 		}
-		if strings.HasPrefix(row.Key, "print1_") || strings.HasPrefix(row.Key, "numpy_") || strings.HasPrefix(row.Key, "bare_") {
+		if strings.HasPrefix(row.Key, "print1_") || strings.HasPrefix(row.Key, "numpy_") || strings.HasPrefix(row.Key, "bare_") || strings.HasPrefix(row.Key, "gvisor_") {
 			if row.Errors != 0 {
 				t.Errorf("%s: %d errors, first: %s", row.Key, row.Errors, row.FirstError)
 			}
@@ -72,6 +73,14 @@ func TestQuickRun(t *testing.T) {
 	}
 	if r := rep.Row("numpy_sequential"); r != nil && r.Runs != 3 {
 		t.Errorf("numpy_sequential ran %d times, want 3", r.Runs)
+	}
+
+	// gVisor from its warm pool: every warm run found a ready sandbox.
+	if r := rep.Row("gvisor_print1_warm"); r != nil && r.PoolHits != int64(r.Runs) {
+		t.Errorf("gvisor_print1_warm: %d pool hits in %d runs", r.PoolHits, r.Runs)
+	}
+	if !rep.GVisor.Available || rep.GVisorMemory <= 0 {
+		t.Errorf("gVisor: %+v, idle memory %d", rep.GVisor, rep.GVisorMemory)
 	}
 
 	he := rep.HumanEval

@@ -86,6 +86,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Print1OverBare > 0 {
 		fmt.Fprintf(ew, "print(1) p50 / bare python p50 = %.3f\n", r.Print1OverBare)
 	}
+	if s := r.gvisorSummary(); s != "" {
+		fmt.Fprintln(ew, s)
+	}
 
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "Targets:")

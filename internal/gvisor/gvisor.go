@@ -33,8 +33,8 @@ const DefaultStateDir = "/run/codecage/gvisor"
 // gVisor's kernel (the Sentry) and its file proxy (the Gofer) live there too.
 const SentryHeadroom = 48 << 20
 
-// Info describes the gVisor backend on this host.
-type Info struct {
+// Availability describes the gVisor backend on this host.
+type Availability struct {
 	// Available is true when a sandbox ran here.
 	Available bool `json:"available"`
 	// Runsc is the binary found.

@@ -22,8 +22,8 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 }
 
 // Probe reports that gVisor is unavailable.
-func Probe(rt Runtime) Info {
-	return Info{Platform: rt.Platform, Error: "gVisor needs Linux, not " + runtime.GOOS}
+func Probe(rt Runtime) Availability {
+	return Availability{Platform: rt.Platform, Error: "gVisor needs Linux, not " + runtime.GOOS}
 }
 
 // Kill does nothing.

@@ -16,20 +16,20 @@ var probes sync.Map // Runtime -> *probeOnce
 
 type probeOnce struct {
 	once sync.Once
-	info Info
+	info Availability
 }
 
 // Probe reports whether gVisor sandboxes run on this host with rt, by
 // running one (`/bin/true`). The answer is kept for the process's life.
-func Probe(rt Runtime) Info {
+func Probe(rt Runtime) Availability {
 	v, _ := probes.LoadOrStore(rt, &probeOnce{})
 	p := v.(*probeOnce)
 	p.once.Do(func() { p.info = probe(rt) })
 	return p.info
 }
 
-func probe(rt Runtime) Info {
-	info := Info{Platform: rt.platform()}
+func probe(rt Runtime) Availability {
+	info := Availability{Platform: rt.platform()}
 	bin, err := rt.binary()
 	if err != nil {
 		info.Error = err.Error()

@@ -84,7 +84,7 @@ type ContainerMode struct {
 	Default string `json:"default"`
 	// GVisor is what the probe found: runsc's version and platform, or why
 	// it does not work here.
-	GVisor gvisor.Info `json:"gvisor"`
+	GVisor gvisor.Availability `json:"gvisor"`
 }
 
 // NetworkInfo describes the network profile's egress.
