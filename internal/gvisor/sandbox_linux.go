@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,16 +30,15 @@ type Sandbox struct {
 	ownUID  bool // the uid was allocated here and is released at teardown
 	start   time.Time
 
-	killOnce  sync.Once
-	mu        sync.Mutex
-	limit     jail.Limit // first reason the sandbox was killed, under mu
-	truncated [2]bool    // under mu
-	cpuBase   time.Duration
-	log       string // the end of runsc's log when it failed
-	outLeft   [2]atomic.Int64
-	done      chan struct{}
-	exit      jail.Exit
-	arms      chan arm
+	killOnce sync.Once
+	mu       sync.Mutex
+	limit    jail.Limit // first reason the sandbox was killed, under mu
+	cpuBase  time.Duration
+	log      string // the end of runsc's log when it failed
+	output   *jail.Output
+	done     chan struct{}
+	exit     jail.Exit
+	arms     chan arm
 }
 
 type arm struct {
@@ -79,8 +76,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 		spec.ID = jail.NewID()
 	}
 	s := &Sandbox{id: spec.ID, spec: spec, done: make(chan struct{}), arms: make(chan arm), start: time.Now()}
-	s.outLeft[0].Store(spec.Limits.OutputBytes)
-	s.outLeft[1].Store(spec.Limits.OutputBytes)
+	s.output = jail.NewOutput(spec.Limits.OutputBytes, func() { s.Kill(jail.LimitOutput) })
 	s.uid = spec.HostUID
 	if s.uid == 0 {
 		s.uid, s.ownUID = jail.ReserveUID(), true
@@ -166,8 +162,8 @@ func (s *Sandbox) launch(runsc, platform string) error {
 func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go s.copyOutput(&copiers, 0, outR, s.spec.Stdout)
-	go s.copyOutput(&copiers, 1, errR, s.spec.Stderr)
+	go s.output.Copy(&copiers, 0, outR, s.spec.Stdout)
+	go s.output.Copy(&copiers, 1, errR, s.spec.Stderr)
 	timer := time.NewTimer(s.spec.Limits.Timeout)
 	defer timer.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -190,8 +186,7 @@ func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 			}
 		case a := <-s.arms:
 			timer.Reset(a.timeout)
-			s.outLeft[0].Store(s.spec.Limits.OutputBytes)
-			s.outLeft[1].Store(s.spec.Limits.OutputBytes)
+			s.output.Renew()
 			ctx, ctxDone = a.ctx, a.ctx.Done()
 			base := s.cg.CPUUsage()
 			s.mu.Lock()
@@ -218,41 +213,13 @@ func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 	close(s.done)
 }
 
-func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.Writer) {
-	defer wg.Done()
-	if w == nil {
-		w = io.Discard
-	}
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			left := s.outLeft[stream].Add(-int64(n)) + int64(n)
-			if left >= int64(n) {
-				_, _ = w.Write(buf[:n])
-			} else {
-				if left > 0 {
-					_, _ = w.Write(buf[:left])
-				}
-				s.mu.Lock()
-				s.truncated[stream] = true
-				s.mu.Unlock()
-				s.Kill(jail.LimitOutput)
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // finish turns what was observed into the Exit. runsc exits with the
 // program's status, or 128+n when signal n ended it.
 func (s *Sandbox) finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := jail.Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: s.limit, Duration: time.Since(s.start)}
-	e.Truncated = s.truncated[0] || s.truncated[1]
+	e.Truncated = s.output.Truncated()
 	if st := s.cmd.ProcessState; st != nil && s.limit == jail.LimitNone {
 		ws := st.Sys().(syscall.WaitStatus)
 		switch code := ws.ExitStatus(); {

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,8 +31,7 @@ type Sandbox struct {
 	mu       sync.Mutex
 	limit    Limit // first reason the sandbox was killed, under mu
 
-	truncated  [2]bool // under mu
-	outLeft    [2]atomic.Int64
+	output     *Output
 	exitReport *programExit
 	done       chan struct{}
 	exit       Exit
@@ -64,8 +61,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
 	}
 	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{}), arms: make(chan arm)}
-	s.outLeft[0].Store(spec.Limits.OutputBytes)
-	s.outLeft[1].Store(spec.Limits.OutputBytes)
+	s.output = NewOutput(spec.Limits.OutputBytes, func() { s.Kill(LimitOutput) })
 
 	var err error
 	if host.Cgroup.version != 0 {
@@ -203,8 +199,8 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-chan error) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go s.copyOutput(&copiers, 0, fds.stdout, s.spec.Stdout)
-	go s.copyOutput(&copiers, 1, fds.stderr, s.spec.Stderr)
+	go s.output.Copy(&copiers, 0, fds.stdout, s.spec.Stdout)
+	go s.output.Copy(&copiers, 1, fds.stderr, s.spec.Stderr)
 	reportDone := make(chan struct{})
 	go func() {
 		defer close(reportDone)
@@ -245,8 +241,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 			}
 		case a := <-s.arms:
 			timer.Reset(a.timeout)
-			s.outLeft[0].Store(s.spec.Limits.OutputBytes)
-			s.outLeft[1].Store(s.spec.Limits.OutputBytes)
+			s.output.Renew()
 			ctx, ctxDone = a.ctx, a.ctx.Done()
 			cpuBudget = a.cpu
 			if s.cg != nil {
@@ -268,44 +263,13 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 	close(s.done)
 }
 
-func (s *Sandbox) copyOutput(wg *sync.WaitGroup, stream int, r io.Reader, w io.Writer) {
-	defer wg.Done()
-	if w == nil {
-		w = io.Discard
-	}
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			// What is left of the budget; each Arm starts a new one.
-			left := s.outLeft[stream].Add(-int64(n)) + int64(n)
-			if left >= int64(n) {
-				_, _ = w.Write(buf[:n])
-			} else {
-				if left > 0 {
-					_, _ = w.Write(buf[:left])
-				}
-				s.mu.Lock()
-				s.truncated[stream] = true
-				s.mu.Unlock()
-				s.Kill(LimitOutput)
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // finish turns what was observed into the Exit.
 func (s *Sandbox) finish() {
 	s.mu.Lock()
 	limit := s.limit
 	s.mu.Unlock()
 	e := Exit{ExitCode: -1, Signal: int(syscall.SIGKILL), Limit: limit, Duration: time.Since(s.start)}
-	s.mu.Lock()
-	e.Truncated = s.truncated[0] || s.truncated[1]
-	s.mu.Unlock()
+	e.Truncated = s.output.Truncated()
 	if r := s.exitReport; r != nil {
 		e.ExitCode, e.Signal = r.Code, r.Signal
 		e.PeakMemoryBytes = r.MaxRSSKiB * 1024

@@ -62,10 +62,7 @@ func (s *Service) startPools() {
 	}
 	if c.DataPoolSize > 0 && c.EnableDataScience {
 		pc.Ready = c.DataPoolSize
-		env, binds := runtime.DataScienceEnv(runtime.Env())
-		// Imported once, before any request: the run's own "import numpy"
-		// then costs nothing.
-		env = append(env, "CODECAGE_PRELOAD=numpy,pandas")
+		env, binds := preloadedDataScience()
 		s.data = s.newClass(policy.DataScience, pc, c.DataMemory, env, binds)
 	}
 	if c.GVisorInUse() {
@@ -83,10 +80,17 @@ func (s *Service) startGVisorPools(pc pool.Config) {
 	}
 	if c.GVisorDataPoolSize > 0 && c.EnableDataScience {
 		pc.Ready = c.GVisorDataPoolSize
-		env, binds := runtime.DataScienceEnv(runtime.Env())
-		env = append(env, "CODECAGE_PRELOAD=numpy,pandas")
+		env, binds := preloadedDataScience()
 		s.gvData = s.newGVisorClass(policy.DataScience, pc, c.DataMemory, env, binds)
 	}
+}
+
+// preloadedDataScience is the environment and binds of a pooled
+// data_science sandbox: numpy and pandas are imported once, before any
+// request, so the run's own "import numpy" costs nothing.
+func preloadedDataScience() (env, binds []string) {
+	env, binds = runtime.DataScienceEnv(runtime.Env())
+	return append(env, "CODECAGE_PRELOAD=numpy,pandas"), binds
 }
 
 // classLimits are the limits a pooled sandbox starts with.
