@@ -144,6 +144,9 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 	for _, b := range spec.Binds {
 		ro(b.Host, b.Path)
 	}
+	if spec.Forward != nil {
+		ro(filepath.Join(dir, forwardDir), filepath.Dir(ForwardSocket))
+	}
 	for _, m := range mounts {
 		if err := mountPoint(root, m); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ type Sandbox struct {
 	uid     int
 	ownUID  bool // the uid was allocated here and is released at teardown
 	start   time.Time
+	forward net.Listener // the host end of spec.Forward, or nil
 
 	killOnce sync.Once
 	mu       sync.Mutex
@@ -64,8 +66,8 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	switch {
 	case len(spec.Argv) == 0:
 		return nil, errors.New("gvisor: empty argv")
-	case spec.Programs != nil, spec.Forward != nil, spec.Nested, spec.SeqPacketChannel:
-		return nil, fmt.Errorf("%w: the gvisor backend runs the harness only (no command jails, forwarded services or zygotes)", jail.ErrUnsupported)
+	case spec.Programs != nil, spec.Nested, spec.SeqPacketChannel:
+		return nil, fmt.Errorf("%w: the gvisor backend runs the harness only (no command jails or zygotes)", jail.ErrUnsupported)
 	}
 	runsc, err := rt.binary()
 	if err != nil {
@@ -90,6 +92,11 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	s.dir = filepath.Join(rt.stateDir(), strconv.Itoa(os.Getpid())+"-"+s.id)
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if spec.Forward != nil {
+		if err := s.listenForward(); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeBundle(s.dir, spec, s.uid); err != nil {
 		return nil, fmt.Errorf("gvisor: bundle: %w", err)
@@ -134,6 +141,7 @@ func (s *Sandbox) launch(runsc, platform string) error {
 		"--ignore-cgroups",
 		"--overlay2=none",
 		"--oci-seccomp",
+		"--host-uds="+hostUDS(s.forward != nil),
 		"run", "--bundle", s.dir, s.id)
 	s.cmd = exec.Command("/bin/sh", args...)
 	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -288,6 +296,9 @@ func (s *Sandbox) Wait() jail.Exit {
 }
 
 func (s *Sandbox) cleanup() {
+	if s.forward != nil {
+		_ = s.forward.Close()
+	}
 	if s.cmd == nil && s.channel != nil {
 		_ = s.channel.Close() // never started: nobody else closes it
 	}

@@ -54,14 +54,32 @@ def _init(os):
     # that is not the code's own process stays PID 1: it reaps orphans, is
     # immune to the code's signals, and, not dumpable, keeps its /proc
     # entries closed to the code. Returns only in the child, the harness.
+    # The network profile: the init relays 127.0.0.1:<port> to the host's
+    # egress proxy through a unix socket bound in (gVisor passes no
+    # descriptors). It listens before the code starts, so no connection
+    # is refused for being early.
+    forward = os.environ.pop("CODECAGE_FORWARD", "")
+    listener = None
+    if forward:
+        import socket
+
+        port, _, path = forward.partition(":")
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(port)))
+        listener.listen(64)
     pid = os.fork()
     if pid == 0:
+        if listener is not None:
+            listener.close()
         return
     for fd in (0, 1, 2, 3):
         os.close(fd)
     import ctypes
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    if listener is not None:
+        _relay(listener, path)
     code = 1
     while True:
         try:
@@ -72,6 +90,50 @@ def _init(os):
             code = os.waitstatus_to_exitcode(status)
             break
     os._exit(code if code >= 0 else 128 - code)
+
+
+def _relay(listener, path):
+    # Copies each accepted connection to and from a new connection to path,
+    # in daemon threads of the init.
+    import socket
+    import threading
+
+    def pump(src, dst, done):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        if done.acquire(blocking=False):
+            return  # the other direction closes both
+        src.close()
+        dst.close()
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                up.connect(path)
+            except OSError:
+                conn.close()
+                up.close()
+                continue
+            done = threading.Lock()
+            threading.Thread(target=pump, args=(conn, up, done), daemon=True).start()
+            threading.Thread(target=pump, args=(up, conn, done), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
 
 
 def _serve(os, builtins, marshal, chan, ready=None):

@@ -66,7 +66,7 @@ func (s *Service) startBox(ctx context.Context, backend string, spec jail.Spec) 
 		return sb, nil
 	}
 	if spec.Forward != nil {
-		return nil, fmt.Errorf("%w: the network profile runs on the native backend only", ErrInvalidRequest)
+		spec.Env = append(spec.Env, fmt.Sprintf("CODECAGE_FORWARD=%d:%s", spec.Forward.Port, gvisor.ForwardSocket))
 	}
 	limits := spec.Limits
 	spec.Limits.Timeout = gvisorBoot

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -71,11 +72,25 @@ func TestUseContainerSelectsTheBackend(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalidRequest) || !strings.Contains(err.Error(), "SANDBOX_ENABLE_CONTAINER_MODE") {
 		t.Fatalf("container mode off: %v", err)
 	}
-	// The network profile stays on the native backend.
+	// The network profile under gVisor: the proxy is the only way out
+	// (scripts/test.sh runs the whole network test against gVisor too).
 	net := containerService(t, func(c *policy.Config) { c.EnableNetwork = true })
-	_, err = net.Execute(ctx, sandbox.Request{Code: "1", UseContainer: true, Profiles: []string{"network"}})
-	if !errors.Is(err, sandbox.ErrInvalidRequest) {
-		t.Fatalf("network under gVisor: %v", err)
+	res, err = net.Execute(ctx, sandbox.Request{UseContainer: true, Profiles: []string{"network"}, Code: `import socket, os
+def direct(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3)
+        return "connected"
+    except OSError as e:
+        return e.errno
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"CONNECT 10.1.2.3:443 HTTP/1.1\r\nHost: 10.1.2.3:443\r\n\r\n")
+[os.environ.get("HTTPS_PROXY"), s.recv(100).split()[1].decode(), direct("1.1.1.1", 443)]`})
+	if err != nil || !res.Success || res.Backend != "gvisor" {
+		t.Fatalf("network under gVisor: %v %+v", err, res)
+	}
+	var got []any
+	if err := json.Unmarshal(res.Result, &got); err != nil || len(got) != 3 || got[0] == nil || got[1] != "403" || got[2] == "connected" {
+		t.Fatalf("network under gVisor: %s", res.Result)
 	}
 }
 

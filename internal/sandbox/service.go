@@ -138,9 +138,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	imports = s.withLayer(imports)
-	if backend == policy.IsolationGVisor && imports.Uses(policy.Network) {
-		return nil, "", fmt.Errorf("%w: the network profile runs on the native backend only, not under gVisor", ErrInvalidRequest)
-	}
+
 	tools, err := s.runTools(ctx, req.Tools)
 	if err != nil {
 		return nil, "", err

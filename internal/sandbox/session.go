@@ -114,9 +114,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	imports = s.withLayer(imports)
-	if backend == policy.IsolationGVisor && imports.Uses(policy.Network) {
-		return nil, fmt.Errorf("%w: the network profile runs on the native backend only, not under gVisor", ErrInvalidRequest)
-	}
+
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
 	if err != nil {
 		return nil, err
