@@ -125,6 +125,27 @@ func TestExecute(t *testing.T) {
 	}
 }
 
+func TestUseContainer(t *testing.T) {
+	ts := startServer(t, "", func(c *policy.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
+	var r result
+	resp := ts.call(t, "POST", "/execute", "", map[string]any{"code": "print('hi')\n6*7", "use_container": true}, &r)
+	if resp.StatusCode != 200 || !r.Success || r.Stdout != "hi\n" || string(r.Result) != "42" || r.Backend != "gvisor" {
+		t.Fatalf("status %d, result %+v", resp.StatusCode, r)
+	}
+	var se struct {
+		ID      string `json:"session_id"`
+		Backend string `json:"backend"`
+	}
+	if resp := ts.call(t, "POST", "/sessions", "", map[string]any{"use_container": true}, &se); resp.StatusCode != 201 || se.Backend != "gvisor" {
+		t.Fatalf("create: %d %+v", resp.StatusCode, se)
+	}
+	r = result{}
+	ts.call(t, "POST", "/sessions/"+se.ID+"/execute", "", map[string]any{"code": "x = 1\nx + 1"}, &r)
+	if !r.Success || string(r.Result) != "2" || r.Backend != "gvisor" {
+		t.Fatalf("session run: %+v", r)
+	}
+}
+
 func TestExecuteErrors(t *testing.T) {
 	ts := startServer(t, "", func(c *policy.Config) { c.MaxBodySize = 4 << 10 })
 	cases := []struct {

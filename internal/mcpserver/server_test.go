@@ -24,12 +24,15 @@ func TestMain(m *testing.M) {
 
 // connect starts the real service and server and a real client over the
 // SDK's in-memory transport.
-func connect(t *testing.T) *mcp.ClientSession {
+func connect(t *testing.T, edit ...func(*policy.Config)) *mcp.ClientSession {
 	t.Helper()
 	cfg := policy.DefaultConfig()
 	cfg.EnableDataScience = true
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.DataPoolSize = 1, 1
+	for _, e := range edit {
+		e(&cfg)
+	}
 	svc, err := sandbox.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +176,24 @@ func TestSessionAcrossCalls(t *testing.T) {
 	r = call(t, cs, "execute_code", map[string]any{"session_id": id, "code": "total"})
 	if !r.IsError || !strings.Contains(text(r), "session not found") {
 		t.Fatalf("closed session: %q", text(r))
+	}
+}
+
+func TestUseContainerRunsUnderGVisor(t *testing.T) {
+	cs := connect(t, func(c *policy.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
+	res := call(t, cs, "execute_code", map[string]any{"code": "print('hi')\n6*7", "use_container": true})
+	out := structured(t, res)
+	if res.IsError || out["backend"] != "gvisor" || out["stdout"] != "hi\n" || out["result"] != float64(42) {
+		t.Fatalf("use_container: %v %v", res.IsError, out)
+	}
+	res = call(t, cs, "create_session", map[string]any{"use_container": true})
+	if out := structured(t, res); res.IsError || out["backend"] != "gvisor" {
+		t.Fatalf("create_session use_container: %v %v", res.IsError, out)
+	}
+	res = call(t, cs, "get_sandbox_info", map[string]any{})
+	cm, _ := structured(t, res)["container_mode"].(map[string]any)
+	if gv, _ := cm["gvisor"].(map[string]any); cm["available"] != true || cm["enabled"] != true || gv["version"] == "" {
+		t.Fatalf("container_mode: %v", cm)
 	}
 }
 
