@@ -89,6 +89,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 			s.cleanup()
 		}
 	}()
+	reapStale(rt.stateDir())
 	s.dir = filepath.Join(rt.stateDir(), strconv.Itoa(os.Getpid())+"-"+s.id)
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
@@ -340,6 +341,27 @@ func (rt Runtime) stateDir() string {
 		return DefaultStateDir
 	}
 	return rt.StateDir
+}
+
+var reaped sync.Map // state directories already reaped
+
+// reapStale removes, once per state directory, the bundles of supervisors
+// that died without tearing down (their processes: jail's cgroup reaper).
+func reapStale(dir string) {
+	if _, done := reaped.LoadOrStore(dir, true); done {
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		pidStr, _, ok := strings.Cut(e.Name(), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // logTail returns the end of runsc's log, for an error message.

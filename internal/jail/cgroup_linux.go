@@ -50,7 +50,9 @@ func cgroupName(id string) string {
 }
 
 // reapStaleCgroups removes the cgroups of supervisors that died without
-// tearing down (their sandboxes died with them: Pdeathsig on the init).
+// tearing down. A jail's sandboxes died with them (Pdeathsig on the init);
+// what else is left (gVisor's Sentry and Gofer, which runsc starts) is
+// killed first.
 func reapStaleCgroups(h cgroupHost) {
 	for _, parent := range h.parents {
 		entries, err := os.ReadDir(parent)
@@ -64,7 +66,9 @@ func reapStaleCgroups(h cgroupHost) {
 				continue
 			}
 			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				_ = unix.Rmdir(filepath.Join(parent, e.Name()))
+				stale := &cgroup{version: h.version, dirs: map[string]string{"": filepath.Join(parent, e.Name())}}
+				_ = (&Cgroup{cg: stale}).KillAll()
+				_ = stale.destroy()
 			}
 		}
 	}
