@@ -16,6 +16,7 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
@@ -61,6 +62,15 @@ func New(cfg policy.Config) (*Service, error) {
 	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes),
 		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
 	s.drain.init()
+	switch {
+	case cfg.Isolation == policy.IsolationGVisor:
+		// Every run needs it: refuse to start rather than fail each run.
+		if gv := gvisor.Probe(s.gvisorRuntime()); !gv.Available {
+			return nil, fmt.Errorf("%w: SANDBOX_ISOLATION=gvisor, but gVisor does not work here: %s", ErrUnavailable, gv.Error)
+		}
+	case cfg.EnableContainerMode:
+		go gvisor.Probe(s.gvisorRuntime()) // answered before the first use_container run or /info asks
+	}
 	s.loadLayer()
 	s.startPools()
 	go s.reaper(s.stop)
