@@ -66,11 +66,16 @@ func ProfileNames() []string {
 // "urllib.parse" imports "urllib" first).
 func Allows(allowed []string, module string) bool {
 	for _, a := range allowed {
-		if a == AllImports || a == module || strings.HasPrefix(module, a+".") || strings.HasPrefix(a, module+".") {
+		if a == AllImports || a == module || isDotted(module, a) || isDotted(a, module) {
 			return true
 		}
 	}
 	return false
+}
+
+// isDotted reports whether name is a submodule of pkg ("pkg.x").
+func isDotted(name, pkg string) bool {
+	return len(name) > len(pkg) && name[len(pkg)] == '.' && strings.HasPrefix(name, pkg)
 }
 
 // profilesWith returns the profiles that contain module.

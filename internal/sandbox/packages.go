@@ -195,7 +195,8 @@ func (s *Service) installInto(ctx context.Context, se *session, r policy.Require
 		for _, p := range added {
 			for _, m := range p.Modules {
 				if !slices.Contains(se.imports.Modules, m) {
-					se.imports.Modules = append(se.imports.Modules, m)
+					// Clipped: the list may be shared (resolveImports).
+					se.imports.Modules = append(slices.Clip(se.imports.Modules), m)
 				}
 			}
 		}

@@ -47,6 +47,7 @@ type Service struct {
 	layerBinds   []jail.Bind // the operator's package layer, when it has packages
 	layerModules []string
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
+	importCache  importCache
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -143,11 +144,10 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
-	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	imports = s.withLayer(imports)
 
 	tools, err := s.runTools(ctx, req.Tools)
 	if err != nil {

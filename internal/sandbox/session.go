@@ -109,11 +109,10 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	imports = s.withLayer(imports)
 
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
 	if err != nil {

@@ -51,11 +51,10 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, err
 	}
-	imports, err := s.cfg.ResolveImports(req.Profiles, req.AllowedImports)
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	imports = s.withLayer(imports)
 	profiles := map[string][]string{}
 	settings := map[string]string{}
 	for _, p := range policy.Profiles {
