@@ -153,7 +153,7 @@ func DefaultConfig() Config {
 
 		DefaultProfiles:    []string{Basic},
 		PoolSize:           4,
-		DataPoolSize:       1,
+		DataPoolSize:       2, // one numpy cell is used while the next is forked: back-to-back runs then find one ready
 		Isolation:          IsolationNative,
 		GVisorPlatform:     "ptrace",
 		GVisorPoolSize:     2,
