@@ -53,3 +53,6 @@ func (s *Sandbox) Wait() jail.Exit { return jail.Exit{ExitCode: -1} }
 
 // Log is empty.
 func (s *Sandbox) Log() string { return "" }
+
+// Usage is zero.
+func (s *Sandbox) Usage() (time.Duration, int64) { return 0, 0 }

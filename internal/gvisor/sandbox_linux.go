@@ -256,8 +256,9 @@ func (s *Sandbox) Kill(reason jail.Limit) {
 	s.killOnce.Do(func() {
 		s.mu.Lock()
 		s.limit = reason
+		cg := s.cg
 		s.mu.Unlock()
-		if cg := s.cg; cg != nil {
+		if cg != nil {
 			go func() { _ = cg.KillAll() }()
 		}
 	})
@@ -271,6 +272,18 @@ func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	case s.arms <- arm{ctx, timeout, cpu}:
 	case <-s.done:
 	}
+}
+
+// Usage is the CPU time used since the last Arm and the peak memory of
+// the sandbox (its cgroup), so far.
+func (s *Sandbox) Usage() (cpu time.Duration, peakMemory int64) {
+	s.mu.Lock()
+	cg, base := s.cg, s.cpuBase
+	s.mu.Unlock()
+	if cg == nil {
+		return 0, 0
+	}
+	return cg.CPUUsage() - base, cg.MemoryPeak()
 }
 
 // Log is the end of runsc's own log when the sandbox failed, for a
@@ -303,10 +316,13 @@ func (s *Sandbox) cleanup() {
 	if s.cmd == nil && s.channel != nil {
 		_ = s.channel.Close() // never started: nobody else closes it
 	}
-	if s.cg != nil {
-		_ = s.cg.KillAll()
-		_ = s.cg.Destroy()
-		s.cg = nil
+	s.mu.Lock()
+	cg := s.cg
+	s.cg = nil // under mu: Kill and Usage may run now
+	s.mu.Unlock()
+	if cg != nil {
+		_ = cg.KillAll()
+		_ = cg.Destroy()
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)

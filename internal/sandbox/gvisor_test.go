@@ -57,8 +57,19 @@ func TestUseContainerSelectsTheBackend(t *testing.T) {
 			t.Fatalf("use_container=%v: the code sees kernel %s, the host runs %s", use, res.Result, hostRelease)
 		}
 	}
+	// A run answers before its gVisor sandbox has shut down: all of the
+	// output is still there, streamed and whole, and the usage too.
+	var lines int
+	res, err := svc.Execute(ctx, sandbox.Request{UseContainer: true, OnOutput: func(stream, line string) { lines++ },
+		Code: "import sys\nfor i in range(2000): print('x' * 99)\nsys.stderr.write('e' * 70000)\n7"})
+	if err != nil || !res.Success || len(res.Stdout) != 200000 || len(res.Stderr) != 70000 || lines != 2000 || string(res.Result) != "7" {
+		t.Fatalf("output: %v success %v stdout %d stderr %d lines %d result %s", err, res.Success, len(res.Stdout), len(res.Stderr), lines, res.Result)
+	}
+	if res.Resources.CPUTimeSeconds <= 0 || res.Resources.PeakMemoryBytes <= 0 || res.ExecutionTime <= 0 {
+		t.Fatalf("usage: %+v %v", res.Resources, res.ExecutionTime)
+	}
 	// The same limits hold: a timeout, and a memory limit.
-	res, err := svc.Execute(ctx, sandbox.Request{Code: "while True: pass", UseContainer: true, Timeout: 1e9})
+	res, err = svc.Execute(ctx, sandbox.Request{Code: "while True: pass", UseContainer: true, Timeout: 1e9})
 	if err != nil || !res.TimedOut || res.Backend != "gvisor" {
 		t.Fatalf("timeout: %v %+v", err, res)
 	}

@@ -167,6 +167,13 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
 		Binds:  s.layerBinds,
 	}
+	// gVisor's output is marked at its end: the run can answer before the
+	// sandbox has finished shutting down (see answerEarly).
+	var marks *outputMarks
+	if backend == policy.IsolationGVisor {
+		marks = newOutputMarks(req.OnOutput)
+		spec.Stdout, spec.Stderr = marks.stdout, marks.stderr
+	}
 	if imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
@@ -180,7 +187,12 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
-	defer run.release()
+	released := false
+	defer func() {
+		if !released {
+			run.release()
+		}
+	}()
 	rreq := runtime.Request{
 		Code:           req.Code,
 		AllowedImports: imports.Modules,
@@ -196,7 +208,26 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		handler = s.toolCaller(ctx, tools, &id)
 	}
 	start := time.Now()
-	rep, exit := run.run(rreq, handler)
+	var rep *runtime.Reply
+	var exit jail.Exit
+	if sb := run.sandbox(); marks != nil && sb != nil {
+		rreq.EndMarker = marks.marker
+		var ended bool
+		rep, exit, ended = answerEarly(sb, rreq, handler, marks)
+		if !ended {
+			// Answered: the sandbox shuts down on its own, and only then
+			// gives its capacity back.
+			released = true
+			go func() {
+				sb.Wait()
+				_ = sb.Channel().Close()
+				run.release()
+			}()
+		}
+		exit.Duration = time.Since(start)
+		return buildResult(run.id(), backend, exit, rep, &marks.stdout.Buffer, &marks.stderr.Buffer, limits), imports.Label(), nil
+	}
+	rep, exit = run.run(rreq, handler)
 	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
 	return buildResult(run.id(), backend, exit, rep, &stdout, &stderr, limits), imports.Label(), nil
 }
@@ -209,6 +240,8 @@ type runner interface {
 	// without one) and how the sandbox ended.
 	run(runtime.Request, toolHandler) (*runtime.Reply, jail.Exit)
 	release()
+	// sandbox is the whole sandbox of the run, or nil for a zygote's cell.
+	sandbox() box
 }
 
 // jailRun is a run in a whole sandbox (a jail or gVisor's).
@@ -220,6 +253,8 @@ type jailRun struct {
 func (j *jailRun) id() string { return j.sb.ID() }
 
 func (j *jailRun) release() { j.done() }
+
+func (j *jailRun) sandbox() box { return j.sb }
 
 func (j *jailRun) run(req runtime.Request, tools toolHandler) (*runtime.Reply, jail.Exit) {
 	replies := exchange(j.sb.Channel(), req, tools)

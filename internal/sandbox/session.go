@@ -236,14 +236,10 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	}
 	se.used = time.Now()
 	se.runs++
-	var stdout, stderr markedBuffer
-	marker := "\x00codecage-end-" + jail.NewID() + "\n"
-	stdout.marker, stderr.marker = marker, marker
-	stdout.seen, stderr.seen = make(chan struct{}), make(chan struct{})
-	stdout.onLine, stdout.stream = req.OnOutput, "stdout"
-	stderr.onLine, stderr.stream = req.OnOutput, "stderr"
-	se.stdout.set(&stdout)
-	se.stderr.set(&stderr)
+	marks := newOutputMarks(req.OnOutput)
+	stdout, stderr, marker := marks.stdout, marks.stderr, marks.marker
+	se.stdout.set(stdout)
+	se.stderr.set(stderr)
 	defer se.stdout.set(nil)
 	defer se.stderr.set(nil)
 
@@ -565,6 +561,29 @@ func (b *markedBuffer) wait(d time.Duration) {
 	case <-b.seen:
 	case <-time.After(d):
 	}
+}
+
+// passed reports whether the marker passes within d, before gone closes.
+func (b *markedBuffer) passed(d time.Duration, gone <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.seen:
+		return true
+	case <-gone:
+		select {
+		case <-b.seen: // the copier may still be passing it on
+			return true
+		default:
+			return false
+		}
+	case <-t.C:
+		return false
+	}
+}
+
+func newMarkedBuffer(marker, stream string, onLine func(stream, line string)) *markedBuffer {
+	return &markedBuffer{marker: marker, seen: make(chan struct{}), onLine: onLine, stream: stream}
 }
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs

@@ -150,6 +150,8 @@ func (w *warmCell) id() string { return w.cell.ID() }
 
 func (w *warmCell) release() {}
 
+func (w *warmCell) sandbox() box { return nil }
+
 func (w *warmCell) setOutput(stdout, stderr io.Writer) {
 	w.stdout.set(stdout)
 	w.stderr.set(stderr)
