@@ -10,10 +10,7 @@
 // v1 here).
 package gvisor
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // Runtime says how to run runsc.
 type Runtime struct {
@@ -51,6 +48,3 @@ type Availability struct {
 
 // ErrUnavailable means runsc is missing or cannot run sandboxes here.
 var ErrUnavailable = errors.New("gvisor: unavailable")
-
-// stopGrace bounds how long teardown waits for runsc's processes to go.
-const stopGrace = 5 * time.Second

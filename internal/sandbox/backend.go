@@ -55,8 +55,8 @@ const gvisorBoot = 60 * time.Second
 
 // startBox starts a sandbox for spec on backend. A gVisor sandbox is
 // returned once its harness said it is ready (it does when it finds its
-// channel on stdin), armed with spec's limits
-// from then on: its boot does not count against the run.
+// channel on stdin), armed with spec's limits from then on: its boot does
+// not count against the run.
 func (s *Service) startBox(ctx context.Context, backend string, spec jail.Spec) (box, error) {
 	if backend != policy.IsolationGVisor {
 		sb, err := jail.Start(ctx, spec)
@@ -68,7 +68,7 @@ func (s *Service) startBox(ctx context.Context, backend string, spec jail.Spec) 
 	if spec.Forward != nil {
 		spec.Env = append(spec.Env, fmt.Sprintf("CODECAGE_FORWARD=%d:%s", spec.Forward.Port, gvisor.ForwardSocket))
 	}
-	limits := spec.Limits
+	limits := spec.Limits.WithDefaults()
 	spec.Limits.Timeout = gvisorBoot
 	sb, err := gvisor.Start(ctx, s.gvisorRuntime(), spec)
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *Service) startBox(ctx context.Context, backend string, spec jail.Spec) 
 		}
 		return nil, fmt.Errorf("gvisor sandbox did not start (exit %d, signal %d, limit %q): %v %s", exit.ExitCode, exit.Signal, exit.Limit, err, sb.Log())
 	}
-	sb.Arm(ctx, limits.WithDefaults().Timeout, limits.WithDefaults().CPUTime)
+	sb.Arm(ctx, limits.Timeout, limits.CPUTime)
 	return sb, nil
 }
 

@@ -157,22 +157,22 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
-	var stdout, stderr bytes.Buffer
 	spec := jail.Spec{
 		ID:     jail.NewID(),
 		Argv:   runtime.Argv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: limits,
-		Stdout: newLineTee(&stdout, "stdout", req.OnOutput),
-		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
 		Binds:  s.layerBinds,
 	}
+	var stdout, stderr bytes.Buffer
 	// gVisor's output is marked at its end: the run can answer before the
 	// sandbox has finished shutting down (see answerEarly).
 	var marks *outputMarks
 	if backend == policy.IsolationGVisor {
 		marks = newOutputMarks(req.OnOutput)
 		spec.Stdout, spec.Stderr = marks.stdout, marks.stderr
+	} else {
+		spec.Stdout, spec.Stderr = newLineTee(&stdout, "stdout", req.OnOutput), newLineTee(&stderr, "stderr", req.OnOutput)
 	}
 	if imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)

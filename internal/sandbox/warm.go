@@ -31,11 +31,10 @@ type pooled interface {
 
 // class is one kind of pooled sandbox: what it was started with.
 type class struct {
-	name    string
-	backend string
-	pool    *pool.Pool[pooled]
-	limits  jail.Limits
-	zygote  *zygote // nil: the class keeps whole warm jails
+	name   string
+	pool   *pool.Pool[pooled]
+	limits jail.Limits
+	zygote *zygote // nil: the class keeps whole warm jails
 	// started is the pool once New returned: its refillers may call
 	// create before the pool field is set.
 	started atomic.Pointer[pool.Pool[pooled]]
@@ -111,7 +110,7 @@ func (s *Service) classLimits(memory int64) jail.Limits {
 
 // newGVisorClass keeps whole gVisor sandboxes warm, each harness waiting.
 func (s *Service) newGVisorClass(name string, pc pool.Config, memory int64, env, binds []string) *class {
-	cl := &class{name: policy.IsolationGVisor + "/" + name, backend: policy.IsolationGVisor, limits: s.classLimits(memory)}
+	cl := &class{name: policy.IsolationGVisor + "/" + name, limits: s.classLimits(memory)}
 	create := func(ctx context.Context) (pooled, error) {
 		return s.startWarm(ctx, policy.IsolationGVisor, jail.Spec{Argv: runtime.Argv(s.cfg.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: cl.limits})
 	}
@@ -122,7 +121,7 @@ func (s *Service) newGVisorClass(name string, pc pool.Config, memory int64, env,
 
 func (s *Service) newClass(name string, pc pool.Config, memory int64, env, binds []string) *class {
 	c := s.cfg
-	cl := &class{name: name, backend: policy.IsolationNative, limits: s.classLimits(memory)}
+	cl := &class{name: name, limits: s.classLimits(memory)}
 	var create func(context.Context) (pooled, error)
 	if c.Zygote && jail.ProbeHost().CgroupVersion() != 0 {
 		cl.zygote = newZygote(c.Interpreter, env, binds, s.layerBinds, cl.limits)
