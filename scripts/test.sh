@@ -24,5 +24,5 @@ go test -p 1 -count=1 -timeout 30m "$@" ./...
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
 CODECAGE_TEST_BACKEND=gvisor go test -count=1 -timeout 30m "$@" \
-	-run 'Containment|^Test(Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|ProfilesAllow|NumpyAndPandas|PlotComesBack)' \
+	-run 'Containment|^Test(Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|ProfilesAllow|NumpyAndPandas|PlotComesBack|Validate)' \
 	./internal/sandbox/

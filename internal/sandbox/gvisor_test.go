@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -153,6 +156,15 @@ func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 	if r := run("import greet, colorlib\ngreet.VALUE"); string(r.Result) != `"greet 2.0"` {
 		t.Fatalf("import after install: %s %+v", r.Result, r.Error)
 	}
+	// run_command in a gVisor session: the command jail (native, see
+	// README) works on the same workspace, as the same owner.
+	cmd, err := svc.RunCommand(ctx, sandbox.CommandRequest{SessionID: info.ID, Owner: "o", Command: "cat notes.txt; echo more >> notes.txt"})
+	if err != nil || !cmd.Success || cmd.Stdout != "from the code" {
+		t.Fatalf("command in a gVisor session: %v %+v", err, cmd)
+	}
+	if r := run("open('notes.txt').read()"); string(r.Result) != `"from the codemore\n"` {
+		t.Fatalf("the code did not see the command's write: %s %+v", r.Result, r.Error)
+	}
 	// A stateless gVisor run does not see the session's package.
 	if r, err := svc.Execute(ctx, sandbox.Request{Code: "import greet", UseContainer: true}); err != nil || r.Success {
 		t.Fatalf("a stateless run imported the session's package: %v %+v", err, r)
@@ -169,4 +181,37 @@ func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoLeftovers(t)
+}
+
+// With SANDBOX_ISOLATION=gvisor, validate_code's analyzer parses the
+// untrusted source under gVisor too: a runsc that logs each sandbox it runs
+// shows one more run per validation.
+func TestGVisorIsolationRunsTheAnalyzer(t *testing.T) {
+	real, err := exec.LookPath("runsc")
+	if err != nil {
+		t.Fatalf("runsc is not installed (scripts/setup.sh installs it): %v", err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs")
+	wrapper := filepath.Join(dir, "runsc")
+	script := "#!/bin/sh\nfor a; do [ \"$a\" = run ] && echo run >> " + log + "; done\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	svc := containerService(t, func(c *policy.Config) {
+		c.Isolation, c.Runsc = policy.IsolationGVisor, wrapper
+		c.GVisorPoolSize = 0
+	})
+	runs := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "run\n")
+	}
+	before := runs()
+	v, err := svc.Validate(context.Background(), sandbox.ValidateRequest{Code: "import os\nx = (1 +\n"})
+	if err != nil || v.Validation.Valid || v.SyntaxError == nil {
+		t.Fatalf("validate under gVisor: %v %+v", err, v)
+	}
+	if after := runs(); after != before+1 {
+		t.Fatalf("runsc ran %d sandboxes for one validation, want 1", after-before)
+	}
 }

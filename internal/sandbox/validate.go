@@ -63,12 +63,19 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 			settings[p.Name] = p.Setting + "=true"
 		}
 	}
-	sb, err := jail.Start(ctx, jail.Spec{
+	backend, err := s.backendFor(false) // the operator's: untrusted source meets the parser
+	if err != nil {
+		return nil, err
+	}
+	sb, err := s.startBox(ctx, backend, jail.Spec{
 		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: validateLimits,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	done := make(chan error, 1)
