@@ -45,6 +45,9 @@ type CommandsInfo struct {
 	Missing    []string `json:"missing"`
 	Timeout    float64  `json:"timeout"`
 	MaxTimeout float64  `json:"max_timeout"`
+	// Backend is where commands run: always the native command jail,
+	// whose allow-list gVisor would not enforce (see the README).
+	Backend string `json:"backend"`
 }
 
 // ProfileInfo is one capability profile.
@@ -139,7 +142,7 @@ func (s *Service) Info() Info {
 		Blocked: nonNil(c.BlockedPackages), Layer: s.LayerPackages()}
 	allowed, missing := s.CommandsInfo()
 	info.Commands = CommandsInfo{Allowed: nonNil(allowed), Missing: nonNil(missing),
-		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds()}
+		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds(), Backend: policy.IsolationNative}
 	for _, p := range policy.Profiles {
 		info.SecurityProfiles[p.Name] = ProfileInfo{Enabled: c.ProfileEnabled(p.Name), Setting: p.Setting, Modules: p.Modules}
 	}

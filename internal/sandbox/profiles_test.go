@@ -220,6 +220,9 @@ func TestInfoMatchesTheConfiguration(t *testing.T) {
 	if info.ContainerMode.Enabled || info.Network.Enabled || info.Network.Allow[0] != "example.com" {
 		t.Fatalf("container %+v network %+v", info.ContainerMode, info.Network)
 	}
+	if info.Commands.Backend != "native" || len(info.Commands.Allowed) == 0 {
+		t.Fatalf("commands %+v", info.Commands)
+	}
 }
 
 func TestNetworkProfileGoesThroughTheEgressProxy(t *testing.T) {
