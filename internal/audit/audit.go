@@ -43,6 +43,7 @@ type Event struct {
 	SecurityEvents []string      `json:"security_events,omitempty"`
 	Detail         string        `json:"detail,omitempty"` // error message, denial reason, package name, HTTP status
 	RemoteAddr     string        `json:"remote_addr,omitempty"`
+	Backend        string        `json:"backend,omitempty"` // what ran the code: "native" or "gvisor"; "" when nothing ran
 }
 
 // HashCode returns the hex SHA-256 of code, so identical submissions can be
@@ -77,6 +78,7 @@ type Query struct {
 	Key     string    `json:"key,omitempty"`
 	Surface string    `json:"surface,omitempty"`
 	Outcome string    `json:"outcome,omitempty"`
+	Backend string    `json:"backend,omitempty"`
 	Since   time.Time `json:"since,omitzero"` // events at or after this time
 }
 
@@ -90,6 +92,7 @@ type Stats struct {
 	ByOutcome      map[string]int64 `json:"by_outcome"`
 	ByKey          map[string]int64 `json:"by_key"` // "" = no key (local or keys not configured)
 	BySurface      map[string]int64 `json:"by_surface"`
+	ByBackend      map[string]int64 `json:"by_backend"`      // events that ran code, by the backend that ran it
 	LimitsHit      map[string]int64 `json:"limits_hit"`      // limit name -> events that hit it
 	SecurityEvents map[string]int64 `json:"security_events"` // kind ("import_denied" of "import_denied:socket") -> count
 	Executions     DurationStats    `json:"executions"`      // durations of "execute" events

@@ -17,7 +17,7 @@ import (
 
 // schemaVersion is the version this code writes, kept in PRAGMA
 // user_version; migrations[v] upgrades a database from version v to v+1.
-const schemaVersion = 1
+const schemaVersion = 2
 
 var migrations = [][]string{
 	0: {
@@ -43,6 +43,10 @@ var migrations = [][]string{
 		`CREATE INDEX events_kind ON events (kind, time_ns)`,
 		`CREATE INDEX events_api_key ON events (api_key, time_ns)`,
 	},
+	// 2: the backend that ran an event's code (native, gvisor).
+	1: {
+		`ALTER TABLE events ADD COLUMN backend TEXT NOT NULL DEFAULT ''`,
+	},
 }
 
 // busyTimeoutMS bounds how long a statement waits for another connection
@@ -50,12 +54,22 @@ var migrations = [][]string{
 const busyTimeoutMS = 5000
 
 const eventColumns = `id, time_ns, kind, execution_id, api_key, surface, profile, code_hash,
-	code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr`
+	code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr, `
+
+// backendColumn is the backend column, or for a database of schema 1 read
+// by `codecage audit` (which may not migrate it) the value it would have.
+func backendColumn(version int) string {
+	if version < 2 {
+		return "''"
+	}
+	return "backend"
+}
 
 // SQLite is a Store in an SQLite database file.
 type SQLite struct {
-	db   *sql.DB
-	path string
+	db      *sql.DB
+	path    string
+	backend string // the backend column's expression (see backendColumn)
 }
 
 var _ Store = (*SQLite)(nil)
@@ -128,6 +142,7 @@ func OpenSQLiteReadOnly(path string) (*SQLite, error) {
 		s.db.Close()
 		return nil, err
 	}
+	s.backend = backendColumn(v)
 	return s, nil
 }
 
@@ -143,7 +158,7 @@ func open(abs, dsn string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("audit: opening %s: %w", abs, err)
 	}
-	return &SQLite{db: db, path: abs}, nil
+	return &SQLite{db: db, path: abs, backend: backendColumn(schemaVersion)}, nil
 }
 
 // fileURI makes an SQLite URI of an absolute path, escaping the characters
@@ -204,8 +219,8 @@ func (s *SQLite) Append(ctx context.Context, events []Event) error {
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO events (time_ns, kind, execution_id, api_key, surface, profile,
-		code_hash, code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		code_hash, code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr, backend)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("audit: append: %w", err)
 	}
@@ -229,7 +244,7 @@ func (s *SQLite) Append(ctx context.Context, events []Event) error {
 		// Code and detail come from untrusted programs: as BLOBs they keep
 		// every byte, NULs and invalid UTF-8 included.
 		res, err := stmt.ExecContext(ctx, t.UnixNano(), ev.Kind, ev.ExecutionID, ev.Key, ev.Surface, ev.Profile,
-			ev.CodeHash, []byte(ev.Code), ev.Outcome, int64(ev.Duration), ev.Limit, sec, []byte(ev.Detail), ev.RemoteAddr)
+			ev.CodeHash, []byte(ev.Code), ev.Outcome, int64(ev.Duration), ev.Limit, sec, []byte(ev.Detail), ev.RemoteAddr, ev.Backend)
 		if err != nil {
 			return fmt.Errorf("audit: append: %w", err)
 		}
@@ -256,7 +271,7 @@ func (s *SQLite) List(ctx context.Context, q Query) ([]Event, error) {
 	var where []string
 	var args []any
 	for _, f := range []struct{ col, val string }{
-		{"kind", q.Kind}, {"api_key", q.Key}, {"surface", q.Surface}, {"outcome", q.Outcome},
+		{"kind", q.Kind}, {"api_key", q.Key}, {"surface", q.Surface}, {"outcome", q.Outcome}, {s.backend, q.Backend},
 	} {
 		if f.val != "" {
 			where = append(where, f.col+" = ?")
@@ -267,7 +282,7 @@ func (s *SQLite) List(ctx context.Context, q Query) ([]Event, error) {
 		where = append(where, "time_ns >= ?")
 		args = append(args, q.Since.UnixNano())
 	}
-	query := "SELECT " + eventColumns + " FROM events"
+	query := "SELECT " + s.columns() + " FROM events"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -287,7 +302,7 @@ func (s *SQLite) Get(ctx context.Context, ref string) ([]Event, error) {
 		return nil, ErrNotFound
 	}
 	if !strings.HasPrefix(ref, "#") {
-		evs, err := s.query(ctx, "SELECT "+eventColumns+" FROM events WHERE execution_id = ? ORDER BY time_ns, id", ref)
+		evs, err := s.query(ctx, "SELECT "+s.columns()+" FROM events WHERE execution_id = ? ORDER BY time_ns, id", ref)
 		if err != nil || len(evs) > 0 {
 			return evs, err
 		}
@@ -296,12 +311,14 @@ func (s *SQLite) Get(ctx context.Context, ref string) ([]Event, error) {
 	if err != nil || id <= 0 {
 		return nil, ErrNotFound
 	}
-	evs, err := s.query(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", id)
+	evs, err := s.query(ctx, "SELECT "+s.columns()+" FROM events WHERE id = ?", id)
 	if err == nil && len(evs) == 0 {
 		err = ErrNotFound
 	}
 	return evs, err
 }
+
+func (s *SQLite) columns() string { return eventColumns + s.backend }
 
 func (s *SQLite) query(ctx context.Context, query string, args ...any) ([]Event, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
@@ -318,7 +335,7 @@ func (s *SQLite) query(ctx context.Context, query string, args ...any) ([]Event,
 			sec          string
 		)
 		if err := rows.Scan(&ev.ID, &timeNS, &ev.Kind, &ev.ExecutionID, &ev.Key, &ev.Surface, &ev.Profile,
-			&ev.CodeHash, &code, &ev.Outcome, &dur, &ev.Limit, &sec, &detail, &ev.RemoteAddr); err != nil {
+			&ev.CodeHash, &code, &ev.Outcome, &dur, &ev.Limit, &sec, &detail, &ev.RemoteAddr, &ev.Backend); err != nil {
 			return nil, fmt.Errorf("audit: query: %w", err)
 		}
 		ev.Time = time.Unix(0, timeNS).UTC()
@@ -388,6 +405,7 @@ func (s *SQLite) Stats(ctx context.Context, since time.Time) (Stats, error) {
 		{&st.ByOutcome, "SELECT outcome, count(*) FROM events WHERE " + cond + " GROUP BY outcome"},
 		{&st.ByKey, "SELECT api_key, count(*) FROM events WHERE " + cond + " GROUP BY api_key"},
 		{&st.BySurface, "SELECT surface, count(*) FROM events WHERE " + cond + " GROUP BY surface"},
+		{&st.ByBackend, "SELECT " + s.backend + " AS b, count(*) FROM events WHERE " + cond + " AND b != '' GROUP BY b"},
 		{&st.LimitsHit, "SELECT limit_hit, count(*) FROM events WHERE " + cond + " AND limit_hit != '' GROUP BY limit_hit"},
 		// A security event's kind is the part before its first colon.
 		{&st.SecurityEvents, `SELECT CASE WHEN instr(j.value, ':') > 0 THEN substr(j.value, 1, instr(j.value, ':') - 1)

@@ -28,12 +28,12 @@ func sampleEvents() []Event {
 	code := "import socket\nsocket.socket()"
 	return []Event{
 		{Time: t0, Kind: KindExecute, ExecutionID: "exec-1", Key: "alice", Surface: "rest", Profile: "basic",
-			CodeHash: HashCode("print(1)"), Code: "print(1)", Outcome: "success", Duration: 100 * time.Millisecond, RemoteAddr: "127.0.0.1:5000"},
+			CodeHash: HashCode("print(1)"), Code: "print(1)", Outcome: "success", Duration: 100 * time.Millisecond, RemoteAddr: "127.0.0.1:5000", Backend: "native"},
 		{Time: t0.Add(time.Second), Kind: KindExecute, ExecutionID: "exec-2", Key: "bob", Surface: "mcp", Profile: "basic",
 			CodeHash: HashCode(code), Code: code, Outcome: "error", Duration: 200 * time.Millisecond,
-			SecurityEvents: []string{"import_denied:socket", "import_denied:ssl", "egress_denied:example.com"}, Detail: "ImportError: socket"},
+			SecurityEvents: []string{"import_denied:socket", "import_denied:ssl", "egress_denied:example.com"}, Detail: "ImportError: socket", Backend: "gvisor"},
 		{Time: t0.Add(2 * time.Second), Kind: KindExecute, ExecutionID: "exec-3", Key: "alice", Surface: "rest", Profile: "data_science",
-			CodeHash: HashCode("while True: pass"), Code: "while True: pass", Outcome: "timeout", Duration: 5 * time.Second, Limit: "timeout"},
+			CodeHash: HashCode("while True: pass"), Code: "while True: pass", Outcome: "timeout", Duration: 5 * time.Second, Limit: "timeout", Backend: "native"},
 		{Time: t0.Add(3 * time.Second), Kind: KindFile, ExecutionID: "exec-3", Key: "alice", Surface: "rest", Outcome: "success", Detail: "wrote out.csv"},
 		{Time: t0.Add(4 * time.Second), Kind: KindDenied, Surface: "rest", Outcome: "denied", Detail: "401 unknown key", RemoteAddr: "10.0.0.9:1234"},
 		{Time: t0.Add(5 * time.Second), Kind: KindValidate, Surface: "cli", Outcome: "success", CodeHash: HashCode("x = 1"), Code: "x = 1"},
@@ -120,6 +120,7 @@ func TestAuditListFilters(t *testing.T) {
 		{"key", Query{Key: "alice"}, []int64{4, 3, 1}},
 		{"surface", Query{Surface: "rest"}, []int64{5, 4, 3, 1}},
 		{"outcome", Query{Outcome: "success"}, []int64{6, 4, 1}},
+		{"backend", Query{Backend: "native"}, []int64{3, 1}},
 		{"since", Query{Since: t0.Add(3 * time.Second)}, []int64{6, 5, 4}},
 		{"limit", Query{Limit: 2}, []int64{6, 5}},
 		{"combined", Query{Key: "alice", Kind: KindExecute, Limit: 1}, []int64{3}},
@@ -176,6 +177,7 @@ func TestAuditStats(t *testing.T) {
 		ByOutcome:      map[string]int64{"success": 3, "error": 1, "timeout": 1, "denied": 1},
 		ByKey:          map[string]int64{"alice": 3, "bob": 1, "": 2},
 		BySurface:      map[string]int64{"rest": 4, "mcp": 1, "cli": 1},
+		ByBackend:      map[string]int64{"native": 2, "gvisor": 1},
 		LimitsHit:      map[string]int64{"timeout": 1},
 		SecurityEvents: map[string]int64{"import_denied": 2, "egress_denied": 1},
 		Executions: DurationStats{Count: 3, Avg: 1766666667, // 5.3s / 3, rounded
@@ -360,6 +362,64 @@ func TestAuditReadOnly(t *testing.T) {
 	}
 	if _, err := OpenSQLiteReadOnly(empty); err == nil {
 		t.Fatal("OpenSQLiteReadOnly accepted an empty file")
+	}
+}
+
+// A database written by a build of schema 1 (no backend column) is read
+// as it is by `codecage audit`, and upgraded in place by the server.
+func TestAuditUpgradesSchemaOne(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.db")
+	old, err := open(p, fileURI(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range migrations[0] {
+		if _, err := old.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.db.Exec(`PRAGMA user_version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.db.Exec(`INSERT INTO events (time_ns, kind, outcome) VALUES (?, 'execute', 'success')`, t0.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	ctx := context.Background()
+
+	r, err := OpenSQLiteReadOnly(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.List(ctx, Query{})
+	if err != nil || len(evs) != 1 || evs[0].Backend != "" || evs[0].Outcome != "success" {
+		t.Fatalf("schema 1, read-only: %+v %v", evs, err)
+	}
+	if evs, err := r.List(ctx, Query{Backend: "native"}); err != nil || len(evs) != 0 {
+		t.Fatalf("schema 1, by backend: %+v %v", evs, err)
+	}
+	if st, err := r.Stats(ctx, time.Time{}); err != nil || st.Total != 1 || len(st.ByBackend) != 0 {
+		t.Fatalf("schema 1, stats: %+v %v", st, err)
+	}
+	r.Close()
+
+	w, err := OpenSQLite(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if v, err := w.userVersion(ctx); err != nil || v != schemaVersion {
+		t.Fatalf("after upgrade: user_version %d, %v", v, err)
+	}
+	if err := w.Append(ctx, []Event{{Time: t0.Add(time.Second), Kind: KindExecute, Outcome: "success", Backend: "gvisor"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = w.List(ctx, Query{})
+	if err != nil || len(evs) != 2 || evs[0].Backend != "gvisor" || evs[1].Backend != "" {
+		t.Fatalf("after upgrade: %+v %v", evs, err)
+	}
+	if st, err := w.Stats(ctx, time.Time{}); err != nil || !reflect.DeepEqual(st.ByBackend, map[string]int64{"gvisor": 1}) {
+		t.Fatalf("after upgrade, stats: %+v %v", st.ByBackend, err)
 	}
 }
 

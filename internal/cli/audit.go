@@ -20,7 +20,7 @@ import (
 
 const auditUsage = `Usage:
   codecage audit list [--db PATH] [--limit N] [--kind K] [--key NAME] [--surface S]
-                      [--outcome O] [--since DURATION] [--json]
+                      [--outcome O] [--backend B] [--since DURATION] [--json]
   codecage audit show REF [--db PATH] [--json]
   codecage audit stats [--db PATH] [--since DURATION] [--json]
 
@@ -86,6 +86,7 @@ func auditList(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", "", "only events of this API key")
 	surface := fs.String("surface", "", "only events through this surface (rest, mcp, mcp-stdio, cli)")
 	outcome := fs.String("outcome", "", "only events with this outcome (success, error, timeout, memory, denied, ...)")
+	backend := fs.String("backend", "", "only events whose code this backend ran (native, gvisor)")
 	var since auditSince
 	fs.Var(&since, "since", "only events in the last `DURATION` (90m, 24h, 7d) or since an RFC 3339 time")
 	pos, code, ok := auditParseArgs(fs, args)
@@ -106,7 +107,7 @@ func auditList(args []string, stdout, stderr io.Writer) int {
 	}
 	defer s.Close()
 	evs, err := s.List(context.Background(), audit.Query{Limit: *limit, Kind: *kind, Key: *key,
-		Surface: *surface, Outcome: *outcome, Since: since.t})
+		Surface: *surface, Outcome: *outcome, Backend: *backend, Since: since.t})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage audit list:", err)
 		return exitFailure
@@ -120,11 +121,11 @@ func auditList(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tEXECUTION\tKIND\tKEY\tSURFACE\tPROFILE\tOUTCOME\tDURATION\tLIMIT\tDETAIL")
+	fmt.Fprintln(tw, "TIME\tEXECUTION\tKIND\tKEY\tSURFACE\tPROFILE\tBACKEND\tOUTCOME\tDURATION\tLIMIT\tDETAIL")
 	for _, ev := range evs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%dms\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%dms\t%s\t%s\n",
 			ev.Time.Local().Format(time.RFC3339), auditCell(auditRef(ev)), auditCell(ev.Kind), auditCell(ev.Key), auditCell(ev.Surface),
-			auditCell(ev.Profile), auditCell(ev.Outcome), ev.Duration.Milliseconds(), auditCell(ev.Limit), auditClip(auditCell(ev.Detail), 60))
+			auditCell(ev.Profile), auditCell(ev.Backend), auditCell(ev.Outcome), ev.Duration.Milliseconds(), auditCell(ev.Limit), auditClip(auditCell(ev.Detail), 60))
 	}
 	tw.Flush()
 	return exitOK
@@ -178,6 +179,7 @@ func printAuditEvent(w io.Writer, ev audit.Event) {
 	row("key", auditCell(ev.Key))
 	row("surface", auditCell(ev.Surface))
 	row("profile", auditCell(ev.Profile))
+	row("backend", auditCell(ev.Backend))
 	row("outcome", auditCell(ev.Outcome))
 	row("duration", fmt.Sprintf("%s (%d ms)", ev.Duration, ev.Duration.Milliseconds()))
 	row("limit", auditCell(ev.Limit))
@@ -251,6 +253,7 @@ func auditStats(args []string, stdout, stderr io.Writer) int {
 		{"By outcome", st.ByOutcome},
 		{"By key", st.ByKey},
 		{"By surface", st.BySurface},
+		{"By backend", st.ByBackend},
 		{"Limits hit", st.LimitsHit},
 		{"Security events", st.SecurityEvents},
 	} {

@@ -28,7 +28,7 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 	e := audit.Event{
 		Time: ev.Time, Kind: kind, ExecutionID: ev.ExecutionID, Key: ev.Caller.Key, Surface: ev.Caller.Surface,
 		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit,
-		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr,
+		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr, Backend: ev.Backend,
 	}
 	if e.Surface == "" {
 		e.Surface = sandbox.SurfaceCLI

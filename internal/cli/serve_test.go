@@ -181,19 +181,25 @@ func TestServeSIGTERMDuringExecutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	canceled := 0
+	canceled, native := 0, 0
 	for _, ev := range evs {
 		if ev.Outcome == "canceled" {
 			canceled++
 		}
+		if ev.Backend == "native" {
+			native++
+		}
 	}
-	if len(evs) != n || canceled != n {
-		t.Fatalf("%d execute rows (%d canceled), want %d", len(evs), canceled, n)
+	if len(evs) != n || canceled != n || native != n {
+		t.Fatalf("%d execute rows (%d canceled, %d on the native backend), want %d", len(evs), canceled, native, n)
 	}
-	// And the CLI reads them.
-	code, out, errOut := cli(t, "", "audit", "list", "--db", db, "--kind", "execute")
-	if code != 0 || strings.Count(out, "\n") < n {
+	// And the CLI reads them, by backend too.
+	code, out, errOut := cli(t, "", "audit", "list", "--db", db, "--kind", "execute", "--backend", "native")
+	if code != 0 || strings.Count(out, "\n") < n || !strings.Contains(out, "BACKEND") {
 		t.Fatalf("audit list: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := cli(t, "", "audit", "list", "--db", db, "--backend", "gvisor"); code != 0 || strings.Contains(out, "native") {
+		t.Fatalf("audit list --backend gvisor: %d\n%s", code, out)
 	}
 	// No sandbox left behind: no process of a sandbox uid, no cgroup of
 	// the server's.

@@ -45,7 +45,7 @@ type auditObserver struct{ rec *audit.Recorder }
 
 func (a auditObserver) Observe(ev sandbox.Event) {
 	e := audit.Event{Time: ev.Time, Kind: ev.Kind, ExecutionID: ev.ExecutionID, Key: ev.Caller.Key, Surface: ev.Caller.Surface,
-		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit, SecurityEvents: ev.SecurityEvents, Detail: ev.Detail}
+		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit, SecurityEvents: ev.SecurityEvents, Detail: ev.Detail, Backend: ev.Backend}
 	if ev.Code != "" {
 		e.CodeHash, e.Code = sandbox.HashCode(ev.Code), ev.Code
 	}

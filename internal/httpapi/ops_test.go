@@ -218,13 +218,13 @@ func TestMetricsChangeAfterExecutions(t *testing.T) {
 	ts.call(t, "POST", "/execute", "", map[string]any{"code": "1", "profile": "nosuch"}, nil)
 	after := scrape()
 	checks := map[string]float64{
-		`sandbox_executions_total{outcome="success",profile="basic"}`:           1,
-		`sandbox_executions_total{outcome="error",profile="basic"}`:             2,
-		`sandbox_executions_total{outcome="invalid_request",profile="default"}`: 1,
-		`sandbox_errors_total{type="invalid_request"}`:                          1,
-		`sandbox_security_events_total{kind="import_denied"}`:                   1,
-		`sandbox_execution_duration_seconds_count{profile="basic"}`:             4,
-		`sandbox_http_requests_total{code="200",route="POST /execute"}`:         4,
+		`sandbox_executions_total{backend="native",outcome="success",profile="basic"}`:         1,
+		`sandbox_executions_total{backend="native",outcome="error",profile="basic"}`:           2,
+		`sandbox_executions_total{backend="none",outcome="invalid_request",profile="default"}`: 1,
+		`sandbox_errors_total{type="invalid_request"}`:                                         1,
+		`sandbox_security_events_total{kind="import_denied"}`:                                  1,
+		`sandbox_execution_duration_seconds_count{backend="native",profile="basic"}`:           4,
+		`sandbox_http_requests_total{code="200",route="POST /execute"}`:                        4,
 	}
 	for series, delta := range checks {
 		if got := value(after, series) - value(before, series); got != delta {

@@ -42,12 +42,12 @@ func New(svc *sandbox.Service) *Metrics {
 		m.reg.MustRegister(c)
 		return c
 	}
-	m.executions = counter("sandbox_executions_total", "Executions by profile and outcome (success, error, a limit, crash, or why it could not run).", "profile", "outcome")
+	m.executions = counter("sandbox_executions_total", "Executions by profile, backend (native, gvisor; none when it could not run) and outcome (success, error, a limit, crash, or why it could not run).", "profile", "backend", "outcome")
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sandbox_execution_duration_seconds",
-		Help:    "Time from request to result of executions that ran.",
+		Help:    "Time from request to result of executions that ran, by profile and backend.",
 		Buckets: []float64{.0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-	}, []string{"profile"})
+	}, []string{"profile", "backend"})
 	m.reg.MustRegister(m.duration)
 	m.validates = counter("sandbox_validations_total", "validate_code requests by outcome.", "outcome")
 	m.toolCalls = counter("sandbox_tool_calls_total", "Upstream tool calls made by code (code mode), by tool and outcome.", "tool", "outcome")
@@ -94,10 +94,13 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 	}
 	switch ev.Kind {
 	case sandbox.EventExecute:
-		profile := profileLabel(ev.Profile)
-		m.executions.WithLabelValues(profile, ev.Outcome).Inc()
+		profile, backend := profileLabel(ev.Profile), ev.Backend
+		if backend == "" {
+			backend = "none"
+		}
+		m.executions.WithLabelValues(profile, backend, ev.Outcome).Inc()
 		if ran {
-			m.duration.WithLabelValues(profile).Observe(ev.Duration.Seconds())
+			m.duration.WithLabelValues(profile, backend).Observe(ev.Duration.Seconds())
 			if ev.Outcome != "success" {
 				m.errors.WithLabelValues(ev.Outcome).Inc()
 			}

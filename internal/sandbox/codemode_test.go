@@ -71,6 +71,19 @@ func (r *recorder) Observe(ev sandbox.Event) {
 	r.mu.Unlock()
 }
 
+// backends lists the backend of each event of kind, in order.
+func (r *recorder) backends(kind string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []string{}
+	for _, ev := range r.evs {
+		if ev.Kind == kind {
+			out = append(out, ev.Backend)
+		}
+	}
+	return out
+}
+
 func (r *recorder) count(kind, outcome string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -183,7 +183,7 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 		s.emitFailure(ctx, EventCommand, "", "", req.Command, err, start)
 		return nil, err
 	}
-	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Code: req.Command, Duration: time.Since(start), Outcome: "success"}
+	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Backend: res.Backend, Code: req.Command, Duration: time.Since(start), Outcome: "success"}
 	switch {
 	case res.Limit != nil:
 		ev.Outcome, ev.Limit = *res.Limit, *res.Limit

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,8 @@ func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 	wh := wheelhouse(t)
 	svc := containerService(t, func(c *policy.Config) { c.PipFindLinks = wh; c.PipMaxDownload = 2 << 20 })
 	ctx := context.Background()
+	rec := &recorder{}
+	svc.SetObserver(rec)
 	info, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o", UseContainer: true})
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +183,19 @@ func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 	if err := svc.CloseSession(ctx, info.ID, "o"); err != nil {
 		t.Fatal(err)
 	}
+	// The audit log and metrics learn which backend ran each event's code.
+	for kind, want := range map[string][]string{
+		sandbox.EventSession: {"gvisor", "native", ""}, // create, create, close
+		sandbox.EventCommand: {"native"},
+		sandbox.EventInstall: {"native"},
+	} {
+		if got := rec.backends(kind); !slices.Equal(got, want) {
+			t.Errorf("%s events ran on %q, want %q", kind, got, want)
+		}
+	}
+	if got := rec.backends(sandbox.EventExecute); len(got) < 5 || slices.ContainsFunc(got, func(b string) bool { return b != "gvisor" && b != "" }) {
+		t.Errorf("execute events ran on %q", got)
+	}
 	assertNoLeftovers(t)
 }
 
@@ -202,6 +218,8 @@ func TestGVisorIsolationRunsTheAnalyzer(t *testing.T) {
 		c.Isolation, c.Runsc = policy.IsolationGVisor, wrapper
 		c.GVisorPoolSize = 0
 	})
+	rec := &recorder{}
+	svc.SetObserver(rec)
 	runs := func() int {
 		b, _ := os.ReadFile(log)
 		return strings.Count(string(b), "run\n")
@@ -213,5 +231,8 @@ func TestGVisorIsolationRunsTheAnalyzer(t *testing.T) {
 	}
 	if after := runs(); after != before+1 {
 		t.Fatalf("runsc ran %d sandboxes for one validation, want 1", after-before)
+	}
+	if got := rec.backends(sandbox.EventValidate); !slices.Equal(got, []string{"gvisor"}) {
+		t.Fatalf("the validation was recorded on %q", got)
 	}
 }

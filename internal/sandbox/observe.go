@@ -28,6 +28,8 @@ type Event struct {
 	ExecutionID string
 	Caller      Caller
 	Profile     string
+	// Backend is what ran the code ("native", "gvisor"); "" when nothing ran.
+	Backend string
 	// Code is the code, command or package concerned ("" when none).
 	Code string
 	// Outcome is "success", "error" (the code failed), a limit ("timeout",

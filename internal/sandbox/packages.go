@@ -89,6 +89,9 @@ func (s *Service) PipInstall(ctx context.Context, req InstallRequest) (*InstallR
 	}
 	ev := Event{Kind: EventInstall, ExecutionID: res.ExecutionID, Code: strings.TrimSpace(req.Package + " " + req.Version),
 		Outcome: "success", Duration: time.Since(start), Detail: res.Message, Action: "session:" + req.SessionID}
+	if res.ExecutionID != "" {
+		ev.Backend = policy.IsolationNative // pip runs in the native jail
+	}
 	if res.Error != nil {
 		ev.Outcome = *res.Error
 		if *res.Error == InstallBlocked {

@@ -104,7 +104,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
 		return nil, err
 	}
-	ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Code: req.Code,
+	ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
 		Outcome: res.Outcome(), Duration: time.Since(start), SecurityEvents: securityEvents(res, refused.list())}
 	if req.SessionID != "" {
 		ev.Action = "session:" + req.SessionID

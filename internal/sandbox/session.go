@@ -99,7 +99,7 @@ func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*Sessi
 		s.emitFailure(ctx, EventSession, "create", label, "", err, start)
 		return nil, err
 	}
-	s.emit(ctx, Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
+	s.emit(ctx, Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Backend: info.Backend, Outcome: "success",
 		Duration: time.Since(start), Detail: info.ID})
 	return info, nil
 }

@@ -34,12 +34,13 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.V
 		ctx, cancel = s.bind(ctx)
 		defer cancel()
 		var v *runtime.Validation
-		if v, err = s.validate(ctx, req); err == nil {
+		var backend string
+		if v, backend, err = s.validate(ctx, req); err == nil {
 			outcome := "valid"
 			if !v.Validation.Valid {
 				outcome = "invalid"
 			}
-			s.emit(ctx, Event{Kind: EventValidate, Profile: strings.Join(req.Profiles, ","), Code: req.Code, Outcome: outcome, Duration: time.Since(start)})
+			s.emit(ctx, Event{Kind: EventValidate, Profile: strings.Join(req.Profiles, ","), Backend: backend, Code: req.Code, Outcome: outcome, Duration: time.Since(start)})
 			return v, nil
 		}
 	}
@@ -47,13 +48,14 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	return nil, err
 }
 
-func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, error) {
+// validate returns the analysis, and the backend that ran the analyzer.
+func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, string, error) {
 	if err := s.checkCode(req.Code); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	profiles := map[string][]string{}
 	settings := map[string]string{}
@@ -65,7 +67,7 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	}
 	backend, err := s.backendFor(false) // the operator's: untrusted source meets the parser
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sb, err := s.startBox(ctx, backend, jail.Spec{
 		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
@@ -74,9 +76,9 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	done := make(chan error, 1)
 	var v runtime.Validation
@@ -93,7 +95,7 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	exit := sb.Wait()
 	_ = sb.Channel().Close()
 	if err := <-done; err != nil {
-		return nil, fmt.Errorf("%w: the analyzer failed (%v; exit %d, limit %q)", ErrUnavailable, err, exit.ExitCode, exit.Limit)
+		return nil, "", fmt.Errorf("%w: the analyzer failed (%v; exit %d, limit %q)", ErrUnavailable, err, exit.ExitCode, exit.Limit)
 	}
-	return &v, nil
+	return &v, backend, nil
 }
