@@ -312,7 +312,8 @@ func (b *bencher) pooled(ctx context.Context) error {
 		}
 		b.rep.Rows = append(b.rep.Rows, row)
 	}
-	return nil
+	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, svc, "session_lifecycle", "session: create, 2 cells, close", false))
+	return ctx.Err()
 }
 
 // humanEval runs the canonical solutions with the import policy off, from
