@@ -21,6 +21,7 @@ func infoCmd(args []string, stdout, stderr io.Writer) int {
 	if svc == nil {
 		return code
 	}
+	defer svc.Close()
 	info := svc.Info()
 	if *asJSON {
 		printJSON(stdout, info)

@@ -75,6 +75,10 @@ type Config struct {
 
 	// MaxSessions bounds the sessions open at once.
 	MaxSessions int
+	// SessionPoolSize and GVisorSessionPoolSize are the sessions started
+	// ahead of create_session (default profiles and memory), natively and
+	// under gVisor (when it is in use).
+	SessionPoolSize, GVisorSessionPoolSize int
 	// SessionIdleTTL closes a session nobody used for that long.
 	SessionIdleTTL time.Duration
 	// SessionMaxLifetime closes a session that old, used or not.
@@ -163,10 +167,12 @@ func DefaultConfig() Config {
 		PoolMaxIdle:        10 * time.Minute,
 		Zygote:             true,
 
-		MaxSessions:        16,
-		SessionIdleTTL:     15 * time.Minute,
-		SessionMaxLifetime: 4 * time.Hour,
-		StateDir:           defaultStateDir(),
+		MaxSessions:           16,
+		SessionPoolSize:       1,
+		GVisorSessionPoolSize: 1,
+		SessionIdleTTL:        15 * time.Minute,
+		SessionMaxLifetime:    4 * time.Hour,
+		StateDir:              defaultStateDir(),
 
 		RateLimit:      20,
 		RateBurst:      40,
@@ -271,6 +277,8 @@ var settings = []setting{
 	boolSetting("zygote", "SANDBOX_ZYGOTE", "fork pooled sandboxes from a loaded interpreter (needs cgroups)", func(c *Config) *bool { return &c.Zygote }),
 	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
 	intSetting("max_sessions", "SANDBOX_MAX_SESSIONS", "sessions open at once", func(c *Config) *int { return &c.MaxSessions }),
+	countSetting("session_pool_size", "SANDBOX_SESSION_POOL_SIZE", "sessions started ahead of create_session (default profiles and memory)", func(c *Config) *int { return &c.SessionPoolSize }),
+	countSetting("gvisor_session_pool_size", "SANDBOX_GVISOR_SESSION_POOL_SIZE", "gVisor sessions started ahead of create_session, when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorSessionPoolSize }),
 	durationSetting("session_idle_ttl", "SANDBOX_SESSION_IDLE_TTL", "close a session idle this long, seconds", func(c *Config) *time.Duration { return &c.SessionIdleTTL }),
 	durationSetting("session_max_lifetime", "SANDBOX_SESSION_MAX_LIFETIME", "close a session this old, seconds", func(c *Config) *time.Duration { return &c.SessionMaxLifetime }),
 	{Key: "state_dir", Env: "SANDBOX_STATE_DIR", Usage: "directory for session workspaces and the audit log",

@@ -216,7 +216,7 @@ func TestGVisorIsolationRunsTheAnalyzer(t *testing.T) {
 	}
 	svc := containerService(t, func(c *policy.Config) {
 		c.Isolation, c.Runsc = policy.IsolationGVisor, wrapper
-		c.GVisorPoolSize = 0
+		c.GVisorPoolSize, c.GVisorSessionPoolSize = 0, 0 // nothing else boots
 	})
 	rec := &recorder{}
 	svc.SetObserver(rec)

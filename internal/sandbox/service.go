@@ -48,6 +48,7 @@ type Service struct {
 	layerModules []string
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
 	importCache  importCache
+	spares       spares
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -74,6 +75,7 @@ func New(cfg policy.Config) (*Service, error) {
 	}
 	s.loadLayer()
 	s.startPools()
+	s.startSpares()
 	go s.reaper(s.stop)
 	return s, nil
 }

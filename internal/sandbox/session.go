@@ -118,10 +118,30 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	var spare *session
+	if defaultShape(req) {
+		spare = s.takeSpare(backend)
+	}
 	s.sessions.mu.Lock()
 	if len(s.sessions.byID) >= s.cfg.MaxSessions {
 		s.sessions.mu.Unlock()
+		if spare != nil {
+			s.returnSpare(spare)
+		}
 		return nil, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooManySessions, s.cfg.MaxSessions)
+	}
+	if spare != nil {
+		// A fresh sandbox no one has used: it becomes the caller's, with
+		// its lifetime counted from now.
+		spare.mu.Lock()
+		spare.owner, spare.req = req.Owner, req
+		spare.created, spare.used = time.Now(), time.Now()
+		spare.sb.Arm(context.Background(), s.cfg.SessionMaxLifetime, s.cfg.SessionMaxLifetime)
+		s.sessions.byID[spare.id] = spare
+		info := spare.info(s.cfg)
+		spare.mu.Unlock()
+		s.sessions.mu.Unlock()
+		return &info, nil
 	}
 	id := "s" + jail.NewID()
 	now := time.Now()

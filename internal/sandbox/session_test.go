@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/pool"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -300,4 +301,61 @@ func TestClosingASessionEndsARunningRequest(t *testing.T) {
 		t.Fatalf("the request survived its session: %+v", res)
 	}
 	assertNoLeftovers(t)
+}
+
+// TestSessionSpares: a default session comes from a spare started ahead,
+// which is fresh (nothing of an earlier session), is replaced after use,
+// and is not handed out once it has died waiting.
+func TestSessionSpares(t *testing.T) {
+	allImports := func(c *policy.Config) { c.AllowedImports = []string{policy.AllImports} }
+	svc := sessionService(t, allImports)
+	class := "session/" + testBackend(t)
+	waitSpare := func(svc *sandbox.Service) pool.Stats {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st := svc.PoolStats()[class]
+			if st.Ready == 1 {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no spare session ready: %+v", svc.PoolStats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	before := waitSpare(svc)
+	a := newSession(t, svc, "alice")
+	if st := svc.PoolStats()[class]; st.Hits != before.Hits+1 {
+		t.Fatalf("the session did not come from the spare: %+v then %+v", before, st)
+	}
+	if res := inSession(t, svc, a, "alice", "secret = 'a'\nopen('a.txt', 'w').write('a')\nimport os\nos.getuid()"); !res.Success {
+		t.Fatalf("cell: %+v", res.Error)
+	}
+	before = waitSpare(svc) // replaced
+	b := newSession(t, svc, "bob")
+	if st := svc.PoolStats()[class]; st.Hits != before.Hits+1 {
+		t.Fatalf("the second session did not come from a spare: %+v then %+v", before, st)
+	}
+	res := inSession(t, svc, b, "bob", "import os\n['secret' in globals(), os.listdir('.')]")
+	if !res.Success || string(res.Result) != "[false,[]]" {
+		t.Fatalf("a spare carried something: %s %+v", res.Result, res.Error)
+	}
+	// Another shape starts a sandbox of its own, and counts no miss.
+	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{MemoryBytes: 200 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if st := svc.PoolStats()[class]; st.Misses != before.Misses {
+		t.Fatalf("a non-default session counted as a miss: %+v", st)
+	}
+
+	// A spare that died waiting (here: its lifetime ran out) is not given
+	// out; the session starts a sandbox of its own.
+	short := sessionService(t, allImports, func(c *policy.Config) { c.SessionMaxLifetime = time.Second })
+	waitSpare(short)
+	time.Sleep(1500 * time.Millisecond)
+	id := newSession(t, short, "")
+	if res := inSession(t, short, id, "", "6 * 7"); !res.Success || string(res.Result) != "42" {
+		t.Fatalf("after a dead spare: %s %+v", res.Result, res.Error)
+	}
 }

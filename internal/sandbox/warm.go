@@ -252,6 +252,7 @@ func (s *Service) acquire(ctx context.Context, backend string, imports policy.Im
 // zygotes. Runs in progress finish on their own.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
+	s.closeSpares()
 	s.closeSessions()
 	for _, cl := range s.classes() {
 		if cl != nil {
@@ -263,7 +264,8 @@ func (s *Service) Close() {
 	}
 }
 
-// PoolStats reports each pool by class name.
+// PoolStats reports each pool by class name, and the spare sessions of
+// each backend as "session/native" and "session/gvisor".
 func (s *Service) PoolStats() map[string]pool.Stats {
 	out := map[string]pool.Stats{}
 	for _, cl := range s.classes() {
@@ -271,6 +273,7 @@ func (s *Service) PoolStats() map[string]pool.Stats {
 			out[cl.name] = cl.pool.Stats()
 		}
 	}
+	s.spares.stats(out)
 	return out
 }
 
