@@ -45,6 +45,7 @@ func BenchmarkZygoteThroughput(t *testing.B) {
 	code := "print(1)"
 	var profiles []string
 	cfg := policy.DefaultConfig()
+	cfg.SessionPoolSize = 0 // stateless runs only
 	if os.Getenv("CODECAGE_PERF_NUMPY") != "" {
 		cfg.EnableDataScience = true
 		code = "import numpy; numpy.arange(10**6).sum()"
