@@ -119,7 +119,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		return nil, err
 	}
 	var spare *session
-	if defaultShape(req) {
+	if s.spares.fits(imports, limits) {
 		spare = s.takeSpare(backend)
 	}
 	s.sessions.mu.Lock()
