@@ -1,6 +1,7 @@
 // Package bench measures the sandbox service the way a user meets it: the
 // latency and throughput of stateless runs from warm pools, sequential and
-// from concurrent clients, the HumanEval canonical solutions, the idle
+// from concurrent clients, the HumanEval and MBPP reference solutions
+// under the default policy, the idle
 // memory of a pooled sandbox, and the same print(1) as a bare interpreter
 // (and under bwrap, when installed) for comparison.
 package bench
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/dataset"
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/pool"
@@ -27,7 +29,8 @@ import (
 const (
 	DefaultN       = 200
 	DefaultClients = 8
-	// QuickN and QuickHumanEval are the sizes of a quick run.
+	// QuickN and QuickHumanEval are the sizes of a quick run (the first
+	// QuickHumanEval problems of HumanEval and of MBPP).
 	QuickN         = 20
 	QuickHumanEval = 20
 	// DefaultPoolTimeout bounds each wait for the warm pools to fill.
@@ -54,13 +57,15 @@ type Options struct {
 	N int
 	// Clients is the number of concurrent clients (default 8).
 	Clients int
-	// HumanEvalPath is the HumanEval JSONL(.gz) file; "" looks for it with
-	// DefaultHumanEvalPath and skips HumanEval when there is none. A path
-	// given but unreadable is an error.
+	// HumanEvalPath is a HumanEval JSONL(.gz) file to run instead of the
+	// embedded set; a path given but unreadable is an error.
 	HumanEvalPath string
-	// HumanEvalLimit runs only the first problems (0: all; 20 when Quick).
+	// HumanEvalLimit runs only the first problems of HumanEval and of
+	// MBPP (0: all; 20 when Quick).
 	HumanEvalLimit int
-	// Quick shrinks the run for tests: N 20, 20 HumanEval problems.
+	// SkipMBPP leaves MBPP out (974 programs).
+	SkipMBPP bool
+	// Quick shrinks the run for tests: N 20, 20 HumanEval and MBPP problems.
 	Quick bool
 	// PoolTimeout bounds each wait for the pools to fill (default 2 min).
 	PoolTimeout time.Duration
@@ -78,8 +83,9 @@ type Report struct {
 	Memory []MemoryClass `json:"idle_memory"`
 	// MemorySettled is false when the sandboxes' memory kept changing
 	// until the measurement gave up waiting.
-	MemorySettled bool      `json:"idle_memory_settled"`
-	HumanEval     HumanEval `json:"humaneval"`
+	MemorySettled bool  `json:"idle_memory_settled"`
+	HumanEval     Suite `json:"humaneval"`
+	MBPP          Suite `json:"mbpp"`
 	// Print1OverBare is print(1)'s sequential p50 over the bare
 	// interpreter's (0 when either is missing).
 	Print1OverBare float64  `json:"print1_p50_over_bare_python_p50"`
@@ -149,12 +155,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 type bencher struct {
-	opts     Options
-	cfg      policy.Config
-	n        int
-	clients  int
-	problems []Problem
-	rep      *Report
+	opts            Options
+	cfg             policy.Config
+	n               int
+	clients         int
+	humanEval, mbpp []dataset.Task
+	rep             *Report
 }
 
 func newBencher(opts Options) (*bencher, error) {
@@ -190,24 +196,16 @@ func newBencher(opts Options) (*bencher, error) {
 		Setup: Setup{N: n, Clients: clients, Quick: opts.Quick, PoolSize: cfg.PoolSize, DataPoolSize: cfg.DataPoolSize,
 			MaxSandboxes: cfg.MaxSandboxes, HumanEvalLimit: limit, Started: time.Now().Format(time.RFC3339)},
 	}
-	he := &b.rep.HumanEval
-	he.Path = opts.HumanEvalPath
-	if he.Path == "" {
-		he.Path = DefaultHumanEvalPath()
-	}
-	if he.Path == "" {
-		he.Skipped = "HumanEval.jsonl.gz not found (give --humaneval PATH)"
-		return b, nil
-	}
-	problems, err := LoadHumanEval(he.Path)
+	var err error
+	b.humanEval, err = loadSuite(&b.rep.HumanEval, opts.HumanEvalPath, dataset.HumanEvalName, dataset.HumanEval, limit)
 	if err != nil {
 		return nil, fmt.Errorf("humaneval: %w", err)
 	}
-	he.InFile = len(problems)
-	if limit > 0 && limit < len(problems) {
-		problems = problems[:limit]
+	if opts.SkipMBPP {
+		b.rep.MBPP.Skipped = "left out (--skip-mbpp)"
+	} else {
+		b.mbpp, _ = loadSuite(&b.rep.MBPP, "", dataset.MBPPName, dataset.MBPP, limit)
 	}
-	b.problems = problems
 	return b, nil
 }
 
@@ -221,7 +219,7 @@ func (b *bencher) run(ctx context.Context) (*Report, error) {
 	if err := b.pooled(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.humanEval(ctx); err != nil {
+	if err := b.suites(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.baselines(ctx); err != nil {
@@ -264,7 +262,9 @@ func (b *bencher) pooled(ctx context.Context) error {
 		_, _ = svc.Execute(ctx, sandbox.Request{Code: Print1Code})
 	}
 	print1 := sandbox.Request{Code: Print1Code}
-	numpy := sandbox.Request{Code: NumpyCode, Profiles: []string{policy.DataScience}}
+	// No profile: an agent sends only code, and the data_science class
+	// is found from the code's imports.
+	numpy := sandbox.Request{Code: NumpyCode}
 	nNumpy := max(1, b.n/2)
 	// The warm cases wait, untimed, for a full pool before each run: the
 	// latency of a run that finds a ready sandbox, whatever the refill
@@ -316,60 +316,44 @@ func (b *bencher) pooled(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// humanEval runs the canonical solutions with the import policy off, from
-// a service of its own.
-func (b *bencher) humanEval(ctx context.Context) error {
-	he := &b.rep.HumanEval
-	if len(b.problems) == 0 {
-		b.rep.Rows = append(b.rep.Rows, Row{Key: "humaneval", Case: "HumanEval", Clients: b.clients, Skipped: he.Skipped})
-		return nil
+// suites runs the HumanEval and MBPP reference solutions from a service
+// of their own, under the default policy: they are the code LLMs write, and
+// it must run as it is.
+func (b *bencher) suites(ctx context.Context) error {
+	cases := []struct {
+		key, name string
+		tasks     []dataset.Task
+		s         *Suite
+	}{
+		{"humaneval", "HumanEval", b.humanEval, &b.rep.HumanEval},
+		{"mbpp", "MBPP", b.mbpp, &b.rep.MBPP},
 	}
 	cfg := b.cfg
-	cfg.AllowedImports = []string{policy.AllImports} // typing, math, hashlib, ...
 	cfg.DataPoolSize = 0
-	b.progress("HumanEval: %d problems, %d clients", len(b.problems), b.clients)
 	svc, err := b.opts.NewService(cfg)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
 	want := wantedPools(cfg)
-	if err := waitFull(ctx, svc, want, b.opts.PoolTimeout); err != nil {
-		return err
-	}
-	failed := make([]*Failure, len(b.problems))
-	run := func(ctx context.Context, i int) string {
-		p := b.problems[i]
-		res, err := svc.Execute(ctx, sandbox.Request{Code: p.Program()})
-		msg := describe(res, err)
-		if msg != "" {
-			f := &Failure{TaskID: p.TaskID, Type: "Error", Message: msg}
-			if err == nil && res.Error != nil {
-				f.Type, f.Message = res.Error.Type, firstLine(res.Error.Message)
-			}
-			failed[i] = f
-			return p.TaskID + ": " + msg
+	for _, c := range cases {
+		if len(c.tasks) == 0 {
+			b.rep.Rows = append(b.rep.Rows, Row{Key: c.key, Case: c.name, Clients: b.clients, Skipped: c.s.Skipped})
+			continue
 		}
-		return ""
-	}
-	before := svc.PoolStats()[policy.Basic]
-	row := measure(ctx, "humaneval", "HumanEval", len(b.problems), b.clients, run)
-	after := svc.PoolStats()[policy.Basic]
-	row.PoolHits, row.PoolMisses = after.Hits-before.Hits, after.Misses-before.Misses
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	he.Total = row.Runs
-	he.Passed = row.Runs - row.Errors
-	he.ProgramsPerSec = row.Throughput
-	he.Failures = []Failure{}
-	for _, f := range failed {
-		if f != nil && len(he.Failures) < maxFailures {
-			he.Failures = append(he.Failures, *f)
+		if err := waitFull(ctx, svc, want, b.opts.PoolTimeout); err != nil {
+			return err
 		}
+		b.progress("%s: %d problems, %d clients", c.name, len(c.tasks), b.clients)
+		before := svc.PoolStats()[policy.Basic]
+		row := b.runSuite(ctx, svc, c.key, c.name, c.tasks, c.s)
+		after := svc.PoolStats()[policy.Basic]
+		row.PoolHits, row.PoolMisses = after.Hits-before.Hits, after.Misses-before.Misses
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.rep.Rows = append(b.rep.Rows, row)
 	}
-	row.Notes = fmt.Sprintf("%d/%d passed", he.Passed, he.Total)
-	b.rep.Rows = append(b.rep.Rows, row)
 	return nil
 }
 
@@ -626,20 +610,23 @@ func (b *bencher) targets() []Target {
 	}
 	out = append(out, t)
 
-	he := r.HumanEval
-	t = Target{Name: "HumanEval 164/164"}
-	switch {
-	case he.Skipped != "":
-		t.Measured = "not run: " + he.Skipped
-	default:
-		t.Measured = fmt.Sprintf("%d/%d passed", he.Passed, he.Total)
-		t.Met = he.Total > 0 && he.Passed == he.Total && he.Total >= 164
-		if he.Total < he.InFile {
-			t.Note = fmt.Sprintf("only the first %d of %d problems ran", he.Total, he.InFile)
-		}
-	}
-	out = append(out, t)
+	out = append(out, suiteTarget("HumanEval 164/164", r.HumanEval, 164), suiteTarget("MBPP 974/974", r.MBPP, 974))
 	return out
+}
+
+// suiteTarget: every problem of the set passes under the defaults.
+func suiteTarget(name string, s Suite, size int) Target {
+	t := Target{Name: name}
+	if s.Skipped != "" {
+		t.Measured = "not run: " + s.Skipped
+		return t
+	}
+	t.Measured = fmt.Sprintf("%d/%d passed", s.Passed, s.Total)
+	t.Met = s.Total > 0 && s.Passed == s.Total && s.Total >= size
+	if s.Total < s.InFile {
+		t.Note = fmt.Sprintf("only the first %d of %d problems ran", s.Total, s.InFile)
+	}
+	return t
 }
 
 func round3(f float64) float64 {

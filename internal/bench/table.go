@@ -8,7 +8,7 @@ import (
 )
 
 // WriteTable writes the report for a terminal: the machine, one row per
-// case, the idle memory, HumanEval's failures, and the targets.
+// case, the idle memory, HumanEval's and MBPP's failures, and the targets.
 func (r *Report) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
 	m := r.Machine
@@ -73,13 +73,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(ew, " among the processes mapping them; the cgroup figure includes page cache and tmpfs)")
 	}
 
-	he := r.HumanEval
 	fmt.Fprintln(ew)
-	if he.Skipped != "" {
-		fmt.Fprintf(ew, "HumanEval: not run: %s\n", he.Skipped)
-	} else {
-		fmt.Fprintf(ew, "HumanEval: %d/%d passed, %.1f programs/s (%s)\n", he.Passed, he.Total, he.ProgramsPerSec, he.Path)
-		for _, f := range he.Failures {
+	for _, c := range []struct {
+		name string
+		s    Suite
+	}{{"HumanEval", r.HumanEval}, {"MBPP", r.MBPP}} {
+		if c.s.Skipped != "" {
+			fmt.Fprintf(ew, "%s: not run: %s\n", c.name, c.s.Skipped)
+			continue
+		}
+		fmt.Fprintf(ew, "%s: %d/%d passed, %.1f programs/s (%s)\n", c.name, c.s.Passed, c.s.Total, c.s.ProgramsPerSec, c.s.Path)
+		for _, f := range c.s.Failures {
 			fmt.Fprintf(ew, "  failed %s: %s: %s\n", f.TaskID, f.Type, f.Message)
 		}
 	}

@@ -21,14 +21,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		asJSON    = fs.Bool("json", false, "print one JSON object with every number")
 		n         = fs.Int("n", 0, fmt.Sprintf("sequential print(1) runs; the concurrent case runs 2N, numpy N/2 and N (default %d, %d with --quick)", bench.DefaultN, bench.QuickN))
 		clients   = fs.Int("clients", bench.DefaultClients, "concurrent clients")
-		humaneval = fs.String("humaneval", "", "HumanEval JSONL(.gz) file (default ../shared/data/HumanEval.jsonl.gz)")
-		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval problems", bench.QuickN, bench.QuickHumanEval))
+		humaneval = fs.String("humaneval", "", "HumanEval JSONL(.gz) file to run instead of the embedded set")
+		skipMBPP  = fs.Bool("skip-mbpp", false, "leave out MBPP (974 programs)")
+		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval and MBPP problems", bench.QuickN, bench.QuickHumanEval))
 	)
 	cf := addConfigFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--quick] [config flags]\n\n"+
-			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval, the idle\n"+
-			"memory of a pooled sandbox, and a bare python3 (and bwrap) for comparison.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [config flags]\n\n"+
+			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval and MBPP (built in)\n"+
+			"under the default policy, the idle memory of a pooled sandbox, and a bare python3 (and\n"+
+			"bwrap) for comparison.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if code, ok := parse(fs, args); !ok {
@@ -62,6 +64,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		N:             *n,
 		Clients:       *clients,
 		HumanEvalPath: *humaneval,
+		SkipMBPP:      *skipMBPP,
 		Quick:         *quick,
 		Progress:      stderr,
 	})

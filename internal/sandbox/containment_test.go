@@ -1,6 +1,6 @@
 package sandbox_test
 
-// Containment tests: one test per row of /work/shared/ATTACKS.md (row 12,
+// Containment tests: one test per row of docs/ATTACKS.md (row 12,
 // the file API, is not covered here). Every snippet runs with the import
 // policy OFF, so ctypes, os, socket and subprocess are all importable: the
 // kernel jail alone must hold. A test fails, never skips, when containment
