@@ -40,7 +40,8 @@ type Config struct {
 	// AllowedImports overrides every profile's modules; nil means no
 	// override, ["*"] switches the import policy off.
 	AllowedImports []string
-	// DefaultProfiles are the profiles of a request that names none.
+	// DefaultProfiles are the profiles of a request that names none; nil
+	// means every enabled profile (DefaultProfileSet).
 	DefaultProfiles []string
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
@@ -87,7 +88,7 @@ type Config struct {
 	StateDir string
 
 	// Callers' limits (HTTP and MCP surfaces; per API key).
-	RateLimit      float64 // requests per second per key (0: off)
+	RateLimit      float64 // requests per second per key (0: off; RateAuto: see ResolveRate)
 	RateBurst      int
 	KeyConcurrency int // requests running at once per key
 	MaxConcurrent  int // requests running at once in all
@@ -129,9 +130,34 @@ type Config struct {
 	PackagesDir string
 }
 
-// AccessLimits are the callers' limits for an access.Gate.
+// RateAuto, the default SANDBOX_RATE_LIMIT, is DefaultKeyRate per API key
+// when the server has keys, and no rate limit when it has none (see
+// ResolveRate).
+const RateAuto = -1
+
+// DefaultKeyRate is the per-key rate (requests per second) that RateAuto
+// means on a server with API keys.
+const DefaultKeyRate = 20
+
+// ResolveRate settles RateAuto for a server with or without API keys.
+// Without keys the server listens on loopback only and has one caller, its
+// operator: a burst (an evaluation loop, say) waits in the queue for a
+// slot rather than being refused; the concurrency limits still protect
+// the machine. With keys, each key is held to DefaultKeyRate.
+func (c *Config) ResolveRate(haveKeys bool) {
+	if c.RateLimit != RateAuto {
+		return
+	}
+	c.RateLimit = 0
+	if haveKeys {
+		c.RateLimit = DefaultKeyRate
+	}
+}
+
+// AccessLimits are the callers' limits for an access.Gate. A rate still
+// RateAuto (no front door resolved it: stdio MCP, the CLI) is no limit.
 func (c *Config) AccessLimits() access.Limits {
-	return access.Limits{Rate: c.RateLimit, Burst: c.RateBurst, PerKey: c.KeyConcurrency,
+	return access.Limits{Rate: max(c.RateLimit, 0), Burst: c.RateBurst, PerKey: c.KeyConcurrency,
 		Global: c.MaxConcurrent, Queue: c.QueueSize, QueueTimeout: c.QueueTimeout}
 }
 
@@ -155,7 +181,6 @@ func DefaultConfig() Config {
 		MaxCodeSize:  4 << 20,
 		Interpreter:  "/usr/bin/python3",
 
-		DefaultProfiles:    []string{Basic},
 		PoolSize:           4,
 		DataPoolSize:       2, // one numpy cell is used while the next is forked: back-to-back runs then find one ready
 		Isolation:          IsolationNative,
@@ -174,7 +199,7 @@ func DefaultConfig() Config {
 		SessionMaxLifetime:    4 * time.Hour,
 		StateDir:              defaultStateDir(),
 
-		RateLimit:      20,
+		RateLimit:      RateAuto,
 		RateBurst:      40,
 		KeyConcurrency: 16,
 		MaxConcurrent:  32,
@@ -218,6 +243,17 @@ func (c *Config) ProfileEnabled(name string) bool {
 		return c.EnableFilesystem
 	}
 	return false
+}
+
+// DefaultProfileSet is what a request that names no profile gets:
+// SANDBOX_DEFAULT_PROFILES when set, else every profile the operator
+// enabled. Enabling a profile is what makes its modules importable; an
+// agent that sends only code need not know profiles exist.
+func (c *Config) DefaultProfileSet() []string {
+	if c.DefaultProfiles != nil {
+		return c.DefaultProfiles
+	}
+	return c.EnabledProfiles()
 }
 
 // EnabledProfiles lists the enabled profiles in their usual order.
@@ -268,7 +304,7 @@ var settings = []setting{
 	countSetting("gvisor_pool_size", "SANDBOX_GVISOR_POOL_SIZE", "basic gVisor sandboxes kept ready when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorPoolSize }),
 	countSetting("gvisor_data_science_pool_size", "SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE", "data_science gVisor sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.GVisorDataPoolSize }),
 	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
-	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default basic)", func(c *Config) *[]string { return &c.DefaultProfiles }),
+	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default: every enabled profile)", func(c *Config) *[]string { return &c.DefaultProfiles }),
 	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
 	countSetting("pool_size", "SANDBOX_POOL_SIZE", "basic sandboxes kept ready (0: none)", func(c *Config) *int { return &c.PoolSize }),
 	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),
@@ -290,7 +326,25 @@ var settings = []setting{
 			c.StateDir = v
 			return nil
 		}},
-	floatSetting("rate_limit", "SANDBOX_RATE_LIMIT", "requests per second per API key (0: no limit)", func(c *Config) *float64 { return &c.RateLimit }),
+	{Key: "rate_limit", Env: "SANDBOX_RATE_LIMIT", Usage: "requests per second per API key (0: no limit; auto: 20 with API keys, none without)",
+		get: func(c *Config) string {
+			if c.RateLimit == RateAuto {
+				return "auto"
+			}
+			return strconv.FormatFloat(c.RateLimit, 'f', -1, 64)
+		},
+		set: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "auto") {
+				c.RateLimit = RateAuto
+				return nil
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f < 0 || f > 1e6 {
+				return errors.New("want auto or a number from 0 to 1000000")
+			}
+			c.RateLimit = f
+			return nil
+		}},
 	intSetting("rate_burst", "SANDBOX_RATE_BURST", "requests an API key may make at once before the rate applies", func(c *Config) *int { return &c.RateBurst }),
 	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key", func(c *Config) *int { return &c.KeyConcurrency }),
 	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
@@ -480,8 +534,8 @@ func (c *Config) validate() error {
 	if c.GVisorInUse() && c.GVisorPoolSize+c.GVisorDataPoolSize > c.MaxSandboxes {
 		return errors.New("SANDBOX_GVISOR_POOL_SIZE plus SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
 	}
-	if len(c.DefaultProfiles) == 0 {
-		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic)")
+	if c.DefaultProfiles != nil && len(c.DefaultProfiles) == 0 {
+		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic, or leave it unset for every enabled profile)")
 	}
 	for _, name := range c.DefaultProfiles {
 		p, ok := LookupProfile(name)
@@ -532,19 +586,6 @@ func durationSetting(key, env, usage string, field func(*Config) *time.Duration)
 				return errors.New("want a number of seconds between 0 and 86400")
 			}
 			*field(c) = time.Duration(f * float64(time.Second))
-			return nil
-		}}
-}
-
-func floatSetting(key, env, usage string, field func(*Config) *float64) setting {
-	return setting{Key: key, Env: env, Usage: usage,
-		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'f', -1, 64) },
-		set: func(c *Config, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || f < 0 || f > 1e6 {
-				return errors.New("want a number from 0 to 1000000")
-			}
-			*field(c) = f
 			return nil
 		}}
 }

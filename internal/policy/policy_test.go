@@ -70,10 +70,24 @@ func TestResolveImports(t *testing.T) {
 		t.Fatalf("policy off without the operator: %v", err)
 	}
 	c.EnableFilesystem = true
+	// Enabled means usable: a request that names no profile gets every
+	// enabled one.
 	pol, err = c.ResolveImports(nil, nil)
-	if err != nil || Allows(pol.Modules, "os") || pol.Hints["os"] != `it is available in profile filesystem (request profile "filesystem")` {
-		t.Fatalf("enabled but not requested: %v %q", err, pol.Hints["os"])
+	if err != nil || !Allows(pol.Modules, "os") || pol.Label() != "basic+filesystem" || !pol.Defaulted {
+		t.Fatalf("enabled, not named: %v %+v", err, pol)
 	}
+	// A request that names basic alone keeps to it, and is told how to
+	// get more.
+	pol, err = c.ResolveImports([]string{"basic"}, nil)
+	if err != nil || Allows(pol.Modules, "os") || pol.Defaulted || pol.Hints["os"] != `it is available in profile filesystem (request profile "filesystem")` {
+		t.Fatalf("basic named: %v %+v", err, pol)
+	}
+	// SANDBOX_DEFAULT_PROFILES still decides when set.
+	c.DefaultProfiles = []string{"basic"}
+	if pol, err = c.ResolveImports(nil, nil); err != nil || Allows(pol.Modules, "os") || !pol.Defaulted {
+		t.Fatalf("default profiles basic: %v %+v", err, pol)
+	}
+	c.DefaultProfiles = nil
 	pol, err = c.ResolveImports([]string{"basic", "filesystem"}, nil)
 	if err != nil || !Allows(pol.Modules, "os") || !Allows(pol.Modules, "math") || pol.Label() != "basic+filesystem" {
 		t.Fatalf("combined profiles: %v %+v", err, pol)
@@ -156,5 +170,129 @@ func TestParseSize(t *testing.T) {
 		if _, err := ParseSize(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
+	}
+}
+
+func TestSysAndOrdinaryModulesAreBasic(t *testing.T) {
+	c := DefaultConfig()
+	pol, err := c.ResolveImports(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What HumanEval and MBPP import, and what ordinary code does.
+	for _, m := range []string{"sys", "math", "re", "collections", "heapq", "itertools", "cmath", "operator", "array", "bisect",
+		"copy", "datetime", "typing", "random", "string", "hashlib", "io", "queue", "asyncio", "threading",
+		"concurrent.futures", "dataclasses", "functools", "unittest", "logging", "fnmatch", "collections.abc"} {
+		if !Allows(pol.Modules, m) {
+			t.Errorf("basic refuses %s", m)
+		}
+	}
+	for _, m := range []string{"os", "subprocess", "socket", "ctypes", "shutil", "pathlib", "multiprocessing", "urllib.request", "numpy"} {
+		if Allows(pol.Modules, m) {
+			t.Errorf("basic allows %s", m)
+		}
+	}
+}
+
+func TestScanImports(t *testing.T) {
+	code := "import numpy as np, os.path\n" +
+		"from sklearn.linear_model import LinearRegression\n" +
+		"def f():\n    import pandas\n" +
+		"x = 1; import json\n" +
+		"from urllib import request, parse as p\n" +
+		"from . import sibling\n" +
+		"from collections import *\n" +
+		"importlib.import_module('scipy.stats')\n" +
+		"m = __import__(\"matplotlib\")\n" +
+		"print('import nothing')\n" +
+		"important = 1\n" +
+		"from_ = 2\n"
+	got := ScanImports(code)
+	want := []string{"numpy", "os.path", "sklearn.linear_model", "sklearn.linear_model.LinearRegression", "pandas", "json",
+		"urllib", "urllib.request", "urllib.parse", "collections", "matplotlib", "scipy.stats"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ScanImports:\n got %q\nwant %q", got, want)
+	}
+	if got := ScanImports(""); len(got) != 0 {
+		t.Fatalf("empty code: %q", got)
+	}
+}
+
+func TestFeaturesFollowTheCodeWhenNoProfileIsNamed(t *testing.T) {
+	c := DefaultConfig()
+	c.EnableDataScience, c.EnableNetwork, c.EnableFilesystem = true, true, true
+	def, err := c.ResolveImports(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		code          string
+		data, network bool
+	}{
+		{"print(1)", false, false},
+		{"import math, sys\nsys.maxsize", false, false},
+		{"import numpy as np\nnp.ones(3).sum()", true, false},
+		{"import matplotlib.pyplot as plt", true, false},
+		{"from sklearn import datasets", true, false},
+		{"import urllib.parse\nurllib.parse.quote('a b')", false, false},
+		{"import urllib.request", false, true},
+		{"from urllib import request", false, true},
+		{"import requests", false, true},
+		{"import pandas as pd\npd.read_csv('https://example.com/x.csv')", true, true},
+		{"import os\nos.listdir('.')", false, false},
+	}
+	for _, tc := range cases {
+		f := def.FeaturesFor(tc.code)
+		if f.DataScience != tc.data || f.Network != tc.network {
+			t.Errorf("%q: %+v, want data %v network %v", tc.code, f, tc.data, tc.network)
+		}
+	}
+	// A named profile is given whole, whatever the code.
+	named, err := c.ResolveImports([]string{"data_science", "network"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := named.FeaturesFor("print(1)"); !f.DataScience || !f.Network {
+		t.Errorf("named profiles: %+v", f)
+	}
+	if f := def.Whole(); !f.DataScience || !f.Network {
+		t.Errorf("whole: %+v", f)
+	}
+	// Profiles the operator did not enable are never features.
+	plain := DefaultConfig()
+	pol, _ := plain.ResolveImports(nil, nil)
+	if f := pol.FeaturesFor("import numpy\nimport urllib.request\n'https://x'"); f.DataScience || f.Network {
+		t.Errorf("nothing enabled: %+v", f)
+	}
+}
+
+func TestRateLimitDependsOnKeys(t *testing.T) {
+	c := DefaultConfig()
+	if c.RateLimit != RateAuto || c.AccessLimits().Rate != 0 {
+		t.Fatalf("default: %v, gate %v", c.RateLimit, c.AccessLimits().Rate)
+	}
+	without, with := c, c
+	without.ResolveRate(false)
+	with.ResolveRate(true)
+	if without.RateLimit != 0 || with.RateLimit != DefaultKeyRate {
+		t.Fatalf("without keys %v, with keys %v", without.RateLimit, with.RateLimit)
+	}
+	// A rate the operator set is kept either way.
+	set, err := Load("", func(k string) string { return map[string]string{"SANDBOX_RATE_LIMIT": "5"}[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.ResolveRate(false)
+	if set.RateLimit != 5 {
+		t.Fatalf("set: %v", set.RateLimit)
+	}
+	for _, v := range []string{"auto", "AUTO"} {
+		c, err := Load("", func(k string) string { return map[string]string{"SANDBOX_RATE_LIMIT": v}[k] }, nil)
+		if err != nil || c.RateLimit != RateAuto {
+			t.Fatalf("%s: %v %v", v, c.RateLimit, err)
+		}
+	}
+	if _, err := Load("", func(k string) string { return map[string]string{"SANDBOX_RATE_LIMIT": "-1"}[k] }, nil); err == nil || !strings.Contains(err.Error(), "SANDBOX_RATE_LIMIT") {
+		t.Fatalf("-1: %v", err)
 	}
 }

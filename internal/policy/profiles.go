@@ -34,10 +34,10 @@ var Profiles = []Profile{
 	}},
 	{Name: Network, Setting: "SANDBOX_ENABLE_NETWORK", Modules: []string{
 		"urllib", "urllib.request", "urllib.error", "http", "http.client", "httpx", "requests", "urllib3",
-		"aiohttp", "websocket", "websockets", "email", "smtplib", "ftplib", "socket", "ssl", "asyncio",
+		"aiohttp", "websocket", "websockets", "email", "smtplib", "ftplib", "socket", "ssl",
 	}},
 	{Name: Filesystem, Setting: "SANDBOX_ENABLE_FILESYSTEM", Modules: []string{
-		"os", "os.path", "pathlib", "tempfile", "shutil", "glob", "fnmatch", "zipfile", "tarfile", "io",
+		"os", "os.path", "pathlib", "tempfile", "shutil", "glob", "zipfile", "tarfile",
 		"gzip", "bz2", "lzma", "filecmp", "stat", "mmap", "sqlite3",
 	}},
 }
@@ -114,6 +114,52 @@ type ImportPolicy struct {
 	Profiles []string
 	// Hints maps modules the run may not import to what would allow them.
 	Hints map[string]string
+	// Defaulted is true when the request named no profile and got the
+	// operator's default set: see FeaturesFor.
+	Defaulted bool
+}
+
+// Features are what a run gets beyond an interpreter and its import list:
+// the data_science environment and memory default (and the pool whose
+// interpreters have numpy and pandas loaded), and the network profile's
+// egress proxy.
+type Features struct {
+	DataScience bool
+	Network     bool
+}
+
+// FeaturesFor decides a run's features. A profile the request named is
+// given whole. A profile it has by default (it named none) is given when
+// the code imports one of its modules that basic lacks (ScanImports) or,
+// for network, names a URL: an agent that sends only code gets numpy's
+// pool or the proxy when its code shows it needs them, and code that
+// needs neither starts as fast as a basic run. A miss costs speed (an
+// import loads instead of being preloaded) or, for network, the proxy;
+// naming the profile gives it whole.
+func (p ImportPolicy) FeaturesFor(code string) Features {
+	f := Features{DataScience: p.Uses(DataScience), Network: p.Uses(Network)}
+	if !p.Defaulted || !(f.DataScience || f.Network) {
+		return f
+	}
+	data, network := false, strings.Contains(code, "://")
+	ds, _ := LookupProfile(DataScience)
+	nw, _ := LookupProfile(Network)
+	for _, m := range ScanImports(code) {
+		if Allows(BasicModules, m) {
+			continue
+		}
+		data = data || Allows(ds.Modules, m)
+		network = network || Allows(nw.Modules, m)
+	}
+	f.DataScience = f.DataScience && data
+	f.Network = f.Network && network
+	return f
+}
+
+// Whole are the features of every profile the policy has (a session's:
+// its code comes later).
+func (p ImportPolicy) Whole() Features {
+	return Features{DataScience: p.Uses(DataScience), Network: p.Uses(Network)}
 }
 
 // Label names the run's profiles for messages: "basic+data_science".
@@ -128,14 +174,13 @@ func (p ImportPolicy) Label() string {
 func (p ImportPolicy) Uses(name string) bool { return slices.Contains(p.Profiles, name) }
 
 // ResolveImports decides what a request may import. profiles and imports
-// come from the request; asking for more than the operator allows is an
-// error that names the setting that would allow it.
+// come from the request (no profiles: the default set,
+// DefaultProfileSet); asking for more than the operator allows is an error
+// that names the setting that would allow it.
 func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error) {
-	if len(profiles) == 0 {
-		profiles = c.DefaultProfiles
-	}
-	if len(profiles) == 0 {
-		profiles = []string{Basic}
+	defaulted := len(profiles) == 0
+	if defaulted {
+		profiles = c.DefaultProfileSet()
 	}
 	// Profiles add to basic: a data_science run still has math and json.
 	names := []string{Basic}
@@ -156,7 +201,7 @@ func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error
 	if ceiling == nil {
 		ceiling = union(c.EnabledProfiles())
 	}
-	pol := ImportPolicy{Profiles: names}
+	pol := ImportPolicy{Profiles: names, Defaulted: defaulted}
 	switch {
 	case len(imports) > 0:
 		for _, m := range imports {

@@ -16,9 +16,12 @@ import (
 type Info struct {
 	Success          bool                   `json:"success"`
 	SecurityProfiles map[string]ProfileInfo `json:"security_profiles"`
-	ResourceLimits   ResourceLimits         `json:"resource_limits"`
-	ContainerMode    ContainerMode          `json:"container_mode"`
-	Network          NetworkInfo            `json:"network"`
+	// DefaultProfiles are the profiles of a request that names none:
+	// every enabled profile unless the operator set SANDBOX_DEFAULT_PROFILES.
+	DefaultProfiles []string       `json:"default_profiles"`
+	ResourceLimits  ResourceLimits `json:"resource_limits"`
+	ContainerMode   ContainerMode  `json:"container_mode"`
+	Network         NetworkInfo    `json:"network"`
 	// AllowedImports is the operator's override of every profile, or null.
 	AllowedImports []string      `json:"allowed_imports_override"`
 	Isolation      IsolationInfo `json:"isolation"`
@@ -116,6 +119,7 @@ func (s *Service) Info() Info {
 	info := Info{
 		Success:          true,
 		SecurityProfiles: map[string]ProfileInfo{},
+		DefaultProfiles:  nonNil(c.DefaultProfileSet()),
 		ResourceLimits: ResourceLimits{
 			Timeout: c.Timeout.Seconds(), MaxTimeout: c.MaxTimeout.Seconds(),
 			CPUTime: c.CPUTime.Seconds(), MaxCPUTime: c.MaxCPUTime.Seconds(),

@@ -20,14 +20,15 @@ func proxyEnv() []string {
 
 // startEgress runs a proxy for one sandbox: connections to the sandbox's
 // 127.0.0.1:3128 arrive through the jail's Forward and are served under the
-// operator's allow list. The caller closes the proxy when the run ends.
-func (s *Service) startEgress(label string, refused *refusals) (*egress.Proxy, *jail.Forward) {
+// operator's allow list; refused, when set, hears of each host it refuses.
+// The caller closes the proxy when the run (or the session) ends.
+func (s *Service) startEgress(label string, refused func(host string)) (*egress.Proxy, *jail.Forward) {
 	l := newConnListener()
 	opts := egress.Options{Label: label, Logger: s.log}
 	if refused != nil {
 		opts.OnDecision = func(d egress.Decision) {
 			if !d.Allowed {
-				refused.add(d.Host)
+				refused(d.Host)
 			}
 		}
 	}

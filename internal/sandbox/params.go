@@ -19,7 +19,7 @@ import (
 type ExecuteParams struct {
 	Code           string   `json:"code" jsonschema:"Python 3 source to run. Print what you want to see, or end with an expression: its value is returned as result." doc:"Python 3 source to run. Print what you want to see, or end with an expression: its value is returned as result."`
 	Timeout        float64  `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 30, at most the server's maximum, usually 300)." doc:"Wall-clock limit in seconds (default 30, at most the server's maximum, usually 300)."`
-	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s), comma-separated: basic (default), data_science, network, filesystem. Each must be enabled by the operator (see get_sandbox_info). Not allowed with session_id." doc:"Capability profile(s), comma-separated: basic (default), data_science, network, filesystem. Each must be enabled by the operator (see /info). Not allowed with session_id."`
+	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s), comma-separated: basic, data_science, network, filesystem. Each must be enabled by the operator (see get_sandbox_info). Default: every enabled profile (get_sandbox_info: default_profiles). Not allowed with session_id." doc:"Capability profile(s), comma-separated: basic, data_science, network, filesystem. Each must be enabled by the operator (see /info). Default: every enabled profile (/info: default_profiles). Not allowed with session_id."`
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable top-level modules to this list (within what the profiles allow)." doc:"Narrow the importable top-level modules to this list (within what the profiles allow)."`
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)." doc:"Memory limit such as 256m or 1g (default: the server's, larger for data_science)."`
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls." doc:"Run in this session (from POST /sessions): variables, imports and /workspace files persist between calls."`
@@ -82,7 +82,7 @@ func (p InstallParams) Request(owner string) InstallRequest {
 // ValidateParams are the arguments of validate_code and POST /validate.
 type ValidateParams struct {
 	Code           string   `json:"code" jsonschema:"Python 3 source to check." doc:"Python 3 source to check."`
-	Profile        string   `json:"profile,omitempty" jsonschema:"Profile(s) to check the imports against, comma-separated (default basic)." doc:"Profile(s) to check the imports against, comma-separated (default basic)."`
+	Profile        string   `json:"profile,omitempty" jsonschema:"Profile(s) to check the imports against, comma-separated (default: every enabled profile)." doc:"Profile(s) to check the imports against, comma-separated (default: every enabled profile)."`
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Check against this import list instead." doc:"Check against this import list instead."`
 }
 
@@ -93,7 +93,7 @@ func (p ValidateParams) Request() ValidateRequest {
 
 // SessionParams are the arguments of create_session and POST /sessions.
 type SessionParams struct {
-	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default basic)." doc:"Capability profile(s) of the session, comma-separated (default basic)."`
+	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default: every enabled profile)." doc:"Capability profile(s) of the session, comma-separated (default: every enabled profile)."`
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`

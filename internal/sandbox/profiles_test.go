@@ -47,7 +47,9 @@ func TestProfilesAllowAndRefuse(t *testing.T) {
 		refused  string // must fail with an ImportError naming the fix
 		hint     string
 	}{
-		{nil, "import math, statistics, json, re, collections, datetime, urllib.parse", "import os", `profile filesystem (request profile "filesystem")`},
+		// No profile named: every enabled profile's modules.
+		{nil, "import math, sys, json, re, collections, numpy, os, pathlib, urllib.request, socket", "import ctypes", "not available in any profile"},
+		{[]string{"basic"}, "import math, statistics, json, re, collections, datetime, urllib.parse, sys, io, typing", "import os", `profile filesystem (request profile "filesystem")`},
 		{[]string{"data_science"}, "import numpy, pandas, scipy, matplotlib.pyplot, sympy, sklearn", "import socket", `profile network (request profile "network")`},
 		{[]string{"filesystem"}, "import os, pathlib, tempfile, shutil, glob, zipfile, tarfile", "import numpy", `profile data_science (request profile "data_science")`},
 		{[]string{"network"}, "import urllib.request, http.client, socket, ssl, email", "import pathlib", `profile filesystem`},
@@ -62,6 +64,106 @@ func TestProfilesAllowAndRefuse(t *testing.T) {
 		if res.Error == nil || res.Error.Type != "ImportError" || !strings.Contains(res.Error.Message, c.hint) {
 			t.Errorf("%v: %q: want an ImportError with %q, got %+v", c.profiles, c.refused, c.hint, res.Error)
 		}
+	}
+}
+
+// Enabled means usable: a request that names no profile may import the
+// modules of every profile the operator enabled, and starts from the warm
+// class its code's imports call for (numpy preloaded, its memory default),
+// or the basic one, as fast as ever, when it imports nothing of theirs.
+func TestEnabledProfilesNeedNoName(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.EnableDataScience, cfg.EnableFilesystem = true, true
+	svc := newServiceWith(t, cfg)
+	basic, data := policy.Basic, policy.DataScience
+	if onGVisor() {
+		basic, data = "gvisor/"+basic, "gvisor/"+data
+	}
+	served := func(class string) int64 {
+		st := svc.PoolStats()[class]
+		return st.Hits + st.Misses
+	}
+	cases := []struct {
+		code, class, result string
+	}{
+		// 300 MB is far over the basic default of 128 MiB: numpy's run has
+		// the data_science memory default.
+		{"import numpy as np\nx = np.ones(300 * 2**20 // 8)\nint(x.sum())", data, "39321600"},
+		{"import pandas as pd\nint(pd.Series([1, 2, 3]).sum())", data, "6"},
+		{"import sys, math\nmath.isqrt(sys.maxsize)", basic, "3037000499"},
+		{"import os\nos.getcwd()", basic, `"/workspace"`},
+		// Found by the code's imports, not by luck: a miss loads numpy late.
+		{"import importlib\nnp = importlib.import_module('num' + 'py')\nint(np.arange(4).sum())", basic, "6"},
+	}
+	for _, c := range cases {
+		b0, d0 := served(basic), served(data)
+		// The default timeout: a run allowed more CPU time than a pooled
+		// sandbox was started with gets a fresh one.
+		res := execute(t, svc, sandbox.Request{Code: c.code, Timeout: cfg.Timeout})
+		if !res.Success || string(res.Result) != c.result {
+			t.Errorf("%q: %s %+v %s", c.code, res.Result, res.Error, res.Stderr)
+			continue
+		}
+		got := map[string]int64{basic: served(basic) - b0, data: served(data) - d0}
+		if got[c.class] != 1 || got[basic]+got[data] != 1 {
+			t.Errorf("%q: served by %v, want %s", c.code, got, c.class)
+		}
+	}
+	// A basic run keeps the basic memory default.
+	if res := execute(t, svc, sandbox.Request{Code: "x = bytearray(300 * 2**20)"}); res.Limit == nil || *res.Limit != "memory" {
+		t.Errorf("basic memory default: %+v", res)
+	}
+	// Naming a profile narrows the run to it, and the error says how to
+	// get the rest.
+	res := execute(t, svc, sandbox.Request{Code: "import numpy", Profiles: []string{"basic"}})
+	if res.Error == nil || !strings.Contains(res.Error.Message, `profile data_science (request profile "data_science")`) {
+		t.Errorf("basic named: %+v", res.Error)
+	}
+	// get_sandbox_info says what a request without profile gets.
+	if got := svc.Info().DefaultProfiles; strings.Join(got, ",") != "basic,data_science,filesystem" {
+		t.Errorf("info default_profiles %v", got)
+	}
+	// A session without profile has them all too (and numpy's memory).
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.CloseSession(ctx, se.ID, "o")
+	if strings.Join(se.Profiles, ",") != "basic,data_science,filesystem" {
+		t.Errorf("session profiles %v", se.Profiles)
+	}
+	res, err = svc.Execute(ctx, sandbox.Request{SessionID: se.ID, Owner: "o", Code: "import numpy as np, os\nx = np.ones(300 * 2**20 // 8)\nint(x.sum())"})
+	if err != nil || !res.Success || string(res.Result) != "39321600" {
+		t.Errorf("session: %v %+v", err, res)
+	}
+	// SANDBOX_DEFAULT_PROFILES still decides when the operator sets it.
+	cfg.DefaultProfiles = []string{"basic"}
+	narrow := newServiceWith(t, cfg)
+	if res := execute(t, narrow, sandbox.Request{Code: "import numpy"}); res.Error == nil || res.Error.Type != "ImportError" {
+		t.Errorf("SANDBOX_DEFAULT_PROFILES=basic: %+v", res.Error)
+	}
+}
+
+// Every module of the basic profile imports under the defaults (where this
+// host's Python has it).
+func TestEveryBasicModuleImports(t *testing.T) {
+	svc := newPolicyService(t)
+	names, _ := json.Marshal(policy.BasicModules)
+	res := execute(t, svc, sandbox.Request{Code: fmt.Sprintf(`missing, failed = [], []
+for m in %s:
+    try:
+        exec("import " + m)
+    except Exception as e:
+        (missing if type(e) is ModuleNotFoundError else failed).append("%%s: %%s" %% (m, e))
+print(missing)
+failed`, names)})
+	if !res.Success || string(res.Result) != "[]" {
+		t.Fatalf("failed %s %+v", res.Result, res.Error)
+	}
+	// Only optional third-party names may be absent from a Debian host.
+	if out := strings.TrimSpace(res.Stdout); out != "[]" && out != `["typing_extensions: No module named 'typing_extensions'"]` {
+		t.Errorf("missing: %s", out)
 	}
 }
 
@@ -283,6 +385,88 @@ import requests
 	res = execute(t, svc, sandbox.Request{Profiles: []string{"basic"}, Code: "import os\n1"})
 	if res.Error == nil {
 		t.Fatal("basic run imported os")
+	}
+}
+
+// With the network profile enabled, code that names no profile reaches the
+// allowed hosts through the egress proxy when it imports a network module
+// (or names a URL), and so does a session opened without profile, whose
+// proxy lives as long as its sandbox and whose refusals are its runs'
+// security events.
+func TestNetworkProfileNeedsNoName(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "hello from the host")
+	}))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the unlisted server was reached: %s", r.URL)
+	}))
+	defer other.Close()
+	cfg := policy.DefaultConfig()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
+	svc := newServiceWith(t, cfg)
+	rec := &recorder{}
+	svc.SetObserver(rec)
+	get := fmt.Sprintf(`import urllib.request, urllib.error
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code
+[get(%q), get(%q)]`, srv.URL+"/a", other.URL+"/b")
+	res := execute(t, svc, sandbox.Request{Code: get})
+	if !res.Success || string(res.Result) != `["hello from the host",403]` {
+		t.Fatalf("stateless: %s %+v %s", res.Result, res.Error, res.Stderr)
+	}
+	// A run that shows no sign of the network starts from the basic pool.
+	before := svc.PoolStats()[policy.Basic]
+	if res := execute(t, svc, sandbox.Request{Code: "import json\njson.dumps([1])", Timeout: cfg.Timeout}); !res.Success {
+		t.Fatalf("plain run: %+v", res.Error)
+	}
+	if after := svc.PoolStats()[policy.Basic]; !onGVisor() && after.Hits+after.Misses != before.Hits+before.Misses+1 {
+		t.Errorf("plain run did not come from the basic pool: %+v -> %+v", before, after)
+	}
+
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run: the proxy outlives a request
+		res, err = svc.Execute(ctx, sandbox.Request{SessionID: se.ID, Owner: "o", Code: get})
+		if err != nil || !res.Success || string(res.Result) != `["hello from the host",403]` {
+			t.Fatalf("session: %v %s %+v", err, res.Result, res.Error)
+		}
+	}
+	// And after a restart, on its new sandbox.
+	if _, err := svc.RestartSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = svc.Execute(ctx, sandbox.Request{SessionID: se.ID, Owner: "o", Code: get})
+	if err != nil || !res.Success || string(res.Result) != `["hello from the host",403]` {
+		t.Fatalf("restarted session: %v %s %+v", err, res.Result, res.Error)
+	}
+	if err := svc.CloseSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); n != 4 {
+		t.Errorf("the allowed server saw %d requests, want 4", n)
+	}
+	rec.mu.Lock()
+	denied := 0
+	for _, ev := range rec.evs {
+		for _, se := range ev.SecurityEvents {
+			if strings.HasPrefix(se, "egress_denied:127.0.0.1") {
+				denied++
+			}
+		}
+	}
+	rec.mu.Unlock()
+	if denied != 4 {
+		t.Errorf("%d egress_denied security events, want 4 (one per run)", denied)
 	}
 }
 

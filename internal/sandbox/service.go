@@ -135,11 +135,11 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != policy.IsolationGVisor) {
 			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
 		}
-		limits, err := s.limits(req, se.imports)
+		limits, err := s.limits(req, se.imports.Whole())
 		if err != nil {
 			return nil, "", err
 		}
-		res, err := s.executeInSession(ctx, req, limits)
+		res, err := s.executeInSession(ctx, req, limits, refused)
 		return res, se.imports.Label(), err
 	}
 	backend, err := s.backendFor(req.UseContainer)
@@ -155,7 +155,10 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
-	limits, err := s.limits(req, imports)
+	// What the run gets beyond basic: with no profile named, what the
+	// code's imports show it uses of the enabled profiles.
+	features := imports.FeaturesFor(req.Code)
+	limits, err := s.limits(req, features)
 	if err != nil {
 		return nil, "", err
 	}
@@ -176,16 +179,16 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	} else {
 		spec.Stdout, spec.Stderr = newLineTee(&stdout, "stdout", req.OnOutput), newLineTee(&stderr, "stderr", req.OnOutput)
 	}
-	if imports.Uses(policy.DataScience) {
+	if features.DataScience {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
-	if imports.Uses(policy.Network) {
-		proxy, fwd := s.startEgress(spec.ID, refused)
+	if features.Network {
+		proxy, fwd := s.startEgress(spec.ID, refused.add)
 		defer proxy.Close()
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
-	run, err := s.acquire(ctx, backend, imports, limits, spec)
+	run, err := s.acquire(ctx, backend, features, limits, spec)
 	if err != nil {
 		return nil, "", err
 	}
@@ -288,8 +291,9 @@ func exchange(ch io.ReadWriter, req runtime.Request, tools toolHandler) <-chan *
 }
 
 // limits turns the request's limits and the operator's defaults and bounds
-// into the jail's limits.
-func (s *Service) limits(req Request, imports policy.ImportPolicy) (jail.Limits, error) {
+// into the jail's limits; a run with the data_science feature gets its
+// memory default.
+func (s *Service) limits(req Request, features policy.Features) (jail.Limits, error) {
 	c := s.cfg
 	checks := []error{
 		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
@@ -310,7 +314,7 @@ func (s *Service) limits(req Request, imports policy.ImportPolicy) (jail.Limits,
 		TmpBytes:       c.TmpSize,
 		WorkspaceBytes: c.WorkspaceMax,
 	}
-	if req.MemoryBytes == 0 && imports.Uses(policy.DataScience) {
+	if req.MemoryBytes == 0 && features.DataScience {
 		l.MemoryBytes = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
 	}
 	// A run that may take longer than the default CPU time may also use it,

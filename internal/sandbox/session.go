@@ -10,8 +10,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
@@ -73,6 +75,11 @@ type session struct {
 	sbMu           sync.Mutex // guards sb for readers that do not hold mu
 	sb             box
 	stdout, stderr *switchWriter
+	// proxy is the egress proxy of a session with the network profile,
+	// for the life of its sandbox; refused collects the hosts it refuses
+	// during the request in progress.
+	proxy   *egress.Proxy
+	refused atomic.Pointer[refusals]
 }
 
 // sessions is the service's table of open sessions.
@@ -114,7 +121,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 
-	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports)
+	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +206,16 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 	if se.imports.Uses(policy.DataScience) {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
+	se.closeProxy()
+	if se.imports.Uses(policy.Network) {
+		proxy, fwd := s.startEgress(se.id, func(host string) {
+			if r := se.refused.Load(); r != nil {
+				r.add(host)
+			}
+		})
+		se.proxy, spec.Forward = proxy, fwd
+		spec.Env = append(spec.Env, proxyEnv()...)
+	}
 	if se.uid != 0 {
 		// gVisor's harness starts in the workspace: it must be the
 		// session's before the sandbox starts.
@@ -208,6 +225,7 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 	}
 	sb, err := s.startBox(context.Background(), se.backend, spec) // it outlives the request
 	if err != nil {
+		se.closeProxy()
 		if errors.Is(err, ErrInvalidRequest) {
 			return err
 		}
@@ -239,8 +257,17 @@ func (s *Service) session(id, owner string) (*session, error) {
 	return se, nil
 }
 
-// executeInSession runs req in its session's interpreter.
-func (s *Service) executeInSession(ctx context.Context, req Request, limits jail.Limits) (*Result, error) {
+// closeProxy ends the session's egress proxy, if it has one.
+func (se *session) closeProxy() {
+	if se.proxy != nil {
+		se.proxy.Close()
+		se.proxy = nil
+	}
+}
+
+// executeInSession runs req in its session's interpreter; refused collects
+// the hosts its egress proxy refuses meanwhile.
+func (s *Service) executeInSession(ctx context.Context, req Request, limits jail.Limits, refused *refusals) (*Result, error) {
 	se, err := s.session(req.SessionID, req.Owner)
 	if err != nil {
 		return nil, err
@@ -256,6 +283,8 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	}
 	se.used = time.Now()
 	se.runs++
+	se.refused.Store(refused)
+	defer se.refused.Store(nil)
 	marks := newOutputMarks(req.OnOutput)
 	stdout, stderr, marker := marks.stdout, marks.stderr, marks.marker
 	se.stdout.set(stdout)
@@ -437,6 +466,7 @@ func (s *Service) dropSession(se *session) {
 		se.sb.Wait()
 		_ = se.sb.Channel().Close()
 	}
+	se.closeProxy()
 	if se.dir != "" {
 		removeWorkspace(se.dir)
 	}

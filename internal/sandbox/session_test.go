@@ -341,13 +341,14 @@ func TestSessionSpares(t *testing.T) {
 	if !res.Success || string(res.Result) != "[false,[]]" {
 		t.Fatalf("a spare carried something: %s %+v", res.Result, res.Error)
 	}
-	// A request that spells the default out fits a spare too.
+	// A request that spells the default (every enabled profile) out fits
+	// a spare too.
 	before = waitSpare(svc)
-	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{Profiles: []string{"basic"}}); err != nil {
+	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{Profiles: []string{"filesystem", "basic"}}); err != nil {
 		t.Fatal(err)
 	}
 	if st := svc.PoolStats()[class]; st.Hits != before.Hits+1 {
-		t.Fatalf("profiles [basic] did not take the spare: %+v then %+v", before, st)
+		t.Fatalf("profiles [filesystem basic] did not take the spare: %+v then %+v", before, st)
 	}
 	// Another shape starts a sandbox of its own, and counts no miss.
 	if _, err := svc.CreateSession(context.Background(), sandbox.SessionRequest{MemoryBytes: 200 << 20}); err != nil {

@@ -44,7 +44,7 @@ func (s *Service) startSpares() {
 	}
 	var err error
 	if sp.imports, err = s.resolveImports(nil, nil); err == nil {
-		sp.limits, err = s.limits(Request{}, sp.imports)
+		sp.limits, err = s.limits(Request{}, sp.imports.Whole())
 	}
 	if err != nil {
 		s.log.Warn("no spare sessions: the default shape does not resolve", "error", err)
@@ -62,8 +62,10 @@ func (s *Service) startSpares() {
 }
 
 // fits reports whether a session of this import policy and limits
-// is what a spare session is.
+// is what a spare session is (whether its profiles were named or came by
+// default does not matter to a session: it gets them whole).
 func (sp *spares) fits(imports policy.ImportPolicy, limits jail.Limits) bool {
+	imports.Defaulted = sp.imports.Defaulted
 	return limits == sp.limits && reflect.DeepEqual(imports, sp.imports)
 }
 

@@ -201,15 +201,15 @@ func (w *warmJail) destroy() {
 // pooledClass returns the pool that can serve a run, or nil: pooled
 // sandboxes were started with their class's memory, output and per-process
 // CPU limits, so only runs within those can use them.
-func (s *Service) pooledClass(backend string, imports policy.ImportPolicy, l jail.Limits) *class {
-	if imports.Uses(policy.Network) {
+func (s *Service) pooledClass(backend string, features policy.Features, l jail.Limits) *class {
+	if features.Network {
 		return nil // each network run has its own proxy, set at start
 	}
 	cl, data := s.basic, s.data
 	if backend == policy.IsolationGVisor {
 		cl, data = s.gvBasic, s.gvData
 	}
-	if imports.Uses(policy.DataScience) {
+	if features.DataScience {
 		cl = data
 	}
 	if cl == nil || l.MemoryBytes != cl.limits.MemoryBytes || l.OutputBytes != cl.limits.OutputBytes || l.CPUTime > cl.limits.CPUTime {
@@ -219,9 +219,9 @@ func (s *Service) pooledClass(backend string, imports policy.ImportPolicy, l jai
 }
 
 // acquire returns a sandbox for a run, armed with its limits.
-func (s *Service) acquire(ctx context.Context, backend string, imports policy.ImportPolicy, l jail.Limits, spec jail.Spec) (runner, error) {
+func (s *Service) acquire(ctx context.Context, backend string, features policy.Features, l jail.Limits, spec jail.Spec) (runner, error) {
 	busy := fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
-	if cl := s.pooledClass(backend, imports, l); cl != nil {
+	if cl := s.pooledClass(backend, features, l); cl != nil {
 		r, err := cl.take(ctx, spec.Stdout, spec.Stderr)
 		if err != nil {
 			if errors.Is(err, pool.ErrBusy) {
