@@ -2,7 +2,7 @@
 .PHONY: build setup test bench
 
 build:
-	go build -o bin/codecage ./cmd/codecage
+	scripts/build.sh
 
 setup:
 	scripts/setup.sh

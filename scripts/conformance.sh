@@ -19,7 +19,7 @@ if [ ! -x "$suite/node_modules/.bin/conformance" ]; then
 	npm install --prefix "$suite" --no-audit --no-fund --silent @modelcontextprotocol/conformance@0.1.13
 fi
 
-go build -o bin/codecage ./cmd/codecage
+scripts/build.sh
 state=$(mktemp -d)
 log="$state/serve.log"
 port=$((20000 + RANDOM % 20000))

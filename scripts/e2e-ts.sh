@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
 (cd e2e/ts-client && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
-go build -o bin/codecage ./cmd/codecage
+scripts/build.sh
 state=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 bin/codecage serve --listen "127.0.0.1:$port" --pool-size 1 --enable-data-science true \

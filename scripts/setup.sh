@@ -39,6 +39,5 @@ if ! command -v go >/dev/null; then
 	fi
 fi
 
-mkdir -p bin
-go build -o bin/codecage ./cmd/codecage
+scripts/build.sh
 bin/codecage doctor

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -42,7 +43,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printLen = fs.Int64("max-print-length", 0, "cap on stdout and stderr of this run, each, in bytes")
 		asJSON   = fs.Bool("json", false, "print one JSON result object")
 		gvisor   = fs.Bool("use-container", false, "run under gVisor (runsc) instead of the native jail")
+		tools    listFlag
 	)
+	fs.Var(&tools, "tools", "upstream tools the code may call (server.tool, server.* or server; comma-separated; default: every tool of SANDBOX_TOOLS_CONFIG)")
 	in := addCodeInput(fs, "run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: codecage run [flags] [file|-]\n\nRuns Python code from --code, a file, or standard input in a fresh sandbox.\n\nFlags:")
@@ -62,6 +65,15 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer svc.Close()
+	// Code mode: the code's tools object, as under serve and mcp. Logs go
+	// to stderr, warnings only: stdout is the code's.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopUpstream, err := startUpstream(svc.Config(), svc, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage run:", err)
+		return exitUsage
+	}
+	defer stopUpstream()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
@@ -71,6 +83,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		OutputBytes:  *printLen,
 		Profiles:     in.profiles,
 		UseContainer: *gvisor,
+		Tools:        tools,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)

@@ -101,6 +101,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
+	cfg.ResolveRate(keys.Len() > 0)
 	if addr != *listen {
 		log.Warn("no API keys configured: listening on loopback only; set SANDBOX_API_KEYS (or SANDBOX_API_KEYS_FILE) to serve beyond this host", "asked", *listen, "listen", addr)
 	} else if keys.Len() == 0 {
@@ -156,7 +157,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	log.Info("codecage serving", "addr", l.Addr().String(), "keys", keys.Len(), "audit_db", auditPath,
+	log.Info("codecage serving", "addr", l.Addr().String(), "keys", keys.Len(), "rate_limit", rateText(cfg, keys.Len()),
+		"max_concurrent", cfg.MaxConcurrent, "queue", cfg.QueueSize, "queue_timeout", cfg.QueueTimeout.String(), "audit_db", auditPath,
 		"rest", "/execute", "docs", "/docs", "mcp", "/mcp", "sse", "/mcp/sse", "metrics", "/metrics")
 	fmt.Fprintf(stdout, "codecage serving on http://%s (REST at /, docs at /docs, MCP at /mcp, SSE at /mcp/sse)\n", l.Addr())
 	select {
@@ -227,6 +229,17 @@ func bindAddress(listen string, haveKeys bool) (string, error) {
 		return listen, nil
 	}
 	return net.JoinHostPort("127.0.0.1", port), nil
+}
+
+// rateText says how callers are rate limited, for the startup line.
+func rateText(cfg policy.Config, keys int) string {
+	switch {
+	case cfg.RateLimit == 0 && keys == 0:
+		return "none (no API keys: one caller; bursts wait in the queue)"
+	case cfg.RateLimit == 0:
+		return "none"
+	}
+	return fmt.Sprintf("%g/s per key, burst %d", cfg.RateLimit, cfg.RateBurst)
 }
 
 func errText(err error) string {

@@ -46,8 +46,16 @@ func startServe(t *testing.T, env ...string) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-s.exited
+		// As an operator stops it, so that it unmounts its workspaces
+		// (its spare session's, at least); killed if it hangs.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(45 * time.Second):
+			_ = cmd.Process.Kill()
+			<-s.exited
+			t.Errorf("serve did not stop within 45 s of SIGTERM")
+		}
 	})
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() {

@@ -175,11 +175,29 @@ func TestExecuteErrors(t *testing.T) {
 			}
 		})
 	}
-	// Invalid UTF-8 in the body is refused or repaired, never a crash.
-	resp := ts.call(t, "POST", "/execute", "", "{\"code\": \"print('\xff\xfe')\"}", nil)
-	if resp.StatusCode >= 500 {
-		t.Fatalf("invalid UTF-8: status %d", resp.StatusCode)
+	// Text that is not valid Unicode is refused, naming the field, not
+	// silently replaced (the code would fail as a puzzling SyntaxError).
+	for body, want := range map[string]string{
+		"{\"code\": \"print('\xff\xfe')\"}":                   "code is not valid UTF-8",
+		`{"code": "print('\udc80')"}`:                         `code is not valid Unicode: an unpaired UTF-16 surrogate \udc80`,
+		"{\"code\": \"1\", \"allowed_imports\": [\"m\xc3\"]}": "allowed_imports[0] is not valid UTF-8",
+	} {
+		p := wantProblem(t, ts.call(t, "POST", "/execute", "", body, nil), 400, "invalid_request")
+		if !strings.Contains(p.Detail, want) {
+			t.Errorf("%q: detail %q, want %q", body, p.Detail, want)
+		}
 	}
+	p := wantProblem(t, ts.call(t, "PUT", "/sessions/snosuch/files/content", "", "{\"path\": \"a.txt\", \"content\": \"\x80\"}", nil), 400, "invalid_request")
+	if !strings.Contains(p.Detail, "content is not valid UTF-8") || !strings.Contains(p.Detail, "base64") {
+		t.Errorf("file content: %q", p.Detail)
+	}
+	// Valid UTF-8 passes untouched.
+	var ok result
+	ts.call(t, "POST", "/execute", "", `{"code": "s = 'h\u00e9llo \ud83d\ude00 ✓'\nlen(s)"}`, &ok)
+	if !ok.Success || string(ok.Result) != "9" {
+		t.Errorf("valid Unicode: %+v", ok)
+	}
+	var resp *http.Response
 	// Unknown routes and methods are problems too.
 	wantProblem(t, ts.call(t, "GET", "/nosuch", "", nil, nil), 404, "not_found")
 	resp = ts.call(t, "GET", "/execute", "", nil, nil)

@@ -7,14 +7,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/sandbox"
-	"github.com/codecage/codecage/internal/upstream"
 )
 
 // CodeToolsOutput is GET /tools.
 type CodeToolsOutput struct {
 	Body struct {
-		Tools   []sandbox.CodeTool      `json:"tools"`
-		Servers []upstream.ServerStatus `json:"servers"`
+		Tools   []sandbox.CodeTool   `json:"tools"`
+		Servers []sandbox.CodeServer `json:"servers"`
 	}
 }
 

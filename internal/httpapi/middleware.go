@@ -1,6 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -64,10 +68,46 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 				r.Header.Set("Content-Type", "application/json")
 			}
 		}
+		if c.Surface == sandbox.SurfaceREST && r.ContentLength != 0 && isJSON(r.Header.Get("Content-Type")) {
+			if p := s.checkBody(r); p != nil {
+				writeProblem(rec, p)
+				s.finish(rec, r, c, "", start)
+				return
+			}
+		}
 		inner = r.WithContext(sandbox.WithCaller(r.Context(), c))
 		next.ServeHTTP(rec, inner)
 		s.finish(rec, inner, c, trace.ExecutionID, start)
 	})
+}
+
+// checkBody reads a JSON body (within the body limit) and refuses it when
+// a string in it is not valid Unicode: the decoder would quietly replace
+// the bad bytes, and the code would fail as if the caller had sent other
+// code. The body is put back for the route.
+func (s *Server) checkBody(r *http.Request) *Problem {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return newProblem(http.StatusRequestEntityTooLarge, sandbox.KindTooLarge,
+				fmt.Sprintf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", s.cfg.MaxBodySize))
+		}
+		return newProblem(http.StatusBadRequest, sandbox.KindInvalidRequest, "could not read the request body: "+err.Error())
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := sandbox.CheckJSONText(body); err != nil {
+		return problemFor(err)
+	}
+	return nil
+}
+
+// isJSON reports whether a Content-Type is JSON (application/json or a
+// +json type).
+func isJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.Caller) {

@@ -83,6 +83,15 @@ func newServer(svc *sandbox.Service, cfg policy.Config, o Options) *Server {
 	}
 	hc := huma.DefaultConfig("codecage", s.version)
 	hc.DocsPath = "" // served from the binary below, so it works offline
+	// No "$schema" link in every body: results have the same fields (all
+	// snake_case) on REST as in MCP's structured content and run --json.
+	hc.CreateHooks = nil
+	// The front door has read each JSON body already (checkBody), within
+	// the server's SANDBOX_READ_TIMEOUT. huma's own body deadline (5 s by
+	// default) would be set on the connection after that read, where it
+	// would end net/http's background read, which then cancels the
+	// context of every later request on the connection.
+	hc.OnAddOperation = append(hc.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) { op.BodyReadTimeout = -1 })
 	hc.Info.Description = "Runs untrusted Python behind a kernel boundary (namespaces, cgroups, seccomp, Landlock), " +
 		"in a fresh sandbox per execution or in a stateful session. Errors are RFC 9457 problem documents whose type is " +
 		ProblemTypePrefix + "<kind>."

@@ -5,6 +5,7 @@
 package mcpserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
@@ -85,19 +87,57 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger) (streamable, sse http.
 }
 
 // toolError turns a service error into the text a model can act on. The
-// errors are the service's own, with their advice; the category prefix
-// helps a model tell its mistakes from the server's state.
+// errors are the service's own, with their advice; one category prefix
+// ("invalid request: ", "busy: ", ...) helps a model tell its mistakes
+// from the server's state.
 func toolError(err error) error {
-	switch kind := sandbox.ErrorKind(err); kind {
+	kind := sandbox.ErrorKind(err)
+	var prefix string
+	switch kind {
 	case sandbox.KindInvalidRequest, sandbox.KindBadPath:
-		return fmt.Errorf("invalid request: %w", err)
+		prefix = "invalid request"
 	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindShuttingDown:
-		if d := access.RetryAfter(err); d > 0 {
-			return fmt.Errorf("%s: %w (retry after %ds)", strings.ReplaceAll(kind, "_", " "), err, int(d.Seconds()))
-		}
-		return fmt.Errorf("%s: %w", strings.ReplaceAll(kind, "_", " "), err)
+		prefix = strings.ReplaceAll(kind, "_", " ")
 	case sandbox.KindCanceled:
 		return errors.New("canceled")
+	default:
+		return err
 	}
-	return err
+	// The service's errors start with their sentinel's words ("invalid
+	// request: ", "sandbox busy: "): say the category once.
+	msg := err.Error()
+	for _, said := range []string{prefix + ": ", "sandbox " + prefix + ": ", "server " + prefix + ": "} {
+		msg = strings.TrimPrefix(msg, said)
+	}
+	if d := access.RetryAfter(err); d > 0 {
+		msg += fmt.Sprintf(" (retry after %ds)", int(d.Seconds()))
+	}
+	return &toolErr{msg: prefix + ": " + msg, err: err}
+}
+
+// toolErr is a service error as a tool reports it; errors.Is still sees
+// the service's sentinel.
+type toolErr struct {
+	msg string
+	err error
+}
+
+func (e *toolErr) Error() string { return e.msg }
+
+func (e *toolErr) Unwrap() error { return e.err }
+
+// addTool registers a tool whose arguments are checked for text that is
+// not valid Unicode first: the SDK's decoder would quietly replace it, and
+// the tool would act on something other than what was sent. Such a call
+// is refused as invalid params, naming the field.
+func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		if req != nil && req.Params != nil {
+			if err := sandbox.CheckJSONText(req.Params.Arguments); err != nil {
+				var zero Out
+				return nil, zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: toolError(err).Error()}
+			}
+		}
+		return h(ctx, req, in)
+	})
 }

@@ -3,12 +3,14 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/jail"
@@ -341,4 +343,31 @@ func sleepingSandboxes(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// Text that is not valid Unicode is an invalid-params error naming the
+// field, not code quietly changed to U+FFFD (which then fails as a
+// SyntaxError).
+func TestInvalidUTF8IsInvalidParams(t *testing.T) {
+	cs := connect(t)
+	for args, want := range map[string]string{
+		"{\"code\": \"print('\xff')\"}":                                    "invalid request: code is not valid UTF-8",
+		`{"code": "print('\udc80')"}`:                                      `invalid request: code is not valid Unicode: an unpaired UTF-16 surrogate \udc80`,
+		"{\"session_id\": \"s1\", \"path\": \"a\", \"content\": \"\xc3\"}": "invalid request: content is not valid UTF-8",
+	} {
+		name := "execute_code"
+		if strings.Contains(args, "content") {
+			name = "write_file"
+		}
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+		var werr *jsonrpc.Error
+		if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(werr.Message, want) {
+			t.Errorf("%s %q: %v, want invalid params %q", name, args, err, want)
+		}
+	}
+	// Valid text passes untouched, escapes and all.
+	res := call(t, cs, "execute_code", map[string]any{"code": "s = 'h\u00e9llo \U0001F600 ✓'\nlen(s)"})
+	if res.IsError || structured(t, res)["result"] != float64(9) {
+		t.Fatalf("valid text: %s", text(res))
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/sandbox"
-	"github.com/codecage/codecage/internal/upstream"
 )
 
 type tools struct {
@@ -51,7 +50,7 @@ type ExecuteOutput struct {
 
 func (t *tools) register(s *mcp.Server) {
 	c := t.svc.Config()
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:         "execute_code",
 		Title:        "Run Python code in a sandbox",
 		InputSchema:  executeInputSchema(c),
@@ -59,12 +58,12 @@ func (t *tools) register(s *mcp.Server) {
 		Description: fmt.Sprintf(`Runs Python 3 code in a fresh, isolated sandbox and returns its stdout, stderr and the value of its last expression.
 Limits by default: %gs wall clock, %s memory, %d processes, %d bytes of output per stream; no network (unless the network profile is enabled, and then only allowed hosts through a proxy); only /workspace and /tmp are writable.
 Without session_id nothing persists: every call starts from scratch. With session_id (see create_session) variables, imports and /workspace files persist.
-Imports are limited by profile: basic has math, statistics, json, re, datetime, collections and the like; data_science adds numpy, pandas, scipy, matplotlib (figures left open are returned as images); filesystem adds os, pathlib, shutil; network adds urllib.request and http.client. An ImportError says which profile would allow a module.`,
-			c.Timeout.Seconds(), humanSize(c.MemoryLimit), c.MaxProcesses, c.OutputSize),
+Imports are limited by profile; without profile, code may import the modules of %s. basic has the standard library's computation and text modules (math, sys, re, json, datetime, collections, typing, itertools, ...); data_science adds numpy, pandas, scipy, matplotlib, sklearn (figures left open are returned as images); filesystem adds os, pathlib, shutil; network adds urllib.request, requests and http.client through the egress proxy. An ImportError says which profile would allow a module.`,
+			c.Timeout.Seconds(), humanSize(c.MemoryLimit), c.MaxProcesses, c.OutputSize, strings.Join(c.DefaultProfileSet(), ", ")),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(c.EnableNetwork)},
 	}, t.execute)
 
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:        "validate_code",
 		Title:       "Check Python code without running it",
 		Description: "Parses the code (in a sandbox) and reports syntax errors with line and column, imports the profile would refuse (and which profile allows them), dynamic features worth a look, and a complexity estimate. Nothing runs.",
@@ -72,7 +71,7 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 	}, t.validate)
 
 	allowed, _ := t.svc.CommandsInfo()
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "run_command",
 		Title: "Run a shell command in a sandbox",
 		Description: fmt.Sprintf(`Runs a command line under /bin/sh -c (pipes, redirects and globs work) in a sandbox: a session's workspace with session_id, else a fresh empty one. Only these programs exist there: %s (anything else is "not allowed"). No network; only the workspace and /tmp are writable. Default timeout %gs, at most %gs.`,
@@ -84,14 +83,14 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 	if c.PipFindLinks != "" {
 		source = "the operator's wheelhouse"
 	}
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:        "pip_install",
 		Title:       "Install a Python package into a session",
 		Description: fmt.Sprintf("Installs a package (wheels only; dependencies included) from %s into a session's own package directory: that session's later execute_code calls can import it, other sessions cannot. Blocked names are refused; names that look like a popular package's typo come with a warning. Returns the installed version, or why it failed (not_found, no_wheel, too_large, conflict, blocked, timeout).", source),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(c.PipFindLinks == "")},
 	}, t.pipInstall)
 
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "list_code_tools",
 		Title: "Tools code can call",
 		Description: "Lists the other MCP servers' tools that code run by execute_code can call as tools.<server>.<tool>(...) (or tools.call(\"server.tool\", {...})), with their Python signatures and docstrings. " +
@@ -99,28 +98,28 @@ Imports are limited by profile: basic has math, statistics, json, re, datetime, 
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.listCodeTools)
 
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:        "get_sandbox_info",
 		Title:       "Sandbox capabilities and limits",
 		Description: "Returns the security profiles (enabled or not, with their modules), the resource limits and their maximums, container mode, network egress, and the isolation layers in force on this host.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, t.info)
 
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "create_session",
 		Title: "Open a persistent Python session",
 		Description: fmt.Sprintf("Starts an interpreter that keeps variables, imports and functions between execute_code calls (pass its session_id), with a /workspace directory for files (write_file, read_file, list_files). A failing call does not end it; a timeout or out-of-memory does (restart_session then keeps the files). Closed after %s idle or %s in all; at most %d at once.",
 			c.SessionIdleTTL, c.SessionMaxLifetime, c.MaxSessions),
 	}, t.createSession)
-	mcp.AddTool(s, &mcp.Tool{Name: "close_session", Title: "Close a session", Description: "Ends a session, its interpreter and its workspace files.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.closeSession)
-	mcp.AddTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
-	mcp.AddTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
+	addTool(s, &mcp.Tool{Name: "close_session", Title: "Close a session", Description: "Ends a session, its interpreter and its workspace files.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.closeSession)
+	addTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
+	addTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
 
-	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
+	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
-	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
-	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: "Lists files and directories under the session's /workspace (or a subdirectory) with sizes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
-	mcp.AddTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
+	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
+	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: "Lists files and directories under the session's /workspace (or a subdirectory) with sizes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
+	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -309,8 +308,8 @@ func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in Ins
 
 // CodeToolList is list_code_tools' result.
 type CodeToolList struct {
-	Tools   []sandbox.CodeTool      `json:"tools"`
-	Servers []upstream.ServerStatus `json:"servers"`
+	Tools   []sandbox.CodeTool   `json:"tools"`
+	Servers []sandbox.CodeServer `json:"servers"`
 }
 
 func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, CodeToolList, error) {

@@ -33,11 +33,20 @@ type CodeTool struct {
 	Description string `json:"description"`
 }
 
+// CodeServer is the state of one upstream MCP server.
+type CodeServer struct {
+	Name      string `json:"name"`
+	Transport string `json:"transport" enum:"stdio,http"`
+	Connected bool   `json:"connected"`
+	Tools     int    `json:"tools" doc:"The tools it exposes, as last listed."`
+	Error     string `json:"error,omitempty" doc:"Why it is not connected, or why listing its tools failed."`
+}
+
 // CodeTools lists the upstream tools code may call, with their Python
 // signatures, and the servers' state.
-func (s *Service) CodeTools(ctx context.Context) ([]CodeTool, []upstream.ServerStatus, error) {
+func (s *Service) CodeTools(ctx context.Context) ([]CodeTool, []CodeServer, error) {
 	if s.upstream == nil {
-		return []CodeTool{}, []upstream.ServerStatus{}, nil
+		return []CodeTool{}, []CodeServer{}, nil
 	}
 	tools, err := s.upstream.Tools(ctx)
 	if err != nil {
@@ -47,7 +56,12 @@ func (s *Service) CodeTools(ctx context.Context) ([]CodeTool, []upstream.ServerS
 	for _, t := range tools {
 		out = append(out, CodeTool{Name: t.QualifiedName(), Signature: upstream.Signature(t), Description: t.Description})
 	}
-	return out, s.upstream.Status(), nil
+	status := s.upstream.Status()
+	servers := make([]CodeServer, 0, len(status))
+	for _, st := range status {
+		servers = append(servers, CodeServer{Name: st.Name, Transport: st.Transport, Connected: st.Connected, Tools: st.Tools, Error: st.Error})
+	}
+	return out, servers, nil
 }
 
 // runTools resolves the tools a request may call: every tool the operator
