@@ -36,6 +36,7 @@ func infoCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  %-13s %s\n  %13s %s\n", name, state, "", strings.Join(p.Modules, " "))
 	}
+	fmt.Fprintf(stdout, "  A request that names no profile gets: %s\n", strings.Join(info.DefaultProfiles, ", "))
 	l := info.ResourceLimits
 	fmt.Fprintf(stdout, "Limits:\n  timeout %gs (max %gs), CPU %gs (max %gs), memory %s (data_science %s, max %s)\n",
 		l.Timeout, l.MaxTimeout, l.CPUTime, l.MaxCPUTime, l.MemoryLimit, l.DataMemoryLimit, l.MaxMemoryLimit)

@@ -29,7 +29,8 @@ type Request struct {
 	SessionID string
 	// Owner is who asks (an API key's name); sessions are per owner.
 	Owner string
-	// Profiles selects the capability profiles of the run (default basic).
+	// Profiles selects the capability profiles of the run (default: the
+	// operator's default set, every enabled profile unless configured).
 	Profiles []string
 	// AllowedImports narrows the importable modules to this list (within
 	// what the operator allows); ["*"] switches the import policy off where
