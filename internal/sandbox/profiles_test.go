@@ -327,17 +327,26 @@ func TestInfoMatchesTheConfiguration(t *testing.T) {
 	}
 }
 
-func TestNetworkProfileGoesThroughTheEgressProxy(t *testing.T) {
-	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// egressServers starts two host servers: srv answers "hello from the host"
+// and counts its requests; other, which no allow list names, fails the
+// test if anything reaches it.
+func egressServers(t *testing.T) (srv, other *httptest.Server, hits *atomic.Int32) {
+	t.Helper()
+	hits = &atomic.Int32{}
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		fmt.Fprint(w, "hello from the host")
 	}))
-	defer srv.Close()
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	t.Cleanup(srv.Close)
+	other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the unlisted server was reached: %s", r.URL)
 	}))
-	defer other.Close()
+	t.Cleanup(other.Close)
+	return srv, other, hits
+}
+
+func TestNetworkProfileGoesThroughTheEgressProxy(t *testing.T) {
+	srv, other, hits := egressServers(t)
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	cfg := policy.DefaultConfig()
 	cfg.EnableNetwork = true
@@ -394,16 +403,7 @@ import requests
 // proxy lives as long as its sandbox and whose refusals are its runs'
 // security events.
 func TestNetworkProfileNeedsNoName(t *testing.T) {
-	var hits atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		fmt.Fprint(w, "hello from the host")
-	}))
-	defer srv.Close()
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("the unlisted server was reached: %s", r.URL)
-	}))
-	defer other.Close()
+	srv, other, hits := egressServers(t)
 	cfg := policy.DefaultConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
