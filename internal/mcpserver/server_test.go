@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -369,5 +370,19 @@ func TestInvalidUTF8IsInvalidParams(t *testing.T) {
 	res := call(t, cs, "execute_code", map[string]any{"code": "s = 'h\u00e9llo \U0001F600 ✓'\nlen(s)"})
 	if res.IsError || structured(t, res)["result"] != float64(9) {
 		t.Fatalf("valid text: %s", text(res))
+	}
+}
+
+// An agent sends only code: with data_science enabled, numpy imports
+// without a profile, and get_sandbox_info says what the default is.
+func TestEnabledProfileNeedsNoProfileArgument(t *testing.T) {
+	cs := connect(t)
+	res := call(t, cs, "execute_code", map[string]any{"code": "import numpy as np, sys\nint(np.arange(5).sum()) + (sys.maxsize > 0)"})
+	if res.IsError || structured(t, res)["result"] != float64(11) {
+		t.Fatalf("numpy without profile: %s", text(res))
+	}
+	info := structured(t, call(t, cs, "get_sandbox_info", map[string]any{}))
+	if got := fmt.Sprint(info["default_profiles"]); got != "[basic data_science]" {
+		t.Fatalf("default_profiles %s", got)
 	}
 }
