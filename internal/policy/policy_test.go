@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +295,43 @@ func TestRateLimitDependsOnKeys(t *testing.T) {
 	}
 	if _, err := Load("", func(k string) string { return map[string]string{"SANDBOX_RATE_LIMIT": "-1"}[k] }, nil); err == nil || !strings.Contains(err.Error(), "SANDBOX_RATE_LIMIT") {
 		t.Fatalf("-1: %v", err)
+	}
+}
+
+// The scan is linear and bounded, whatever the code: 4 MB of distinct
+// imports (the largest code a request may send) scans quickly.
+func TestScanImportsIsBounded(t *testing.T) {
+	var b strings.Builder
+	for i := 0; b.Len() < 4<<20; i++ {
+		fmt.Fprintf(&b, "import m%d; from p%d import q, r\n", i, i)
+	}
+	b.WriteString("import numpy\n")
+	start := time.Now()
+	got := ScanImports(b.String())
+	if len(got) != maxScanned {
+		t.Fatalf("%d names", len(got))
+	}
+	// A scan miss: the run starts from the basic class and still may
+	// import numpy (the policy allows it).
+	c := DefaultConfig()
+	c.EnableDataScience = true
+	pol, _ := c.ResolveImports(nil, nil)
+	if f := pol.FeaturesFor(b.String()); f.DataScience {
+		t.Errorf("found numpy past the bound")
+	}
+	if !Allows(pol.Modules, "numpy") {
+		t.Errorf("numpy not allowed")
+	}
+	t.Logf("4 MiB of imports scanned in %v", time.Since(start))
+}
+
+func BenchmarkFeaturesFor(b *testing.B) {
+	c := DefaultConfig()
+	c.EnableDataScience, c.EnableNetwork = true, true
+	pol, _ := c.ResolveImports(nil, nil)
+	code := strings.Repeat("def f(x):\n    return sum(i * i for i in range(x))\n", 20) + "import numpy as np\nfrom collections import Counter\nprint(np.arange(10).sum())\n"
+	b.SetBytes(int64(len(code)))
+	for b.Loop() {
+		pol.FeaturesFor(code)
 	}
 }

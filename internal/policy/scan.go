@@ -10,19 +10,22 @@ import (
 // is a cheap guess made before the code runs, to pick the sandbox a run
 // starts from: it does not parse Python, and what it misses only costs
 // speed, never permission (the import policy and the kernel decide those).
+//
+// It runs before every such run, on code of up to SANDBOX_MAX_CODE_SIZE:
+// its cost is linear in the code, and it keeps at most maxScanned names.
 func ScanImports(code string) []string {
 	var out []string
+	seen := map[string]bool{}
 	add := func(m string) {
-		if m != "" && !strings.HasPrefix(m, ".") {
-			for _, have := range out {
-				if have == m {
-					return
-				}
-			}
+		if m != "" && !strings.HasPrefix(m, ".") && !seen[m] && len(out) < maxScanned {
+			seen[m] = true
 			out = append(out, m)
 		}
 	}
 	for line := range strings.Lines(code) {
+		if len(out) == maxScanned {
+			return out
+		}
 		for stmt := range strings.SplitSeq(line, ";") {
 			stmt = strings.TrimSpace(stmt)
 			switch {
@@ -66,6 +69,10 @@ func ScanImports(code string) []string {
 	}
 	return out
 }
+
+// maxScanned bounds the names ScanImports returns: real code imports a
+// few dozen modules, and what it leaves out only costs speed.
+const maxScanned = 256
 
 // isSpace reports whether s has white space at i (after a keyword).
 func isSpace(s string, i int) bool {
