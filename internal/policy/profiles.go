@@ -137,7 +137,7 @@ type Features struct {
 // import loads instead of being preloaded) or, for network, the proxy;
 // naming the profile gives it whole.
 func (p ImportPolicy) FeaturesFor(code string) Features {
-	f := Features{DataScience: p.Uses(DataScience), Network: p.Uses(Network)}
+	f := p.Whole()
 	if !p.Defaulted || !(f.DataScience || f.Network) {
 		return f
 	}
