@@ -67,6 +67,9 @@ type Store interface {
 	Get(ctx context.Context, ref string) ([]Event, error)
 	// Stats summarises the events at or after since (all when zero).
 	Stats(ctx context.Context, since time.Time) (Stats, error)
+	// Name says which database this is, for messages: a path, or a
+	// PostgreSQL server (never a password).
+	Name() string
 	// Close releases the store.
 	Close() error
 }

@@ -22,6 +22,11 @@ const (
 	// writeTimeout bounds one Append, so a wedged database cannot stall
 	// Flush and Close forever.
 	writeTimeout = 30 * time.Second
+	// minBackoff and maxBackoff space the retries while the store is
+	// unreachable: short enough that the log catches up soon after it
+	// returns, long enough not to hammer it while it is down.
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
 )
 
 // Recorder writes events to a Store from a background goroutine. Record
@@ -42,10 +47,11 @@ type Recorder struct {
 	flushes chan chan error
 	done    chan struct{}
 
-	written    atomic.Uint64
-	dropped    atomic.Uint64
-	errors     atomic.Uint64
-	unreported atomic.Uint64 // dropped since the last audit_dropped record
+	written     atomic.Uint64
+	dropped     atomic.Uint64
+	errors      atomic.Uint64
+	unreported  atomic.Uint64 // dropped since the last audit_dropped record
+	unavailable atomic.Bool   // the store is unreachable; the writer waits
 }
 
 // NewRecorder starts a recorder that buffers up to buffer events (1024
@@ -146,6 +152,13 @@ func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
 // Errors is the number of failed store writes, retries included.
 func (r *Recorder) Errors() uint64 { return r.errors.Load() }
 
+// Unavailable reports whether the store is unreachable right now, so that
+// events are held (and, once the buffer is full, dropped).
+func (r *Recorder) Unavailable() bool { return r.unavailable.Load() }
+
+// Buffered is the number of events waiting to be written.
+func (r *Recorder) Buffered() int { return len(r.events) }
+
 func (r *Recorder) run() {
 	defer close(r.done)
 	batch := make([]Event, 0, maxBatch)
@@ -212,8 +225,11 @@ func (r *Recorder) flush(batch []Event) error {
 }
 
 // write appends batch and, when events were dropped since the last report,
-// an audit_dropped event. A failed write is retried once; then the batch is
-// counted as dropped, to be reported by the next write that succeeds.
+// an audit_dropped event. While the store is unreachable (ErrUnavailable)
+// the batch is kept and retried with backoff: new events wait in the
+// buffer, and only those that find it full are dropped. Any other failure
+// is retried once; then the batch is counted as dropped, to be reported by
+// the next write that succeeds.
 func (r *Recorder) write(batch []Event) error {
 	lost := r.unreported.Swap(0)
 	if len(batch) == 0 && lost == 0 {
@@ -229,16 +245,32 @@ func (r *Recorder) write(batch []Event) error {
 		})
 	}
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	backoff := minBackoff
+	for failures := 0; ; {
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		err = r.store.Append(ctx, events)
 		cancel()
 		if err == nil {
+			if r.unavailable.Swap(false) {
+				r.log.Info("audit: the store is back; buffered events written", "events", len(batch))
+			}
 			r.written.Add(uint64(len(batch)))
 			return nil
 		}
 		r.errors.Add(1)
-		r.log.Error("audit: writing events failed", "events", len(batch), "attempt", attempt+1, "err", err)
+		if errors.Is(err, ErrUnavailable) {
+			if !r.unavailable.Swap(true) {
+				r.log.Error("audit: the store is unreachable; holding events until it returns (those that find the buffer full are dropped and counted)", "err", err)
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		failures++
+		r.log.Error("audit: writing events failed", "events", len(batch), "attempt", failures, "err", err)
+		if failures == 2 {
+			break
+		}
 	}
 	r.unreported.Add(lost)
 	r.drop(uint64(len(batch)))

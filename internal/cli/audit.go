@@ -26,7 +26,7 @@ const auditUsage = `Usage:
 
 Reads the audit log the server writes. REF is an execution id or a row id
 ("42" or "#42"); DURATION is e.g. 90m, 24h or 7d, or an RFC 3339 time.
-The database is --db, else $SANDBOX_AUDIT_DB, else
+The database is --db, else $SANDBOX_AUDIT_DB (a file, or a postgres:// URL), else
 $XDG_STATE_HOME/codecage/audit.db, else ~/.local/state/codecage/audit.db.
 `
 
@@ -59,14 +59,22 @@ func auditFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *bool) {
 		fmt.Fprint(stderr, auditUsage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	db := fs.String("db", audit.DefaultPath(), "the audit database")
+	db := fs.String("db", audit.DefaultPath(), "the audit database: a file, or a postgres:// URL")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return fs, db, asJSON
 }
 
 // auditOpenRO opens the database read-only; a missing one is reported, not
 // created, since only the server should decide where the log lives.
-func auditOpenRO(path string, stderr io.Writer) (*audit.SQLite, int) {
+func auditOpenRO(path string, stderr io.Writer) (audit.Store, int) {
+	if audit.IsPostgres(path) {
+		s, err := audit.OpenPostgresReadOnly(context.Background(), path, 10*time.Second)
+		if err != nil {
+			fmt.Fprintln(stderr, "codecage audit:", err)
+			return nil, exitFailure
+		}
+		return s, exitOK
+	}
 	s, err := audit.OpenSQLiteReadOnly(path)
 	if errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(stderr, "codecage audit: no audit log at %s (the server writes it; SANDBOX_AUDIT_DB sets where)\n", path)
@@ -148,7 +156,7 @@ func auditShow(args []string, stdout, stderr io.Writer) int {
 	defer s.Close()
 	evs, err := s.Get(context.Background(), pos[0])
 	if errors.Is(err, audit.ErrNotFound) {
-		fmt.Fprintf(stderr, "codecage audit show: no event %q in %s\n", pos[0], s.Path())
+		fmt.Fprintf(stderr, "codecage audit show: no event %q in %s\n", pos[0], s.Name())
 		return exitFailure
 	}
 	if err != nil {
@@ -234,7 +242,7 @@ func auditStats(args []string, stdout, stderr io.Writer) int {
 	if !st.Since.IsZero() {
 		period = "since " + st.Since.Local().Format(time.RFC3339)
 	}
-	fmt.Fprintf(stdout, "Audit log %s (%s): %d events\n", s.Path(), period, st.Total)
+	fmt.Fprintf(stdout, "Audit log %s (%s): %d events\n", s.Name(), period, st.Total)
 	if st.Total == 0 {
 		return exitOK
 	}

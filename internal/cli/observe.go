@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/policy"
@@ -79,17 +82,51 @@ func newLogger(cfg policy.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// openAuditLog opens the audit log and its asynchronous recorder.
-func openAuditLog(cfg policy.Config, log *slog.Logger) (*audit.Recorder, *audit.SQLite, string, error) {
+// auditStore is an audit store the server can probe.
+type auditStore interface {
+	audit.Store
+	Ping(ctx context.Context) error
+}
+
+// auditConnectWait bounds how long serve waits for PostgreSQL at startup:
+// long enough for a database starting beside it (a pod of the same
+// deployment), short enough that a wrong URL fails visibly.
+const auditConnectWait = 20 * time.Second
+
+// openAuditLog opens the audit log and its asynchronous recorder: an
+// SQLite file, or PostgreSQL when SANDBOX_AUDIT_DB is a postgres:// URL.
+// where names it for the log, without a password.
+func openAuditLog(cfg policy.Config, log *slog.Logger) (rec *audit.Recorder, store auditStore, where string, err error) {
 	path := cfg.AuditDB
 	if path == "" {
 		path = audit.DefaultPath()
 	}
-	store, err := audit.OpenSQLite(path)
+	if audit.IsPostgres(path) {
+		pg, err := openPostgresAudit(path, log)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("audit log (SANDBOX_AUDIT_DB): %w", err)
+		}
+		return audit.NewRecorder(pg, cfg.AuditBuffer, log), pg, pg.Name(), nil
+	}
+	s, err := audit.OpenSQLite(path)
 	if err != nil {
 		return nil, nil, path, fmt.Errorf("audit log %s: %w (SANDBOX_AUDIT_DB sets where it goes)", path, err)
 	}
-	return audit.NewRecorder(store, cfg.AuditBuffer, log), store, path, nil
+	return audit.NewRecorder(s, cfg.AuditBuffer, log), s, path, nil
+}
+
+// openPostgresAudit connects, retrying for auditConnectWait while the
+// database does not answer yet.
+func openPostgresAudit(dsn string, log *slog.Logger) (*audit.Postgres, error) {
+	deadline := time.Now().Add(auditConnectWait)
+	for {
+		pg, err := audit.OpenPostgres(context.Background(), dsn, 5*time.Second)
+		if err == nil || !errors.Is(err, audit.ErrUnavailable) && !strings.Contains(err.Error(), "cannot reach") || time.Now().After(deadline) {
+			return pg, err
+		}
+		log.Warn("audit log: PostgreSQL does not answer yet; retrying", "err", err)
+		time.Sleep(time.Second)
+	}
 }
 
 // closeAudit flushes the recorder and closes the store.
@@ -118,4 +155,16 @@ func startUpstream(cfg policy.Config, svc *sandbox.Service, log *slog.Logger) (c
 	svc.SetUpstream(m)
 	log.Info("code mode: upstream MCP servers", "servers", len(uc.Servers), "config", cfg.ToolsConfig)
 	return func() { _ = m.Close() }, nil
+}
+
+// auditReadiness is the audit log's readiness check. An SQLite log that
+// cannot be read fails it: the fault is this replica's own disk. A shared
+// PostgreSQL that is down does not: every replica would leave the Service
+// at once, while runs can go on with their events held in the recorder's
+// buffer (and, past it, counted as dropped).
+func auditReadiness(ctx context.Context, store auditStore, rec *audit.Recorder) string {
+	if _, shared := store.(*audit.Postgres); shared {
+		return "ok"
+	}
+	return errText(store.Ping(ctx))
 }

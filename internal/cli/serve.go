@@ -133,7 +133,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	api := httpapi.New(svc, httpapi.Options{
 		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version,
 		Ready: func(ctx context.Context) map[string]string {
-			return map[string]string{"audit_log": errText(store.Ping(ctx))}
+			return map[string]string{"audit_log": auditReadiness(ctx, store, rec)}
 		},
 	})
 	l, err := net.Listen("tcp", addr)

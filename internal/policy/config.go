@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -362,7 +363,7 @@ var settings = []setting{
 	durationSetting("read_timeout", "SANDBOX_READ_TIMEOUT", "time to read an HTTP request, seconds", func(c *Config) *time.Duration { return &c.ReadTimeout }),
 	durationSetting("write_timeout", "SANDBOX_WRITE_TIMEOUT", "time to answer a non-streaming HTTP request, seconds", func(c *Config) *time.Duration { return &c.WriteTimeout }),
 	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
-	pathSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log database (default $XDG_STATE_HOME/codecage/audit.db)", func(c *Config) *string { return &c.AuditDB }),
+	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
 	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),
 	intSetting("audit_buffer", "SANDBOX_AUDIT_BUFFER", "audit events buffered before they are dropped (and counted)", func(c *Config) *int { return &c.AuditBuffer }),
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
@@ -600,6 +601,32 @@ func pathSetting(key, env, usage string, field func(*Config) *string) setting {
 			*field(c) = v
 			return nil
 		}}
+}
+
+// dbSetting takes an absolute path or a PostgreSQL URL.
+func dbSetting(key, env, usage string, field func(*Config) *string) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return redactURL(*field(c)) },
+		set: func(c *Config, v string) error {
+			l := strings.ToLower(v)
+			if !strings.HasPrefix(v, "/") && !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
+				return errors.New("must be an absolute path or a postgres:// URL")
+			}
+			*field(c) = v
+			return nil
+		}}
+}
+
+// redactURL hides the password of a URL, for display.
+func redactURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil || u.User == nil {
+		return v
+	}
+	if _, ok := u.User.Password(); !ok {
+		return v
+	}
+	return u.Redacted()
 }
 
 func choiceSetting(key, env, usage string, choices []string, field func(*Config) *string) setting {
