@@ -44,6 +44,7 @@ type Event struct {
 	Detail         string        `json:"detail,omitempty"` // error message, denial reason, package name, HTTP status
 	RemoteAddr     string        `json:"remote_addr,omitempty"`
 	Backend        string        `json:"backend,omitempty"` // what ran the code: "native" or "gvisor"; "" when nothing ran
+	Replica        string        `json:"replica,omitempty"` // the replica that handled it, in a cluster; "" for a single server
 }
 
 // HashCode returns the hex SHA-256 of code, so identical submissions can be
@@ -82,6 +83,7 @@ type Query struct {
 	Surface string    `json:"surface,omitempty"`
 	Outcome string    `json:"outcome,omitempty"`
 	Backend string    `json:"backend,omitempty"`
+	Replica string    `json:"replica,omitempty"`
 	Since   time.Time `json:"since,omitzero"` // events at or after this time
 }
 
@@ -96,6 +98,7 @@ type Stats struct {
 	ByKey          map[string]int64 `json:"by_key"` // "" = no key (local or keys not configured)
 	BySurface      map[string]int64 `json:"by_surface"`
 	ByBackend      map[string]int64 `json:"by_backend"`      // events that ran code, by the backend that ran it
+	ByReplica      map[string]int64 `json:"by_replica"`      // events by the replica that handled them (a cluster's)
 	LimitsHit      map[string]int64 `json:"limits_hit"`      // limit name -> events that hit it
 	SecurityEvents map[string]int64 `json:"security_events"` // kind ("import_denied" of "import_denied:socket") -> count
 	Executions     DurationStats    `json:"executions"`      // durations of "execute" events

@@ -51,7 +51,8 @@ var pgMigrations = [][]string{
 			security_events JSONB  NOT NULL DEFAULT '[]',
 			detail          BYTEA,
 			remote_addr     TEXT   NOT NULL DEFAULT '',
-			backend         TEXT   NOT NULL DEFAULT ''
+			backend         TEXT   NOT NULL DEFAULT '',
+			replica         TEXT   NOT NULL DEFAULT ''
 		)`,
 		`CREATE INDEX codecage_audit_events_time ON codecage_audit_events (time_ns)`,
 		`CREATE INDEX codecage_audit_events_execution_id ON codecage_audit_events (execution_id)`,
@@ -139,7 +140,9 @@ func openPostgres(ctx context.Context, dsn string, timeout time.Duration) (*Post
 		db.Close()
 		return nil, fmt.Errorf("audit: cannot reach %s within %s: %w", name, timeout, err)
 	}
-	return &Postgres{sqlDB{db: db, d: postgresDialect, name: name, backend: "backend"}}, nil
+	s := &Postgres{sqlDB{db: db, d: postgresDialect, name: name}}
+	s.readVersion(schemaVersion) // PostgreSQL's first schema has every column
+	return s, nil
 }
 
 // DB is the connection pool, for other tables kept in the same database

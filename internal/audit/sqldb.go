@@ -27,22 +27,27 @@ type dialect struct {
 // sqlDB holds what the SQLite and PostgreSQL stores share: the event
 // columns and every query over them.
 type sqlDB struct {
-	db      *sql.DB
-	d       dialect
-	name    string // for errors: a path or a database address
-	backend string // the backend column's expression (see backendColumn)
+	db   *sql.DB
+	d    dialect
+	name string // for errors: a path or a database address
+	// The expressions of the newer columns (see readVersion).
+	backend, replica string
 }
 
 const eventColumns = `id, time_ns, kind, execution_id, api_key, surface, profile, code_hash,
 	code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr, `
 
-// backendColumn is the backend column, or for a database of schema 1 read
-// by `codecage audit` (which may not migrate it) the value it would have.
-func backendColumn(version int) string {
+// readVersion sets the expressions of the columns added after the first
+// schema: the column, or for an older database read by `codecage audit`
+// (which does not migrate it) the value the column would have.
+func (s *sqlDB) readVersion(version int) {
+	s.backend, s.replica = "backend", "replica"
 	if version < 2 {
-		return "''"
+		s.backend = "''"
 	}
-	return "backend"
+	if version < 3 {
+		s.replica = "''"
+	}
 }
 
 // bind rewrites ? placeholders for databases that number them.
@@ -75,8 +80,8 @@ func (s *sqlDB) Append(ctx context.Context, events []Event) error {
 	}
 	defer tx.Rollback()
 	insert := `INSERT INTO ` + s.d.table + ` (time_ns, kind, execution_id, api_key, surface, profile,
-		code_hash, code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr, backend)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		code_hash, code, outcome, duration_ns, limit_hit, security_events, detail, remote_addr, backend, replica)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if s.d.returning {
 		insert += " RETURNING id"
 	}
@@ -110,7 +115,7 @@ func (s *sqlDB) Append(ctx context.Context, events []Event) error {
 		// every byte, NULs and invalid UTF-8 included.
 		args := []any{t.UnixNano(), text(ev.Kind), text(ev.ExecutionID), text(ev.Key), text(ev.Surface), text(ev.Profile),
 			text(ev.CodeHash), []byte(ev.Code), text(ev.Outcome), int64(ev.Duration), text(ev.Limit), sec, []byte(ev.Detail),
-			text(ev.RemoteAddr), text(ev.Backend)}
+			text(ev.RemoteAddr), text(ev.Backend), text(ev.Replica)}
 		if s.d.returning {
 			err = stmt.QueryRowContext(ctx, args...).Scan(&ids[i])
 		} else {
@@ -161,7 +166,7 @@ func (s *sqlDB) List(ctx context.Context, q Query) ([]Event, error) {
 	var where []string
 	var args []any
 	for _, f := range []struct{ col, val string }{
-		{"kind", q.Kind}, {"api_key", q.Key}, {"surface", q.Surface}, {"outcome", q.Outcome}, {s.backend, q.Backend},
+		{s.replica, q.Replica}, {"kind", q.Kind}, {"api_key", q.Key}, {"surface", q.Surface}, {"outcome", q.Outcome}, {s.backend, q.Backend},
 	} {
 		if f.val != "" {
 			where = append(where, f.col+" = ?")
@@ -208,7 +213,7 @@ func (s *sqlDB) Get(ctx context.Context, ref string) ([]Event, error) {
 	return evs, err
 }
 
-func (s *sqlDB) columns() string { return eventColumns + s.backend }
+func (s *sqlDB) columns() string { return eventColumns + s.backend + ", " + s.replica }
 
 func (s *sqlDB) query(ctx context.Context, query string, args ...any) ([]Event, error) {
 	rows, err := s.db.QueryContext(ctx, s.bind(query), args...)
@@ -225,7 +230,7 @@ func (s *sqlDB) query(ctx context.Context, query string, args ...any) ([]Event, 
 			sec          string
 		)
 		if err := rows.Scan(&ev.ID, &timeNS, &ev.Kind, &ev.ExecutionID, &ev.Key, &ev.Surface, &ev.Profile,
-			&ev.CodeHash, &code, &ev.Outcome, &dur, &ev.Limit, &sec, &detail, &ev.RemoteAddr, &ev.Backend); err != nil {
+			&ev.CodeHash, &code, &ev.Outcome, &dur, &ev.Limit, &sec, &detail, &ev.RemoteAddr, &ev.Backend, &ev.Replica); err != nil {
 			return nil, s.fail("query", err)
 		}
 		ev.Time = time.Unix(0, timeNS).UTC()
@@ -303,6 +308,7 @@ func (s *sqlDB) Stats(ctx context.Context, since time.Time) (Stats, error) {
 		{&st.ByOutcome, "SELECT outcome, count(*) FROM " + table + " WHERE " + cond + " GROUP BY outcome"},
 		{&st.ByKey, "SELECT api_key, count(*) FROM " + table + " WHERE " + cond + " GROUP BY api_key"},
 		{&st.BySurface, "SELECT surface, count(*) FROM " + table + " WHERE " + cond + " GROUP BY surface"},
+		{&st.ByReplica, "SELECT " + s.replica + ", count(*) FROM " + table + " WHERE " + cond + " AND " + s.replica + " != '' GROUP BY " + s.replica},
 		{&st.ByBackend, "SELECT " + s.backend + ", count(*) FROM " + table + " WHERE " + cond + " AND " + s.backend + " != '' GROUP BY " + s.backend},
 		{&st.LimitsHit, "SELECT limit_hit, count(*) FROM " + table + " WHERE " + cond + " AND limit_hit != '' GROUP BY limit_hit"},
 		{&st.SecurityEvents, fmt.Sprintf(s.d.securityKinds, cond)},

@@ -14,7 +14,7 @@ import (
 
 // schemaVersion is the version this code writes, kept in PRAGMA
 // user_version; migrations[v] upgrades a database from version v to v+1.
-const schemaVersion = 2
+const schemaVersion = 3
 
 var migrations = [][]string{
 	0: {
@@ -43,6 +43,10 @@ var migrations = [][]string{
 	// 2: the backend that ran an event's code (native, gvisor).
 	1: {
 		`ALTER TABLE events ADD COLUMN backend TEXT NOT NULL DEFAULT ''`,
+	},
+	// 3: the replica that handled the event, in a cluster.
+	2: {
+		`ALTER TABLE events ADD COLUMN replica TEXT NOT NULL DEFAULT ''`,
 	},
 }
 
@@ -135,7 +139,7 @@ func OpenSQLiteReadOnly(path string) (*SQLite, error) {
 		s.db.Close()
 		return nil, err
 	}
-	s.backend = backendColumn(v)
+	s.readVersion(v)
 	return s, nil
 }
 
@@ -151,7 +155,9 @@ func open(abs, dsn string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("audit: opening %s: %w", abs, err)
 	}
-	return &SQLite{sqlDB: sqlDB{db: db, d: sqliteDialect, name: abs, backend: backendColumn(schemaVersion)}, path: abs}, nil
+	s := &SQLite{sqlDB: sqlDB{db: db, d: sqliteDialect, name: abs}, path: abs}
+	s.readVersion(schemaVersion)
+	return s, nil
 }
 
 // fileURI makes an SQLite URI of an absolute path, escaping the characters

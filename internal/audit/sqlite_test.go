@@ -52,10 +52,10 @@ func sampleEvents() []Event {
 	code := "import socket\nsocket.socket()"
 	return []Event{
 		{Time: t0, Kind: KindExecute, ExecutionID: "exec-1", Key: "alice", Surface: "rest", Profile: "basic",
-			CodeHash: HashCode("print(1)"), Code: "print(1)", Outcome: "success", Duration: 100 * time.Millisecond, RemoteAddr: "127.0.0.1:5000", Backend: "native"},
+			CodeHash: HashCode("print(1)"), Code: "print(1)", Outcome: "success", Duration: 100 * time.Millisecond, RemoteAddr: "127.0.0.1:5000", Backend: "native", Replica: "replica-0"},
 		{Time: t0.Add(time.Second), Kind: KindExecute, ExecutionID: "exec-2", Key: "bob", Surface: "mcp", Profile: "basic",
 			CodeHash: HashCode(code), Code: code, Outcome: "error", Duration: 200 * time.Millisecond,
-			SecurityEvents: []string{"import_denied:socket", "import_denied:ssl", "egress_denied:example.com"}, Detail: "ImportError: socket", Backend: "gvisor"},
+			SecurityEvents: []string{"import_denied:socket", "import_denied:ssl", "egress_denied:example.com"}, Detail: "ImportError: socket", Backend: "gvisor", Replica: "replica-1"},
 		{Time: t0.Add(2 * time.Second), Kind: KindExecute, ExecutionID: "exec-3", Key: "alice", Surface: "rest", Profile: "data_science",
 			CodeHash: HashCode("while True: pass"), Code: "while True: pass", Outcome: "timeout", Duration: 5 * time.Second, Limit: "timeout", Backend: "native"},
 		{Time: t0.Add(3 * time.Second), Kind: KindFile, ExecutionID: "exec-3", Key: "alice", Surface: "rest", Outcome: "success", Detail: "wrote out.csv"},
@@ -142,6 +142,7 @@ func storeListFilters(t *testing.T, s Store) {
 		{"surface", Query{Surface: "rest"}, []int64{5, 4, 3, 1}},
 		{"outcome", Query{Outcome: "success"}, []int64{6, 4, 1}},
 		{"backend", Query{Backend: "native"}, []int64{3, 1}},
+		{"replica", Query{Replica: "replica-1"}, []int64{2}},
 		{"since", Query{Since: t0.Add(3 * time.Second)}, []int64{6, 5, 4}},
 		{"limit", Query{Limit: 2}, []int64{6, 5}},
 		{"combined", Query{Key: "alice", Kind: KindExecute, Limit: 1}, []int64{3}},
@@ -197,6 +198,7 @@ func storeStats(t *testing.T, s Store) {
 		ByKey:          map[string]int64{"alice": 3, "bob": 1, "": 2},
 		BySurface:      map[string]int64{"rest": 4, "mcp": 1, "cli": 1},
 		ByBackend:      map[string]int64{"native": 2, "gvisor": 1},
+		ByReplica:      map[string]int64{"replica-0": 1, "replica-1": 1},
 		LimitsHit:      map[string]int64{"timeout": 1},
 		SecurityEvents: map[string]int64{"import_denied": 2, "egress_denied": 1},
 		Executions: DurationStats{Count: 3, Avg: 1766666667, // 5.3s / 3, rounded

@@ -20,7 +20,7 @@ import (
 
 const auditUsage = `Usage:
   codecage audit list [--db PATH] [--limit N] [--kind K] [--key NAME] [--surface S]
-                      [--outcome O] [--backend B] [--since DURATION] [--json]
+                      [--outcome O] [--backend B] [--replica R] [--since DURATION] [--json]
   codecage audit show REF [--db PATH] [--json]
   codecage audit stats [--db PATH] [--since DURATION] [--json]
 
@@ -95,6 +95,7 @@ func auditList(args []string, stdout, stderr io.Writer) int {
 	surface := fs.String("surface", "", "only events through this surface (rest, mcp, mcp-stdio, cli)")
 	outcome := fs.String("outcome", "", "only events with this outcome (success, error, timeout, memory, denied, ...)")
 	backend := fs.String("backend", "", "only events whose code this backend ran (native, gvisor)")
+	replica := fs.String("replica", "", "only events this replica of a cluster handled")
 	var since auditSince
 	fs.Var(&since, "since", "only events in the last `DURATION` (90m, 24h, 7d) or since an RFC 3339 time")
 	pos, code, ok := auditParseArgs(fs, args)
@@ -115,7 +116,7 @@ func auditList(args []string, stdout, stderr io.Writer) int {
 	}
 	defer s.Close()
 	evs, err := s.List(context.Background(), audit.Query{Limit: *limit, Kind: *kind, Key: *key,
-		Surface: *surface, Outcome: *outcome, Backend: *backend, Since: since.t})
+		Surface: *surface, Outcome: *outcome, Backend: *backend, Replica: *replica, Since: since.t})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage audit list:", err)
 		return exitFailure
@@ -188,6 +189,9 @@ func printAuditEvent(w io.Writer, ev audit.Event) {
 	row("surface", auditCell(ev.Surface))
 	row("profile", auditCell(ev.Profile))
 	row("backend", auditCell(ev.Backend))
+	if ev.Replica != "" {
+		row("replica", auditCell(ev.Replica))
+	}
 	row("outcome", auditCell(ev.Outcome))
 	row("duration", fmt.Sprintf("%s (%d ms)", ev.Duration, ev.Duration.Milliseconds()))
 	row("limit", auditCell(ev.Limit))
@@ -262,6 +266,7 @@ func auditStats(args []string, stdout, stderr io.Writer) int {
 		{"By key", st.ByKey},
 		{"By surface", st.BySurface},
 		{"By backend", st.ByBackend},
+		{"By replica", st.ByReplica},
 		{"Limits hit", st.LimitsHit},
 		{"Security events", st.SecurityEvents},
 	} {

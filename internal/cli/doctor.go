@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
@@ -24,7 +27,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		line("ok", "user namespaces", "new user, pid, mount, net, ipc, uts and cgroup namespaces")
 	} else {
 		ok = false
-		line("FAIL", "user namespaces", h.UserNamespaces.Error()+" (required)")
+		line("FAIL", "user namespaces", h.UserNamespaces.Error()+userNSHint()+" (required)")
 	}
 	if h.Seccomp == nil {
 		line("ok", "seccomp", "filter mode")
@@ -39,9 +42,20 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	switch v := h.CgroupVersion(); v {
 	case 0:
-		line("warn", "cgroups", h.CgroupReason()+" (optional: rlimits replace them)")
+		line("warn", "cgroups", h.CgroupReason()+cgroupHint(h.CgroupReason())+" (optional: rlimits replace them)")
 	default:
 		line("ok", "cgroups", fmt.Sprintf("v%d: memory, pids, cpu accounting", v))
+	}
+	// The layers above can each be present while a sandbox still cannot be
+	// built (a container's masked /proc, its read-only /proc/sys, an LSM
+	// denying mounts): only building one tells.
+	if h.Usable() == nil {
+		if err := probeSandbox(); err != nil {
+			ok = false
+			line("FAIL", "sandbox", err.Error()+sandboxHint(err.Error())+" (required)")
+		} else {
+			line("ok", "sandbox", "/bin/true ran in a sandbox: own /proc, read-only root, Landlock, seccomp")
+		}
 	}
 	mode := "root: one host uid per sandbox"
 	if h.Rootless {
@@ -72,4 +86,131 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// probeSandbox builds the smallest sandbox there is, /bin/true in it, the
+// way every run builds one.
+func probeSandbox() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	sb, err := jail.Start(ctx, jail.Spec{Argv: []string{"/bin/true"}, Stderr: &stderr})
+	if err != nil {
+		return err
+	}
+	sb.Arm(ctx, 20*time.Second, 20*time.Second)
+	exit := sb.Wait()
+	if exit.ExitCode != 0 || exit.Limit != jail.LimitNone {
+		msg := fmt.Sprintf("/bin/true in a sandbox exited %d", exit.ExitCode)
+		if exit.Limit != jail.LimitNone {
+			msg += ", limit " + string(exit.Limit)
+		}
+		if e := strings.TrimSpace(stderr.String()); e != "" {
+			msg += ": " + e
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	return nil
+}
+
+// The container settings that lift each restriction, as Docker (and
+// Podman) and Kubernetes spell them (docs/deploy.md).
+const (
+	fixSeccomp  = "run the container with --security-opt seccomp=unconfined (Kubernetes: securityContext.seccompProfile.type: Unconfined)"
+	fixProc     = "run the container with --security-opt systempaths=unconfined (Podman: --security-opt unmask=ALL; Kubernetes: securityContext.procMount: Unmasked)"
+	fixAppArmor = "run the container with --security-opt apparmor=unconfined (Kubernetes: securityContext.appArmorProfile.type: Unconfined)"
+)
+
+// userNSHint explains a failed user namespace when this process already
+// runs under a seccomp filter (a container's profile) or an AppArmor
+// profile, which refuse new namespaces whatever the kernel allows.
+func userNSHint() string {
+	switch {
+	case seccompFiltered():
+		return ": this process already runs under a seccomp filter, such as a container's default profile, which refuses clone3 and new namespaces; " + fixSeccomp
+	case appArmorProfile() != "":
+		return ": this process is confined by AppArmor (" + appArmorProfile() + "), which may refuse new namespaces; " + fixAppArmor
+	}
+	return ""
+}
+
+// sandboxHint says which setting lifts a failed sandbox build.
+func sandboxHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "mount /proc: operation not permitted"):
+		hint := ": the kernel lets a new pid namespace mount its own /proc only while a /proc with nothing mounted over it is visible"
+		if masked := procOvermounts(); len(masked) > 0 {
+			if len(masked) > 4 {
+				masked = append(masked[:4], "...")
+			}
+			hint += ", and here /proc has paths masked (" + strings.Join(masked, ", ") + "), as container runtimes do by default"
+		}
+		return hint + "; " + fixProc
+	case strings.Contains(msg, "max_user_namespaces") && strings.Contains(msg, "read-only file system"):
+		return ": /proc/sys is read-only, as container runtimes mount it by default, so a sandbox cannot forbid nested user namespaces; " + fixProc
+	case strings.Contains(msg, "permission denied") && appArmorProfile() != "":
+		return ": this process is confined by AppArmor (" + appArmorProfile() + "), whose container profile denies mount; " + fixAppArmor
+	case strings.Contains(msg, "operation not permitted") && seccompFiltered():
+		return ": this process runs under a seccomp filter, such as a container's default profile; " + fixSeccomp
+	}
+	return ""
+}
+
+// cgroupHint explains a read-only cgroup mount, the container default.
+func cgroupHint(reason string) string {
+	if strings.Contains(reason, "read-only file system") {
+		return "; /sys/fs/cgroup is read-only, as container runtimes mount it without --privileged"
+	}
+	return ""
+}
+
+// seccompFiltered reports whether this process already runs under a
+// seccomp filter (Seccomp: 2 in /proc/self/status).
+func seccompFiltered() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
+}
+
+// appArmorProfile is the AppArmor profile confining this process, or "".
+func appArmorProfile() string {
+	for _, p := range []string{"/proc/self/attr/apparmor/current", "/proc/self/attr/current"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(strings.TrimRight(string(b), "\x00"))
+		if v == "" || v == "unconfined" || strings.HasPrefix(v, "unconfined ") {
+			return ""
+		}
+		// SELinux answers in attr/current too; AppArmor's is "name (mode)".
+		if strings.Contains(p, "apparmor") || strings.HasSuffix(v, ")") {
+			return v
+		}
+	}
+	return ""
+}
+
+// procOvermounts lists the mounts on top of /proc: a container runtime's
+// masked and read-only paths.
+func procOvermounts() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && strings.HasPrefix(f[4], "/proc/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }

@@ -18,8 +18,9 @@ import (
 
 // auditObserver writes the service's events to the audit log.
 type auditObserver struct {
-	rec  *audit.Recorder
-	code bool // SANDBOX_AUDIT_CODE: keep the code, not only its hash
+	rec     *audit.Recorder
+	code    bool   // SANDBOX_AUDIT_CODE: keep the code, not only its hash
+	replica string // this replica's name, in a cluster
 }
 
 func (a auditObserver) Observe(ev sandbox.Event) {
@@ -31,7 +32,7 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 	e := audit.Event{
 		Time: ev.Time, Kind: kind, ExecutionID: ev.ExecutionID, Key: ev.Caller.Key, Surface: ev.Caller.Surface,
 		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit,
-		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr, Backend: ev.Backend,
+		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr, Backend: ev.Backend, Replica: a.replica,
 	}
 	if e.Surface == "" {
 		e.Surface = sandbox.SurfaceCLI

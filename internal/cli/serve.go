@@ -17,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/audit"
+	"github.com/codecage/codecage/internal/cluster"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
@@ -81,7 +83,7 @@ func (nopWriteCloser) Close() error { return nil }
 func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8001", "address to listen on (beyond loopback only with API keys)")
+	listen := fs.String("listen", envOr("SANDBOX_LISTEN", "127.0.0.1:8001"), "address to listen on, also $SANDBOX_LISTEN (beyond loopback only with API keys)")
 	cf := addConfigFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -125,13 +127,31 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopUpstream()
+	node, err := joinCluster(cfg, store, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitUsage
+	}
+	var internal http.Handler
+	replica := ""
+	if node != nil {
+		svc.SetCluster(node)
+		internal = node.Handler(svc, 2*cfg.MaxBodySize+1<<20)
+		replica = node.Name()
+		defer func() { // for an early return; harmless after the Leave below
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = node.Leave(ctx)
+		}()
+		log.Info("joined the cluster", "replica", node.Self(), "name", node.Name(), "url", cfg.ReplicaURL, "peers", len(node.Peers(context.Background())))
+	}
 	m := metrics.New(svc)
 	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
-	svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode}, logObserver{log}})
+	svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode, replica: replica}, logObserver{log}})
 
-	streamable, sse := mcpserver.HTTPHandlers(svc, log)
+	streamable, sse := mcpserver.HTTPHandlers(svc, log, node != nil)
 	api := httpapi.New(svc, httpapi.Options{
-		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version,
+		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version, Internal: internal,
 		Ready: func(ctx context.Context) map[string]string {
 			return map[string]string{"audit_log": auditReadiness(ctx, store, rec)}
 		},
@@ -168,6 +188,15 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	case <-ctx.Done():
 	}
 	stop()
+	if node != nil {
+		// First, so that the other replicas answer "session lost" for
+		// this one's sessions rather than forwarding into the drain.
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := node.Leave(lctx); err != nil {
+			log.Warn("replica registry: could not record this replica's stop", "err", err)
+		}
+		cancel()
+	}
 	shutdown(srv, svc, cancelBase, cfg.ShutdownGrace, log)
 	return exitOK
 }
@@ -247,4 +276,34 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// envOr is the environment variable's value, or def when it is unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// joinCluster joins the replicas registered in the shared PostgreSQL when
+// SANDBOX_REPLICA_URL is set; nil when this server is a single one.
+func joinCluster(cfg policy.Config, store auditStore, log *slog.Logger) (*cluster.Node, error) {
+	if cfg.ReplicaURL == "" {
+		if cfg.PeerSecret != "" {
+			return nil, errors.New("SANDBOX_PEER_SECRET is set but SANDBOX_REPLICA_URL is not: set both to run as one replica of several")
+		}
+		return nil, nil
+	}
+	pg, ok := store.(*audit.Postgres)
+	if !ok {
+		return nil, errors.New("SANDBOX_REPLICA_URL needs a shared PostgreSQL: set SANDBOX_AUDIT_DB to a postgres:// URL (the replicas register there)")
+	}
+	name := cfg.ReplicaName
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cluster.Join(ctx, cluster.Config{Name: name, URL: cfg.ReplicaURL, Secret: cfg.PeerSecret, DB: pg.DB(), Log: log})
 }

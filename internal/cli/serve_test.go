@@ -30,11 +30,17 @@ type server struct {
 
 func startServe(t *testing.T, env ...string) *server {
 	t.Helper()
+	return startServeOn(t, "127.0.0.1:0", env...)
+}
+
+// startServeOn starts serve listening on addr.
+func startServeOn(t *testing.T, addr string, env ...string) *server {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "serve", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(exe, "serve", "--listen", addr)
 	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -78,7 +78,7 @@ func startServer(t testing.TB, keys string, edit func(*policy.Config)) *testServ
 	if err != nil {
 		t.Fatal(err)
 	}
-	streamable, sse := mcpserver.HTTPHandlers(svc, log)
+	streamable, sse := mcpserver.HTTPHandlers(svc, log, false)
 	api := httpapi.New(svc, httpapi.Options{Keys: k, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: "test",
 		Ready: func(ctx context.Context) map[string]string { return map[string]string{"audit_log": ""} }})
 	hs := httptest.NewServer(api)

@@ -67,6 +67,7 @@ var kindStatus = map[string]int{
 	sandbox.KindFileNotFound:    http.StatusNotFound,
 	sandbox.KindTooLarge:        http.StatusRequestEntityTooLarge,
 	sandbox.KindSessionNotFound: http.StatusNotFound,
+	sandbox.KindSessionLost:     http.StatusGone, // its replica is gone, and the session with it
 	sandbox.KindSessionEnded:    http.StatusConflict,
 	sandbox.KindTooManySessions: http.StatusConflict,
 	sandbox.KindRateLimited:     http.StatusTooManyRequests,

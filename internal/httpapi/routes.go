@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -89,7 +90,7 @@ func (s *Server) infoRoutes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "ready", Method: http.MethodGet, Path: "/ready", Tags: []string{"Server"},
 		Summary:     "Readiness",
-		Description: "200 when the warm pools have sandboxes ready and the audit log is writable, else 503 with the failing checks. Needs no API key.",
+		Description: "200 when the warm pools have sandboxes ready, the server has room for another request (its running slots or its queue), and the audit log is reachable, else 503 with the failing checks. Needs no API key.",
 		Security:    []map[string][]string{},
 		Responses:   map[string]*huma.Response{"503": {Description: "Not ready; the body says which checks fail."}},
 	}, func(ctx context.Context, _ *struct{}) (*ReadyOutput, error) {
@@ -114,6 +115,12 @@ func (s *Server) readiness(ctx context.Context) map[string]string {
 			state = "no sandbox started yet"
 		}
 		checks["pool_"+class] = state
+	}
+	// A replica whose slots and queue are full would refuse the next
+	// request as busy: out of a load balancer's rotation, it gets none.
+	checks["capacity"] = "ok"
+	if max := s.cfg.MaxConcurrent; max > 0 && s.svc.Running() >= max && s.svc.Waiting() >= s.cfg.QueueSize {
+		checks["capacity"] = fmt.Sprintf("full: %d requests running (SANDBOX_MAX_CONCURRENT) and %d waiting (SANDBOX_QUEUE_SIZE)", s.svc.Running(), s.svc.Waiting())
 	}
 	if s.ready != nil {
 		for k, v := range s.ready(ctx) {

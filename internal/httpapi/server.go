@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -39,6 +40,9 @@ type Options struct {
 	Ready func(context.Context) map[string]string
 	// Version is reported by /health and in the OpenAPI document.
 	Version string
+	// Internal serves /internal/: the calls other replicas of a cluster
+	// forward, authenticated by their own shared secret, not API keys.
+	Internal http.Handler
 }
 
 // Server is the HTTP API.
@@ -118,6 +122,16 @@ func newServer(svc *sandbox.Service, cfg policy.Config, o Options) *Server {
 		writeProblem(w, newProblem(http.StatusNotFound, KindNotFound, "no such route: "+r.Method+" "+r.URL.Path+" (see /docs)"))
 	})
 	s.handler = s.wrap(s.mux)
+	if o.Internal != nil {
+		outer := s.handler
+		s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/internal/") {
+				o.Internal.ServeHTTP(w, r)
+				return
+			}
+			outer.ServeHTTP(w, r)
+		})
+	}
 	return s
 }
 

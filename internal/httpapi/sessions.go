@@ -88,14 +88,14 @@ func (s *Server) sessionRoutes() {
 		Summary: "List your sessions", Errors: []int{401},
 	}, func(ctx context.Context, _ *struct{}) (*SessionListOutput, error) {
 		out := &SessionListOutput{}
-		out.Body.Sessions = s.svc.ListSessions(owner(ctx))
+		out.Body.Sessions = s.svc.ListSessions(ctx, owner(ctx))
 		return out, nil
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-session", Method: http.MethodGet, Path: "/sessions/{id}", Tags: tags,
 		Summary: "Describe a session", Errors: []int{401, 404},
 	}, func(ctx context.Context, in *SessionIDInput) (*SessionOutput, error) {
-		info, err := s.svc.GetSession(in.ID, owner(ctx))
+		info, err := s.svc.GetSession(ctx, in.ID, owner(ctx))
 		if err != nil {
 			return nil, problemFor(err)
 		}

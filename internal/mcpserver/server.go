@@ -69,7 +69,13 @@ func humanSize(n int64) string {
 // legacy SSE connection's tool calls carry nothing, so each key gets an SSE
 // server of its own, bound to the key the front door checked when the
 // connection opened (sandbox.CallerFrom).
-func HTTPHandlers(svc *sandbox.Service, log *slog.Logger) (streamable, sse http.Handler) {
+//
+// A stateless streamable handler (for replicas behind a load balancer)
+// keeps no MCP session: each POST stands alone, so any replica can take
+// any request; GET streams are refused (405) and clients do without them.
+// The sandbox sessions are codecage's own ids in tool arguments, which the
+// service forwards to the replica that holds them.
+func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
 	server := New(svc, log)
 	var perKey sync.Map // key name -> *mcp.Server
 	sseServer := func(r *http.Request) *mcp.Server {
@@ -83,7 +89,11 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger) (streamable, sse http.
 		s, _ := perKey.LoadOrStore(c.Key, newServer(svc, log, c.Key))
 		return s.(*mcp.Server)
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil), mcp.NewSSEHandler(sseServer, nil)
+	var opts *mcp.StreamableHTTPOptions
+	if stateless {
+		opts = &mcp.StreamableHTTPOptions{Stateless: true}
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts), mcp.NewSSEHandler(sseServer, nil)
 }
 
 // toolError turns a service error into the text a model can act on. The

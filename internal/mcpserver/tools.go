@@ -416,7 +416,7 @@ type SessionList struct {
 }
 
 func (t *tools) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, SessionList, error) {
-	return nil, SessionList{Sessions: t.svc.ListSessions(t.owner(req))}, nil
+	return nil, SessionList{Sessions: t.svc.ListSessions(ctx, t.owner(req))}, nil
 }
 
 // WriteFileInput writes a workspace file.

@@ -108,6 +108,11 @@ type Config struct {
 	LogFormat     string // text or json
 	LogLevel      string // debug, info, warn, error
 
+	// Cluster (several replicas, one service): see internal/cluster.
+	ReplicaURL  string // where the other replicas reach this one; "" = a single server
+	ReplicaName string // for people; "" = the host name
+	PeerSecret  string // replicas authenticate each other with it; never printed
+
 	// Commands (run_command).
 	AllowedCommands []string      // programs a command line may run
 	CommandTimeout  time.Duration // default wall-clock limit of a command
@@ -366,6 +371,16 @@ var settings = []setting{
 	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
 	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),
 	intSetting("audit_buffer", "SANDBOX_AUDIT_BUFFER", "audit events buffered before they are dropped (and counted)", func(c *Config) *int { return &c.AuditBuffer }),
+	stringSetting("replica_url", "SANDBOX_REPLICA_URL", "this replica's base URL for the other replicas (http://POD_IP:8001); set, the server joins the cluster registered in the postgres:// SANDBOX_AUDIT_DB", func(c *Config) *string { return &c.ReplicaURL }),
+	stringSetting("replica_name", "SANDBOX_REPLICA_NAME", "this replica's name in messages and the registry (default: the host name)", func(c *Config) *string { return &c.ReplicaName }),
+	{Key: "peer_secret", Env: "SANDBOX_PEER_SECRET", Usage: "secret the replicas of a cluster share to authenticate each other (16+ characters)",
+		get: func(c *Config) string {
+			if c.PeerSecret != "" {
+				return "(set)"
+			}
+			return ""
+		},
+		set: func(c *Config, v string) error { c.PeerSecret = v; return nil }},
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
 	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
 	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),
@@ -601,6 +616,12 @@ func pathSetting(key, env, usage string, field func(*Config) *string) setting {
 			*field(c) = v
 			return nil
 		}}
+}
+
+func stringSetting(key, env, usage string, field func(*Config) *string) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return *field(c) },
+		set: func(c *Config, v string) error { *field(c) = strings.TrimSpace(v); return nil }}
 }
 
 // dbSetting takes an absolute path or a PostgreSQL URL.

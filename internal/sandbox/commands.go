@@ -32,7 +32,7 @@ type CommandRequest struct {
 	// it in a fresh, empty one.
 	SessionID string
 	Owner     string
-	OnOutput  func(stream, line string)
+	OnOutput  func(stream, line string) `json:"-"`
 }
 
 // CommandResult is run_command's result: the seed's fields, and those of an
@@ -169,6 +169,11 @@ func (s *Service) checkCommand(req CommandRequest) (time.Duration, []string, str
 // limits, seccomp and teardown as a Python run, on a root that holds only
 // the allowed programs (the kernel refuses to execute anything else).
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
+	if r := s.remote(req.SessionID); r != "" {
+		fwd := req
+		fwd.OnOutput = nil
+		return forward[*CommandResult](ctx, s, r, PeerCall{Op: OpCommand, Owner: req.Owner, Command: &fwd}, req.OnOutput, EventCommand, "session:"+req.SessionID)
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, true)
 	if err != nil {

@@ -19,6 +19,7 @@ const (
 	KindTooLarge        = "too_large"
 	KindSessionNotFound = "session_not_found"
 	KindSessionEnded    = "session_ended"
+	// KindSessionLost (cluster.go): the replica holding it is gone.
 	KindTooManySessions = "too_many_sessions"
 	KindRateLimited     = "rate_limited"
 	KindBusy            = "busy"
@@ -42,6 +43,8 @@ func ErrorKind(err error) string {
 		return KindFileNotFound
 	case errors.Is(err, ErrTooLarge):
 		return KindTooLarge
+	case errors.Is(err, ErrSessionLost):
+		return KindSessionLost
 	case errors.Is(err, ErrSessionNotFound):
 		return KindSessionNotFound
 	case errors.Is(err, ErrSessionEnded):

@@ -91,6 +91,9 @@ func fileError(p string, err error) error {
 // WriteFile writes data to path in a session's workspace, creating parent
 // directories, within the file-size and workspace limits.
 func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpWriteFile, Owner: owner, SessionID: id, Path: p, Data: data}, nil, EventFile, "write")
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, false)
 	if err != nil {
@@ -168,6 +171,9 @@ func chownTree(r *os.Root, rel string, se *session) {
 
 // ReadFile returns the contents of path in a session's workspace.
 func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, error) {
+	if r := s.remote(id); r != "" {
+		return forward[[]byte](ctx, s, r, PeerCall{Op: OpReadFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "read")
+	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
 		return nil, err
@@ -206,6 +212,9 @@ func (s *Service) readFile(id, owner, p string) ([]byte, error) {
 
 // ListFiles lists the workspace below path ("" or "." for all of it).
 func (s *Service) ListFiles(ctx context.Context, id, owner, p string) ([]FileInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[[]FileInfo](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "list")
+	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
 		return nil, err
@@ -253,6 +262,10 @@ func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
 
 // DeleteFile removes a file or a directory tree from the workspace.
 func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
+	if r := s.remote(id); r != "" {
+		_, err := forward[struct{}](ctx, s, r, PeerCall{Op: OpDeleteFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "delete")
+		return err
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, false)
 	if err == nil {

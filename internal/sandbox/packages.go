@@ -73,6 +73,9 @@ type InstalledPackage struct {
 // proxy, allowed to reach the configured index (or no network at all with
 // a local wheelhouse). The session's later runs can import it.
 func (s *Service) PipInstall(ctx context.Context, req InstallRequest) (*InstallResult, error) {
+	if r := s.remote(req.SessionID); r != "" {
+		return forward[*InstallResult](ctx, s, r, PeerCall{Op: OpInstall, Owner: req.Owner, Install: &req}, nil, EventInstall, "session:"+req.SessionID)
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, true)
 	if err != nil {

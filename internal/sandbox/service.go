@@ -49,6 +49,7 @@ type Service struct {
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
 	importCache  importCache
 	spares       spares
+	cluster      Cluster // the other replicas, or nil
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -90,6 +91,11 @@ func (s *Service) Config() policy.Config { return s.cfg }
 // limits, crashes) are reported in the Result; the error is for requests
 // that cannot run at all.
 func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
+	if r := s.remote(req.SessionID); r != "" {
+		fwd := req
+		fwd.OnOutput = nil
+		return forward[*Result](ctx, s, r, PeerCall{Op: OpExecute, Owner: req.Owner, Execute: &fwd}, req.OnOutput, EventExecute, "session:"+req.SessionID)
+	}
 	start := time.Now()
 	label := strings.Join(req.Profiles, ",")
 	release, err := s.admit(ctx, true)

@@ -141,6 +141,9 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		// A fresh sandbox no one has used: it becomes the caller's, with
 		// its lifetime counted from now.
 		spare.mu.Lock()
+		// Spares start before the service knows its replica id: the
+		// session gets its id as it is handed out.
+		spare.id = s.newSessionID()
 		spare.owner, spare.req = req.Owner, req
 		spare.created, spare.used = time.Now(), time.Now()
 		spare.sb.Arm(context.Background(), s.cfg.SessionMaxLifetime, s.cfg.SessionMaxLifetime)
@@ -150,7 +153,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		s.sessions.mu.Unlock()
 		return &info, nil
 	}
-	id := "s" + jail.NewID()
+	id := s.newSessionID()
 	now := time.Now()
 	se := &session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now, backend: backend}
 	// Held while it starts, so the reaper does not take a session that
@@ -399,6 +402,9 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 // RestartSession starts a fresh interpreter for a session, keeping its
 // workspace files.
 func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[*SessionInfo](ctx, s, r, PeerCall{Op: OpRestart, Owner: owner, SessionID: id}, nil, EventSession, "restart")
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, true)
 	if err != nil {
@@ -437,6 +443,10 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 
 // CloseSession ends a session, its sandbox and its workspace.
 func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
+	if r := s.remote(id); r != "" {
+		_, err := forward[struct{}](ctx, s, r, PeerCall{Op: OpClose, Owner: owner, SessionID: id}, nil, EventSession, "close")
+		return err
+	}
 	start := time.Now()
 	release, err := s.admit(ctx, false)
 	if err == nil {
@@ -482,8 +492,8 @@ func (s *Service) dropSession(se *session) {
 	}
 }
 
-// ListSessions lists the owner's sessions.
-func (s *Service) ListSessions(owner string) []SessionInfo {
+// localSessions lists the owner's sessions on this replica.
+func (s *Service) localSessions(owner string) []SessionInfo {
 	s.sessions.mu.Lock()
 	var list []*session
 	for _, se := range s.sessions.byID {
@@ -662,7 +672,10 @@ func (s *Service) SessionCount() int {
 }
 
 // GetSession describes one of the owner's sessions.
-func (s *Service) GetSession(id, owner string) (*SessionInfo, error) {
+func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[*SessionInfo](ctx, s, r, PeerCall{Op: OpGet, Owner: owner, SessionID: id}, nil, EventSession, "get")
+	}
 	se, err := s.session(id, owner)
 	if err != nil {
 		return nil, err

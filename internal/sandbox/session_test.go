@@ -65,7 +65,7 @@ func TestSessionStatePersists(t *testing.T) {
 	if !res.Success || string(res.Result) != "21" || strings.Join(res.Variables, ",") != "x,inc,y" {
 		t.Fatalf("cell 4: %s %v %+v", res.Result, res.Variables, res.Error)
 	}
-	list := svc.ListSessions("alice")
+	list := svc.ListSessions(context.Background(), "alice")
 	if len(list) != 1 || list[0].ID != id || list[0].Runs != 4 {
 		t.Fatalf("list %+v", list)
 	}
@@ -99,7 +99,7 @@ func TestSessionsDoNotLeak(t *testing.T) {
 	if _, err := svc.ReadFile(context.Background(), a, "bob", "a.txt"); !errors.Is(err, sandbox.ErrSessionNotFound) {
 		t.Fatalf("bob read alice's file: %v", err)
 	}
-	if got := svc.ListSessions("bob"); len(got) != 1 || got[0].ID != b {
+	if got := svc.ListSessions(context.Background(), "bob"); len(got) != 1 || got[0].ID != b {
 		t.Fatalf("bob's list %+v", got)
 	}
 }
@@ -271,9 +271,9 @@ func TestSessionLimitsAndReaping(t *testing.T) {
 	newSession(t, svc, "")
 	newSession(t, svc, "")
 	deadline := time.Now().Add(10 * time.Second)
-	for len(svc.ListSessions("")) > 0 {
+	for len(svc.ListSessions(context.Background(), "")) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("idle sessions were not reaped: %+v", svc.ListSessions(""))
+			t.Fatalf("idle sessions were not reaped: %+v", svc.ListSessions(context.Background(), ""))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

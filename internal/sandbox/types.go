@@ -44,7 +44,7 @@ type Request struct {
 	Tools []string
 	// OnOutput, if set, receives the output as it comes, a line at a time
 	// ("stdout" or "stderr"); the Result still carries all of it.
-	OnOutput func(stream, line string)
+	OnOutput func(stream, line string) `json:"-"`
 }
 
 // Result is the outcome of one execution, the same on every surface.

@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// A session lives in the process that created it: its interpreter is a
+// child of that replica. When several replicas serve one deployment, any
+// of them may receive a request for any session, so the service forwards
+// the request to the replica that holds the session, and every surface
+// (REST, MCP, the file API) gets that for free.
+//
+// The owner is written in the session id itself ("s<random>-<replica>"):
+// finding it costs no lookup in a shared catalog, and a forged id can name
+// only a replica the cluster already knows, never a host.
+
+// ErrSessionLost: the session's replica is gone (stopped, deleted,
+// crashed), and its interpreter and workspace with it.
+var ErrSessionLost = errors.New("session lost with its replica")
+
+// KindSessionLost is ErrSessionLost's kind.
+const KindSessionLost = "session_lost"
+
+// Cluster is how a replica reaches the others. The service calls it only
+// for sessions whose id names another replica.
+type Cluster interface {
+	// Self is this replica's id, the suffix of the session ids it makes.
+	Self() string
+	// Call carries call to the replica and returns its JSON answer;
+	// output lines stream to onOutput when it is not nil. It fails with
+	// ErrSessionLost when the replica is gone, ErrSessionNotFound when no
+	// such replica ever was, ErrUnavailable when it does not answer.
+	Call(ctx context.Context, replica string, call PeerCall, onOutput func(stream, line string)) (json.RawMessage, error)
+	// Peers lists the other replicas alive now.
+	Peers(ctx context.Context) []string
+}
+
+// SetCluster makes the service one replica of several. Call it before the
+// service takes requests.
+func (s *Service) SetCluster(c Cluster) { s.cluster = c }
+
+// Peer call operations.
+const (
+	OpExecute    = "execute"
+	OpCommand    = "command"
+	OpInstall    = "install"
+	OpGet        = "get"
+	OpList       = "list"
+	OpRestart    = "restart"
+	OpClose      = "close"
+	OpWriteFile  = "write_file"
+	OpReadFile   = "read_file"
+	OpListFiles  = "list_files"
+	OpDeleteFile = "delete_file"
+)
+
+// PeerCall is a session request one replica forwards to the replica that
+// holds the session, with the caller it came from.
+type PeerCall struct {
+	Op         string          `json:"op"`
+	Key        string          `json:"key,omitempty"`
+	Surface    string          `json:"surface,omitempty"`
+	RemoteAddr string          `json:"remote_addr,omitempty"`
+	Owner      string          `json:"owner"`
+	SessionID  string          `json:"session_id,omitempty"`
+	Execute    *Request        `json:"execute,omitempty"`
+	Command    *CommandRequest `json:"command,omitempty"`
+	Install    *InstallRequest `json:"install,omitempty"`
+	Path       string          `json:"path,omitempty"`
+	Data       []byte          `json:"data,omitempty"`
+	// Stream asks for output lines as they come.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// PeerError is how a forwarded request's failure travels back: its kind
+// and message, rebuilt on the way back into an error every surface
+// classifies as if it had happened here.
+type PeerError struct {
+	Kind       string  `json:"kind"`
+	Message    string  `json:"message"`
+	RetryAfter float64 `json:"retry_after,omitempty"`
+}
+
+// Error is the owner's message.
+func (pe *PeerError) Error() string { return pe.Message }
+
+// PeerErrorOf describes err for the replica that forwarded the request.
+func PeerErrorOf(err error) *PeerError {
+	pe := &PeerError{Kind: ErrorKind(err), Message: err.Error()}
+	if errors.Is(err, ErrSessionLost) {
+		pe.Kind = KindSessionLost
+	}
+	if d := access.RetryAfter(err); d > 0 {
+		pe.RetryAfter = d.Seconds()
+	}
+	return pe
+}
+
+// Err rebuilds the error: the owner's message, classified by its kind.
+func (pe *PeerError) Err() error {
+	var base error
+	switch pe.Kind {
+	case KindInvalidRequest:
+		base = ErrInvalidRequest
+	case KindBadPath:
+		base = ErrBadPath
+	case KindFileNotFound:
+		base = ErrFileNotFound
+	case KindTooLarge:
+		base = ErrTooLarge
+	case KindSessionNotFound:
+		base = ErrSessionNotFound
+	case KindSessionEnded:
+		base = ErrSessionEnded
+	case KindSessionLost:
+		base = ErrSessionLost
+	case KindTooManySessions:
+		base = ErrTooManySessions
+	case KindRateLimited:
+		base = &access.DeniedError{Err: access.ErrRateLimited, Msg: pe.Message, RetryAfter: time.Duration(pe.RetryAfter * float64(time.Second))}
+	case KindBusy:
+		base = ErrBusy
+	case KindShuttingDown:
+		// The owner is stopping: its sessions go with it.
+		base = ErrSessionLost
+	case KindUnavailable:
+		base = ErrUnavailable
+	case KindCanceled:
+		base = context.Canceled
+	default:
+		base = errors.New("internal error")
+	}
+	return &remoteError{msg: pe.Message, err: base}
+}
+
+// remoteError is a failure the owner reported (and audited): its message
+// as the owner wrote it, its kind through Unwrap.
+type remoteError struct {
+	msg string
+	err error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.err }
+
+// newSessionID makes a session id naming this replica.
+func (s *Service) newSessionID() string {
+	id := "s" + jail.NewID()
+	if s.cluster != nil {
+		id += "-" + s.cluster.Self()
+	}
+	return id
+}
+
+// remote returns the replica holding session id when it is another one,
+// else "".
+func (s *Service) remote(id string) string {
+	if s.cluster == nil || id == "" {
+		return ""
+	}
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 {
+		return ""
+	}
+	if r := id[i+1:]; r != s.cluster.Self() {
+		return r
+	}
+	return ""
+}
+
+// forward carries call to replica and decodes its answer into a T. A
+// failure of the forwarding itself (the replica gone or silent) is audited
+// here; one the owner reports, the owner audited.
+func forward[T any](ctx context.Context, s *Service, replica string, call PeerCall, onOutput func(stream, line string), kind, action string) (T, error) {
+	var out T
+	start := time.Now()
+	c, _ := CallerFrom(ctx)
+	call.Key, call.Surface, call.RemoteAddr = c.Key, c.Surface, c.RemoteAddr
+	call.Stream = onOutput != nil
+	ctx, cancel := context.WithTimeout(ctx, s.forwardDeadline(call))
+	defer cancel()
+	raw, err := s.cluster.Call(ctx, replica, call, onOutput)
+	if err == nil {
+		if err = json.Unmarshal(raw, &out); err != nil {
+			err = fmt.Errorf("%w: the answer of replica %s: %v", ErrUnavailable, replica, err)
+		}
+	}
+	if err != nil {
+		var re *remoteError
+		if !errors.As(err, &re) {
+			s.emitFailure(ctx, kind, action, "", "", err, start)
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+// forwardDeadline bounds a forwarded call: the longest the owner may take
+// to queue and run it, and a margin. An owner that does not answer by then
+// is reported as unavailable; the caller never waits forever.
+func (s *Service) forwardDeadline(call PeerCall) time.Duration {
+	run := s.cfg.Timeout
+	switch {
+	case call.Execute != nil:
+		run = max(run, call.Execute.Timeout)
+	case call.Command != nil:
+		run = max(run, call.Command.Timeout)
+	case call.Install != nil:
+		run = s.cfg.PipTimeout
+	case call.Op == OpRestart:
+		run = time.Minute // a gVisor sandbox may take seconds to start
+	default:
+		run = 0
+	}
+	return s.cfg.QueueTimeout + run + 30*time.Second
+}
+
+// ServePeer runs a call another replica forwarded, as if its caller had
+// sent it here, and returns the answer to send back. Only sessions of
+// this replica are served: a forwarded call is never forwarded again.
+func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(stream, line string)) (any, error) {
+	if s.cluster == nil {
+		return nil, fmt.Errorf("%w: this server is not a replica of a cluster", ErrInvalidRequest)
+	}
+	id := call.SessionID
+	switch {
+	case call.Execute != nil:
+		id = call.Execute.SessionID
+	case call.Command != nil:
+		id = call.Command.SessionID
+	case call.Install != nil:
+		id = call.Install.SessionID
+	}
+	if call.Op != OpList && (id == "" || s.remote(id) != "" || !strings.HasSuffix(id, "-"+s.cluster.Self())) {
+		return nil, fmt.Errorf("%w: %q is not a session of replica %s", ErrSessionNotFound, id, s.cluster.Self())
+	}
+	ctx = WithCaller(ctx, Caller{Key: call.Key, Surface: call.Surface, RemoteAddr: call.RemoteAddr})
+	if !call.Stream {
+		onOutput = nil
+	}
+	switch call.Op {
+	case OpExecute:
+		if call.Execute == nil {
+			break
+		}
+		req := *call.Execute
+		req.Owner, req.OnOutput = call.Owner, onOutput
+		return s.Execute(ctx, req)
+	case OpCommand:
+		if call.Command == nil {
+			break
+		}
+		req := *call.Command
+		req.Owner, req.OnOutput = call.Owner, onOutput
+		return s.RunCommand(ctx, req)
+	case OpInstall:
+		if call.Install == nil {
+			break
+		}
+		req := *call.Install
+		req.Owner = call.Owner
+		return s.PipInstall(ctx, req)
+	case OpGet:
+		return s.GetSession(ctx, id, call.Owner)
+	case OpList:
+		return s.localSessions(call.Owner), nil
+	case OpRestart:
+		return s.RestartSession(ctx, id, call.Owner)
+	case OpClose:
+		return struct{}{}, s.CloseSession(ctx, id, call.Owner)
+	case OpWriteFile:
+		return s.WriteFile(ctx, id, call.Owner, call.Path, call.Data)
+	case OpReadFile:
+		return s.ReadFile(ctx, id, call.Owner, call.Path)
+	case OpListFiles:
+		return s.ListFiles(ctx, id, call.Owner, call.Path)
+	case OpDeleteFile:
+		return struct{}{}, s.DeleteFile(ctx, id, call.Owner, call.Path)
+	}
+	return nil, fmt.Errorf("%w: unknown peer operation %q", ErrInvalidRequest, call.Op)
+}
+
+// peerListWait bounds how long listing sessions waits for the other
+// replicas: one that does not answer in time is left out, as a lost one is.
+const peerListWait = 3 * time.Second
+
+// ListSessions lists the owner's sessions on every replica.
+func (s *Service) ListSessions(ctx context.Context, owner string) []SessionInfo {
+	out := s.localSessions(owner)
+	if s.cluster == nil {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, peerListWait)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range s.cluster.Peers(ctx) {
+		wg.Go(func() {
+			raw, err := s.cluster.Call(ctx, r, PeerCall{Op: OpList, Owner: owner}, nil)
+			var list []SessionInfo
+			if err == nil {
+				err = json.Unmarshal(raw, &list)
+			}
+			if err != nil {
+				s.log.Warn("listing sessions: a replica did not answer; its sessions are left out", "replica", r, "err", err)
+				return
+			}
+			mu.Lock()
+			out = append(out, list...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
