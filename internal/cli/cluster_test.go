@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,17 +37,21 @@ func startReplicas(t *testing.T, dsn string, n int, extra ...string) []*server {
 	for i := range n {
 		port := freePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		state := t.TempDir()
 		env := append([]string{
 			"SANDBOX_AUDIT_DB=" + dsn,
 			"SANDBOX_REPLICA_URL=http://" + addr,
 			fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i),
 			"SANDBOX_PEER_SECRET=" + peerSecret,
 			"SANDBOX_API_KEYS=alice:" + aliceKey + ",bob:" + bobKey,
-			"SANDBOX_STATE_DIR=" + t.TempDir(),
+			"SANDBOX_STATE_DIR=" + state,
 		}, extra...)
 		// Together, as a Deployment's pods start: the schema and the
 		// registry are created once.
-		wg.Go(func() { out[i] = startServeOn(t, addr, env...) })
+		wg.Go(func() {
+			out[i] = startServeOn(t, addr, env...)
+			out[i].state = state
+		})
 	}
 	wg.Wait()
 	for i, s := range out {
@@ -329,4 +334,148 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.key)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestReplicaCrashAndDatabaseOutage: with PostgreSQL down, runs go on
+// (forwarded ones too) and their audit rows are written once it is back;
+// a replica that crashes (SIGKILL: no goodbye) makes its sessions answer
+// "unavailable" at first, then "session lost" once its heartbeat is
+// overdue, every request answered within its deadline.
+func TestReplicaCrashAndDatabaseOutage(t *testing.T) {
+	pg := pgtest.Start(t)
+	rs := startReplicas(t, pg.DSN(), 2)
+	_, info := call(t, "POST", rs[0].url+"/sessions", aliceKey, map[string]any{})
+	id := info["session_id"].(string)
+	_, other := call(t, "POST", rs[1].url+"/sessions", aliceKey, map[string]any{})
+	otherID := other["session_id"].(string)
+	// Replica 1 learns where replica 0 is (from its heartbeat's copy of
+	// the registry, or at its first forward); then the database goes.
+	if code, res := call(t, "POST", rs[1].url+"/execute", aliceKey, map[string]any{"session_id": id, "code": "1"}); code != 200 {
+		t.Fatalf("forwarded run: %d %v", code, res)
+	}
+	pg.Stop()
+	for i := range 5 {
+		if code, res := call(t, "POST", rs[1].url+"/execute", aliceKey, map[string]any{"session_id": id, "code": fmt.Sprintf("'outage-%d'", i)}); code != 200 || res["success"] != true {
+			t.Fatalf("forwarded run with the database down: %d %v", code, res)
+		}
+		if code, res := call(t, "POST", rs[0].url+"/execute", aliceKey, map[string]any{"code": "2 + 2"}); code != 200 || res["result"] != float64(4) {
+			t.Fatalf("run with the database down: %d %v", code, res)
+		}
+	}
+	for _, r := range rs {
+		resp, err := http.Get(r.url + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s not ready while the shared database is down: %d", r.url, resp.StatusCode)
+		}
+	}
+	pg.Start()
+	db, err := audit.OpenPostgresReadOnly(context.Background(), pg.DSN(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := db.List(context.Background(), audit.Query{Kind: audit.KindExecute, Replica: "replica-0"})
+		if err == nil && len(evs) >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runs made during the outage were not written after it: %d rows, %v", len(evs), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// A crash.
+	crashed := rs[0]
+	_ = crashed.cmd.Process.Signal(syscall.SIGKILL)
+	<-crashed.exited
+	crashed.exited <- nil
+	unmountUnder(t, crashed.state)
+	sawLost := false
+	deadline = time.Now().Add(60 * time.Second)
+	for !sawLost {
+		start := time.Now()
+		code, res := call(t, "POST", rs[1].url+"/execute", aliceKey, map[string]any{"session_id": id, "code": "1"})
+		if took := time.Since(start); took > 45*time.Second {
+			t.Fatalf("a request for the crashed replica's session took %s", took)
+		}
+		switch {
+		case code == 410 && res["kind"] == "session_lost" && strings.Contains(res["detail"].(string), "not been heard from"):
+			sawLost = true
+		case code == 503 && res["kind"] == "unavailable" && strings.Contains(res["detail"].(string), "replica-0"):
+			time.Sleep(500 * time.Millisecond)
+		default:
+			t.Fatalf("session of a crashed replica: %d %v", code, res)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the crashed replica's session never became \"lost\"")
+		}
+	}
+	if code, res := call(t, "POST", rs[1].url+"/execute", aliceKey, map[string]any{"session_id": otherID, "code": "'alive'"}); code != 200 || res["result"] != "alive" {
+		t.Fatalf("the surviving replica's session: %d %v", code, res)
+	}
+}
+
+// unmountUnder detaches the mounts a killed server left below dir (its
+// session workspaces), as the end of a container would.
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", points[i], err)
+		}
+	}
+}
+
+// Cluster settings that cannot work are refused before anything starts,
+// naming the setting; a database that does not answer is too.
+func TestClusterSettingsErrors(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"SANDBOX_REPLICA_URL=http://127.0.0.1:9"}, "SANDBOX_AUDIT_DB to a postgres:// URL"},
+		{[]string{"SANDBOX_REPLICA_URL=http://127.0.0.1:9", "SANDBOX_AUDIT_DB=postgres://u@127.0.0.1:1/x", "SANDBOX_PEER_SECRET=short"}, "at least 16 characters"},
+		{[]string{"SANDBOX_PEER_SECRET=0123456789abcdef0123"}, "SANDBOX_REPLICA_URL is not"},
+		{[]string{"SANDBOX_AUDIT_DB=postgres:/nope"}, "postgres:// URL"},
+	} {
+		for _, kv := range c.env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		code, _, stderr := cli(t, "", "serve", "--listen", "127.0.0.1:0")
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", c.env, code, stderr, c.want)
+		}
+		for _, kv := range c.env {
+			k, _, _ := strings.Cut(kv, "=")
+			os.Unsetenv(k)
+		}
+	}
+
+	start := time.Now()
+	t.Setenv("SANDBOX_AUDIT_DB", "postgres://codecage:pw-not-shown@127.0.0.1:1/audit?sslmode=disable")
+	code, _, stderr := cli(t, "", "serve", "--listen", "127.0.0.1:0")
+	if code == exitOK || !strings.Contains(stderr, "SANDBOX_AUDIT_DB") || !strings.Contains(stderr, "127.0.0.1:1/audit") || strings.Contains(stderr, "pw-not-shown") {
+		t.Fatalf("database down at start: exit %d, stderr %q", code, stderr)
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Fatalf("gave up after %s", took)
+	}
 }

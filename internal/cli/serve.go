@@ -103,6 +103,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
+	if err := checkClusterConfig(cfg); err != nil {
+		fmt.Fprintln(stderr, "codecage serve:", err)
+		return exitUsage
+	}
 	cfg.ResolveRate(keys.Len() > 0)
 	if addr != *listen {
 		log.Warn("no API keys configured: listening on loopback only; set SANDBOX_API_KEYS (or SANDBOX_API_KEYS_FILE) to serve beyond this host", "asked", *listen, "listen", addr)
@@ -286,18 +290,28 @@ func envOr(name, def string) string {
 	return def
 }
 
+// checkClusterConfig refuses a cluster setting that cannot work, before
+// anything starts.
+func checkClusterConfig(cfg policy.Config) error {
+	switch {
+	case cfg.ReplicaURL == "" && cfg.PeerSecret != "":
+		return errors.New("SANDBOX_PEER_SECRET is set but SANDBOX_REPLICA_URL is not: set both to run as one replica of several")
+	case cfg.ReplicaURL == "":
+		return nil
+	case !audit.IsPostgres(cfg.AuditDB):
+		return errors.New("SANDBOX_REPLICA_URL needs a shared PostgreSQL: set SANDBOX_AUDIT_DB to a postgres:// URL (the replicas register there)")
+	case len(cfg.PeerSecret) < cluster.MinSecret:
+		return fmt.Errorf("SANDBOX_REPLICA_URL needs SANDBOX_PEER_SECRET, a secret of at least %d characters the replicas share", cluster.MinSecret)
+	}
+	return nil
+}
+
 // joinCluster joins the replicas registered in the shared PostgreSQL when
 // SANDBOX_REPLICA_URL is set; nil when this server is a single one.
 func joinCluster(cfg policy.Config, store auditStore, log *slog.Logger) (*cluster.Node, error) {
-	if cfg.ReplicaURL == "" {
-		if cfg.PeerSecret != "" {
-			return nil, errors.New("SANDBOX_PEER_SECRET is set but SANDBOX_REPLICA_URL is not: set both to run as one replica of several")
-		}
-		return nil, nil
-	}
 	pg, ok := store.(*audit.Postgres)
-	if !ok {
-		return nil, errors.New("SANDBOX_REPLICA_URL needs a shared PostgreSQL: set SANDBOX_AUDIT_DB to a postgres:// URL (the replicas register there)")
+	if cfg.ReplicaURL == "" || !ok {
+		return nil, nil // checkClusterConfig refused a replica URL without PostgreSQL
 	}
 	name := cfg.ReplicaName
 	if name == "" {

@@ -26,6 +26,7 @@ type server struct {
 	url    string
 	stderr *strings.Builder
 	exited chan error
+	state  string // its SANDBOX_STATE_DIR, when the test set one
 }
 
 func startServe(t *testing.T, env ...string) *server {
