@@ -22,6 +22,19 @@ if git grep -nE '[.][.]/share[d]' 2>/dev/null; then
 	echo "these files refer to a directory outside the repository" >&2
 	exit 1
 fi
+# The PostgreSQL tests (the shared audit store, replicas) start a throwaway
+# server of Debian's postgresql as the postgres user; the package's own
+# cluster is not wanted.
+if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo mkdir -p /etc/postgresql-common
+	[ -e /etc/postgresql-common/createcluster.conf ] || echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.conf >/dev/null
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+fi
+# The Helm chart: lint and render offline.
+scripts/helm-check.sh
 # The OpenAPI document against the official OpenAPI 3.1 schema (npm registry).
 scripts/openapi-check.sh
 # The official MCP conformance suite against codecage serve (npm registry).

@@ -30,7 +30,7 @@ const (
 
 // replicas starts n `codecage serve` processes sharing PostgreSQL, each
 // announcing its own loopback address.
-func startReplicas(t *testing.T, dsn string, n int, extra ...string) []*server {
+func startReplicas(t testing.TB, dsn string, n int, extra ...string) []*server {
 	t.Helper()
 	out := make([]*server, n)
 	var wg sync.WaitGroup
@@ -62,7 +62,7 @@ func startReplicas(t *testing.T, dsn string, n int, extra ...string) []*server {
 	return out
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func freePort(t *testing.T) int {
 }
 
 // call sends a REST request with key and decodes the JSON answer.
-func call(t *testing.T, method, url, key string, body any) (int, map[string]any) {
+func call(t testing.TB, method, url, key string, body any) (int, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {

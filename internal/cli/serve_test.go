@@ -35,7 +35,7 @@ func startServe(t *testing.T, env ...string) *server {
 }
 
 // startServeOn starts serve listening on addr.
-func startServeOn(t *testing.T, addr string, env ...string) *server {
+func startServeOn(t testing.TB, addr string, env ...string) *server {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
