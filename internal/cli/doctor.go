@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,10 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 			line("ok", "sandbox", "/bin/true ran in a sandbox: own /proc, read-only root, Landlock, seccomp")
 		}
 	}
-	mode := "root: one host uid per sandbox"
+	if os.Geteuid() == 0 && !hasCapability(capSysAdmin) {
+		line("warn", "workspaces", "no CAP_SYS_ADMIN here (as in a container): session workspaces are plain directories under SANDBOX_STATE_DIR, their size checked by the file API and RLIMIT_FSIZE per file, not capped by a tmpfs (give the container an emptyDir with a sizeLimit)")
+	}
+	mode := fmt.Sprintf("root: one host uid per sandbox, from %d (%d of them)", jail.HostUIDBase, jail.HostUIDCount)
 	if h.Rootless {
 		mode = "rootless: the sandbox runs as your uid"
 	}
@@ -213,4 +217,23 @@ func procOvermounts() []string {
 		}
 	}
 	return out
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status.
+const capSysAdmin = 21
+
+// hasCapability reports whether this process holds capability bit cap in
+// its effective set (true when that cannot be read: no warning then).
+func hasCapability(cap uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || n&(1<<cap) != 0
+		}
+	}
+	return true
 }

@@ -92,3 +92,67 @@ func probeUserNS() error {
 	cmd := &exec.Cmd{Path: "/bin/true", Args: []string{"true"}, SysProcAttr: userNSAttr(os.Geteuid(), os.Getegid())}
 	return cmd.Run()
 }
+
+// In a container with a user namespace of its own (Kubernetes hostUsers:
+// false, Docker's userns-remap) only the ids the container maps exist, and a
+// sandbox's uid_map may name no other: move the sandbox uids inside them.
+// On a host (the whole id space mapped) nothing changes.
+func init() {
+	HostUIDBase, HostUIDCount = fitUIDRange(HostUIDBase, HostUIDCount,
+		readIDMap("/proc/self/uid_map"), readIDMap("/proc/self/gid_map"))
+}
+
+// idExtent is [lo, hi) of the ids this process's user namespace maps.
+type idExtent struct{ lo, hi int64 }
+
+func readIDMap(path string) []idExtent {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []idExtent
+	for _, l := range strings.Split(string(b), "\n") {
+		var inside, outside, count int64
+		if _, err := fmt.Sscan(l, &inside, &outside, &count); err == nil {
+			out = append(out, idExtent{inside, inside + count})
+		}
+	}
+	return out
+}
+
+// fitUIDRange keeps [base, base+count) when both maps cover it; otherwise it
+// picks the upper part of the largest extent both maps cover, above the
+// accounts an image has (from 32768) and below nobody (65534) and the top
+// id. Unreadable maps (not Linux, no /proc) leave the range as it is.
+func fitUIDRange(base, count int, uids, gids []idExtent) (int, int) {
+	covers := func(m []idExtent, lo, hi int64) bool {
+		for _, e := range m {
+			if e.lo <= lo && hi <= e.hi {
+				return true
+			}
+		}
+		return false
+	}
+	lo, hi := int64(base), int64(base)+int64(count)
+	if len(uids) == 0 || len(gids) == 0 || (covers(uids, lo, hi) && covers(gids, lo, hi)) {
+		return base, count
+	}
+	var best idExtent
+	for _, u := range uids {
+		for _, g := range gids {
+			e := idExtent{max(u.lo, g.lo), min(u.hi, g.hi)}
+			if e.hi-e.lo > best.hi-best.lo {
+				best = e
+			}
+		}
+	}
+	start := max(best.lo, 1<<15)
+	end := best.hi
+	if end > 65534 && end <= 65536 {
+		end = 65534 // nobody and the top id
+	}
+	if end-start < 256 {
+		return base, count // too few: the sandbox fails as it would anyway
+	}
+	return int(start), int(min(end-start, int64(count)))
+}
