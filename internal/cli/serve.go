@@ -160,6 +160,15 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 			return map[string]string{"audit_log": auditReadiness(ctx, store, rec)}
 		},
 	})
+	var handler http.Handler = api
+	if node != nil {
+		// Which replica answered: for operators and load-balancer tests
+		// (a forwarded session call names the one it reached).
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Codecage-Replica", replica)
+			api.ServeHTTP(w, r)
+		})
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
@@ -168,7 +177,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
