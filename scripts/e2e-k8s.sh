@@ -45,12 +45,13 @@ say "helm install: 3 replicas and a PostgreSQL"
 # This node's containerd (1.6) cannot give a pod a user namespace, so the
 # chart's default (hostUsers: false, procMount: Unmasked, seccomp
 # Unconfined) is refused here; privileged is the only way to an unmasked
-# /proc on it. docs/deploy.md says so.
+# /proc on it. docs/deploy.md says so. The node has 2 cores: smaller requests.
 "$helm" install cc deploy/helm/codecage --wait --timeout 5m \
 	--set replicaCount=3 --set image.tag=dev --set postgres.deploy=true \
 	--set apiKeys="e2e:$key" --set peerSecret="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
 	--set hostUsers=true --set securityContext.privileged=true --set securityContext.procMount=Default \
-	--set shutdownGraceSeconds=20
+	--set shutdownGraceSeconds=20 --set resources.requests.cpu=500m \
+	--set resources.requests.memory=512Mi
 kubectl get pods -o wide
 svc="http://$(kubectl get svc cc-codecage -o jsonpath='{.spec.clusterIP}'):8001"
 # kube-proxy writes the Service's rules a moment after the pods are ready:
@@ -97,11 +98,15 @@ runs=$!
 sleep 2
 kubectl scale deploy/cc-codecage --replicas=2
 wait "$runs"
-kubectl wait --for=jsonpath='{.status.replicas}'=2 deploy/cc-codecage --timeout 2m
+# Until the removed pod is gone altogether (a terminating pod is still listed).
+for _ in $(seq 120); do
+	[ "$(kubectl get pods -l app.kubernetes.io/component=server --no-headers | wc -l)" -eq 2 ] && break
+	sleep 1
+done
 after=$(kubectl get pods -l app.kubernetes.io/component=server -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+[ "$(wc -l <<<"$after")" -eq 2 ] || { echo "the scale-down left: $after" >&2; exit 1; }
 while IFS='=' read -r name uid _; do
 	grep -qx "$name" <<<"$after" && continue
-	kubectl wait --for=delete "pod/$name" --timeout 2m 2>/dev/null || true
 	left=$(grep -l "pod$uid" /proc/[0-9]*/cgroup 2>/dev/null || true)
 	if [ -n "$left" ]; then
 		echo "processes of the removed pod $name are left on the node: $left" >&2

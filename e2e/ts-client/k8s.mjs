@@ -8,20 +8,30 @@
 //   lost <id> <other ids>  the deleted pod's session is lost, the others work
 //   inflight <pod urls>    long runs on each pod, started before a scale-down: all answered
 import assert from "node:assert/strict";
+import http from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const [phase, base, key, ...args] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${key}` };
 
-async function rest(method, url, body) {
-  const resp = await fetch(url, {
-    method,
-    headers: { ...auth, "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
+// A new connection per request: kube-proxy balances connections, so a
+// kept-alive one would stay on one replica.
+function rest(method, url, body) {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent: false, headers: { ...auth, "Content-Type": "application/json" } }, (resp) => {
+      let text = "";
+      resp.setEncoding("utf8");
+      resp.on("data", (c) => (text += c));
+      resp.on("end", () =>
+        resolve({ status: resp.statusCode, replica: resp.headers["x-codecage-replica"], body: text ? JSON.parse(text) : null }),
+      );
+    });
+    req.on("error", reject);
+    if (data !== undefined) req.write(data);
+    req.end();
   });
-  const text = await resp.text();
-  return { status: resp.status, replica: resp.headers.get("x-codecage-replica"), body: text ? JSON.parse(text) : null };
 }
 
 async function mcp() {
@@ -84,14 +94,16 @@ const phases = {
     // More sessions, until the other replicas hold some.
     const owner = (s) => s.slice(s.lastIndexOf("-") + 1);
     const others = [];
+    let created = 1;
     for (let i = 0; i < 30 && new Set(others.map(owner)).size < 2; i++) {
       const r = await rest("POST", `${base}/sessions`, {});
       assert.equal(r.status, 201, JSON.stringify(r.body));
+      created++;
       if (owner(r.body.session_id) !== owner(id)) others.push(r.body.session_id);
     }
     assert.ok(new Set(others.map(owner)).size >= 2, "no sessions on the other replicas");
     const listed = await rest("GET", `${base}/sessions`);
-    assert.equal(listed.body.sessions.length, 1 + others.length + 0, JSON.stringify(listed.body));
+    assert.equal(listed.body.sessions.length, created, JSON.stringify(listed.body));
     await client.close();
     console.log(`files round-trip; ${others.length} more sessions on the other replicas; list_sessions lists ${listed.body.sessions.length}`);
     console.log("SESSIONS " + JSON.stringify({ main: id, others }));
