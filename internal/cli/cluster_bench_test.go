@@ -45,7 +45,7 @@ func p50(ds []time.Duration) time.Duration {
 //	go test ./internal/cli -run '^$' -bench ClusterForwarding -benchtime 300x
 func BenchmarkClusterForwarding(b *testing.B) {
 	pg := pgtest.Start(b)
-	rs := startReplicas(b, pg.DSN(), 2)
+	rs := startReplicas(b, pg.DSN(), 2, "SANDBOX_RATE_LIMIT=0")
 	_, info := call(b, "POST", rs[0].url+"/sessions", aliceKey, map[string]any{})
 	id := info["session_id"].(string)
 	body := map[string]any{"session_id": id, "code": "1"}
@@ -79,7 +79,7 @@ func BenchmarkClusterThroughput(b *testing.B) {
 	pg := pgtest.Start(b)
 	for _, n := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
-			rs := startReplicas(b, pg.DSN(), n)
+			rs := startReplicas(b, pg.DSN(), n, "SANDBOX_RATE_LIMIT=0")
 			for _, r := range rs {
 				for range 10 {
 					post(b, r.url+"/execute", map[string]any{"code": "print(1)"})
