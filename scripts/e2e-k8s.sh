@@ -69,12 +69,12 @@ say "requests spread over the replicas (the Service, through kube-proxy)"
 client spread
 
 say "a session through the Service, 20 calls over every replica, files"
-sessions=$(client session | tee -a /dev/stderr | sed -n 's/^SESSIONS //p')
+sessions=$(client session | tee >(cat >&2) | sed -n 's/^SESSIONS //p')
 main=$(node -e 'console.log(JSON.parse(process.argv[1]).main)' "$sessions")
 others=$(node -e 'console.log(JSON.parse(process.argv[1]).others.join(" "))' "$sessions")
 
 say "audit rows of every replica in PostgreSQL"
-psql_ "SELECT replica, count(*) FROM codecage_audit_events GROUP BY replica ORDER BY replica" | tee -a /dev/stderr |
+psql_ "SELECT replica, count(*) FROM codecage_audit_events GROUP BY replica ORDER BY replica" | tee >(cat >&2) |
 	awk -F'|' '$1 != "" && $2 > 0 { n++ } END { if (n < 3) { print "audit rows from " n " replicas, want 3" > "/dev/stderr"; exit 1 } }'
 
 say "per-pod memory with warm pools (the chart's sizing)"
