@@ -189,18 +189,12 @@ func (s *Postgres) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if v > postgresSchemaVersion {
-		return fmt.Errorf("audit: %s has schema version %d, newer than this program's %d", s.name, v, postgresSchemaVersion)
-	}
-	for ; v < postgresSchemaVersion; v++ {
-		for _, stmt := range pgMigrations[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return s.fail(fmt.Sprintf("migrating %s to version %d", s.name, v+1), err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO codecage_audit_schema (version) VALUES ($1)`, v+1); err != nil {
-			return s.fail("migrating "+s.name, err)
-		}
+	err = s.sqlDB.migrate(ctx, tx, pgMigrations, v, postgresSchemaVersion, func(version int) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO codecage_audit_schema (version) VALUES ($1)`, version)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.fail("migrating "+s.name, err)

@@ -350,6 +350,26 @@ func (s *sqlDB) Stats(ctx context.Context, since time.Time) (Stats, error) {
 	return st, nil
 }
 
+// migrate applies steps[v] for each version v from from up to to, in tx,
+// calling done(v+1) after each; both databases keep their schema version
+// their own way.
+func (s *sqlDB) migrate(ctx context.Context, tx *sql.Tx, steps [][]string, from, to int, done func(version int) error) error {
+	if from > to {
+		return fmt.Errorf("audit: %s has schema version %d, newer than this program's %d", s.name, from, to)
+	}
+	for v := from; v < to; v++ {
+		for _, stmt := range steps[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return s.fail(fmt.Sprintf("migrating %s to version %d", s.name, v+1), err)
+			}
+		}
+		if err := done(v + 1); err != nil {
+			return s.fail("migrating "+s.name, err)
+		}
+	}
+	return nil
+}
+
 // Name says which database this is: a path, or a PostgreSQL server and
 // database (never its password).
 func (s *sqlDB) Name() string { return s.name }

@@ -190,18 +190,12 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	if v == schemaVersion {
 		return nil
 	}
-	if v > schemaVersion {
-		return fmt.Errorf("audit: %s has schema version %d, newer than this program's %d", s.path, v, schemaVersion)
-	}
-	for ; v < schemaVersion; v++ {
-		for _, stmt := range migrations[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("audit: migrating %s to version %d: %w", s.path, v+1, err)
-			}
-		}
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
-		return fmt.Errorf("audit: migrating %s: %w", s.path, err)
+	err = s.sqlDB.migrate(ctx, tx, migrations, v, schemaVersion, func(version int) error {
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version))
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	return tx.Commit()
 }
