@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type Row struct {
 	// (a miss starts a sandbox on demand).
 	PoolHits   int64 `json:"pool_hits,omitempty"`
 	PoolMisses int64 `json:"pool_misses,omitempty"`
+	// SupervisorCPU is the CPU time of this process (the Go supervisor:
+	// admission, pools, jail set-up and teardown, audit, metrics; not the
+	// sandboxes) per run during the case, in milliseconds.
+	SupervisorCPU float64 `json:"supervisor_cpu_ms_per_run,omitempty"`
 	// Skipped says why the case was not measured (e.g. "not installed").
 	Skipped string `json:"skipped,omitempty"`
 	Notes   string `json:"notes,omitempty"`
@@ -65,6 +70,7 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 		first  string
 		wg     sync.WaitGroup
 		starts = time.Now()
+		cpu0   = processCPU()
 	)
 	for range clients {
 		wg.Add(1)
@@ -106,6 +112,7 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 	}
 	wg.Wait()
 	wall := time.Since(starts)
+	cpu := processCPU() - cpu0
 	var got []time.Duration
 	for i, d := range lat {
 		if done[i] {
@@ -114,6 +121,9 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 	}
 	row := Row{Key: key, Case: name, Runs: len(got), Clients: clients, Errors: errs, FirstError: first, WallSeconds: wall.Seconds()}
 	fillLatency(&row, got)
+	if len(got) > 0 && cpu > 0 {
+		row.SupervisorCPU = ms(cpu) / float64(len(got))
+	}
 	if wall > 0 {
 		row.Throughput = float64(len(got)) / wall.Seconds()
 	}
@@ -149,4 +159,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Millisecond)*1000) / 1000
+}
+
+// processCPU is the user and system time of this process so far, all its
+// threads; the sandboxes are other processes and are not in it.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

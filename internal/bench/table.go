@@ -38,19 +38,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, row := range r.Rows {
 		caseW = max(caseW, len(row.Case))
 	}
-	fmt.Fprintf(ew, "%-*s %6s %7s %6s %8s %8s %8s %8s  %s\n", caseW, "case", "runs", "clients", "errors", "p50 ms", "p95 ms", "p99 ms", "runs/s", "notes")
+	fmt.Fprintf(ew, "%-*s %6s %7s %6s %8s %8s %8s %8s %8s  %s\n", caseW, "case", "runs", "clients", "errors", "p50 ms", "p95 ms", "p99 ms", "runs/s", "sup ms", "notes")
 	for _, row := range r.Rows {
 		if row.Skipped != "" {
-			fmt.Fprintf(ew, "%-*s %6s %7d %6s %8s %8s %8s %8s  %s\n", caseW, row.Case, "-", row.Clients, "-", "-", "-", "-", "-", row.Skipped)
+			fmt.Fprintf(ew, "%-*s %6s %7d %6s %8s %8s %8s %8s %8s  %s\n", caseW, row.Case, "-", row.Clients, "-", "-", "-", "-", "-", "-", row.Skipped)
 			continue
 		}
 		tput := "-"
 		if row.Throughput > 0 {
 			tput = fmt.Sprintf("%.1f", row.Throughput)
 		}
-		fmt.Fprintf(ew, "%-*s %6d %7d %6d %8.2f %8.2f %8.2f %8s  %s\n",
-			caseW, row.Case, row.Runs, row.Clients, row.Errors, row.P50, row.P95, row.P99, tput, rowNotes(row))
+		sup := "-"
+		if row.SupervisorCPU > 0 {
+			sup = fmt.Sprintf("%.2f", row.SupervisorCPU)
+		}
+		fmt.Fprintf(ew, "%-*s %6d %7d %6d %8.2f %8.2f %8.2f %8s %8s  %s\n",
+			caseW, row.Case, row.Runs, row.Clients, row.Errors, row.P50, row.P95, row.P99, tput, sup, rowNotes(row))
 	}
+	fmt.Fprintln(ew, "(sup ms: CPU time of the codecage process itself per run, all threads; the sandboxes' own CPU is not in it)")
 
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(ew)
