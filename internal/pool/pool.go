@@ -1,9 +1,12 @@
-// Package pool keeps sandboxes ready before requests arrive: a fixed
-// number warm, refilled in the background, within a cap on how many exist
-// at once, with a bounded wait when all are taken.
+// Package pool keeps sandboxes ready before requests arrive, within one
+// [Budget] of sandboxes that every pool and every other sandbox shares: a
+// number warm per pool, refilled in the background from free capacity
+// only, with a bounded, ordered wait when the budget is spent.
 //
-// The pool is generic over what it keeps; the sandbox service decides what
-// a ready item is (a jailed interpreter waiting for code) and how to end it.
+// The pool is generic over what it keeps and knows nothing of jails: its
+// owner (the fleet) decides what a ready item is and how to end one. An
+// item holds its [Slot] from creation to its end; the pool releases the
+// slot of a create that failed, and the item's own end releases the rest.
 package pool
 
 import (
@@ -23,9 +26,10 @@ var ErrClosed = errors.New("pool: closed")
 type Config struct {
 	// Ready is how many items the pool keeps waiting.
 	Ready int
-	// Max bounds ready plus in-use items; 0 means Ready + 16.
-	Max int
-	// QueueTimeout bounds the wait for an item when Max are in use.
+	// Budget bounds the items of this pool together with everything else
+	// that shares it; nil gives the pool a budget of its own of Ready + 16.
+	Budget *Budget
+	// QueueTimeout bounds the wait for an item when the budget is spent.
 	QueueTimeout time.Duration
 	// Refillers is how many items are made at once in the background.
 	Refillers int
@@ -40,7 +44,7 @@ type Stats struct {
 // Pool keeps items of type T ready.
 type Pool[T any] struct {
 	cfg     Config
-	create  func(context.Context) (T, error)
+	create  func(context.Context, *Slot) (T, error)
 	destroy func(T)
 	alive   func(T) bool
 
@@ -58,11 +62,12 @@ type Pool[T any] struct {
 	closed   bool
 }
 
-// New starts a pool. create makes one ready item; destroy ends one that
-// will not be used; alive tells whether a ready item is still usable.
-func New[T any](cfg Config, create func(context.Context) (T, error), destroy func(T), alive func(T) bool) *Pool[T] {
-	if cfg.Max <= 0 {
-		cfg.Max = cfg.Ready + 16
+// New starts a pool. create makes one ready item holding slot (on error the
+// pool releases the slot); destroy ends an item that will not be used and
+// must release its slot; alive tells whether a ready item is still usable.
+func New[T any](cfg Config, create func(context.Context, *Slot) (T, error), destroy func(T), alive func(T) bool) *Pool[T] {
+	if cfg.Budget == nil {
+		cfg.Budget = NewBudget(cfg.Ready + 16)
 	}
 	if cfg.Refillers <= 0 {
 		cfg.Refillers = 1
@@ -72,6 +77,7 @@ func New[T any](cfg Config, create func(context.Context) (T, error), destroy fun
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool[T]{cfg: cfg, create: create, destroy: destroy, alive: alive, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	cfg.Budget.onReclaim(p.reclaim)
 	for range cfg.Refillers {
 		p.wg.Add(1)
 		go p.refill()
@@ -85,30 +91,36 @@ func (p *Pool[T]) broadcast() {
 	p.changed = make(chan struct{})
 }
 
-func (p *Pool[T]) live() int { return len(p.ready) + p.inUse + p.creating }
-
-// refill keeps cfg.Ready items waiting, while the cap allows.
+// refill keeps cfg.Ready items waiting, from slots nobody else wants.
 func (p *Pool[T]) refill() {
 	defer p.wg.Done()
 	for {
 		p.mu.Lock()
-		for !p.closed && (len(p.ready)+p.creating >= p.cfg.Ready || p.live() >= p.cfg.Max) {
-			ch := p.changed
+		var slot *Slot
+		for !p.closed {
+			if len(p.ready)+p.creating < p.cfg.Ready {
+				if slot = p.cfg.Budget.TryAcquire(); slot != nil {
+					break
+				}
+			}
+			changed, freed := p.changed, p.cfg.Budget.freed()
 			p.mu.Unlock()
 			select {
-			case <-ch:
+			case <-changed:
+			case <-freed:
 			case <-p.ctx.Done():
 			}
 			p.mu.Lock()
 		}
 		if p.closed {
 			p.mu.Unlock()
+			slot.Release()
 			return
 		}
 		p.creating++
 		p.mu.Unlock()
 
-		item, err := p.create(p.ctx)
+		item, err := p.create(p.ctx, slot)
 
 		p.mu.Lock()
 		p.creating--
@@ -119,85 +131,171 @@ func (p *Pool[T]) refill() {
 		p.broadcast()
 		closed := p.closed
 		p.mu.Unlock()
-		if err == nil && closed {
-			p.destroy(item)
-		}
 		if err != nil {
+			slot.Release()
 			// A host that cannot make sandboxes should not be hammered.
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-p.ctx.Done():
 			}
+		} else if closed {
+			p.destroy(item)
 		}
 	}
 }
 
-// Get takes a ready item, or makes one when none is ready and the cap
-// allows, or waits up to the queue timeout. Every successful Get must be
-// followed by Release once the item is finished with.
+// take pops a ready, live item; call with mu held (it may drop and retake
+// it to end dead items).
+func (p *Pool[T]) take() (T, bool) {
+	for len(p.ready) > 0 {
+		item := p.ready[0]
+		p.ready = p.ready[1:]
+		p.broadcast() // a refiller may start the next one
+		if p.alive != nil && !p.alive(item) {
+			p.mu.Unlock()
+			p.destroy(item)
+			p.mu.Lock()
+			continue
+		}
+		return item, true
+	}
+	var zero T
+	return zero, false
+}
+
+// TryGet takes a ready item without waiting, or reports false (a miss).
+// A successful TryGet is followed by Release once the item is used up.
+func (p *Pool[T]) TryGet() (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		var zero T
+		return zero, false
+	}
+	item, ok := p.take()
+	if ok {
+		p.inUse++
+		p.stats.Hits++
+	} else {
+		p.stats.Misses++
+	}
+	return item, ok
+}
+
+// Get takes a ready item, or makes one when none is ready and the budget
+// has room, or waits in the budget's queue up to the queue timeout. Every
+// successful Get must be followed by Release once the item is used up.
 func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	var zero T
-	deadline := time.NewTimer(p.cfg.QueueTimeout)
-	defer deadline.Stop()
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	if item, ok := p.take(); ok {
+		p.inUse++
+		p.stats.Hits++
+		p.mu.Unlock()
+		return item, nil
+	}
 	p.waiting++
+	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		p.waiting--
 		p.mu.Unlock()
 	}()
+
+	// Nothing ready: make one as soon as the budget has room, unless a
+	// refill lands first.
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	got := make(chan *Slot, 1)
+	failed := make(chan error, 1)
+	go func() {
+		slot, err := p.cfg.Budget.Acquire(waitCtx, p.cfg.QueueTimeout)
+		if err != nil {
+			failed <- err
+			return
+		}
+		got <- slot
+	}()
 	for {
-		if p.closed {
-			p.mu.Unlock()
-			return zero, ErrClosed
-		}
-		for len(p.ready) > 0 {
-			item := p.ready[0]
-			p.ready = p.ready[1:]
-			if p.alive != nil && !p.alive(item) {
-				p.broadcast()
-				p.mu.Unlock()
-				p.destroy(item)
-				p.mu.Lock()
-				continue
-			}
-			p.inUse++
-			p.stats.Hits++
-			p.broadcast() // a refiller may start the next one
-			p.mu.Unlock()
-			return item, nil
-		}
-		if p.live() < p.cfg.Max {
-			// Nothing ready: make one now rather than wait for a refiller.
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case slot := <-got:
+			p.mu.Lock()
 			p.inUse++
 			p.stats.Misses++
 			p.broadcast()
 			p.mu.Unlock()
-			item, err := p.create(ctx)
+			item, err := p.create(ctx, slot)
 			if err != nil {
+				slot.Release()
 				p.Release()
 				return zero, err
 			}
 			return item, nil
-		}
-		ch := p.changed
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
+		case err := <-failed:
+			if errors.Is(err, ErrBusy) {
+				p.mu.Lock()
+				p.stats.Busy++
+				p.mu.Unlock()
+			}
+			if ctx.Err() != nil {
+				return zero, ctx.Err()
+			}
+			return zero, err
+		case <-changed:
 			p.mu.Lock()
-			p.stats.Busy++
+			if p.closed {
+				p.mu.Unlock()
+				stop()
+				select {
+				case slot := <-got:
+					slot.Release()
+				case <-failed:
+				}
+				return zero, ErrClosed
+			}
+			if item, ok := p.take(); ok {
+				p.inUse++
+				p.stats.Hits++
+				p.mu.Unlock()
+				stop()
+				// The slot may have come meanwhile: not ours to keep.
+				select {
+				case slot := <-got:
+					slot.Release()
+				case <-failed:
+				}
+				return item, nil
+			}
 			p.mu.Unlock()
-			return zero, ErrBusy
-		case <-ctx.Done():
-			return zero, ctx.Err()
 		}
-		p.mu.Lock()
 	}
 }
 
-// Release returns the capacity of an item taken with Get; the item itself
-// is the caller's to end.
+// reclaim ends one ready item to give its slot to a caller queued on the
+// budget; it reports whether there was one.
+func (p *Pool[T]) reclaim() bool {
+	p.mu.Lock()
+	if p.closed || len(p.ready) == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	item := p.ready[len(p.ready)-1] // the youngest: the others are warmer
+	p.ready = p.ready[:len(p.ready)-1]
+	p.broadcast()
+	p.mu.Unlock()
+	go p.destroy(item) // its slot comes back once it is gone
+	return true
+}
+
+// Release returns the in-use count of an item taken with Get; ending the
+// item (and releasing its slot) is its holder's business.
 func (p *Pool[T]) Release() {
 	p.mu.Lock()
 	p.inUse--

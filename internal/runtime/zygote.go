@@ -2,7 +2,6 @@ package runtime
 
 import (
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -98,30 +97,4 @@ func ReadReady(r io.Reader) error {
 		return ErrCellProtocol
 	}
 	return nil
-}
-
-// ReadCellRun reads what a cell sends after its request: the reply (nil if
-// the code ended without one) and the exit frame of the cell's init: the
-// code's exit status, or -1 and the signal. exited is false when no exit
-// frame came (the cell was killed whole).
-func ReadCellRun(r io.Reader) (rep *Reply, code, signal int, exited bool) {
-	for i := 0; i < 2; i++ {
-		body, err := readFrame(r, MaxReplyBytes)
-		if err != nil {
-			return rep, 0, 0, false
-		}
-		var m cellMessage
-		if json.Unmarshal(body, &m) == nil && m.CellExit != nil {
-			return rep, m.CellExit.Exit, m.CellExit.Signal, true
-		}
-		if rep != nil {
-			break // a second reply: the code forged one; stop reading
-		}
-		var rp Reply
-		if err := json.Unmarshal(body, &rp); err != nil {
-			return nil, 0, 0, false
-		}
-		rep = &rp
-	}
-	return rep, 0, 0, false
 }

@@ -312,7 +312,7 @@ func (s *Service) ListSessions(ctx context.Context, owner string) []SessionInfo 
 				err = json.Unmarshal(raw, &list)
 			}
 			if err != nil {
-				s.log.Warn("listing sessions: a replica did not answer; its sessions are left out", "replica", r, "err", err)
+				s.log().Warn("listing sessions: a replica did not answer; its sessions are left out", "replica", r, "err", err)
 				return
 			}
 			mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,9 +16,6 @@ import (
 // EventToolCall is the event kind of one call the code made to an
 // upstream tool (code mode).
 const EventToolCall = "tool_call"
-
-// toolHandler answers the tool calls of one run; nil: the run has none.
-type toolHandler func(*runtime.ToolCall) runtime.ToolResult
 
 // SetUpstream gives the service the upstream MCP servers whose tools the
 // code may call through its `tools` object. The connections and their
@@ -154,7 +150,7 @@ func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
 // toolCaller answers one run's tool calls: only the run's tools, within the
 // call budget, each call with its timeout and a capped result; every call
 // is an event (metrics, audit).
-func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) toolHandler {
+func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) runtime.ToolHandler {
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.QualifiedName()] = true
@@ -225,29 +221,4 @@ func mapKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// readReply reads the harness's frames until its reply, answering the
-// code's tool calls on the way (or refusing them when the run has none).
-func readReply(rw io.ReadWriter, tools toolHandler) (*runtime.Reply, error) {
-	for {
-		var rep runtime.Reply
-		if err := runtime.ReadReply(rw, &rep, runtime.MaxReplyBytes); err != nil {
-			return nil, err
-		}
-		if rep.ToolCall == nil {
-			return &rep, nil
-		}
-		if err := answerToolCall(rw, rep.ToolCall, tools); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func answerToolCall(w io.Writer, c *runtime.ToolCall, tools toolHandler) error {
-	res := runtime.ToolResult{ID: c.ID, Error: "this run has no tools"}
-	if tools != nil {
-		res = tools(c)
-	}
-	return runtime.WriteToolResult(w, res)
 }

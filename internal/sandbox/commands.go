@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
 )
 
@@ -217,7 +217,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if err != nil {
 		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
 	}
-	var stdout, stderr bytes.Buffer
+	out := fleet.NewCollector(req.OnOutput)
 	spec := jail.Spec{
 		ID: jail.NewID(),
 		// The working directory is entered by the shell, so that a
@@ -230,9 +230,8 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
 			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
 		},
-		Stdout: newLineTee(&stdout, "stdout", req.OnOutput),
-		Stderr: newLineTee(&stderr, "stderr", req.OnOutput),
 	}
+	spec.Stdout, spec.Stderr = out.Writers()
 	if req.SessionID != "" {
 		se, err := s.session(req.SessionID, req.Owner)
 		if err != nil {
@@ -247,28 +246,19 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		spec.Workspace, spec.HostUID = se.dir, se.uid
 		se.used = time.Now()
 	}
-	select {
-	case s.coldSlots <- struct{}{}:
-	case <-time.After(s.cfg.QueueTimeout):
-		return nil, fmt.Errorf("%w: all %d sandboxes are in use (SANDBOX_MAX_SANDBOXES); try again shortly", ErrBusy, s.cfg.MaxSandboxes)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-s.coldSlots }()
-	sb, err := jail.Start(ctx, spec)
+	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, s.fleetError(ctx, err)
 	}
-	_ = sb.Channel().Close() // a command has no use for the harness channel
-	exit := sb.Wait()
+	exit := lease.WaitProgram()
 	r := &CommandResult{
-		ExecutionID: sb.ID(), ExitCode: exit.ExitCode,
-		Stdout:        strings.ToValidUTF8(stdout.String(), "\uFFFD"),
-		Stderr:        strings.ToValidUTF8(stderr.String(), "\uFFFD"),
+		ExecutionID: spec.ID, ExitCode: exit.ExitCode,
+		Stdout:        out.Stdout(),
+		Stderr:        out.Stderr(),
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
 		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
-		Backend:   "native", Isolation: sb.Layers(),
+		Backend:   fleet.Native, Isolation: layersOf(fleet.Native),
 	}
 	if exit.Limit != jail.LimitNone {
 		name := string(exit.Limit)

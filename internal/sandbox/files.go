@@ -152,20 +152,22 @@ func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error)
 	if err := errors.Join(werr, cerr); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	if se.sb != nil {
+	if lease := se.sandbox(); lease != nil {
 		// The code (another uid on the host) may change it later.
-		_ = r.Lchown(rel, se.sb.HostUID(), se.sb.HostUID())
+		_ = r.Lchown(rel, lease.HostUID(), lease.HostUID())
 	}
 	return stat(r, rel)
 }
 
 // chownTree gives the directories of rel to the sandbox's uid.
 func chownTree(r *os.Root, rel string, se *session) {
-	if se.sb == nil {
+	lease := se.sandbox()
+	if lease == nil {
 		return
 	}
+	uid := lease.HostUID()
 	for d := rel; d != "." && d != "/"; d = path.Dir(d) {
-		_ = r.Lchown(d, se.sb.HostUID(), se.sb.HostUID())
+		_ = r.Lchown(d, uid, uid)
 	}
 }
 

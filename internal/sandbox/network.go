@@ -24,7 +24,7 @@ func proxyEnv() []string {
 // The caller closes the proxy when the run (or the session) ends.
 func (s *Service) startEgress(label string, refused func(host string)) (*egress.Proxy, *jail.Forward) {
 	l := newConnListener()
-	opts := egress.Options{Label: label, Logger: s.log}
+	opts := egress.Options{Label: label, Logger: s.log()}
 	if refused != nil {
 		opts.OnDecision = func(d egress.Decision) {
 			if !d.Allowed {

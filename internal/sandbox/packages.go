@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -251,7 +252,7 @@ func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement)
 			return "", jail.Exit{}, "", fmt.Errorf("%w: SANDBOX_PIP_INDEX_URL: %v", ErrUnavailable, err)
 		}
 		l := newConnListener()
-		proxy := egress.New(pol, egress.Options{Label: spec.ID, Logger: s.log})
+		proxy := egress.New(pol, egress.Options{Label: spec.ID, Logger: s.log()})
 		go proxy.Serve(l)
 		defer proxy.Close()
 		spec.Forward = &jail.Forward{Port: proxyPort, Handle: l.deliver}
@@ -259,13 +260,12 @@ func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement)
 		argv = append(argv, "--index-url", s.cfg.PipIndexURL)
 	}
 	spec.Argv = append(argv, "--", r.String())
-	sb, err := jail.Start(ctx, spec)
+	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {
-		return "", jail.Exit{}, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", jail.Exit{}, "", s.fleetError(ctx, err)
 	}
-	_ = sb.Channel().Close()
-	exit := sb.Wait()
-	return w.String(), exit, sb.ID(), nil
+	exit := lease.WaitProgram()
+	return w.String(), exit, spec.ID, nil
 }
 
 // indexPolicy lets pip reach the index's host (and PyPI's file host when

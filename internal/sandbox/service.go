@@ -1,21 +1,21 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
@@ -27,17 +27,19 @@ import (
 const MaxResultBytes = 64 << 10
 
 // Service runs executions. It is safe for concurrent use.
+//
+// The service holds what a request means: admission, limits, import
+// policy, results, events, sessions, files, commands, packages, code mode.
+// Every sandbox it needs comes from its fleet, which owns them all.
 type Service struct {
 	cfg    policy.Config
 	egress egress.Policy
-	log    *slog.Logger
+	logp   atomic.Pointer[slog.Logger]
 
-	basic, data     *class        // warm pools, nil when not configured
-	gvBasic, gvData *class        // the same under gVisor
-	coldSlots       chan struct{} // bounds sandboxes started on demand
-	sessions        sessions
-	stop            chan struct{} // closed by Close
-	closeOnce       sync.Once
+	fleet     *fleet.Fleet
+	sessions  sessions
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
 
 	gate         *access.Gate // rate and concurrency limits of callers
 	obsMu        sync.RWMutex
@@ -62,8 +64,8 @@ func New(cfg policy.Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	s := &Service{cfg: cfg, egress: eg, log: slog.Default(), coldSlots: make(chan struct{}, cfg.MaxSandboxes),
-		sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
+	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
+	s.logp.Store(slog.Default())
 	s.drain.init()
 	switch {
 	case cfg.Isolation == policy.IsolationGVisor:
@@ -75,14 +77,18 @@ func New(cfg policy.Config) (*Service, error) {
 		go gvisor.Probe(s.gvisorRuntime()) // answered before the first use_container run or /info asks
 	}
 	s.loadLayer()
-	s.startPools()
+	s.fleet = s.newFleet()
 	s.startSpares()
 	go s.reaper(s.stop)
 	return s, nil
 }
 
-// SetLogger sets where the service logs (egress decisions, for one).
-func (s *Service) SetLogger(l *slog.Logger) { s.log = l }
+// SetLogger sets where the service logs (egress decisions, for one). It
+// may be called while the service runs.
+func (s *Service) SetLogger(l *slog.Logger) { s.logp.Store(l) }
+
+// log is the service's logger.
+func (s *Service) log() *slog.Logger { return s.logp.Load() }
 
 // Config returns the operator's configuration the service runs with.
 func (s *Service) Config() policy.Config { return s.cfg }
@@ -175,16 +181,6 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		Limits: limits,
 		Binds:  s.layerBinds,
 	}
-	var stdout, stderr bytes.Buffer
-	// gVisor's output is marked at its end: the run can answer before the
-	// sandbox has finished shutting down (see answerEarly).
-	var marks *outputMarks
-	if backend == policy.IsolationGVisor {
-		marks = newOutputMarks(req.OnOutput)
-		spec.Stdout, spec.Stderr = marks.stdout, marks.stderr
-	} else {
-		spec.Stdout, spec.Stderr = newLineTee(&stdout, "stdout", req.OnOutput), newLineTee(&stderr, "stderr", req.OnOutput)
-	}
 	if features.DataScience {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
@@ -194,16 +190,11 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		spec.Forward = fwd
 		spec.Env = append(spec.Env, proxyEnv()...)
 	}
-	run, err := s.acquire(ctx, backend, features, limits, spec)
+	lease, err := s.sandboxFor(ctx, backend, features, limits, spec)
 	if err != nil {
 		return nil, "", err
 	}
-	released := false
-	defer func() {
-		if !released {
-			run.release()
-		}
-	}()
+	defer lease.Release()
 	rreq := runtime.Request{
 		Code:           req.Code,
 		AllowedImports: imports.Modules,
@@ -213,87 +204,13 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
 		Tools:          toolSpecs(tools),
 	}
-	var handler toolHandler
-	id := run.id()
+	var handler runtime.ToolHandler
+	id := lease.ID()
 	if len(tools) > 0 {
 		handler = s.toolCaller(ctx, tools, &id)
 	}
-	start := time.Now()
-	var rep *runtime.Reply
-	var exit jail.Exit
-	if sb := run.sandbox(); marks != nil && sb != nil {
-		rreq.EndMarker = marks.marker
-		var ended bool
-		rep, exit, ended = answerEarly(sb, rreq, handler, marks)
-		if !ended {
-			// Answered: the sandbox shuts down on its own, and only then
-			// gives its capacity back.
-			released = true
-			go func() {
-				sb.Wait()
-				_ = sb.Channel().Close()
-				run.release()
-			}()
-		}
-		exit.Duration = time.Since(start)
-		return buildResult(run.id(), backend, exit, rep, &marks.stdout.Buffer, &marks.stderr.Buffer, limits), imports.Label(), nil
-	}
-	rep, exit = run.run(rreq, handler)
-	exit.Duration = time.Since(start) // the run's own time, not the sandbox's age
-	return buildResult(run.id(), backend, exit, rep, &stdout, &stderr, limits), imports.Label(), nil
-}
-
-// runner is one execution's sandbox, whichever kind: a whole jail started
-// for it (or ahead of it), or a zygote's cell.
-type runner interface {
-	id() string
-	// run sends the request and returns the reply (nil when the code ended
-	// without one) and how the sandbox ended.
-	run(runtime.Request, toolHandler) (*runtime.Reply, jail.Exit)
-	release()
-	// sandbox is the whole sandbox of the run, or nil for a zygote's cell.
-	sandbox() box
-}
-
-// jailRun is a run in a whole sandbox (a jail or gVisor's).
-type jailRun struct {
-	sb   box
-	done func()
-}
-
-func (j *jailRun) id() string { return j.sb.ID() }
-
-func (j *jailRun) release() { j.done() }
-
-func (j *jailRun) sandbox() box { return j.sb }
-
-func (j *jailRun) run(req runtime.Request, tools toolHandler) (*runtime.Reply, jail.Exit) {
-	replies := exchange(j.sb.Channel(), req, tools)
-	exit := j.sb.Wait()
-	// Every process of the sandbox is gone: the reader has the reply or EOF.
-	rep := <-replies
-	_ = j.sb.Channel().Close()
-	return rep, exit
-}
-
-// exchange sends the request and collects the reply, or nil when the
-// program ends without one. Once the sandbox is gone the reader sees EOF.
-func exchange(ch io.ReadWriter, req runtime.Request, tools toolHandler) <-chan *runtime.Reply {
-	replies := make(chan *runtime.Reply, 1)
-	go func() {
-		// The write fails at once if the program is already gone.
-		if err := runtime.WriteRequest(ch, req); err != nil {
-			replies <- nil
-			return
-		}
-		rep, err := readReply(ch, tools)
-		if err != nil {
-			replies <- nil
-			return
-		}
-		replies <- rep
-	}()
-	return replies
+	o := lease.Run(rreq, handler, req.OnOutput)
+	return buildResult(id, backend, o, limits), imports.Label(), nil
 }
 
 // limits turns the request's limits and the operator's defaults and bounds
@@ -354,11 +271,13 @@ func (s *Service) checkCode(code string) error {
 	return nil
 }
 
-func buildResult(id, backend string, exit jail.Exit, rep *runtime.Reply, stdout, stderr *bytes.Buffer, lim jail.Limits) *Result {
+// buildResult turns a run's outcome into its result.
+func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
+	exit, rep := o.Exit, o.Reply
 	r := &Result{
 		ExecutionID:   id,
-		Stdout:        strings.ToValidUTF8(stdout.String(), "\uFFFD"),
-		Stderr:        strings.ToValidUTF8(stderr.String(), "\uFFFD"),
+		Stdout:        o.Stdout,
+		Stderr:        o.Stderr,
 		Result:        json.RawMessage("null"),
 		Variables:     []string{},
 		ExitCode:      exit.ExitCode,

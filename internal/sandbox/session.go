@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
@@ -72,9 +72,10 @@ type session struct {
 	runs    int
 	ended   string
 
-	sbMu           sync.Mutex // guards sb for readers that do not hold mu
-	sb             box
-	stdout, stderr *switchWriter
+	// lease is the session's sandbox and its slot of the budget, held
+	// for the session's life (a restart replaces the sandbox, not the
+	// slot); nil until it first starts.
+	lease atomic.Pointer[fleet.Lease]
 	// proxy is the egress proxy of a session with the network profile,
 	// for the life of its sandbox; refused collects the hosts it refuses
 	// during the request in progress.
@@ -146,7 +147,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		spare.id = s.newSessionID()
 		spare.owner, spare.req = req.Owner, req
 		spare.created, spare.used = time.Now(), time.Now()
-		spare.sb.Arm(context.Background(), s.cfg.SessionMaxLifetime, s.cfg.SessionMaxLifetime)
+		spare.sandbox().Arm(context.Background(), s.cfg.SessionMaxLifetime, s.cfg.SessionMaxLifetime)
 		s.sessions.byID[spare.id] = spare
 		info := spare.info(s.cfg)
 		spare.mu.Unlock()
@@ -162,7 +163,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	s.sessions.byID[id] = se // holds the slot while it starts
 	s.sessions.mu.Unlock()
 
-	err = s.startSession(ctx, se)
+	err = s.startSession(ctx, se, s.fleet.Start)
 	se.used = time.Now()
 	se.mu.Unlock()
 	if err != nil {
@@ -173,8 +174,9 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	return &info, nil
 }
 
-// startSession (re)starts the session's sandbox on its workspace.
-func (s *Service) startSession(ctx context.Context, se *session) error {
+// startSession (re)starts the session's sandbox on its workspace; start
+// gets it from the fleet (a new slot, a spare's, or the session's own).
+func (s *Service) startSession(ctx context.Context, se *session, start fleet.Launch) error {
 	if se.dir == "" {
 		dir, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
 		if err != nil {
@@ -192,7 +194,6 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 			se.uid = jail.ReserveUID()
 		}
 	}
-	se.stdout, se.stderr = &switchWriter{}, &switchWriter{}
 	spec := jail.Spec{
 		ID:        jail.NewID(),
 		Argv:      runtime.Argv(s.cfg.Interpreter),
@@ -201,8 +202,6 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 		Binds:     append([]jail.Bind{{Host: se.site, Path: runtime.SiteDir}}, s.layerBinds...),
 		HostUID:   se.uid,
 		Limits:    se.limits,
-		Stdout:    se.stdout,
-		Stderr:    se.stderr,
 	}
 	spec.Limits.Timeout = s.cfg.SessionMaxLifetime
 	spec.Limits.CPUTime = s.cfg.SessionMaxLifetime // per-process rlimit; each request arms its own budget
@@ -226,25 +225,23 @@ func (s *Service) startSession(ctx context.Context, se *session) error {
 			return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 		}
 	}
-	sb, err := s.startBox(context.Background(), se.backend, spec) // it outlives the request
+	// The sandbox outlives the request: its end must not end it. (The
+	// wait for a slot is still bounded by the queue timeout.)
+	lease, err := start(context.WithoutCancel(ctx), se.backend, spec)
 	if err != nil {
 		se.closeProxy()
-		if errors.Is(err, ErrInvalidRequest) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return s.fleetError(ctx, err)
 	}
+	se.lease.Store(lease)
 	// The workspace belongs to the sandbox's host uid, so the code can write
 	// there; the service reaches it as root through os.Root.
-	_ = os.Chown(se.site, sb.HostUID(), sb.HostUID()) // pip_install writes there as the session
-	if err := os.Chown(se.dir, sb.HostUID(), sb.HostUID()); err != nil && !os.IsPermission(err) {
-		sb.Kill(jail.LimitNone)
-		sb.Wait()
+	uid := lease.HostUID()
+	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
+	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
+		lease.Kill(jail.LimitNone)
+		lease.Wait()
 		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 	}
-	se.sbMu.Lock()
-	se.sb = sb
-	se.sbMu.Unlock()
 	se.ended = ""
 	return nil
 }
@@ -288,15 +285,9 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	se.runs++
 	se.refused.Store(refused)
 	defer se.refused.Store(nil)
-	marks := newOutputMarks(req.OnOutput)
-	stdout, stderr, marker := marks.stdout, marks.stderr, marks.marker
-	se.stdout.set(stdout)
-	se.stderr.set(stderr)
-	defer se.stdout.set(nil)
-	defer se.stderr.set(nil)
 
-	se.sb.Arm(ctx, limits.Timeout, limits.CPUTime)
-	start := time.Now()
+	lease := se.sandbox()
+	lease.Arm(ctx, limits.Timeout, limits.CPUTime)
 	rreq := runtime.Request{
 		Code:           req.Code,
 		AllowedImports: se.imports.Modules,
@@ -305,52 +296,21 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   se.imports.Modules == nil || policy.Allows(se.imports.Modules, "matplotlib"),
 		KeepAlive:      true,
-		EndMarker:      marker,
 	}
-	var handler toolHandler
+	var handler runtime.ToolHandler
 	if len(tools) > 0 {
 		rreq.Tools = toolSpecs(tools)
 		handler = s.toolCaller(ctx, tools, &se.id)
 	}
-	replies := make(chan *runtime.Reply, 1)
-	go func() {
-		if runtime.WriteRequest(se.sb.Channel(), rreq) != nil {
-			replies <- nil
-			return
-		}
-		rep, err := readReply(se.sb.Channel(), handler)
-		if err != nil {
-			replies <- nil
-			return
-		}
-		replies <- rep
-	}()
-	var rep *runtime.Reply
-	var exit jail.Exit
-	select {
-	case rep = <-replies:
-	case <-se.sb.Done():
-		rep = <-replies
-	}
-	if rep != nil {
-		// The output written before the reply is in the pipes; the
-		// marker says when the copier has passed it on.
-		stdout.wait(time.Second)
-		stderr.wait(time.Second)
-		stdout.finish()
-		stderr.finish()
-		exit = jail.Exit{ExitCode: rep.ExitCode}
-		// Idle until the next request: no timeout but the session's own.
-		se.sb.Arm(context.Background(), time.Until(se.created.Add(s.cfg.SessionMaxLifetime)), s.cfg.SessionMaxLifetime)
+	o := lease.Run(rreq, handler, req.OnOutput)
+	if o.Ended {
+		se.ended = endReason(o.Exit)
 	} else {
-		exit = se.sb.Wait()
-		se.ended = endReason(exit)
-		stdout.finish()
-		stderr.finish()
+		// Idle until the next request: no timeout but the session's own.
+		lease.Arm(context.Background(), time.Until(se.created.Add(s.cfg.SessionMaxLifetime)), s.cfg.SessionMaxLifetime)
 	}
-	exit.Duration = time.Since(start)
-	res := buildResult(se.id, se.backend, exit, rep, &stdout.Buffer, &stderr.Buffer, limits)
-	if rep == nil {
+	res := buildResult(se.id, se.backend, o, limits)
+	if o.Reply == nil {
 		if res.Error == nil {
 			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
 		}
@@ -370,20 +330,17 @@ func endReason(e jail.Exit) string {
 	return fmt.Sprintf("the interpreter exited with status %d", e.ExitCode)
 }
 
-// sandbox returns the session's current sandbox without waiting for a
-// request in progress.
-func (se *session) sandbox() box {
-	se.sbMu.Lock()
-	defer se.sbMu.Unlock()
-	return se.sb
-}
+// sandbox returns the session's sandbox without waiting for a request in
+// progress (nil before it first started).
+func (se *session) sandbox() *fleet.Lease { return se.lease.Load() }
 
 // alive reports whether the session's interpreter still runs; call with mu.
 func (se *session) alive() error {
 	if se.ended == "" {
+		lease := se.sandbox()
 		select {
-		case <-se.sb.Done():
-			se.ended = endReason(se.sb.Wait())
+		case <-lease.Done():
+			se.ended = endReason(lease.Wait())
 		default:
 			return nil
 		}
@@ -431,10 +388,15 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	se.sb.Kill(jail.LimitNone)
-	se.sb.Wait()
-	_ = se.sb.Channel().Close()
-	if err := s.startSession(ctx, se); err != nil {
+	lease := se.sandbox()
+	if lease == nil {
+		return nil, fmt.Errorf("%w: session %s has no sandbox", ErrSessionEnded, se.id)
+	}
+	// The same slot: a restart needs no room in the budget.
+	replace := func(ctx context.Context, _ string, spec jail.Spec) (*fleet.Lease, error) {
+		return lease, lease.Replace(ctx, spec)
+	}
+	if err := s.startSession(ctx, se, replace); err != nil {
 		return nil, err
 	}
 	info := se.info(s.cfg)
@@ -466,15 +428,14 @@ func (s *Service) dropSession(se *session) {
 	s.sessions.mu.Lock()
 	delete(s.sessions.byID, se.id)
 	s.sessions.mu.Unlock()
-	if sb := se.sandbox(); sb != nil {
-		sb.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
+	lease := se.sandbox()
+	if lease != nil {
+		lease.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
 	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if se.sb != nil {
-		se.sb.Kill(jail.LimitNone)
-		se.sb.Wait()
-		_ = se.sb.Channel().Close()
+	if lease != nil {
+		lease.Close() // its slot goes back to the budget
 	}
 	se.closeProxy()
 	if se.dir != "" {
@@ -505,7 +466,7 @@ func (s *Service) localSessions(owner string) []SessionInfo {
 	out := make([]SessionInfo, 0, len(list))
 	for _, se := range list {
 		se.mu.Lock()
-		if se.sb != nil {
+		if se.sandbox() != nil {
 			_ = se.alive()
 		}
 		out = append(out, se.info(s.cfg))
@@ -531,7 +492,7 @@ func (s *Service) reapSessions() {
 	}
 	s.sessions.mu.Unlock()
 	for _, se := range expired {
-		s.log.Info("session expired", "session", se.id, "owner", se.owner)
+		s.log().Info("session expired", "session", se.id, "owner", se.owner)
 		s.dropSession(se)
 	}
 }
@@ -562,88 +523,6 @@ func (s *Service) closeSessions() {
 	for _, se := range all {
 		s.dropSession(se)
 	}
-}
-
-// markedBuffer collects one request's output from a session and notices
-// the end marker the harness writes after it.
-type markedBuffer struct {
-	bytes.Buffer
-	mu     sync.Mutex
-	marker string
-	seen   chan struct{}
-	done   bool
-	// onLine, if set, receives each complete line before the marker as it
-	// comes (Request.OnOutput); emitted is how far it has been given.
-	onLine  func(stream, line string)
-	stream  string
-	emitted int
-}
-
-// Write implements io.Writer.
-func (b *markedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done {
-		return len(p), nil // a straggler after the request: dropped
-	}
-	b.Buffer.Write(p)
-	if i := bytes.Index(b.Buffer.Bytes(), []byte(b.marker)); i >= 0 {
-		b.Buffer.Truncate(i)
-		b.done = true
-		close(b.seen)
-	}
-	if b.onLine != nil {
-		// Only complete lines: an unfinished one may be the marker's start.
-		rest := b.Buffer.Bytes()[b.emitted:]
-		for {
-			i := bytes.IndexByte(rest, '\n')
-			if i < 0 {
-				break
-			}
-			b.onLine(b.stream, string(rest[:i+1]))
-			b.emitted += i + 1
-			rest = rest[i+1:]
-		}
-	}
-	return len(p), nil
-}
-
-// finish stops collecting: what comes later is not this request's.
-func (b *markedBuffer) finish() {
-	b.mu.Lock()
-	b.done = true
-	b.mu.Unlock()
-}
-
-// wait blocks until the marker has passed, or d.
-func (b *markedBuffer) wait(d time.Duration) {
-	select {
-	case <-b.seen:
-	case <-time.After(d):
-	}
-}
-
-// passed reports whether the marker passes within d, before gone closes.
-func (b *markedBuffer) passed(d time.Duration, gone <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-b.seen:
-		return true
-	case <-gone:
-		select {
-		case <-b.seen: // the copier may still be passing it on
-			return true
-		default:
-			return false
-		}
-	case <-t.C:
-		return false
-	}
-}
-
-func newMarkedBuffer(marker, stream string, onLine func(stream, line string)) *markedBuffer {
-	return &markedBuffer{marker: marker, seen: make(chan struct{}), onLine: onLine, stream: stream}
 }
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
@@ -682,7 +561,7 @@ func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInf
 	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if se.sb != nil {
+	if se.sandbox() != nil {
 		_ = se.alive()
 	}
 	info := se.info(s.cfg)

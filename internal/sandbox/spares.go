@@ -3,12 +3,11 @@ package sandbox
 import (
 	"context"
 	"reflect"
-	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/pool"
 )
 
 // spares are sessions started ahead of create_session, per backend, for
@@ -18,27 +17,19 @@ import (
 // A spare is a fresh sandbox on a fresh workspace that no one has used;
 // create_session hands it out under a new owner, so the caller does not
 // wait for a sandbox to boot (about 45 ms natively, 0.3 s under gVisor).
+// The fleet keeps them, each holding a slot of the budget like any
+// pooled sandbox (and giving it up when a caller needs it more).
 type spares struct {
-	mu      sync.Mutex
-	ready   map[string][]*session // by backend
-	want    map[string]int
-	filling map[string]int
-	created map[string]int64 // started, by backend
-	hits    map[string]int64 // default-shape sessions that found a spare
-	misses  map[string]int64 // ... that had to start their own
-	closed  bool
-	wg      sync.WaitGroup
-	imports policy.ImportPolicy // the spares' shape
-	limits  jail.Limits
+	byBackend map[string]*fleet.Kept[*session]
+	imports   policy.ImportPolicy // the spares' shape
+	limits    jail.Limits
 }
 
-// startSpares sets how many spare sessions each backend keeps, and starts
-// filling them.
+// startSpares starts keeping spare sessions for each backend in use.
 func (s *Service) startSpares() {
 	c := s.cfg
 	sp := &s.spares
-	sp.ready, sp.want, sp.filling = map[string][]*session{}, map[string]int{}, map[string]int{}
-	sp.created, sp.hits, sp.misses = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	sp.byBackend = map[string]*fleet.Kept[*session]{}
 	if c.MaxSessions <= 0 {
 		return
 	}
@@ -47,17 +38,38 @@ func (s *Service) startSpares() {
 		sp.limits, err = s.limits(Request{}, sp.imports.Whole())
 	}
 	if err != nil {
-		s.log.Warn("no spare sessions: the default shape does not resolve", "error", err)
+		s.log().Warn("no spare sessions: the default shape does not resolve", "error", err)
 		return
 	}
+	want := map[string]int{}
 	if c.Isolation != policy.IsolationGVisor {
-		sp.want[policy.IsolationNative] = c.SessionPoolSize
+		want[policy.IsolationNative] = c.SessionPoolSize
 	}
 	if c.GVisorInUse() {
-		sp.want[policy.IsolationGVisor] = c.GVisorSessionPoolSize
+		want[policy.IsolationGVisor] = c.GVisorSessionPoolSize
 	}
-	for backend := range sp.want {
-		s.fillSpares(backend)
+	for backend, n := range want {
+		if n <= 0 {
+			continue
+		}
+		create := func(ctx context.Context, launch fleet.Launch) (*session, error) {
+			se, err := s.newSpare(backend, launch)
+			if err != nil {
+				s.log().Warn("a spare session did not start", "backend", backend, "error", err)
+			}
+			return se, err
+		}
+		alive := func(se *session) bool {
+			select {
+			case <-se.sandbox().Done():
+				return false // it died waiting (its lifetime, or killed)
+			default:
+				return true
+			}
+		}
+		if k, err := fleet.Keep(s.fleet, spareClass(backend), n, create, s.dropSession, alive); err == nil {
+			sp.byBackend[backend] = k
+		}
 	}
 }
 
@@ -70,120 +82,33 @@ func (sp *spares) fits(imports policy.ImportPolicy, limits jail.Limits) bool {
 }
 
 // takeSpare returns a spare session of backend that is still alive, or
-// nil; it starts a replacement either way.
+// nil; the fleet starts a replacement either way.
 func (s *Service) takeSpare(backend string) *session {
-	sp := &s.spares
-	defer s.fillSpares(backend)
-	for {
-		sp.mu.Lock()
-		list := sp.ready[backend]
-		if len(list) == 0 {
-			if sp.want[backend] > 0 {
-				sp.misses[backend]++
-			}
-			sp.mu.Unlock()
-			return nil
-		}
-		se := list[0]
-		sp.ready[backend] = list[1:]
-		sp.mu.Unlock()
-		select {
-		case <-se.sb.Done():
-			s.dropSession(se) // it died waiting (its lifetime, or killed)
-		default:
-			sp.mu.Lock()
-			sp.hits[backend]++
-			sp.mu.Unlock()
-			return se
-		}
+	k := s.spares.byBackend[backend]
+	if k == nil {
+		return nil
 	}
+	se, ok := k.TryGet()
+	if !ok {
+		return nil
+	}
+	k.Release() // the pool's count: the session holds its sandbox's slot itself
+	return se
 }
 
-// returnSpare puts back a spare that create_session could not use.
-func (s *Service) returnSpare(se *session) {
-	sp := &s.spares
-	sp.mu.Lock()
-	keep := !sp.closed
-	if keep {
-		sp.ready[se.backend] = append([]*session{se}, sp.ready[se.backend]...)
-	}
-	sp.mu.Unlock()
-	if !keep {
-		s.dropSession(se)
-	}
-}
-
-// fillSpares starts spare sessions of backend until enough are ready or
-// starting.
-func (s *Service) fillSpares(backend string) {
-	sp := &s.spares
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	for !sp.closed && len(sp.ready[backend])+sp.filling[backend] < sp.want[backend] {
-		sp.filling[backend]++
-		sp.wg.Add(1)
-		go func() {
-			defer sp.wg.Done()
-			se, err := s.newSpare(backend)
-			sp.mu.Lock()
-			sp.filling[backend]--
-			keep := err == nil && !sp.closed
-			if err == nil {
-				sp.created[backend]++
-			}
-			if keep {
-				sp.ready[backend] = append(sp.ready[backend], se)
-			}
-			sp.mu.Unlock()
-			if err != nil {
-				s.log.Warn("a spare session did not start", "backend", backend, "error", err)
-			} else if !keep {
-				s.dropSession(se)
-			}
-		}()
-	}
-}
+// returnSpare ends a spare that create_session could not use.
+func (s *Service) returnSpare(se *session) { s.dropSession(se) }
 
 // newSpare starts a session of the spares' shape on backend.
-func (s *Service) newSpare(backend string) (*session, error) {
+func (s *Service) newSpare(backend string, launch fleet.Launch) (*session, error) {
 	now := time.Now()
 	se := &session{id: "s" + jail.NewID(), imports: s.spares.imports, limits: s.spares.limits, created: now, used: now, backend: backend}
-	if err := s.startSession(context.Background(), se); err != nil {
+	if err := s.startSession(context.Background(), se, launch); err != nil {
 		s.dropSession(se)
 		return nil, err
 	}
 	return se, nil
 }
 
-// closeSpares ends the spare sessions, and waits for those starting.
-func (s *Service) closeSpares() {
-	sp := &s.spares
-	sp.mu.Lock()
-	sp.closed = true
-	var all []*session
-	for b, list := range sp.ready {
-		all = append(all, list...)
-		delete(sp.ready, b)
-	}
-	sp.mu.Unlock()
-	for _, se := range all {
-		s.dropSession(se)
-	}
-	sp.wg.Wait()
-}
-
 // spareClass names a backend's spare sessions in PoolStats.
 func spareClass(backend string) string { return "session/" + backend }
-
-// stats adds each backend's spare sessions to out, as a pool's figures.
-func (sp *spares) stats(out map[string]pool.Stats) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	for backend, want := range sp.want {
-		if want == 0 {
-			continue
-		}
-		out[spareClass(backend)] = pool.Stats{Ready: len(sp.ready[backend]), Creating: sp.filling[backend],
-			Created: sp.created[backend], Hits: sp.hits[backend], Misses: sp.misses[backend]}
-	}
-}

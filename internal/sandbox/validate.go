@@ -69,33 +69,20 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.V
 	if err != nil {
 		return nil, "", err
 	}
-	sb, err := s.startBox(ctx, backend, jail.Spec{
+	lease, err := s.fleet.Start(ctx, backend, jail.Spec{
 		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
 		Limits: validateLimits,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
-		}
-		return nil, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, "", s.fleetError(ctx, err)
 	}
-	done := make(chan error, 1)
-	var v runtime.Validation
-	go func() {
-		if err := runtime.WriteValidateRequest(sb.Channel(), runtime.ValidateRequest{
-			Code: req.Code, AllowedImports: imports.Modules, Profile: imports.Label(),
-			Profiles: profiles, Enabled: s.cfg.EnabledProfiles(), Settings: settings,
-		}); err != nil {
-			done <- err
-			return
-		}
-		done <- runtime.ReadValidation(sb.Channel(), &v)
-	}()
-	exit := sb.Wait()
-	_ = sb.Channel().Close()
-	if err := <-done; err != nil {
+	v, exit, err := lease.Validate(runtime.ValidateRequest{
+		Code: req.Code, AllowedImports: imports.Modules, Profile: imports.Label(),
+		Profiles: profiles, Enabled: s.cfg.EnabledProfiles(), Settings: settings,
+	})
+	if err != nil {
 		return nil, "", fmt.Errorf("%w: the analyzer failed (%v; exit %d, limit %q)", ErrUnavailable, err, exit.ExitCode, exit.Limit)
 	}
-	return &v, backend, nil
+	return v, backend, nil
 }

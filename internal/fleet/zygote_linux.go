@@ -1,0 +1,199 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/runtime"
+)
+
+// zygote is a nested sandbox whose trusted harness, interpreter loaded and
+// modules imported, forks one cell per run (see runtime/zygote.py). It is
+// restarted when it dies. A zygote runs no untrusted code and is not
+// counted against the budget; each of its cells is.
+type zygote struct {
+	spec jail.Spec
+	mu   sync.Mutex // one fork command at a time on the zygote's channel
+	sb   *jail.Sandbox
+}
+
+// cellSetupTimeout bounds how long a cell may take to get ready.
+const cellSetupTimeout = 20 * time.Second
+
+// newZygote prepares the zygote of a class whose sandboxes are cell (the
+// class's spec: environment, binds, limits); it starts at the first fork.
+func newZygote(interpreter string, cell jail.Spec) *zygote {
+	lim := cell.Limits
+	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
+	lim.CPUTime = 365 * 24 * time.Hour
+	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
+	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
+	return &zygote{spec: jail.Spec{
+		Argv:             runtime.ZygoteArgv(interpreter),
+		Env:              runtime.ZygoteEnv(cell.Env),
+		ReadOnlyBinds:    cell.ReadOnlyBinds,
+		Binds:            cell.Binds,
+		Limits:           lim,
+		Nested:           true,
+		SeqPacketChannel: true,
+	}}
+}
+
+// running returns the zygote sandbox, starting one if there is none alive.
+func (z *zygote) running() (*jail.Sandbox, error) {
+	if z.sb != nil {
+		select {
+		case <-z.sb.Done():
+			_ = z.sb.Channel().Close()
+			z.sb = nil
+		default:
+			return z.sb, nil
+		}
+	}
+	spec := z.spec
+	spec.ID = jail.NewID()
+	sb, err := jail.Start(context.Background(), spec)
+	if err != nil {
+		return nil, err
+	}
+	z.sb = sb
+	return sb, nil
+}
+
+// close ends the zygote (cells already forked live on until they end).
+func (z *zygote) close() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.sb != nil {
+		z.sb.Kill(jail.LimitNone)
+		z.sb.Wait()
+		_ = z.sb.Channel().Close()
+		z.sb = nil
+	}
+}
+
+// fork makes a cell and waits until it is restricted and waiting for code;
+// its output goes to stdout and stderr.
+func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, stderr io.Writer) (Box, error) {
+	cell, err := jail.NewCell(jail.NewID(), lim, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	c := &cellBox{cell: cell}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		cell.Abandon()
+		return nil, err
+	}
+	// Only our end goes through Go's poller (deadlines); the cell's stays
+	// blocking, as its Python code expects.
+	_ = unix.SetNonblock(fds[0], true)
+	parent, child := os.NewFile(uintptr(fds[0]), "cell"), os.NewFile(uintptr(fds[1]), "cell-child")
+	defer child.Close()
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		cell.Abandon()
+		return nil, err
+	}
+	c.conn = conn.(*net.UnixConn)
+	fail := func(err error) (Box, error) {
+		c.conn.Close()
+		cell.Abandon()
+		return nil, fmt.Errorf("zygote cell: %w", err)
+	}
+
+	go jail.PrimeAttach()
+	z.mu.Lock()
+	sb, err := z.running()
+	if err == nil {
+		out, errOut := cell.OutputFiles()
+		err = runtime.SendFork(sb.Channel(), child, out, errOut, warm)
+	}
+	z.mu.Unlock()
+	cell.ClosePassed()
+	if err != nil {
+		return fail(err)
+	}
+	_ = c.conn.SetDeadline(time.Now().Add(cellSetupTimeout))
+	pidfd, err := runtime.ReadPidfd(c.conn)
+	if err != nil {
+		return fail(err)
+	}
+	if err := cell.Attach(context.Background(), pidfd); err != nil {
+		return fail(err)
+	}
+	if err := runtime.SendGo(c.conn); err != nil {
+		return fail(err)
+	}
+	if err := runtime.ReadReady(c.conn); err != nil {
+		return fail(err)
+	}
+	_ = c.conn.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// cellBox is a zygote's cell as a [Box].
+type cellBox struct {
+	cell *jail.Cell
+	conn *net.UnixConn
+}
+
+func (c *cellBox) ID() string                  { return c.cell.ID() }
+func (c *cellBox) Channel() io.ReadWriteCloser { return c.conn }
+func (c *cellBox) Kill(reason jail.Limit)      { c.cell.Kill(reason) }
+func (c *cellBox) Wait() jail.Exit             { return c.cell.Wait() }
+func (c *cellBox) Done() <-chan struct{}       { return c.cell.Done() }
+func (c *cellBox) HostUID() int                { return 0 }
+
+func (c *cellBox) Arm(ctx context.Context, timeout, cpu time.Duration) {
+	c.cell.Arm(ctx, timeout, cpu)
+}
+
+// run is a cell's run: the exchange, and the cell's end read from it.
+func (c *cellBox) run(req runtime.Request, tools runtime.ToolHandler) (*runtime.Reply, jail.Exit) {
+	answers := make(chan runtime.Answer, 1)
+	go func() { answers <- runtime.Exchange(c.conn, req, tools) }()
+	var a runtime.Answer
+	var exit jail.Exit
+	select {
+	case a = <-answers:
+		switch {
+		case a.Reply != nil:
+			// The harness has flushed the output and replied: the run is
+			// over. The cell is killed and torn down without us.
+			exit = c.cell.Finish()
+		case a.Exited:
+			// The code has ended; the cell's teardown goes on without us.
+			exit = c.cell.Collect()
+		default:
+			exit = c.cell.Wait()
+		}
+	case <-c.cell.Done():
+		// The cell is gone: its frames are in the socket or never will be.
+		// A deadline, not a close, so that buffered frames are still read.
+		_ = c.conn.SetReadDeadline(time.Now().Add(time.Second))
+		a = <-answers
+		exit = c.cell.Wait()
+	}
+	c.conn.Close()
+	exit.ExitCode, exit.Signal = -1, int(unix.SIGKILL)
+	switch {
+	case a.Reply != nil:
+		exit.ExitCode, exit.Signal = a.Reply.ExitCode, 0
+	case a.Exited:
+		exit.ExitCode, exit.Signal = a.Code, a.Signal
+	}
+	if exit.Limit == jail.LimitNone && exit.Signal == int(unix.SIGXCPU) {
+		exit.Limit = jail.LimitCPU
+	}
+	return a.Reply, exit
+}
