@@ -237,7 +237,7 @@ func TestValidateInfoHealthReady(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp := ts.call(t, "GET", "/ready", "", nil, &ready)
-		if resp.StatusCode == 200 && ready.Ready && ready.Checks["pool_basic"] == "ok" && ready.Checks["audit_log"] == "ok" {
+		if resp.StatusCode == 200 && ready.Ready && ready.Checks["pool_basic"] == "ok" && ready.Checks["audit_log"] == "ok" && ready.Checks["sandboxes"] == "ok" {
 			break
 		}
 		if time.Now().After(deadline) {

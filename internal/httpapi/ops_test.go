@@ -235,7 +235,13 @@ func TestMetricsChangeAfterExecutions(t *testing.T) {
 	if limits != 1 {
 		t.Errorf("limits hit %g, want 1", limits)
 	}
-	for _, g := range []string{`sandbox_pool_ready{class="basic"}`, "sandbox_sessions", "sandbox_queue_depth", "sandbox_requests_running"} {
+	if v := value(after, "sandbox_budget_slots"); v != float64(policy.DefaultConfig().MaxSandboxes) {
+		t.Errorf("sandbox_budget_slots %g, want SANDBOX_MAX_SANDBOXES", v)
+	}
+	if v := value(after, "sandbox_budget_in_use"); v < 1 || v > value(after, "sandbox_budget_slots") {
+		t.Errorf("sandbox_budget_in_use %g: the pool's ready sandboxes hold slots, within the budget", v)
+	}
+	for _, g := range []string{`sandbox_pool_ready{class="basic"}`, "sandbox_sessions", "sandbox_queue_depth", "sandbox_requests_running", "sandbox_budget_waiting", "sandbox_budget_busy_total"} {
 		if !strings.Contains(after, g+" ") {
 			t.Errorf("gauge %s missing", g)
 		}

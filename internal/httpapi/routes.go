@@ -8,7 +8,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -28,7 +27,7 @@ type ValidateInput struct {
 
 // ValidateOutput is validate_code's answer.
 type ValidateOutput struct {
-	Body *runtime.Validation
+	Body *sandbox.Validation
 }
 
 // InfoOutput is GET /info.
@@ -121,6 +120,12 @@ func (s *Server) readiness(ctx context.Context) map[string]string {
 	checks["capacity"] = "ok"
 	if max := s.cfg.MaxConcurrent; max > 0 && s.svc.Running() >= max && s.svc.Waiting() >= s.cfg.QueueSize {
 		checks["capacity"] = fmt.Sprintf("full: %d requests running (SANDBOX_MAX_CONCURRENT) and %d waiting (SANDBOX_QUEUE_SIZE)", s.svc.Running(), s.svc.Waiting())
+	}
+	// Every sandbox exists and callers queue for one: the next request
+	// waits, or is refused as busy.
+	checks["sandboxes"] = "ok"
+	if b := s.svc.Budget(); b.Waiting > 0 && b.InUse >= b.Max {
+		checks["sandboxes"] = fmt.Sprintf("full: all %d sandboxes exist (SANDBOX_MAX_SANDBOXES) and %d requests wait for one", b.Max, b.Waiting)
 	}
 	if s.ready != nil {
 		for k, v := range s.ready(ctx) {

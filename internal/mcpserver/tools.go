@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -355,7 +354,7 @@ func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in Com
 // ValidateInput are validate_code's arguments (shared with POST /validate).
 type ValidateInput = sandbox.ValidateParams
 
-func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *runtime.Validation, error) {
+func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *sandbox.Validation, error) {
 	v, err := t.svc.Validate(t.caller(ctx, req), in.Request())
 	if err != nil {
 		return nil, nil, toolError(err)

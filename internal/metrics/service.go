@@ -20,13 +20,17 @@ var (
 	poolHits     = prometheus.NewDesc("sandbox_pool_hits_total", "Executions that found a ready sandbox, by class.", []string{"class"}, nil)
 	poolMisses   = prometheus.NewDesc("sandbox_pool_misses_total", "Executions that had to wait for a sandbox to start, by class.", []string{"class"}, nil)
 	poolBusy     = prometheus.NewDesc("sandbox_pool_busy_total", "Executions refused because every sandbox was busy, by class.", []string{"class"}, nil)
+	budgetMax    = prometheus.NewDesc("sandbox_budget_slots", "Sandboxes that may exist at once (SANDBOX_MAX_SANDBOXES).", nil, nil)
+	budgetInUse  = prometheus.NewDesc("sandbox_budget_in_use", "Sandboxes that exist: running, starting, ready in a pool, or held by a session.", nil, nil)
+	budgetWait   = prometheus.NewDesc("sandbox_budget_waiting", "Requests queued for a sandbox because all exist.", nil, nil)
+	budgetBusy   = prometheus.NewDesc("sandbox_budget_busy_total", "Requests refused because no sandbox freed up within the queue timeout.", nil, nil)
 	sessionsOpen = prometheus.NewDesc("sandbox_sessions", "Sessions open.", nil, nil)
 	running      = prometheus.NewDesc("sandbox_requests_running", "Requests holding a concurrency slot.", nil, nil)
 	queueDepth   = prometheus.NewDesc("sandbox_queue_depth", "Requests waiting for a concurrency slot.", nil, nil)
 )
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolReady, poolInUse, poolCreating, poolWaiting, poolHits, poolMisses, poolBusy, sessionsOpen, running, queueDepth} {
+	for _, d := range []*prometheus.Desc{poolReady, poolInUse, poolCreating, poolWaiting, poolHits, poolMisses, poolBusy, budgetMax, budgetInUse, budgetWait, budgetBusy, sessionsOpen, running, queueDepth} {
 		ch <- d
 	}
 }
@@ -41,6 +45,11 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(poolMisses, prometheus.CounterValue, float64(st.Misses), class)
 		ch <- prometheus.MustNewConstMetric(poolBusy, prometheus.CounterValue, float64(st.Busy), class)
 	}
+	b := c.svc.Budget()
+	ch <- prometheus.MustNewConstMetric(budgetMax, prometheus.GaugeValue, float64(b.Max))
+	ch <- prometheus.MustNewConstMetric(budgetInUse, prometheus.GaugeValue, float64(b.InUse))
+	ch <- prometheus.MustNewConstMetric(budgetWait, prometheus.GaugeValue, float64(b.Waiting))
+	ch <- prometheus.MustNewConstMetric(budgetBusy, prometheus.CounterValue, float64(b.Busy))
 	ch <- prometheus.MustNewConstMetric(sessionsOpen, prometheus.GaugeValue, float64(c.svc.SessionCount()))
 	ch <- prometheus.MustNewConstMetric(running, prometheus.GaugeValue, float64(c.svc.Running()))
 	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(c.svc.Waiting()))

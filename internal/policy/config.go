@@ -544,11 +544,8 @@ func (c *Config) validate() error {
 	if c.CommandTimeout > c.MaxCommandTime {
 		return errors.New("command timeout default (SANDBOX_COMMAND_TIMEOUT) is above its maximum (SANDBOX_MAX_COMMAND_TIMEOUT)")
 	}
-	if c.PoolSize+c.DataPoolSize > c.MaxSandboxes {
-		return errors.New("SANDBOX_POOL_SIZE plus SANDBOX_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
-	}
-	if c.GVisorInUse() && c.GVisorPoolSize+c.GVisorDataPoolSize > c.MaxSandboxes {
-		return errors.New("SANDBOX_GVISOR_POOL_SIZE plus SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE exceed SANDBOX_MAX_SANDBOXES")
+	if n, names := c.readySandboxes(); n > c.MaxSandboxes {
+		return fmt.Errorf("the sandboxes kept ready (%s: %d) exceed SANDBOX_MAX_SANDBOXES (%d), which bounds every sandbox, ready ones included", strings.Join(names, " + "), n, c.MaxSandboxes)
 	}
 	if c.DefaultProfiles != nil && len(c.DefaultProfiles) == 0 {
 		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic, or leave it unset for every enabled profile)")
@@ -756,4 +753,35 @@ func ParseSize(v string) (int64, error) {
 		return 0, errors.New("want a positive size such as 1048576, 512k, 128m or 4g")
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// readySandboxes counts the sandboxes the pools and spare sessions keep
+// ready on the backends in use, and names the settings that add up to it.
+func (c Config) readySandboxes() (int, []string) {
+	n, names := 0, []string{}
+	add := func(name string, v int) {
+		if v > 0 {
+			n += v
+			names = append(names, name)
+		}
+	}
+	if c.Isolation != IsolationGVisor {
+		add("SANDBOX_POOL_SIZE", c.PoolSize)
+		if c.EnableDataScience {
+			add("SANDBOX_DATA_SCIENCE_POOL_SIZE", c.DataPoolSize)
+		}
+		if c.MaxSessions > 0 {
+			add("SANDBOX_SESSION_POOL_SIZE", c.SessionPoolSize)
+		}
+	}
+	if c.GVisorInUse() {
+		add("SANDBOX_GVISOR_POOL_SIZE", c.GVisorPoolSize)
+		if c.EnableDataScience {
+			add("SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE", c.GVisorDataPoolSize)
+		}
+		if c.MaxSessions > 0 {
+			add("SANDBOX_GVISOR_SESSION_POOL_SIZE", c.GVisorSessionPoolSize)
+		}
+	}
+	return n, names
 }

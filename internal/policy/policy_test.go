@@ -335,3 +335,24 @@ func BenchmarkFeaturesFor(b *testing.B) {
 		pol.FeaturesFor(code)
 	}
 }
+
+// SANDBOX_MAX_SANDBOXES bounds every sandbox, the ready ones included: a
+// configuration whose pools and spare sessions alone exceed it is refused,
+// naming the settings that add up.
+func TestReadySandboxesWithinTheBudget(t *testing.T) {
+	c := DefaultConfig()
+	c.EnableDataScience = true
+	c.MaxSandboxes = c.PoolSize + c.DataPoolSize + c.SessionPoolSize
+	if err := c.validate(); err != nil {
+		t.Fatalf("pools that fit: %v", err)
+	}
+	c.MaxSandboxes--
+	err := c.validate()
+	if err == nil || !strings.Contains(err.Error(), "SANDBOX_SESSION_POOL_SIZE") || !strings.Contains(err.Error(), "SANDBOX_MAX_SANDBOXES") {
+		t.Fatalf("pools over the budget: %v", err)
+	}
+	c.MaxSessions = 0 // no sessions, no spares
+	if err := c.validate(); err != nil {
+		t.Fatalf("without sessions: %v", err)
+	}
+}

@@ -11,6 +11,10 @@ import (
 	"github.com/codecage/codecage/internal/runtime"
 )
 
+// Validation is validate_code's answer: the analysis of the code, its
+// findings and whether it would pass the run's import policy.
+type Validation = runtime.Validation
+
 // ValidateRequest asks whether code would pass the policy of a run with
 // these profiles and imports, without running it.
 type ValidateRequest struct {
@@ -25,7 +29,7 @@ var validateLimits = jail.Limits{Timeout: 15 * time.Second, CPUTime: 15 * time.S
 
 // Validate analyzes code statically with Python's own parser, inside a
 // sandbox: the server never parses untrusted code itself.
-func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, error) {
+func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*Validation, error) {
 	start := time.Now()
 	release, err := s.admit(ctx, true)
 	if err == nil {
@@ -33,7 +37,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.V
 		var cancel context.CancelFunc
 		ctx, cancel = s.bind(ctx)
 		defer cancel()
-		var v *runtime.Validation
+		var v *Validation
 		var backend string
 		if v, backend, err = s.validate(ctx, req); err == nil {
 			outcome := "valid"
@@ -49,7 +53,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*runtime.V
 }
 
 // validate returns the analysis, and the backend that ran the analyzer.
-func (s *Service) validate(ctx context.Context, req ValidateRequest) (*runtime.Validation, string, error) {
+func (s *Service) validate(ctx context.Context, req ValidateRequest) (*Validation, string, error) {
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, "", err
 	}
