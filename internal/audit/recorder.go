@@ -17,6 +17,11 @@ const (
 	// maxBatch bounds one transaction, so a backlog is written in steps
 	// and a failing batch costs at most this many events.
 	maxBatch = 256
+	// gatherWindow is how long the writer waits after an event for more
+	// to join its transaction: each commit is a durable write (an fsync),
+	// and one per event would cost the server more CPU than the event's
+	// run. An event reaches the database at most this much later.
+	gatherWindow = 10 * time.Millisecond
 	// defaultBuffer is used when NewRecorder is given no buffer size.
 	defaultBuffer = 1024
 	// writeTimeout bounds one Append, so a wedged database cannot stall
@@ -171,8 +176,9 @@ func (r *Recorder) run() {
 				return
 			}
 			batch = append(batch[:0], ev)
-			// Take whatever else has arrived, up to one batch; after a
-			// close the loop above writes the rest.
+			// Take what arrives within the gather window, up to one batch;
+			// after a close the loop above writes the rest.
+			gather := time.NewTimer(gatherWindow)
 		more:
 			for len(batch) < maxBatch {
 				select {
@@ -181,10 +187,11 @@ func (r *Recorder) run() {
 						break more
 					}
 					batch = append(batch, ev)
-				default:
+				case <-gather.C:
 					break more
 				}
 			}
+			gather.Stop()
 			if err := r.write(batch); err != nil && failed == nil {
 				failed = err
 			}

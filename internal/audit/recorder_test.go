@@ -236,9 +236,10 @@ func TestAuditRecorderReportsDropsWithoutNewEvents(t *testing.T) {
 	s, _ := openTemp(t)
 	block := make(chan struct{})
 	r := NewRecorder(&blockingStore{Store: s, block: block}, 1, nil)
-	// With the writer stuck, one event is in its hands, one in the buffer,
-	// and the rest are dropped; a Flush with nothing else to write must
-	// still put the drops on record.
+	// With the writer stuck, a few events are in its hands (those that
+	// came within its gather window), one in the buffer, and the rest are
+	// dropped; a Flush with nothing else to write must still put the drops
+	// on record.
 	for range 100 {
 		r.Record(Event{Kind: KindExecute})
 	}
@@ -247,7 +248,7 @@ func TestAuditRecorderReportsDropsWithoutNewEvents(t *testing.T) {
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r.Dropped() < 98 || r.Written()+r.Dropped() != 100 {
+	if r.Dropped() < 90 || r.Written()+r.Dropped() != 100 {
 		t.Fatalf("written %d dropped %d", r.Written(), r.Dropped())
 	}
 	if got := droppedIn(t, s); got != r.Dropped() {
