@@ -35,17 +35,11 @@ type Sandbox struct {
 	killOnce sync.Once
 	mu       sync.Mutex
 	limit    jail.Limit // first reason the sandbox was killed, under mu
-	cpuBase  time.Duration
-	log      string // the end of runsc's log when it failed
+	log      string     // the end of runsc's log when it failed
 	output   *jail.Output
+	enforcer *jail.Enforcer
 	done     chan struct{}
 	exit     jail.Exit
-	arms     chan arm
-}
-
-type arm struct {
-	ctx          context.Context
-	timeout, cpu time.Duration
 }
 
 // joinCgroup is the shell that starts runsc: it moves itself into the
@@ -77,7 +71,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	if spec.ID == "" {
 		spec.ID = jail.NewID()
 	}
-	s := &Sandbox{id: spec.ID, spec: spec, done: make(chan struct{}), arms: make(chan arm), start: time.Now()}
+	s := &Sandbox{id: spec.ID, spec: spec, done: make(chan struct{}), start: time.Now()}
 	s.output = jail.NewOutput(spec.Limits.OutputBytes, func() { s.Kill(jail.LimitOutput) })
 	s.uid = spec.HostUID
 	if s.uid == 0 {
@@ -108,6 +102,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
+	s.enforcer = jail.NewEnforcer(s.Kill, s.cg.CPUUsage, s.output)
 	if err := s.launch(runsc, rt.platform()); err != nil {
 		return nil, err
 	}
@@ -173,41 +168,9 @@ func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 	copiers.Add(2)
 	go s.output.Copy(&copiers, 0, outR, s.spec.Stdout)
 	go s.output.Copy(&copiers, 1, errR, s.spec.Stderr)
-	timer := time.NewTimer(s.spec.Limits.Timeout)
-	defer timer.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	cpuBudget := s.spec.Limits.CPUTime + s.cg.CPUUsage()
-	var ctxDone <-chan struct{}
-	var ctx context.Context
-	for running := true; running; {
-		select {
-		case <-waited:
-			running = false
-		case <-timer.C:
-			s.Kill(jail.LimitTimeout)
-		case <-ctxDone:
-			ctxDone = nil
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				s.Kill(jail.LimitTimeout)
-			} else {
-				s.Kill(jail.LimitCanceled)
-			}
-		case a := <-s.arms:
-			timer.Reset(a.timeout)
-			s.output.Renew()
-			ctx, ctxDone = a.ctx, a.ctx.Done()
-			base := s.cg.CPUUsage()
-			s.mu.Lock()
-			s.cpuBase = base
-			s.mu.Unlock()
-			cpuBudget = a.cpu + base
-		case <-tick.C:
-			if s.cg.CPUUsage() > cpuBudget {
-				s.Kill(jail.LimitCPU)
-			}
-		}
-	}
+	// The CPU budget counts from now: what the cgroup holds so far is the
+	// shell that started runsc.
+	s.enforcer.Run(context.Background(), s.spec.Limits.Timeout, s.spec.Limits.CPUTime+s.cg.CPUUsage(), waited)
 	// runsc is gone; its Gofer and Sentry may outlive it for a moment, and
 	// hold the output pipes open until they go.
 	_ = s.cg.KillAll()
@@ -241,7 +204,7 @@ func (s *Sandbox) finish() {
 		}
 	}
 	e.PeakMemoryBytes = s.cg.MemoryPeak()
-	e.CPUTime = s.cg.CPUUsage() - s.cpuBase
+	e.CPUTime = s.cg.CPUUsage() - s.enforcer.CPUBase()
 	e.OOMKilled = s.cg.OOMKilled()
 	if e.Limit == jail.LimitNone && e.OOMKilled {
 		e.Limit = jail.LimitMemory
@@ -268,22 +231,19 @@ func (s *Sandbox) Kill(reason jail.Limit) {
 // now: a wall-clock timeout, a CPU budget, a fresh output budget, and ctx,
 // whose end kills the sandbox.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
-	select {
-	case s.arms <- arm{ctx, timeout, cpu}:
-	case <-s.done:
-	}
+	s.enforcer.Arm(ctx, timeout, cpu)
 }
 
 // Usage is the CPU time used since the last Arm and the peak memory of
 // the sandbox (its cgroup), so far.
 func (s *Sandbox) Usage() (cpu time.Duration, peakMemory int64) {
 	s.mu.Lock()
-	cg, base := s.cg, s.cpuBase
+	cg := s.cg
 	s.mu.Unlock()
 	if cg == nil {
 		return 0, 0
 	}
-	return cg.CPUUsage() - base, cg.MemoryPeak()
+	return cg.CPUUsage() - s.enforcer.CPUBase(), cg.MemoryPeak()
 }
 
 // Log is the end of runsc's own log when the sandbox failed, for a

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,25 +22,24 @@ import (
 // cancellation). The nested program tells the supervisor which process is
 // the cell by passing a pidfd of it.
 type Cell struct {
-	id     string
-	limits Limits
-	cg     *cgroup
-	start  time.Time
+	id       string
+	limits   Limits
+	cg       *cgroup
+	start    time.Time
+	output   *Output
+	enforcer *Enforcer
 
 	stdoutR, stderrR *os.File
 	stdoutW, stderrW *os.File
 	sinks            [2]io.Writer
 
-	left [2]int64 // output budget per stream, each its copier's own
-
-	mu        sync.Mutex
-	pidfd     int
-	limit     Limit
-	killed    bool
-	truncated [2]bool
+	mu      sync.Mutex
+	pidfd   int
+	limit   Limit
+	killed  bool
+	retired bool // the cgroup is being removed
 
 	attached chan struct{}
-	arms     chan arm
 	drained  chan struct{} // both output pipes reached EOF
 	done     chan struct{}
 	exit     Exit
@@ -58,8 +56,8 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		return nil, fmt.Errorf("jail: bad cell id %q", id)
 	}
 	lim = lim.WithDefaults()
-	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr}, left: [2]int64{lim.OutputBytes, lim.OutputBytes},
-		attached: make(chan struct{}), arms: make(chan arm), drained: make(chan struct{}), done: make(chan struct{})}
+	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr},
+		attached: make(chan struct{}), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if c.cg, err = newCgroup(host.Cgroup, "cell-"+id, lim); err != nil {
 		return nil, err
@@ -73,6 +71,11 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		c.cg.destroy()
 		return nil, err
 	}
+	c.output = NewOutput(lim.OutputBytes, func() { c.Kill(LimitOutput) })
+	c.enforcer = NewEnforcer(c.Kill, c.cg.cpuUsage, c.output)
+	// A ready cell only idles (its per-process RLIMIT_CPU holds too); the
+	// CPU budget is checked often once a run armed the cell.
+	c.enforcer.SetIdleTick(time.Second)
 	return c, nil
 }
 
@@ -138,8 +141,16 @@ func PrimeAttach() {
 	_ = os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
 }
 
-// pidOfPidfd reads the pid (in our pid namespace) a pidfd refers to.
+// pidOfPidfd reads the pid (in our pid namespace) a pidfd refers to: from
+// the kernel's PIDFD_GET_INFO (Linux 6.13), else from the pidfd's fdinfo.
 func pidOfPidfd(fd int) (int, error) {
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_PID}
+	switch err := unix.IoctlPidfdInfo(fd, &info); {
+	case err == nil && info.Mask&unix.PIDFD_INFO_PID != 0 && info.Pid > 0:
+		return int(info.Pid), nil
+	case err == unix.ESRCH:
+		return 0, fmt.Errorf("jail: pidfd of an ended process")
+	}
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0, err
@@ -159,56 +170,26 @@ func pidOfPidfd(fd int) (int, error) {
 func (c *Cell) supervise(ctx context.Context) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go c.copy(&copiers, 0, c.stdoutR)
-	go c.copy(&copiers, 1, c.stderrR)
+	go c.output.Copy(&copiers, 0, c.stdoutR, c.sinks[0])
+	go c.output.Copy(&copiers, 1, c.stderrR, c.sinks[1])
 	go func() {
 		copiers.Wait()
 		close(c.drained)
 	}()
 	exited := make(chan struct{})
 	go c.waitExit(exited)
-	timer := time.NewTimer(c.limits.Timeout)
-	defer timer.Stop()
-	// The CPU budget is checked often once a run armed the cell; a ready
-	// cell only idles (its per-process RLIMIT_CPU holds too).
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	cpuBudget := c.limits.CPUTime
-	ctxDone := ctx.Done()
-	for running := true; running; {
-		select {
-		case <-exited:
-			running = false
-		case <-timer.C:
-			c.Kill(LimitTimeout)
-		case <-ctxDone:
-			ctxDone = nil
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				c.Kill(LimitTimeout)
-			} else {
-				c.Kill(LimitCanceled)
-			}
-		case a := <-c.arms:
-			timer.Reset(a.timeout)
-			ctx, ctxDone = a.ctx, a.ctx.Done()
-			cpuBudget = a.cpu + c.cg.cpuUsage()
-			tick.Reset(50 * time.Millisecond)
-		case <-tick.C:
-			if c.cg.cpuUsage() > cpuBudget {
-				c.Kill(LimitCPU)
-			}
-		}
-	}
+	c.enforcer.Run(ctx, c.limits.Timeout, c.limits.CPUTime, exited)
 	// The first process is gone; so is its pid namespace, whose init it
 	// parented with PDEATHSIG. Anything still in the cgroup is killed.
-	c.killCgroup()
+	_ = c.cg.kill(false)
 	<-c.drained
 	c.exit = c.snapshot()
 	// Under the lock: a Kill from now on must not signal whatever process
-	// a reused descriptor number refers to.
+	// a reused descriptor number refers to, nor use the cgroup.
 	c.mu.Lock()
 	unix.Close(c.pidfd)
 	c.pidfd = -1
+	c.retired = true
 	c.mu.Unlock()
 	closeAll(c.stdoutR, c.stderrR)
 	close(c.done)
@@ -250,13 +231,15 @@ func (c *Cell) waitExit(exited chan<- struct{}) {
 	}
 }
 
-// snapshot is what the supervisor knows of the cell's run so far.
+// snapshot is what the supervisor knows of the cell's run so far; once
+// the cgroup is being removed, what it knew then.
 func (c *Cell) snapshot() Exit {
 	c.mu.Lock()
-	limit := c.limit
-	truncated := c.truncated[0] || c.truncated[1]
-	c.mu.Unlock()
-	e := Exit{Limit: limit, Duration: time.Since(c.start), Truncated: truncated}
+	defer c.mu.Unlock()
+	if c.retired {
+		return c.exit
+	}
+	e := Exit{Limit: c.limit, Duration: time.Since(c.start), Truncated: c.output.Truncated()}
 	e.PeakMemoryBytes, e.CPUTime = c.cg.memoryPeak(), c.cg.cpuUsage()
 	e.OOMKilled = c.cg.oomKills() > 0
 	if e.Limit == LimitNone && e.OOMKilled {
@@ -298,74 +281,22 @@ func (c *Cell) Finish() Exit {
 	return e
 }
 
-func (c *Cell) copy(wg *sync.WaitGroup, stream int, f *os.File) {
-	defer wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := f.Read(buf)
-		c.emit(stream, buf[:n])
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// Finish: take what the pipe holds, without waiting for EOF.
-			if rc, err := f.SyscallConn(); err == nil {
-				_ = rc.Control(func(fd uintptr) {
-					for {
-						n, err := unix.Read(int(fd), buf)
-						if n <= 0 || err != nil {
-							return
-						}
-						c.emit(stream, buf[:n])
-					}
-				})
-			}
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// emit passes output on, within the stream's budget.
-func (c *Cell) emit(stream int, b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	w := c.sinks[stream]
-	if w == nil {
-		w = io.Discard
-	}
-	left := c.left[stream]
-	if int64(len(b)) <= left {
-		_, _ = w.Write(b)
-		c.left[stream] = left - int64(len(b))
-		return
-	}
-	_, _ = w.Write(b[:left])
-	c.left[stream] = 0
-	c.mu.Lock()
-	c.truncated[stream] = true
-	c.mu.Unlock()
-	c.Kill(LimitOutput)
-}
-
-// Arm gives the cell's work its limits, counted from now.
+// Arm gives the cell's work its limits, counted from now, and a fresh
+// output budget.
 func (c *Cell) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	select {
 	case <-c.attached:
 	case <-c.done:
 		return
 	}
-	select {
-	case c.arms <- arm{ctx, timeout, cpu}:
-	case <-c.done:
-	}
+	c.enforcer.Arm(ctx, timeout, cpu)
 }
 
 // Kill ends the cell at once; the first reason given is the one reported.
 func (c *Cell) Kill(reason Limit) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.killed {
-		c.mu.Unlock()
 		return
 	}
 	c.killed = true
@@ -374,24 +305,8 @@ func (c *Cell) Kill(reason Limit) {
 		// Under the lock, so that supervise cannot close it meanwhile.
 		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
 	}
-	c.mu.Unlock()
-	c.killCgroup()
-}
-
-// killCgroup kills whatever runs in the cell's cgroup.
-func (c *Cell) killCgroup() {
-	dir := c.cg.dirs["pids"]
-	if c.cg.version == 2 {
-		dir = c.cg.dirs[""]
-		if os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil {
-			return
-		}
-	}
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	if !c.retired {
+		_ = c.cg.kill(false)
 	}
 }
 
@@ -405,7 +320,13 @@ func (c *Cell) Abandon() {
 	default:
 	}
 	closeAll(c.stdoutR, c.stderrR, c.stdoutW, c.stderrW)
-	_ = c.cg.destroy()
+	c.mu.Lock()
+	retired := c.retired
+	c.retired = true
+	c.mu.Unlock()
+	if !retired {
+		_ = c.cg.destroy()
+	}
 }
 
 // Done is closed when the cell has ended and is torn down.

@@ -1,13 +1,8 @@
 package jail
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -57,31 +52,7 @@ func (c *Cgroup) OOMKilled() bool { return c.cg.oomKills() > 0 }
 
 // KillAll sends SIGKILL to every process in the cgroup until none is left
 // (a process may fork while the list is read), or gives up after a while.
-func (c *Cgroup) KillAll() error {
-	procs := c.ProcsFiles()
-	if len(procs) == 0 {
-		return nil
-	}
-	// Every hierarchy holds the same processes; the first one will do.
-	list := procs[0]
-	for i := 0; i < 400; i++ {
-		b, err := os.ReadFile(list)
-		if err != nil {
-			return fmt.Errorf("jail: read %s: %w", list, err)
-		}
-		pids := strings.Fields(string(b))
-		if len(pids) == 0 {
-			return nil
-		}
-		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return errors.New("jail: processes of the cgroup survive SIGKILL")
-}
+func (c *Cgroup) KillAll() error { return c.cg.kill(true) }
 
 // Destroy removes the cgroup; KillAll must have emptied it.
 func (c *Cgroup) Destroy() error { return c.cg.destroy() }

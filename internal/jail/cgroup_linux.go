@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,7 +69,7 @@ func reapStaleCgroups(h cgroupHost) {
 			}
 			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 				stale := &cgroup{version: h.version, dirs: map[string]string{"": filepath.Join(parent, e.Name())}}
-				_ = (&Cgroup{cg: stale}).KillAll()
+				_ = stale.kill(true)
 				_ = stale.destroy()
 			}
 		}
@@ -166,10 +168,66 @@ func writableDir(dir string) error {
 	return unix.Access(dir, unix.W_OK|unix.X_OK)
 }
 
-// cgroup is one sandbox's cgroup (one directory per v1 hierarchy).
+// cgroup is one sandbox's cgroup (one directory per v1 hierarchy). The
+// control files it uses more than once stay open for its life, read and
+// written at offset 0: opening a cgroup file costs ten times reading it,
+// and the CPU budget is read every [CPUTick].
 type cgroup struct {
 	version int
 	dirs    map[string]string
+
+	mu     sync.RWMutex // held for reading while a descriptor is in use
+	closed bool         // the descriptors are closed (destroy)
+	fds    [numCgFiles]atomic.Int32
+}
+
+// cgFile names a control file of a sandbox's cgroup.
+type cgFile int
+
+const (
+	cgCPU         cgFile = iota // CPU time: cpuacct.usage (v1), cpu.stat (v2)
+	cgPeak                      // peak memory: memory.max_usage_in_bytes, memory.peak
+	cgOOM                       // OOM kills: memory.oom_control, memory.events
+	cgMemory                    // memory now: memory.usage_in_bytes, memory.current
+	cgPidsCurrent               // pids.current
+	cgPidsMax                   // pids.max
+	cgKill                      // cgroup.kill (v2 only)
+	cgProcs                     // cgroup.procs (v1: the memory hierarchy's)
+	cgProcsPids                 // v1: the pids hierarchy's cgroup.procs
+	cgProcsCPU                  // v1: the cpuacct hierarchy's cgroup.procs
+	numCgFiles
+)
+
+// cgFileSpec is where a control file is (its hierarchy, "" on v2) and how
+// it is opened.
+type cgFileSpec struct {
+	ctrl, name string
+	mode       int
+}
+
+// cgFiles are the control files by cgroup version.
+var cgFiles = [3][numCgFiles]cgFileSpec{
+	1: {
+		cgCPU:         {"cpuacct", "cpuacct.usage", unix.O_RDWR},
+		cgPeak:        {"memory", "memory.max_usage_in_bytes", unix.O_RDWR},
+		cgOOM:         {"memory", "memory.oom_control", unix.O_RDONLY},
+		cgMemory:      {"memory", "memory.usage_in_bytes", unix.O_RDONLY},
+		cgPidsCurrent: {"pids", "pids.current", unix.O_RDONLY},
+		cgPidsMax:     {"pids", "pids.max", unix.O_RDWR},
+		cgProcs:       {"memory", "cgroup.procs", unix.O_WRONLY},
+		cgProcsPids:   {"pids", "cgroup.procs", unix.O_WRONLY},
+		cgProcsCPU:    {"cpuacct", "cgroup.procs", unix.O_WRONLY},
+	},
+	2: {
+		cgCPU:         {"", "cpu.stat", unix.O_RDONLY},
+		cgPeak:        {"", "memory.peak", unix.O_RDWR}, // writable (a reset) from Linux 6.12
+		cgOOM:         {"", "memory.events", unix.O_RDONLY},
+		cgMemory:      {"", "memory.current", unix.O_RDONLY},
+		cgPidsCurrent: {"", "pids.current", unix.O_RDONLY},
+		cgPidsMax:     {"", "pids.max", unix.O_RDWR},
+		cgKill:        {"", "cgroup.kill", unix.O_WRONLY},
+		cgProcs:       {"", "cgroup.procs", unix.O_RDWR},
+	},
 }
 
 // initHeadroom bounds the init's own tasks (its Go runtime threads count
@@ -193,32 +251,145 @@ func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
 		writes = [][3]string{
 			{"memory", "memory.limit_in_bytes", mem},
 			{"memory", "memory.memsw.limit_in_bytes", mem}, // no escape into swap
-			{"pids", "pids.max", pids},
 		}
 	} else {
 		writes = [][3]string{
 			{"", "memory.max", mem},
 			{"", "memory.swap.max", "0"},
-			{"", "pids.max", pids},
 		}
 	}
 	for _, w := range writes {
 		p := filepath.Join(cg.dirs[w[0]], w[1])
-		if err := os.WriteFile(p, []byte(w[2]), 0); err != nil {
-			if os.IsNotExist(err) && strings.Contains(w[1], "swap") {
+		if err := writeControl(p, w[2]); err != nil {
+			if errors.Is(err, unix.ENOENT) && strings.Contains(w[1], "swap") {
 				continue // kernel without swap accounting: nothing to escape into
 			}
 			cg.destroy()
 			return nil, fmt.Errorf("cgroup %s: %w", w[1], err)
 		}
 	}
+	if err := cg.write(cgPidsMax, pids); err != nil {
+		cg.destroy()
+		return nil, fmt.Errorf("cgroup pids.max: %w", err)
+	}
 	return cg, nil
+}
+
+// writeControl writes s to a control file: open, write, close, around the
+// runtime's poller (a cgroup file is pollable, and registering it costs).
+func writeControl(path, s string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.Write(fd, []byte(s))
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fd returns the descriptor of control file f, opened on first use, or -1
+// when it cannot be opened (absent on this kernel). cg.mu is held for
+// reading. fds holds the descriptor plus one, 0 before the first use, and
+// -1 for an absent file.
+func (cg *cgroup) fd(f cgFile) int {
+	if v := cg.fds[f].Load(); v != 0 {
+		return max(int(v)-1, -1)
+	}
+	spec := cgFiles[cg.version][f]
+	dir, ok := cg.dirs[spec.ctrl]
+	if spec.name == "" || !ok {
+		cg.fds[f].Store(-1)
+		return -1
+	}
+	path := filepath.Join(dir, spec.name)
+	fd, err := unix.Open(path, spec.mode|unix.O_CLOEXEC, 0)
+	if err != nil && spec.mode == unix.O_RDWR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0) // not writable on this kernel
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			cg.fds[f].CompareAndSwap(0, -1)
+		}
+		return -1
+	}
+	if !cg.fds[f].CompareAndSwap(0, int32(fd)+1) {
+		unix.Close(fd) // another reader opened it meanwhile
+		return max(int(cg.fds[f].Load())-1, -1)
+	}
+	return fd
+}
+
+// read reads control file f into buf from its start; 0 when it cannot.
+func (cg *cgroup) read(f cgFile, buf []byte) int {
+	cg.mu.RLock()
+	defer cg.mu.RUnlock()
+	if cg.closed {
+		return 0
+	}
+	fd := cg.fd(f)
+	if fd < 0 {
+		return 0
+	}
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// write writes s to control file f.
+func (cg *cgroup) write(f cgFile, s string) error {
+	cg.mu.RLock()
+	defer cg.mu.RUnlock()
+	if cg.closed {
+		return unix.EBADF
+	}
+	fd := cg.fd(f)
+	if fd < 0 {
+		return fmt.Errorf("cgroup: no %s", cgFiles[cg.version][f].name)
+	}
+	_, err := unix.Pwrite(fd, []byte(s), 0)
+	return err
+}
+
+// readInt reads a control file that holds one number; 0 when it cannot.
+func (cg *cgroup) readInt(f cgFile) int64 {
+	var buf [64]byte
+	n := cg.read(f, buf[:])
+	v, _ := strconv.ParseInt(string(bytes.TrimSpace(buf[:n])), 10, 64)
+	return v
+}
+
+// readKey reads the value of key in a control file of "key value" lines
+// (memory.events, cpu.stat, memory.oom_control); 0 when it cannot.
+func (cg *cgroup) readKey(f cgFile, key string) int64 {
+	var buf [1024]byte
+	b := buf[:cg.read(f, buf[:])]
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if k, v, ok := bytes.Cut(line, []byte{' '}); ok && string(k) == key {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // addProcess moves pid (and all its threads) into every hierarchy.
 func (cg *cgroup) addProcess(pid int) error {
-	for _, dir := range cg.dirs {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+	files := []cgFile{cgProcs}
+	if cg.version == 1 {
+		files = []cgFile{cgProcs, cgProcsPids, cgProcsCPU}
+	}
+	for _, f := range files {
+		if err := cg.write(f, strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
@@ -229,15 +400,11 @@ func (cg *cgroup) addProcess(pid int) error {
 // the init holds now. The init calls for it right before it forks the
 // program, and holds still afterwards (no GC, one locked thread waiting).
 func (cg *cgroup) settlePids(program int) error {
-	dir := cg.dirs[""]
-	if cg.version == 1 {
-		dir = cg.dirs["pids"]
-	}
-	current := readInt(filepath.Join(dir, "pids.current"))
+	current := cg.readInt(cgPidsCurrent)
 	if current <= 0 {
-		return fmt.Errorf("cgroup: no pids.current in %s", dir)
+		return fmt.Errorf("cgroup: no pids.current in %s", cg.dirs[cgFiles[cg.version][cgPidsCurrent].ctrl])
 	}
-	return os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(int64(program)+current, 10)), 0)
+	return cg.write(cgPidsMax, strconv.FormatInt(int64(program)+current, 10))
 }
 
 // openV2 returns a descriptor of the v2 cgroup for CLONE_INTO_CGROUP.
@@ -245,33 +412,107 @@ func (cg *cgroup) openV2() (*os.File, error) {
 	return os.Open(cg.dirs[""])
 }
 
-// cpuUsage is the CPU time of every task that ever ran in the cgroup.
+// cpuUsage is the CPU time of every task that ran in the cgroup.
 func (cg *cgroup) cpuUsage() time.Duration {
 	if cg.version == 1 {
-		return time.Duration(readInt(filepath.Join(cg.dirs["cpuacct"], "cpuacct.usage")))
+		return time.Duration(cg.readInt(cgCPU))
 	}
-	return time.Duration(readKey(filepath.Join(cg.dirs[""], "cpu.stat"), "usage_usec")) * time.Microsecond
+	return time.Duration(cg.readKey(cgCPU, "usage_usec")) * time.Microsecond
 }
 
 // memoryPeak is the highest memory use the cgroup saw.
-func (cg *cgroup) memoryPeak() int64 {
-	if cg.version == 1 {
-		return readInt(filepath.Join(cg.dirs["memory"], "memory.max_usage_in_bytes"))
-	}
-	return readInt(filepath.Join(cg.dirs[""], "memory.peak"))
-}
+func (cg *cgroup) memoryPeak() int64 { return cg.readInt(cgPeak) }
 
 // oomKills counts the processes the OOM killer ended in this cgroup.
-func (cg *cgroup) oomKills() int64 {
-	if cg.version == 1 {
-		return readKey(filepath.Join(cg.dirs["memory"], "memory.oom_control"), "oom_kill")
+func (cg *cgroup) oomKills() int64 { return cg.readKey(cgOOM, "oom_kill") }
+
+// procs lists the processes in the cgroup. On v1 the list is read through
+// a fresh descriptor each time: v1 caches a listing per open file (for a
+// second after its last read), and a kept descriptor would show dead
+// processes and miss new ones.
+func (cg *cgroup) procs() ([]int, error) {
+	dir, ok := cg.dirs["pids"]
+	if !ok {
+		dir = cg.dirs[""] // v2, or one stale v1 directory (reapStaleCgroups)
 	}
-	return readKey(filepath.Join(cg.dirs[""], "memory.events"), "oom_kill")
+	return readProcs(filepath.Join(dir, "cgroup.procs"))
 }
 
-// destroy removes the cgroup directories. The pid namespace is gone by
-// then, but the kernel may take a moment to release the last task.
+// readProcs reads the pids listed in a cgroup.procs file.
+func readProcs(path string) ([]int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("jail: read %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var buf [4096]byte
+	var pids []int
+	pid, digits := 0, false
+	for {
+		n, err := unix.Read(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jail: read %s: %w", path, err)
+		}
+		for _, c := range buf[:n] {
+			if c >= '0' && c <= '9' {
+				pid, digits = pid*10+int(c-'0'), true
+			} else if digits {
+				pids = append(pids, pid)
+				pid, digits = 0, false
+			}
+		}
+		if n == 0 {
+			if digits {
+				pids = append(pids, pid)
+			}
+			return pids, nil
+		}
+	}
+}
+
+// kill sends SIGKILL to every process in the cgroup: through cgroup.kill
+// on v2 where the kernel has it, else to each process listed. With wait it
+// repeats until none is left (a process may fork while the list is read),
+// or gives up after two seconds.
+func (cg *cgroup) kill(wait bool) error {
+	if cg.version == 2 && cg.write(cgKill, "1") == nil && !wait {
+		return nil
+	}
+	for i := 0; ; i++ {
+		pids, err := cg.procs()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		if !wait {
+			return nil
+		}
+		if i == 400 {
+			return errors.New("jail: processes of the cgroup survive SIGKILL")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// destroy closes the control files and removes the cgroup directories.
+// The pid namespace is gone by then, but the kernel may take a moment to
+// release the last task.
 func (cg *cgroup) destroy() error {
+	cg.mu.Lock()
+	if !cg.closed {
+		cg.closed = true
+		for i := range cg.fds {
+			if v := cg.fds[i].Swap(0); v > 0 {
+				unix.Close(int(v) - 1)
+			}
+		}
+	}
+	cg.mu.Unlock()
 	var firstErr error
 	for _, dir := range cg.dirs {
 		var err error
@@ -291,28 +532,4 @@ func (cg *cgroup) destroy() error {
 		}
 	}
 	return firstErr
-}
-
-func readInt(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
-}
-
-// readKey reads "key value" lines (memory.events, cpu.stat, oom_control).
-func readKey(path, key string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

@@ -1,7 +1,9 @@
 package jail
 
 import (
+	"errors"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 )
@@ -32,34 +34,53 @@ func (o *Output) Renew() {
 	o.left[1].Store(o.budget)
 }
 
+// copyBufs recycles the copiers' buffers: every sandbox and every cell
+// has two copiers, and a pool goes through many cells.
+var copyBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
 // Copy copies stream (0 stdout, 1 stderr) from r to w (nil discards)
-// within its budget until r ends, then calls wg.Done.
+// within its budget until r ends, then calls wg.Done. A read that fails
+// with [os.ErrDeadlineExceeded] (a read deadline set in the past: the
+// sandbox has said its last word and is being finished) ends the copy
+// after what the pipe holds already, without waiting for its end.
 func (o *Output) Copy(wg *sync.WaitGroup, stream int, r io.Reader, w io.Writer) {
 	defer wg.Done()
 	if w == nil {
 		w = io.Discard
 	}
-	buf := make([]byte, 32<<10)
+	buf := copyBufs.Get().(*[32 << 10]byte)
+	defer copyBufs.Put(buf)
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			left := o.left[stream].Add(-int64(n)) + int64(n)
-			if left >= int64(n) {
-				_, _ = w.Write(buf[:n])
-			} else {
-				if left > 0 {
-					_, _ = w.Write(buf[:left])
-				}
-				o.mu.Lock()
-				o.truncated[stream] = true
-				o.mu.Unlock()
-				o.over()
-			}
+		n, err := r.Read(buf[:])
+		o.write(stream, w, buf[:n])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drainNow(r, buf[:], func(b []byte) { o.write(stream, w, b) })
+			return
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// write passes b on to w within the stream's budget.
+func (o *Output) write(stream int, w io.Writer, b []byte) {
+	n := int64(len(b))
+	if n == 0 {
+		return
+	}
+	left := o.left[stream].Add(-n) + n
+	if left >= n {
+		_, _ = w.Write(b)
+		return
+	}
+	if left > 0 {
+		_, _ = w.Write(b[:left])
+	}
+	o.mu.Lock()
+	o.truncated[stream] = true
+	o.mu.Unlock()
+	o.over()
 }
 
 // Truncated reports whether either stream was cut.

@@ -32,16 +32,10 @@ type Sandbox struct {
 	limit    Limit // first reason the sandbox was killed, under mu
 
 	output     *Output
+	enforcer   *Enforcer
 	exitReport *programExit
 	done       chan struct{}
 	exit       Exit
-	arms       chan arm
-}
-
-// arm is a new budget for the sandbox's next piece of work.
-type arm struct {
-	ctx          context.Context
-	timeout, cpu time.Duration
 }
 
 // Start builds a sandbox for spec and starts its program. It returns once
@@ -60,15 +54,18 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	} else if !validID(spec.ID) {
 		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
 	}
-	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{}), arms: make(chan arm)}
+	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
 	s.output = NewOutput(spec.Limits.OutputBytes, func() { s.Kill(LimitOutput) })
 
 	var err error
+	var usage func() time.Duration // no cgroup: no CPU time to read
 	if host.Cgroup.version != 0 {
 		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits); err != nil {
 			return nil, err
 		}
+		usage = s.cg.cpuUsage
 	}
+	s.enforcer = NewEnforcer(s.Kill, usage, s.output)
 	started := false
 	defer func() {
 		if !started {
@@ -105,7 +102,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	// The goroutine that starts the init owns its OS thread until the init
 	// is reaped: Pdeathsig fires when that thread ends (go.dev/issue/27505).
 	startErr := make(chan error, 1)
-	waitErr := make(chan error, 1)
+	waited := make(chan struct{}) // closed once the init is reaped
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -114,7 +111,8 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 			return
 		}
 		startErr <- nil
-		waitErr <- s.cmd.Wait()
+		_ = s.cmd.Wait()
+		close(waited)
 	}()
 	if err := <-startErr; err != nil {
 		fds.closeParentEnds()
@@ -126,7 +124,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 
 	if err := s.configure(fds); err != nil {
 		s.Kill(LimitNone)
-		<-waitErr
+		<-waited
 		fds.closeParentEnds()
 		_ = fds.channel.Close()
 		s.cleanup()
@@ -138,7 +136,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		fds.forward = nil
 		go receiveForwards(sock, spec.Forward.Handle)
 	}
-	go s.supervise(ctx, fds, waitErr)
+	go s.supervise(ctx, fds, waited)
 	return s, nil
 }
 
@@ -196,7 +194,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 
 // supervise enforces the limits the kernel does not, collects the output and
 // the exit report, and tears the sandbox down.
-func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-chan error) {
+func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-chan struct{}) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
 	go s.output.Copy(&copiers, 0, fds.stdout, s.spec.Stdout)
@@ -215,44 +213,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waitErr <-ch
 		}
 	}()
 
-	timer := time.NewTimer(s.spec.Limits.Timeout)
-	defer timer.Stop()
-	var tick <-chan time.Time
-	if s.cg != nil {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		tick = t.C
-	}
-	cpuBudget := s.spec.Limits.CPUTime
-	ctxDone := ctx.Done()
-	var waited bool
-	for !waited {
-		select {
-		case <-waitErr:
-			waited = true
-		case <-timer.C:
-			s.Kill(LimitTimeout)
-		case <-ctxDone:
-			ctxDone = nil // fires once; the kill is on its way
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				s.Kill(LimitTimeout)
-			} else {
-				s.Kill(LimitCanceled)
-			}
-		case a := <-s.arms:
-			timer.Reset(a.timeout)
-			s.output.Renew()
-			ctx, ctxDone = a.ctx, a.ctx.Done()
-			cpuBudget = a.cpu
-			if s.cg != nil {
-				cpuBudget += s.cg.cpuUsage()
-			}
-		case <-tick:
-			if s.cg.cpuUsage() > cpuBudget {
-				s.Kill(LimitCPU)
-			}
-		}
-	}
+	s.enforcer.Run(ctx, s.spec.Limits.Timeout, s.spec.Limits.CPUTime, waited)
 	// The init is gone, so is every process of its pid namespace, and so are
 	// the write ends of the pipes: the readers finish.
 	<-reportDone
@@ -317,10 +278,7 @@ func (s *Sandbox) Kill(reason Limit) {
 // whose end kills the sandbox.
 // Pools and sessions arm sandboxes that were started before the work came.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
-	select {
-	case s.arms <- arm{ctx, timeout, cpu}:
-	case <-s.done:
-	}
+	s.enforcer.Arm(ctx, timeout, cpu)
 }
 
 // Channel is the supervisor's end of the program's channel (fd 3 inside).
