@@ -21,7 +21,7 @@ const (
 	// to join its transaction: each commit is a durable write (an fsync),
 	// and one per event would cost the server more CPU than the event's
 	// run. An event reaches the database at most this much later.
-	gatherWindow = 10 * time.Millisecond
+	gatherWindow = 25 * time.Millisecond
 	// defaultBuffer is used when NewRecorder is given no buffer size.
 	defaultBuffer = 1024
 	// writeTimeout bounds one Append, so a wedged database cannot stall
