@@ -194,4 +194,6 @@ func (f *Fleet) Close() {
 	for _, cl := range f.classes {
 		cl.close()
 	}
+	// The cgroups kept for the next cells: none outlives the fleet.
+	jail.ReleaseCellCgroups()
 }

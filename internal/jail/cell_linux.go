@@ -37,7 +37,7 @@ type Cell struct {
 	pidfd   int
 	limit   Limit
 	killed  bool
-	retired bool // the cgroup is being removed
+	retired bool // the cgroup is no longer the cell's: it may be another's
 
 	attached chan struct{}
 	drained  chan struct{} // both output pipes reached EOF
@@ -59,16 +59,16 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr},
 		attached: make(chan struct{}), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
-	if c.cg, err = newCgroup(host.Cgroup, "cell-"+id, lim); err != nil {
+	if c.cg, err = cellCgroup(host.Cgroup, lim); err != nil {
 		return nil, err
 	}
 	if c.stdoutR, c.stdoutW, err = os.Pipe(); err != nil {
-		c.cg.destroy()
+		retireCellCgroup(c.cg)
 		return nil, err
 	}
 	if c.stderrR, c.stderrW, err = os.Pipe(); err != nil {
 		closeAll(c.stdoutR, c.stdoutW)
-		c.cg.destroy()
+		retireCellCgroup(c.cg)
 		return nil, err
 	}
 	c.output = NewOutput(lim.OutputBytes, func() { c.Kill(LimitOutput) })
@@ -185,17 +185,18 @@ func (c *Cell) supervise(ctx context.Context) {
 	<-c.drained
 	c.exit = c.snapshot()
 	// Under the lock: a Kill from now on must not signal whatever process
-	// a reused descriptor number refers to, nor use the cgroup.
+	// a reused descriptor number refers to, nor kill in the cgroup, which
+	// the next cell may get.
 	c.mu.Lock()
 	unix.Close(c.pidfd)
 	c.pidfd = -1
 	c.retired = true
 	c.mu.Unlock()
+	// Before done: whoever waits for the cell finds its cgroup retired
+	// (ReleaseCellCgroups sees it).
+	retireCellCgroup(c.cg)
 	closeAll(c.stdoutR, c.stderrR)
 	close(c.done)
-	// Off the run's path: v1 keeps a cgroup busy for a moment after its last
-	// task died, and rmdir retries until it is free.
-	go func() { _ = c.cg.destroy() }()
 }
 
 // waitExit closes exited when the cell's first process has ended. The
@@ -232,7 +233,7 @@ func (c *Cell) waitExit(exited chan<- struct{}) {
 }
 
 // snapshot is what the supervisor knows of the cell's run so far; once
-// the cgroup is being removed, what it knew then.
+// the cgroup is retired, what it knew then.
 func (c *Cell) snapshot() Exit {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -325,7 +326,7 @@ func (c *Cell) Abandon() {
 	c.retired = true
 	c.mu.Unlock()
 	if !retired {
-		_ = c.cg.destroy()
+		retireCellCgroup(c.cg)
 	}
 }
 

@@ -175,10 +175,19 @@ func writableDir(dir string) error {
 type cgroup struct {
 	version int
 	dirs    map[string]string
+	key     cellKey // the limits a cell's cgroup was made with
 
 	mu     sync.RWMutex // held for reading while a descriptor is in use
 	closed bool         // the descriptors are closed (destroy)
 	fds    [numCgFiles]atomic.Int32
+
+	// What the counters that a recycled cgroup cannot reset read when it
+	// was recycled (see [cgroup.recycle]).
+	cpuBase time.Duration
+	oomBase int64
+	// dirty is set when a process may have joined only some hierarchies:
+	// such a cgroup is never reused.
+	dirty atomic.Bool
 }
 
 // cgFile names a control file of a sandbox's cgroup.
@@ -388,8 +397,11 @@ func (cg *cgroup) addProcess(pid int) error {
 	if cg.version == 1 {
 		files = []cgFile{cgProcs, cgProcsPids, cgProcsCPU}
 	}
-	for _, f := range files {
+	for i, f := range files {
 		if err := cg.write(f, strconv.Itoa(pid)); err != nil {
+			if i > 0 {
+				cg.dirty.Store(true) // in some hierarchies only
+			}
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
@@ -415,16 +427,16 @@ func (cg *cgroup) openV2() (*os.File, error) {
 // cpuUsage is the CPU time of every task that ran in the cgroup.
 func (cg *cgroup) cpuUsage() time.Duration {
 	if cg.version == 1 {
-		return time.Duration(cg.readInt(cgCPU))
+		return time.Duration(cg.readInt(cgCPU)) - cg.cpuBase
 	}
-	return time.Duration(cg.readKey(cgCPU, "usage_usec")) * time.Microsecond
+	return time.Duration(cg.readKey(cgCPU, "usage_usec"))*time.Microsecond - cg.cpuBase
 }
 
 // memoryPeak is the highest memory use the cgroup saw.
 func (cg *cgroup) memoryPeak() int64 { return cg.readInt(cgPeak) }
 
 // oomKills counts the processes the OOM killer ended in this cgroup.
-func (cg *cgroup) oomKills() int64 { return cg.readKey(cgOOM, "oom_kill") }
+func (cg *cgroup) oomKills() int64 { return cg.readKey(cgOOM, "oom_kill") - cg.oomBase }
 
 // procs lists the processes in the cgroup. On v1 the list is read through
 // a fresh descriptor each time: v1 caches a listing per open file (for a
