@@ -7,13 +7,6 @@ import (
 	"path/filepath"
 )
 
-// ForwardSocket is where a sandbox with a jail.Forward finds the host's
-// end: a unix socket, through which each connection reaches the Forward's
-// handler. gVisor passes no descriptors in, so the program relays
-// 127.0.0.1:Port to it itself (the harness's init does), and runsc is
-// allowed to connect to host sockets (--host-uds=open), which reach only
-// what is bound into the sandbox: this socket.
-const ForwardSocket = "/run/codecage/forward.sock"
 
 // forwardDir is the directory of the bundle bound at ForwardSocket's.
 const forwardDir = "forward"
