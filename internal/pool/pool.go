@@ -198,6 +198,14 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		p.mu.Unlock()
 		return item, nil
 	}
+	if slot := p.cfg.Budget.TryAcquire(); slot != nil {
+		// Room in the budget and nobody queued: make one now.
+		p.inUse++
+		p.stats.Misses++
+		p.broadcast()
+		p.mu.Unlock()
+		return p.made(ctx, slot)
+	}
 	p.waiting++
 	p.mu.Unlock()
 	defer func() {
@@ -231,13 +239,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			p.stats.Misses++
 			p.broadcast()
 			p.mu.Unlock()
-			item, err := p.create(ctx, slot)
-			if err != nil {
-				slot.Release()
-				p.Release()
-				return zero, err
-			}
-			return item, nil
+			return p.made(ctx, slot)
 		case err := <-failed:
 			if errors.Is(err, ErrBusy) {
 				p.mu.Lock()
@@ -276,6 +278,18 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			p.mu.Unlock()
 		}
 	}
+}
+
+// made creates an item for a caller that counted it in use, holding slot.
+func (p *Pool[T]) made(ctx context.Context, slot *Slot) (T, error) {
+	item, err := p.create(ctx, slot)
+	if err != nil {
+		slot.Release()
+		p.Release()
+		var zero T
+		return zero, err
+	}
+	return item, nil
 }
 
 // reclaim ends one ready item to give its slot to a caller queued on the
