@@ -34,7 +34,8 @@ type Cell struct {
 	sinks            [2]io.Writer
 
 	mu      sync.Mutex
-	pidfd   int
+	pidfd   *os.File // of the first process, in the runtime's poller; nil before Attach
+	nsInit  bool     // the first process is the init of its own pid namespace
 	limit   Limit
 	killed  bool
 	retired bool // the cgroup is no longer the cell's: it may be another's
@@ -56,17 +57,17 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		return nil, fmt.Errorf("jail: bad cell id %q", id)
 	}
 	lim = lim.WithDefaults()
-	c := &Cell{id: id, limits: lim, pidfd: -1, sinks: [2]io.Writer{stdout, stderr},
+	c := &Cell{id: id, limits: lim, sinks: [2]io.Writer{stdout, stderr},
 		attached: make(chan struct{}), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if c.cg, err = cellCgroup(host.Cgroup, lim); err != nil {
 		return nil, err
 	}
-	if c.stdoutR, c.stdoutW, err = os.Pipe(); err != nil {
+	if c.stdoutR, c.stdoutW, err = outputPipe(); err != nil {
 		retireCellCgroup(c.cg)
 		return nil, err
 	}
-	if c.stderrR, c.stderrW, err = os.Pipe(); err != nil {
+	if c.stderrR, c.stderrW, err = outputPipe(); err != nil {
 		closeAll(c.stdoutR, c.stdoutW)
 		retireCellCgroup(c.cg)
 		return nil, err
@@ -77,6 +78,23 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 	// CPU budget is checked often once a run armed the cell.
 	c.enforcer.SetIdleTick(time.Second)
 	return c, nil
+}
+
+// outputPipe returns a pipe whose read end the runtime's poller serves
+// (Finish sets a deadline on it) and whose write end, passed to the nested
+// program, stays blocking and out of the poller (os.Pipe would register it
+// only to have it taken out again).
+func outputPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
 // OutputFiles are the write ends of the cell's stdout and stderr, to pass
@@ -108,17 +126,47 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		unix.Close(pidfd)
 		return err
 	}
+	nsInit := pidnsInit(pidfd, pid)
+	// Non-blocking, the pidfd waits for the process's end in the poller
+	// (see waitExit), and the os.File keeps a Kill that comes after its
+	// Close from signalling whatever the number refers to by then.
+	_ = unix.SetNonblock(pidfd, true)
+	f := os.NewFile(uintptr(pidfd), "pidfd")
 	c.mu.Lock()
-	c.pidfd = pidfd
+	c.pidfd, c.nsInit = f, nsInit
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {
-		_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		signalPidfd(f)
 	}
 	c.start = time.Now()
 	go c.supervise(ctx)
 	close(c.attached)
 	return nil
+}
+
+// pidnsInit reports whether the process of pidfd (pid here) is the init
+// of a pid namespace of its own. Its end then ends every other process of
+// the namespace: the kernel kills them, and they are all reaped before
+// the init's own end shows. A zygote's cell is such an init.
+func pidnsInit(pidfd, pid int) bool {
+	const pidfdGetPidNamespace = 0xff05 // _IO(PIDFS_IOCTL_MAGIC, 5), Linux 6.11
+	ns, err := unix.IoctlRetInt(pidfd, pidfdGetPidNamespace)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(ns)
+	inner, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(ns), unix.NS_GET_TGID_IN_PIDNS, uintptr(pid))
+	return errno == 0 && inner == 1
+}
+
+// signalPidfd sends SIGKILL through a pidfd, unless it is closed.
+func signalPidfd(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0)
+		})
+	}
 }
 
 // priming is set while a PrimeAttach is under way.
@@ -137,9 +185,24 @@ func PrimeAttach() {
 		return
 	}
 	defer priming.Store(false)
-	own := filepath.Dir(host.Cgroup.parents["pids"])
-	_ = os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	primeOnce.Do(func() {
+		own := filepath.Join(filepath.Dir(host.Cgroup.parents["pids"]), "cgroup.procs")
+		if fd, err := unix.Open(own, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			primeFD, primePid = fd, []byte(strconv.Itoa(os.Getpid()))
+		}
+	})
+	if primeFD >= 0 {
+		_, _ = unix.Write(primeFD, primePid)
+	}
 }
+
+// The cgroup.procs file PrimeAttach writes to, opened once, and what it
+// writes.
+var (
+	primeOnce sync.Once
+	primeFD   = -1
+	primePid  []byte
+)
 
 // pidOfPidfd reads the pid (in our pid namespace) a pidfd refers to: from
 // the kernel's PIDFD_GET_INFO (Linux 6.13), else from the pidfd's fdinfo.
@@ -171,25 +234,26 @@ func (c *Cell) supervise(ctx context.Context) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
 	go c.output.Copy(&copiers, 0, c.stdoutR, c.sinks[0])
-	go c.output.Copy(&copiers, 1, c.stderrR, c.sinks[1])
 	go func() {
+		c.output.Copy(&copiers, 1, c.stderrR, c.sinks[1])
 		copiers.Wait()
 		close(c.drained)
 	}()
 	exited := make(chan struct{})
 	go c.waitExit(exited)
 	c.enforcer.Run(ctx, c.limits.Timeout, c.limits.CPUTime, exited)
-	// The first process is gone; so is its pid namespace, whose init it
-	// parented with PDEATHSIG. Anything still in the cgroup is killed.
-	_ = c.cg.kill(false)
+	// The first process is gone. Anything still in the cgroup is killed,
+	// unless that process was the init of its pid namespace: then the
+	// kernel has killed and reaped everything else already.
+	if !c.nsInit {
+		_ = c.cg.kill(false)
+	}
 	<-c.drained
 	c.exit = c.snapshot()
-	// Under the lock: a Kill from now on must not signal whatever process
-	// a reused descriptor number refers to, nor kill in the cgroup, which
-	// the next cell may get.
+	// Under the lock: a Kill from now on must not use the cgroup, which
+	// the next cell may get (nor the closed pidfd).
 	c.mu.Lock()
-	unix.Close(c.pidfd)
-	c.pidfd = -1
+	_ = c.pidfd.Close()
 	c.retired = true
 	c.mu.Unlock()
 	// Before done: whoever waits for the cell finds its cgroup retired
@@ -205,31 +269,26 @@ func (c *Cell) supervise(ctx context.Context) {
 // fallback.
 func (c *Cell) waitExit(exited chan<- struct{}) {
 	defer close(exited)
-	if fd, err := unix.Dup(c.pidfd); err == nil {
-		unix.CloseOnExec(fd)
-		if unix.SetNonblock(fd, true) == nil {
-			f := os.NewFile(uintptr(fd), "pidfd")
-			defer f.Close()
-			if rc, err := f.SyscallConn(); err == nil {
-				err = rc.Read(func(fd uintptr) bool {
-					p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-					n, err := unix.Poll(p, 0)
-					return err == nil && n > 0
-				})
-				if err == nil {
-					return
-				}
+	rc, err := c.pidfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	ended := func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err == nil && n > 0
+	}
+	if rc.Read(ended) == nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				return
 			}
-		} else {
-			unix.Close(fd)
 		}
-	}
-	fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
-	for {
-		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-			return
-		}
-	}
+	})
 }
 
 // snapshot is what the supervisor knows of the cell's run so far; once
@@ -302,11 +361,11 @@ func (c *Cell) Kill(reason Limit) {
 	}
 	c.killed = true
 	c.limit = reason
-	if c.pidfd >= 0 {
-		// Under the lock, so that supervise cannot close it meanwhile.
-		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+	if c.pidfd != nil {
+		signalPidfd(c.pidfd)
 	}
-	if !c.retired {
+	// The end of a pid namespace's init is the end of the namespace.
+	if !c.retired && (c.pidfd == nil || !c.nsInit) {
 		_ = c.cg.kill(false)
 	}
 }

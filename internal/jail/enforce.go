@@ -87,9 +87,6 @@ func (e *Enforcer) Run(ctx context.Context, timeout, cpu time.Duration, exited <
 			}
 		case a := <-e.arms:
 			timer.Reset(a.timeout)
-			if e.output != nil {
-				e.output.Renew()
-			}
 			ctx, ctxDone = a.ctx, a.ctx.Done()
 			if ticker != nil {
 				ticker.Reset(e.tick)
@@ -114,6 +111,10 @@ func (e *Enforcer) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	}
 	select {
 	case e.arms <- a:
+		// Here, not in Run: once Arm returns, the work may write.
+		if e.output != nil {
+			e.output.Renew()
+		}
 		e.mu.Lock()
 		e.base = a.base
 		e.mu.Unlock()

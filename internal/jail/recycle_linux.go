@@ -28,8 +28,9 @@ const (
 	// second, with each cgroup settling for a few hundred milliseconds,
 	// a smaller list overflows in one burst and runs dry in the next.
 	maxFreeCellCgroups = 64
-	// settleTick is how often the cgroups of ended cells are looked at.
-	settleTick = 50 * time.Millisecond
+	// settleTick is how often the cgroups of ended cells are looked at
+	// (they take 100-300 ms to settle).
+	settleTick = 100 * time.Millisecond
 	// settleWait bounds how long an ended cell's cgroup may take to
 	// settle (see [cgroup.settled]) before it is removed instead.
 	settleWait = 2 * time.Second
@@ -200,7 +201,8 @@ func ReleaseCellCgroups() {
 // against the next cell's limit and show in its peak: the cgroup waits
 // until it reads zero, which takes 100-300 ms under load.
 func (cg *cgroup) settled() bool {
-	return cg.readIntOK(cgPidsCurrent) == 0 && cg.readIntOK(cgMemory) == 0
+	// Memory first: it is what takes long.
+	return cg.readIntOK(cgMemory) == 0 && cg.readIntOK(cgPidsCurrent) == 0
 }
 
 // reset makes the counters of a settled cgroup read as in a new one: it
