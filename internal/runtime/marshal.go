@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Requests travel in Python's marshal format: marshal.loads is built into
@@ -41,14 +42,7 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		b = append(b, marshalInt)
 		return binary.LittleEndian.AppendUint32(b, uint32(int32(v))), nil
 	case string:
-		// marshal decodes strings as UTF-8 and fails on anything else.
-		v = strings.ToValidUTF8(v, "\uFFFD")
-		if len(v) > math.MaxInt32 {
-			return nil, fmt.Errorf("runtime: string of %d bytes is too long", len(v))
-		}
-		b = append(b, marshalUnicode)
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
-		return append(b, v...), nil
+		return appendString(b, v)
 	case []string:
 		if v == nil {
 			return append(b, marshalNone), nil
@@ -57,7 +51,7 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
 		var err error
 		for _, s := range v {
-			if b, err = appendMarshal(b, s); err != nil {
+			if b, err = appendString(b, s); err != nil {
 				return nil, err
 			}
 		}
@@ -73,11 +67,23 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		}
 		return b, nil
 	case map[string]string:
-		m := make(map[string]any, len(v))
-		for k, s := range v {
-			m[k] = s
+		// Written like a map[string]any, without boxing every value.
+		b = append(b, marshalDict)
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
 		}
-		return appendMarshal(b, m)
+		slices.Sort(keys)
+		var err error
+		for _, k := range keys {
+			if b, err = appendString(b, k); err != nil {
+				return nil, err
+			}
+			if b, err = appendString(b, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, marshalNull), nil
 	case map[string]any:
 		b = append(b, marshalDict)
 		keys := make([]string, 0, len(v))
@@ -97,6 +103,20 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		return append(b, marshalNull), nil
 	}
 	return nil, fmt.Errorf("runtime: cannot marshal %T", v)
+}
+
+// appendString appends s as a marshal string. marshal decodes strings as
+// UTF-8 and fails on anything else.
+func appendString(b []byte, s string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) > math.MaxInt32 {
+		return nil, fmt.Errorf("runtime: string of %d bytes is too long", len(s))
+	}
+	b = append(b, marshalUnicode)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...), nil
 }
 
 // marshal returns the request in the harness's wire form.
@@ -128,5 +148,14 @@ func (r Request) marshal() ([]byte, error) {
 		}
 		m["tools"] = tools
 	}
-	return appendMarshal(nil, m)
+	// One buffer of about the right size: the import list and the hints
+	// are most of a request.
+	size := 256 + len(r.Code) + len(r.Profile) + len(r.EndMarker)
+	for _, s := range r.AllowedImports {
+		size += 5 + len(s)
+	}
+	for k, v := range r.ImportHints {
+		size += 10 + len(k) + len(v)
+	}
+	return appendMarshal(make([]byte, 0, size), m)
 }
