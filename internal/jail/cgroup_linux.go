@@ -182,7 +182,7 @@ type cgroup struct {
 	fds    [numCgFiles]atomic.Int32
 
 	// What the counters that a recycled cgroup cannot reset read when it
-	// was recycled (see [cgroup.recycle]).
+	// was reset for its next cell (see [cgroup.reset]).
 	cpuBase time.Duration
 	oomBase int64
 	// dirty is set when a process may have joined only some hierarchies:
