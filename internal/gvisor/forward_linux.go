@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 )
 
-
 // forwardDir is the directory of the bundle bound at ForwardSocket's.
 const forwardDir = "forward"
 
