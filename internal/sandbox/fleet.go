@@ -20,15 +20,17 @@ var ErrBusy = errors.New("sandbox busy")
 // sandboxes from a zygote; without, it keeps whole jails.
 func (s *Service) newFleet() *fleet.Fleet {
 	c := s.cfg
-	starters := map[string]fleet.Starter{}
-	if c.Isolation != policy.IsolationGVisor {
-		starters[fleet.Native] = fleet.NativeStarter{}
-	}
+	// Commands and pip run in the native jail whatever the isolation of
+	// Python runs.
+	starters := map[string]fleet.Starter{fleet.Native: fleet.NativeStarter{}}
 	if c.GVisorInUse() {
 		starters[fleet.GVisor] = fleet.GVisorStarter{Runtime: s.gvisorRuntime()}
 	}
 	var classes []fleet.ClassSpec
 	add := func(backend, name string, ready int, memory int64, env, binds []string) {
+		if backend == fleet.Native && c.Isolation == policy.IsolationGVisor {
+			return // no Python run is native
+		}
 		classes = append(classes, fleet.ClassSpec{Backend: backend, Name: name, Ready: ready, Zygote: c.Zygote,
 			Spec: jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: s.classLimits(memory)}})
 	}
