@@ -118,6 +118,7 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		unix.Close(pidfd)
 		return err
 	}
+	lastMove.Store(time.Now().UnixNano())
 	if err := c.cg.addProcess(pid); err != nil {
 		unix.Close(pidfd)
 		return err
@@ -172,6 +173,14 @@ func signalPidfd(f *os.File) {
 // priming is set while a PrimeAttach is under way.
 var priming atomic.Bool
 
+// lastMove is when a process was last moved between cgroups here (Unix
+// nanoseconds): by an Attach or a PrimeAttach.
+var lastMove atomic.Int64
+
+// primeQuiet is how long after a move the kernel's lock is taken to be
+// still warm (an RCU grace period is a few milliseconds).
+const primeQuiet = 10 * time.Millisecond
+
 // PrimeAttach readies the kernel for the next Attach, to be called
 // (asynchronously) while the nested program forks a cell: a cell's first
 // process is moved into its cgroup under a global lock whose first writer
@@ -179,12 +188,16 @@ var priming atomic.Bool
 // cgroup v1 in a VM; later writers pass at once). Moving this process into
 // the cgroup it is already in takes that lock and changes nothing, so the
 // wait overlaps the fork instead of following it.
+//
+// Under load the lock is never quiet: a move in the last primeQuiet makes
+// the write a cost with nothing to gain, and it is skipped.
 func PrimeAttach() {
 	host := ProbeHost()
-	if host.Cgroup.version != 1 || !priming.CompareAndSwap(false, true) {
+	if host.Cgroup.version != 1 || time.Now().UnixNano()-lastMove.Load() < int64(primeQuiet) || !priming.CompareAndSwap(false, true) {
 		return
 	}
 	defer priming.Store(false)
+	lastMove.Store(time.Now().UnixNano())
 	primeOnce.Do(func() {
 		own := filepath.Join(filepath.Dir(host.Cgroup.parents["pids"]), "cgroup.procs")
 		if fd, err := unix.Open(own, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
