@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -94,17 +93,12 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 		return nil, err
 	}
 	// Only our end goes through Go's poller (deadlines); the cell's stays
-	// blocking, as its Python code expects.
+	// blocking, as its Python code expects. (A nonblocking descriptor makes
+	// os.NewFile's file pollable, without net.FileConn's dup and probes.)
 	_ = unix.SetNonblock(fds[0], true)
-	parent, child := os.NewFile(uintptr(fds[0]), "cell"), os.NewFile(uintptr(fds[1]), "cell-child")
+	c.conn = os.NewFile(uintptr(fds[0]), "cell")
+	child := os.NewFile(uintptr(fds[1]), "cell-child")
 	defer child.Close()
-	conn, err := net.FileConn(parent)
-	parent.Close()
-	if err != nil {
-		cell.Abandon()
-		return nil, err
-	}
-	c.conn = conn.(*net.UnixConn)
 	fail := func(err error) (Box, error) {
 		c.conn.Close()
 		cell.Abandon()
@@ -144,7 +138,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 // cellBox is a zygote's cell as a [Box].
 type cellBox struct {
 	cell *jail.Cell
-	conn *net.UnixConn
+	conn *os.File // our end of the cell's socket, in the runtime's poller
 }
 
 func (c *cellBox) ID() string                  { return c.cell.ID() }

@@ -85,7 +85,8 @@ func New[T any](cfg Config, create func(context.Context, *Slot) (T, error), dest
 	return p
 }
 
-// broadcast wakes everyone waiting for a change; call with mu held.
+// broadcast wakes everyone waiting for a change of ready or creating
+// (callers for an item, refillers for room); call with mu held.
 func (p *Pool[T]) broadcast() {
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -98,12 +99,16 @@ func (p *Pool[T]) refill() {
 		p.mu.Lock()
 		var slot *Slot
 		for !p.closed {
+			// A full pool waits for a take; one short of a slot also for
+			// a slot to be freed (not every freed slot: wakeups are CPU).
+			var freed <-chan struct{}
 			if len(p.ready)+p.creating < p.cfg.Ready {
 				if slot = p.cfg.Budget.TryAcquire(); slot != nil {
 					break
 				}
+				freed = p.cfg.Budget.freed()
 			}
-			changed, freed := p.changed, p.cfg.Budget.freed()
+			changed := p.changed
 			p.mu.Unlock()
 			select {
 			case <-changed:
@@ -202,7 +207,6 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		// Room in the budget and nobody queued: make one now.
 		p.inUse++
 		p.stats.Misses++
-		p.broadcast()
 		p.mu.Unlock()
 		return p.made(ctx, slot)
 	}
@@ -237,7 +241,6 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			p.mu.Lock()
 			p.inUse++
 			p.stats.Misses++
-			p.broadcast()
 			p.mu.Unlock()
 			return p.made(ctx, slot)
 		case err := <-failed:
@@ -312,8 +315,7 @@ func (p *Pool[T]) reclaim() bool {
 // item (and releasing its slot) is its holder's business.
 func (p *Pool[T]) Release() {
 	p.mu.Lock()
-	p.inUse--
-	p.broadcast()
+	p.inUse-- // a count only: nobody waits for it (the budget has the slots)
 	p.mu.Unlock()
 }
 

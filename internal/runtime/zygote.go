@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,13 +47,29 @@ func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool) error {
 // ErrCellProtocol means a cell did not follow the cell protocol.
 var ErrCellProtocol = errors.New("runtime: cell protocol violated")
 
-// ReadPidfd reads the cell's first message: a pidfd of its first process.
-func ReadPidfd(c *net.UnixConn) (int, error) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+// ReadPidfd reads the cell's first message from c, a socket in the
+// runtime's poller (its deadline applies): a pidfd of its first process.
+func ReadPidfd(c syscall.Conn) (int, error) {
+	rc, err := c.SyscallConn()
 	if err != nil {
 		return -1, err
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	var n, oobn int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return -1, err
+	}
+	if n == 0 {
+		return -1, io.EOF
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || n != 1 || buf[0] != 'P' || len(msgs) != 1 {
@@ -66,7 +82,6 @@ func ReadPidfd(c *net.UnixConn) (int, error) {
 		}
 		return -1, ErrCellProtocol
 	}
-	unix.CloseOnExec(fds[0])
 	return fds[0], nil
 }
 
