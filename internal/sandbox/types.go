@@ -1,6 +1,12 @@
 // Package sandbox is the service every surface calls (CLI, MCP, REST): it
-// checks a request against policy, runs it in a jail through the Python
-// runtime, and returns one result object, whatever the surface.
+// holds what a request means (admission and callers' limits, run limits,
+// import policy, results and events, sessions and their workspaces and
+// files, commands, packages, code mode, forwarding to other replicas) and
+// returns one result object, whatever the surface.
+//
+// It never starts, counts or stops a sandbox itself: every sandbox comes
+// from its fleet (internal/fleet) as a lease, built from a jail.Spec the
+// service describes. It knows nothing of HTTP, MCP or flags.
 package sandbox
 
 import (
