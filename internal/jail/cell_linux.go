@@ -39,6 +39,8 @@ type Cell struct {
 	limit   Limit
 	killed  bool
 	retired bool // the cgroup is no longer the cell's: it may be another's
+	// finished is what Finish reported, which is then the cell's Exit.
+	finished *Exit
 
 	attached chan struct{}
 	drained  chan struct{} // both output pipes reached EOF
@@ -262,7 +264,14 @@ func (c *Cell) supervise(ctx context.Context) {
 		_ = c.cg.kill(false)
 	}
 	<-c.drained
-	c.exit = c.snapshot()
+	c.mu.Lock()
+	finished := c.finished
+	c.mu.Unlock()
+	if finished != nil {
+		c.exit = *finished
+	} else {
+		c.exit = c.snapshot()
+	}
 	// Under the lock: a Kill from now on must not use the cgroup, which
 	// the next cell may get (nor the closed pidfd).
 	c.mu.Lock()
@@ -350,6 +359,9 @@ func (c *Cell) Finish() Exit {
 	_ = c.stderrR.SetReadDeadline(now)
 	<-c.drained
 	e := c.snapshot()
+	c.mu.Lock()
+	c.finished = &e // the cell's end need not read its cgroup again
+	c.mu.Unlock()
 	c.Kill(LimitNone) // a limit found meanwhile is already in e
 	return e
 }

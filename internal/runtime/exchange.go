@@ -35,14 +35,22 @@ func Exchange(rw io.ReadWriter, req Request, tools ToolHandler) Answer {
 		if err != nil {
 			return Answer{}
 		}
-		var m cellMessage
-		if json.Unmarshal(body, &m) == nil && m.CellExit != nil {
-			return Answer{Exited: true, Code: m.CellExit.Exit, Signal: m.CellExit.Signal}
+		// One decode whatever the frame: a reply's fields and a cell's
+		// exit frame do not overlap.
+		var f struct {
+			Reply
+			CellExit *struct {
+				Exit   int `json:"exit"`
+				Signal int `json:"signal"`
+			} `json:"cell_exit"`
 		}
-		var rep Reply
-		if json.Unmarshal(body, &rep) != nil {
+		if json.Unmarshal(body, &f) != nil {
 			return Answer{}
 		}
+		if f.CellExit != nil {
+			return Answer{Exited: true, Code: f.CellExit.Exit, Signal: f.CellExit.Signal}
+		}
+		rep := f.Reply
 		if rep.ToolCall == nil {
 			return Answer{Reply: &rep}
 		}
