@@ -78,7 +78,7 @@ func (f *Fleet) newClass(cs ClassSpec) *class {
 		return l, nil
 	}
 	cl.pool = pool.New(pool.Config{Ready: cs.Ready, Budget: f.budget, QueueTimeout: f.cfg.QueueTimeout, Refillers: 2},
-		create, (*Lease).destroy, (*Lease).alive)
+		create, (*Lease).Close, (*Lease).alive)
 	cl.started.Store(cl.pool)
 	return cl
 }

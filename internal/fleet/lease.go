@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +141,8 @@ func (l *Lease) Release() {
 	}
 }
 
-// Close kills the sandbox and releases the lease (a session's end).
+// Close kills the sandbox and releases the lease: a session's end, or a
+// pooled sandbox that nobody took.
 func (l *Lease) Close() {
 	l.current().Kill(jail.LimitNone)
 	l.used.Store(true)
@@ -159,10 +159,3 @@ func (l *Lease) alive() bool {
 		return true
 	}
 }
-
-// destroy ends a pooled sandbox nobody took, and frees its slot.
-func (l *Lease) destroy() {
-	l.Close()
-}
-
-func (l *Lease) String() string { return fmt.Sprintf("%s sandbox %s", l.backend, l.ID()) }

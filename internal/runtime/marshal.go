@@ -69,13 +69,8 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 	case map[string]string:
 		// Written like a map[string]any, without boxing every value.
 		b = append(b, marshalDict)
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		var err error
-		for _, k := range keys {
+		for _, k := range sortedKeys(v) {
 			if b, err = appendString(b, k); err != nil {
 				return nil, err
 			}
@@ -86,13 +81,8 @@ func appendMarshal(b []byte, v any) ([]byte, error) {
 		return append(b, marshalNull), nil
 	case map[string]any:
 		b = append(b, marshalDict)
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		var err error
-		for _, k := range keys {
+		for _, k := range sortedKeys(v) {
 			if b, err = appendMarshal(b, k); err != nil {
 				return nil, err
 			}
@@ -158,4 +148,15 @@ func (r Request) marshal() ([]byte, error) {
 		size += 10 + len(k) + len(v)
 	}
 	return appendMarshal(make([]byte, 0, size), m)
+}
+
+// sortedKeys returns m's keys in order: a dict's encoding does not depend
+// on map iteration.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
