@@ -114,7 +114,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 			ro(d, d)
 		}
 	}
-	if err := writeEtc(root, uid); err != nil {
+	if err := writeEtc(root, uid, jail.HomeOf(spec.Home)); err != nil {
 		return err
 	}
 	for _, d := range etcDirs {
@@ -134,9 +134,9 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=000", "size=4k"}},
 	)
 	if spec.Workspace != "" {
-		mounts = append(mounts, ociMount{Destination: jail.WorkspaceDir, Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
+		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
 	} else {
-		mounts = append(mounts, ociMount{Destination: jail.WorkspaceDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(uid), "gid=" + strconv.Itoa(uid), "size=" + strconv.FormatInt(l.WorkspaceBytes, 10)}})
+		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(uid), "gid=" + strconv.Itoa(uid), "size=" + strconv.FormatInt(l.WorkspaceBytes, 10)}})
 	}
 	for _, p := range spec.ReadOnlyBinds {
 		ro(p, p)
@@ -164,7 +164,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
 			Args:            spec.Argv,
 			Env:             spec.Env,
-			Cwd:             jail.WorkspaceDir,
+			Cwd:             jail.HomeOf(spec.Home),
 			NoNewPrivileges: true,
 			Capabilities:    ociCapabilities{Bounding: []string{}, Effective: []string{}, Permitted: []string{}, Inheritable: []string{}, Ambient: []string{}},
 			Rlimits: []ociRlimit{
@@ -218,7 +218,7 @@ func mountPoint(root string, m ociMount) error {
 
 // writeEtc writes the sandbox's /etc: an account for its uid and no
 // resolver (there is no network; lookups fail at once).
-func writeEtc(root string, uid int) error {
+func writeEtc(root string, uid int, home string) error {
 	etc := filepath.Join(root, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
@@ -226,7 +226,7 @@ func writeEtc(root string, uid int) error {
 	id := strconv.Itoa(uid)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
-			"sandbox:x:" + id + ":" + id + ":sandbox:" + jail.WorkspaceDir + ":/bin/sh\n" +
+			"sandbox:x:" + id + ":" + id + ":sandbox:" + home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\nsandbox:x:" + id + ":\nnogroup:x:65534:\n",
 		"hosts":         "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost\n",

@@ -63,6 +63,9 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	case spec.Programs != nil, spec.Nested, spec.SeqPacketChannel:
 		return nil, fmt.Errorf("%w: the gvisor backend runs the harness only (no command jails or zygotes)", jail.ErrUnsupported)
 	}
+	if err := jail.CheckHome(spec.Home); err != nil {
+		return nil, err
+	}
 	runsc, err := rt.binary()
 	if err != nil {
 		return nil, err

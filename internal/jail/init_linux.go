@@ -32,6 +32,8 @@ type initConfig struct {
 	Argv     []string
 	Env      []string
 	Hostname string
+	// Home is where the workspace is mounted and the program starts.
+	Home string
 	// HasWorkspace: a detached mount of the workspace is at fdWorkspace.
 	HasWorkspace bool
 	// WorkspacePath: the init opens the workspace itself (rootless).
@@ -231,7 +233,7 @@ func startProgram(cfg *initConfig) (int, error) {
 	}
 	defer devNull.Close()
 	attr := &syscall.ProcAttr{
-		Dir:   WorkspaceDir,
+		Dir:   cfg.Home,
 		Env:   cfg.Env,
 		Files: []uintptr{devNull.Fd(), 1, 2, fdChannel},
 		Sys: &syscall.SysProcAttr{

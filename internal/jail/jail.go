@@ -13,8 +13,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -27,6 +29,32 @@ const (
 	// SandboxUID is the unprivileged uid (and gid) the program runs as inside.
 	SandboxUID = 1000
 )
+
+// HomeOf is the home directory of a sandbox whose Spec.Home is home.
+func HomeOf(home string) string {
+	if home == "" {
+		return WorkspaceDir
+	}
+	return home
+}
+
+// CheckHome refuses a Spec.Home that is not "", [WorkspaceDir] or
+// /home/<name>: a home elsewhere could shadow the system directories.
+func CheckHome(home string) error {
+	if home == "" || home == WorkspaceDir {
+		return nil
+	}
+	name, ok := strings.CutPrefix(home, "/home/")
+	if !ok || name == "" || len(name) > 32 {
+		return fmt.Errorf("jail: home %q must be %s or /home/<name>", home, WorkspaceDir)
+	}
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c == '_' || i > 0 && (c >= '0' && c <= '9' || c == '-')) {
+			return fmt.Errorf("jail: home %q: the name may hold a-z, 0-9, '_' and '-' only", home)
+		}
+	}
+	return nil
+}
 
 // Limit names which limit ended a sandbox.
 type Limit string
@@ -106,9 +134,14 @@ type Spec struct {
 	Argv []string
 	// Env is the complete environment of the program (nothing is inherited).
 	Env []string
-	// Workspace is a host directory mounted read-write at [WorkspaceDir].
-	// Empty means a fresh tmpfs of Limits.WorkspaceBytes.
+	// Workspace is a host directory mounted read-write at the sandbox's
+	// home. Empty means a fresh tmpfs of Limits.WorkspaceBytes.
 	Workspace string
+	// Home is where the workspace appears inside, the program's working
+	// directory and the sandbox user's home: [WorkspaceDir] when empty, else
+	// a directory /home/<name> (code written for a VM expects /home/user).
+	// See [CheckHome].
+	Home string
 	// ReadOnlyBinds are extra host paths mounted read-only at the same path.
 	ReadOnlyBinds []string
 	// Binds are host paths mounted read-only elsewhere in the sandbox.

@@ -85,7 +85,7 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 		{"/dev", readDir},
 		{"/tmp", scratch},
 		{"/dev/shm", scratch},
-		{WorkspaceDir, scratch},
+		{cfg.Home, scratch},
 	}
 	for _, n := range devNodes {
 		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})

@@ -247,7 +247,7 @@ func buildEtc(cfg *initConfig) error {
 	uid := strconv.Itoa(SandboxUID)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
-			"sandbox:x:" + uid + ":" + uid + ":sandbox:" + WorkspaceDir + ":/bin/sh\n" +
+			"sandbox:x:" + uid + ":" + uid + ":sandbox:" + cfg.Home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
 		"hosts":         "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost\n",
@@ -324,8 +324,8 @@ func buildDev(cfg *initConfig) error {
 }
 
 func buildWorkspace(cfg *initConfig, wsFD int) error {
-	dst := newRoot + WorkspaceDir
-	if err := os.Mkdir(dst, 0o755); err != nil {
+	dst := newRoot + cfg.Home
+	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
 	switch {

@@ -48,6 +48,9 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("jail: empty argv")
 	}
+	if err := CheckHome(spec.Home); err != nil {
+		return nil, err
+	}
 	spec.Limits = spec.Limits.WithDefaults()
 	if spec.ID == "" {
 		spec.ID = NewID()
@@ -152,6 +155,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Argv:           s.spec.Argv,
 		Env:            s.spec.Env,
 		Hostname:       "sandbox",
+		Home:           HomeOf(s.spec.Home),
 		HasWorkspace:   fds.workspace != nil,
 		WorkspacePath:  fds.workspacePath,
 		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
