@@ -163,7 +163,9 @@ def _serve(os, builtins, marshal, chan, ready=None):
             data = data[os.write(chan, data):]
 
     real_import = builtins.__import__
-    main = None  # a session's __main__, kept from one request to the next
+    # A session's interpreter states, kept from one request to the next:
+    # by context name, its __main__ and its working directory.
+    contexts = {}
     _channel[:] = [read_frame, write_frame]
     if ready:
         # A sandbox that boots slowly (gVisor) says when it can take code,
@@ -174,10 +176,33 @@ def _serve(os, builtins, marshal, chan, ready=None):
         req = read_frame()
         if req is None:
             os._exit(0)
-        if main is None or not req.get("keep_alive"):
+        name = req.get("context", "")
+        ctx = contexts.get(name)
+        if ctx is None or req.get("new_context") or not req.get("keep_alive"):
             main = type(sys)("__main__")
             main.__dict__["__builtins__"] = builtins
-        reply = _run(req, builtins, real_import, main)
+            ctx = contexts[name] = [main, req.get("cwd")]
+        if ctx[1]:
+            try:
+                os.chdir(ctx[1])
+            except OSError:
+                pass
+        env = req.get("env")
+        saved = {k: os.environ.get(k) for k in env} if env else None
+        if env:
+            os.environ.update(env)
+        reply = _run(req, builtins, real_import, ctx[0])
+        if saved:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        if len(contexts) > 1 or ctx[1]:
+            try:
+                ctx[1] = os.getcwd()  # each context keeps its own directory
+            except OSError:
+                pass
         if os.getpid() != pid:
             # A process the code forked fell off the end of the code: it must
             # not answer for the harness.
@@ -407,6 +432,8 @@ def _run(req, builtins, real_import, main):
             value = eval(compile(last, filename, "eval"), g)
             if value is not None:
                 reply["result"], reply["result_type"] = _encode_result(value, req.get("max_result_bytes", 65536))
+                if req.get("display"):
+                    reply["display"] = _display(value, req.get("max_result_bytes", 65536))
     except SystemExit as e:
         reply["exit_code"] = _exit_code(e)
     except BaseException as e:  # noqa: B036 - everything the code raises is reported
@@ -537,6 +564,51 @@ def _encode_result(value, limit):
     if len(text) > limit:
         text = text[:limit] + "... [truncated]"
     return text, kind
+
+
+# The rich representations a notebook shows for a value, by MIME type.
+_REPR_METHODS = (
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("application/pdf", "_repr_pdf_"),
+    ("text/latex", "_repr_latex_"),
+    ("application/json", "_repr_json_"),
+    ("application/javascript", "_repr_javascript_"),
+)
+
+
+def _display(value, limit):
+    # A mime bundle like IPython's: repr as text/plain, and what the value's
+    # _repr_*_ methods give. Each is left out when it fails or is too big.
+    try:
+        text = repr(value)
+    except Exception as e:
+        text = "<unrepresentable %s: %s>" % (type(value).__name__, e)
+    out = {"text/plain": text if len(text) <= limit else text[:limit] + "... [truncated]"}
+    for mime, name in _REPR_METHODS:
+        method = getattr(type(value), name, None)  # the type's: an object's __getattr__ would answer anything
+        if not callable(method):
+            continue
+        try:
+            data = method(value)
+            if isinstance(data, tuple):
+                data = data[0]  # (data, metadata)
+            if data is None:
+                continue
+            if isinstance(data, bytes):
+                import base64
+
+                data = base64.b64encode(data).decode("ascii")
+            elif not isinstance(data, str):
+                data = _json(data, limit)
+        except Exception:
+            continue
+        if len(data) <= limit:
+            out[mime] = data
+    return out
 
 
 def _exit_code(e):

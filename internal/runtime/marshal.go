@@ -127,6 +127,21 @@ func (r Request) marshal() ([]byte, error) {
 	if len(r.ImportHints) > 0 {
 		m["import_hints"] = r.ImportHints
 	}
+	if r.Context != "" {
+		m["context"] = r.Context
+	}
+	if r.NewContext {
+		m["new_context"] = true
+	}
+	if r.Cwd != "" {
+		m["cwd"] = r.Cwd
+	}
+	if len(r.Env) > 0 {
+		m["env"] = r.Env
+	}
+	if r.Display {
+		m["display"] = true
+	}
 	if len(r.Tools) > 0 {
 		tools := make([]any, len(r.Tools))
 		for i, t := range r.Tools {

@@ -116,6 +116,18 @@ type Request struct {
 	// Tools are the upstream tools the code may call through its `tools`
 	// object (code mode); the calls come back as ToolCall frames.
 	Tools []ToolSpec `json:"tools,omitempty"`
+	// Context names the interpreter state a kept-alive harness runs the
+	// code in: several live side by side ("" is the default one).
+	Context string `json:"context,omitempty"`
+	// NewContext starts Context afresh (no variables) in directory Cwd
+	// ("": where the harness is).
+	NewContext bool   `json:"new_context,omitempty"`
+	Cwd        string `json:"cwd,omitempty"`
+	// Env sets environment variables for this request only.
+	Env map[string]string `json:"env,omitempty"`
+	// Display asks for the rich representations of the last expression's
+	// value, like a notebook's (Reply.Display).
+	Display bool `json:"display,omitempty"`
 }
 
 // ToolSpec describes one upstream tool to the harness, which builds a
@@ -184,6 +196,10 @@ type Reply struct {
 	Error      *Error          `json:"error"`
 	ExitCode   int             `json:"exit_code"`
 	Images     []Image         `json:"images"`
+	// Display is the last value's representations by MIME type
+	// ("text/plain" always, "text/html", "image/png" (base64), ... when the
+	// value has them), when the request asked for them.
+	Display map[string]string `json:"display,omitempty"`
 	// ToolCall is set instead of the above when the frame is a tool call
 	// of the code, not the reply.
 	ToolCall *ToolCall `json:"tool_call,omitempty"`
