@@ -224,11 +224,12 @@ func writeEtc(root string, uid int, home string) error {
 		return err
 	}
 	id := strconv.Itoa(uid)
+	user := jail.UserOf(home)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
-			"sandbox:x:" + id + ":" + id + ":sandbox:" + home + ":/bin/sh\n" +
+			user + ":x:" + id + ":" + id + ":" + user + ":" + home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group":         "root:x:0:\nsandbox:x:" + id + ":\nnogroup:x:65534:\n",
+		"group":         "root:x:0:\n" + user + ":x:" + id + ":\nnogroup:x:65534:\n",
 		"hosts":         "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost\n",
 		"hostname":      hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",

@@ -15,7 +15,8 @@ func TestHomeMountsTheWorkspaceThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := `import os, pwd
-print(os.getcwd(), pwd.getpwuid(os.getuid()).pw_dir, os.path.exists("/workspace"))
+me = pwd.getpwuid(os.getuid())
+print(os.getcwd(), me.pw_dir, me.pw_name, os.path.exists("/workspace"))
 open("note.txt", "w").write("hi")
 try:
     open("/home/other.txt", "w")
@@ -26,7 +27,7 @@ except OSError as e:
 		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || lines[0] != "/home/user /home/user False" || !strings.HasPrefix(lines[1], "refused ") {
+	if len(lines) != 2 || lines[0] != "/home/user /home/user user False" || !strings.HasPrefix(lines[1], "refused ") {
 		t.Fatalf("out %q err %q", out, errOut)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "note.txt")); err != nil || string(b) != "hi" {

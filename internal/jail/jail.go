@@ -38,6 +38,15 @@ func HomeOf(home string) string {
 	return home
 }
 
+// UserOf is the name of the sandbox's user: "sandbox", or the name of
+// its home under /home ("user" for /home/user), as a VM would have it.
+func UserOf(home string) string {
+	if name, ok := strings.CutPrefix(home, "/home/"); ok {
+		return name
+	}
+	return "sandbox"
+}
+
 // CheckHome refuses a Spec.Home that is not "", [WorkspaceDir] or
 // /home/<name>: a home elsewhere could shadow the system directories.
 func CheckHome(home string) error {

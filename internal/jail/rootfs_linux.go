@@ -245,11 +245,12 @@ func buildEtc(cfg *initConfig) error {
 		return err
 	}
 	uid := strconv.Itoa(SandboxUID)
+	user := UserOf(cfg.Home)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
-			"sandbox:x:" + uid + ":" + uid + ":sandbox:" + cfg.Home + ":/bin/sh\n" +
+			user + ":x:" + uid + ":" + uid + ":" + user + ":" + cfg.Home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
+		"group":         "root:x:0:\n" + user + ":x:" + uid + ":\nnogroup:x:65534:\n",
 		"hosts":         "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost\n",
 		"hostname":      cfg.Hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
