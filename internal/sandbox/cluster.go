@@ -62,6 +62,10 @@ const (
 	OpReadFile   = "read_file"
 	OpListFiles  = "list_files"
 	OpDeleteFile = "delete_file"
+	OpStatFile   = "stat_file"
+	OpMakeDir    = "make_dir"
+	OpMoveFile   = "move_file"
+	OpLifetime   = "lifetime"
 )
 
 // PeerCall is a session request one replica forwards to the replica that
@@ -77,6 +81,12 @@ type PeerCall struct {
 	Command    *CommandRequest `json:"command,omitempty"`
 	Install    *InstallRequest `json:"install,omitempty"`
 	Path       string          `json:"path,omitempty"`
+	// Depth bounds OpListFiles (0: the whole tree).
+	Depth int `json:"depth,omitempty"`
+	// To is where OpMoveFile moves Path.
+	To string `json:"to,omitempty"`
+	// Lifetime is OpLifetime's new lifetime, from now.
+	Lifetime time.Duration `json:"lifetime,omitempty"`
 	Data       []byte          `json:"data,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
@@ -283,9 +293,20 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	case OpReadFile:
 		return s.ReadFile(ctx, id, call.Owner, call.Path)
 	case OpListFiles:
+		if call.Depth > 0 {
+			return s.ListDir(ctx, id, call.Owner, call.Path, call.Depth)
+		}
 		return s.ListFiles(ctx, id, call.Owner, call.Path)
 	case OpDeleteFile:
 		return struct{}{}, s.DeleteFile(ctx, id, call.Owner, call.Path)
+	case OpStatFile:
+		return s.StatFile(ctx, id, call.Owner, call.Path)
+	case OpMakeDir:
+		return s.MakeDir(ctx, id, call.Owner, call.Path)
+	case OpMoveFile:
+		return s.MoveFile(ctx, id, call.Owner, call.Path, call.To)
+	case OpLifetime:
+		return s.SetSessionLifetime(ctx, id, call.Owner, call.Lifetime)
 	}
 	return nil, fmt.Errorf("%w: unknown peer operation %q", ErrInvalidRequest, call.Op)
 }

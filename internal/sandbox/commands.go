@@ -19,9 +19,14 @@ import (
 // EventCommand is the event kind of run_command.
 const EventCommand = "command"
 
-// CommandRequest asks to run a command line under /bin/sh -c.
+// CommandRequest asks to run a command line under /bin/sh -c, or a
+// program with its arguments.
 type CommandRequest struct {
 	Command string
+	// Argv, instead of Command, runs a program with these arguments (no
+	// shell of ours between): Argv[0] is a name or path of an allowed
+	// program.
+	Argv []string `json:",omitempty"`
 	// WorkingDir is relative to the workspace ("" is its root).
 	WorkingDir string
 	// Env adds variables (not loader or interpreter ones).
@@ -112,16 +117,46 @@ func pythonStdlib(commands []string) string {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// checkCommand validates a request before anything starts.
-func (s *Service) checkCommand(req CommandRequest) (time.Duration, []string, string, error) {
+// commandLine is how a request shows in events and logs.
+func commandLine(req CommandRequest) string {
+	if len(req.Argv) == 0 {
+		return req.Command
+	}
+	quoted := make([]string, len(req.Argv))
+	for i, a := range req.Argv {
+		quoted[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+// checkCommand validates a request before anything starts; home is the
+// workspace's place in the sandbox, env the session's variables.
+func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[string]string) (time.Duration, []string, string, error) {
 	bad := func(format string, args ...any) (time.Duration, []string, string, error) {
 		return 0, nil, "", fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
-	if strings.TrimSpace(req.Command) == "" {
+	switch {
+	case len(req.Argv) > 0 && req.Command != "":
+		return bad("give command or argv, not both")
+	case len(req.Argv) > 1024:
+		return bad("at most 1024 arguments")
+	case len(req.Argv) > 0 && req.Argv[0] == "":
+		return bad("argv[0] is empty")
+	case len(req.Argv) == 0 && strings.TrimSpace(req.Command) == "":
 		return bad("command is empty")
 	}
-	if int64(len(req.Command)) > s.cfg.MaxCodeSize {
-		return bad("command is %d bytes, the limit is %d", len(req.Command), s.cfg.MaxCodeSize)
+	size := len(req.Command)
+	for _, a := range req.Argv {
+		size += len(a) + 1
+		if !utf8.ValidString(a) || strings.ContainsRune(a, 0) {
+			return bad("arguments must be UTF-8 text without NUL bytes")
+		}
+	}
+	if int64(size) > s.cfg.MaxCodeSize {
+		return bad("command is %d bytes, the limit is %d", size, s.cfg.MaxCodeSize)
 	}
 	if !utf8.ValidString(req.Command) || strings.ContainsRune(req.Command, 0) {
 		return bad("command must be UTF-8 text without NUL bytes")
@@ -133,25 +168,43 @@ func (s *Service) checkCommand(req CommandRequest) (time.Duration, []string, str
 	if timeout == 0 {
 		timeout = s.cfg.CommandTimeout
 	}
-	dir := jail.WorkspaceDir
+	dir := home
 	if req.WorkingDir != "" && req.WorkingDir != "/" && req.WorkingDir != "." {
-		rel, err := workspacePath(req.WorkingDir)
+		rel, err := workspacePath(req.WorkingDir, home)
 		if err != nil {
-			return bad("working_dir %q must be a directory inside the workspace", req.WorkingDir)
+			return bad("working_dir %q must be a directory inside the workspace (%s)", req.WorkingDir, home)
 		}
-		dir = jail.WorkspaceDir + "/" + rel
+		if rel != "." {
+			dir = home + "/" + rel
+		}
 	}
-	env := []string{"PATH=/usr/bin:/bin", "HOME=" + jail.WorkspaceDir, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=/tmp"}
-	keys := make([]string, 0, len(req.Env))
-	for k := range req.Env {
-		keys = append(keys, k)
+	if err := checkEnv(req.Env); err != nil {
+		return 0, nil, "", err
 	}
-	sort.Strings(keys)
-	if len(keys) > 64 {
+	vars := map[string]string{"PATH": "/usr/bin:/bin", "HOME": home, "USER": jail.UserOf(home), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+	for _, m := range []map[string]string{sessionEnv, req.Env} {
+		for k, v := range m {
+			vars[k] = v
+		}
+	}
+	env := make([]string, 0, len(vars))
+	for _, k := range sortedKeys(vars) {
+		env = append(env, k+"="+vars[k])
+	}
+	return timeout, env, dir, nil
+}
+
+// checkEnv refuses environment variables a caller may not set: bad
+// names, loader and interpreter variables, values that are not text.
+func checkEnv(env map[string]string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	if len(env) > 64 {
 		return bad("at most 64 environment variables")
 	}
-	for _, k := range keys {
-		v := req.Env[k]
+	for _, k := range sortedKeys(env) {
+		v := env[k]
 		switch {
 		case !envName.MatchString(k):
 			return bad("environment variable name %q is not valid", k)
@@ -160,9 +213,18 @@ func (s *Service) checkCommand(req CommandRequest) (time.Duration, []string, str
 		case strings.ContainsRune(v, 0) || !utf8.ValidString(v) || len(v) > 32<<10:
 			return bad("environment variable %s: the value must be UTF-8 text without NUL, at most 32 KiB", k)
 		}
-		env = append(env, k+"="+v)
 	}
-	return timeout, env, dir, nil
+	return nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // RunCommand runs a command line in the command jail: the same namespaces,
@@ -177,7 +239,7 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 	start := time.Now()
 	release, err := s.admit(ctx, true)
 	if err != nil {
-		s.emitFailure(ctx, EventCommand, "", "", req.Command, err, start)
+		s.emitFailure(ctx, EventCommand, "", "", commandLine(req), err, start)
 		return nil, err
 	}
 	defer release()
@@ -185,10 +247,10 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 	defer cancel()
 	res, err := s.runCommand(ctx, req)
 	if err != nil {
-		s.emitFailure(ctx, EventCommand, "", "", req.Command, err, start)
+		s.emitFailure(ctx, EventCommand, "", "", commandLine(req), err, start)
 		return nil, err
 	}
-	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Backend: res.Backend, Code: req.Command, Duration: time.Since(start), Outcome: "success"}
+	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Backend: res.Backend, Code: commandLine(req), Duration: time.Since(start), Outcome: "success"}
 	switch {
 	case res.Limit != nil:
 		ev.Outcome, ev.Limit = *res.Limit, *res.Limit
@@ -209,32 +271,10 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 }
 
 func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
-	timeout, env, dir, err := s.checkCommand(req)
-	if err != nil {
-		return nil, err
-	}
-	programs, err := s.commandPrograms()
-	if err != nil {
-		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
-	}
-	out := fleet.NewCollector(req.OnOutput)
-	spec := jail.Spec{
-		ID: jail.NewID(),
-		// The working directory is entered by the shell, so that a
-		// missing one is the shell's ordinary error.
-		Argv:     []string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec /bin/sh -c "$1"`, "sh", dir, req.Command},
-		Env:      env,
-		Programs: programs,
-		Limits: jail.Limits{
-			Timeout: timeout, CPUTime: timeout, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
-			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
-			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
-		},
-	}
-	spec.Stdout, spec.Stderr = out.Writers()
+	var se *session
 	if req.SessionID != "" {
-		se, err := s.session(req.SessionID, req.Owner)
-		if err != nil {
+		var err error
+		if se, err = s.session(req.SessionID, req.Owner); err != nil {
 			return nil, err
 		}
 		// One request at a time per session, as for its interpreter.
@@ -243,6 +283,40 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		if se.dir == "" {
 			return nil, fmt.Errorf("%w: session %s has no workspace", ErrSessionEnded, se.id)
 		}
+	}
+	home, sessionEnv := jail.WorkspaceDir, map[string]string(nil)
+	if se != nil {
+		home, sessionEnv = jail.HomeOf(se.req.Home), se.req.Env
+	}
+	timeout, env, dir, err := s.checkCommand(req, home, sessionEnv)
+	if err != nil {
+		return nil, err
+	}
+	programs, err := s.commandPrograms()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
+	}
+	out := fleet.NewCollector(req.OnOutput)
+	// The working directory is entered by the shell, so that a missing one
+	// is the shell's ordinary error.
+	argv := []string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec /bin/sh -c "$1"`, "sh", dir, req.Command}
+	if len(req.Argv) > 0 {
+		argv = append([]string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec "$@"`, "sh", dir}, req.Argv...)
+	}
+	spec := jail.Spec{
+		ID:       jail.NewID(),
+		Argv:     argv,
+		Env:      env,
+		Home:     home,
+		Programs: programs,
+		Limits: jail.Limits{
+			Timeout: timeout, CPUTime: timeout, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
+			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
+			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
+		},
+	}
+	spec.Stdout, spec.Stderr = out.Writers()
+	if se != nil {
 		spec.Workspace, spec.HostUID = se.dir, se.uid
 		se.used = time.Now()
 	}
@@ -265,7 +339,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		r.Limit = &name
 		msg := limitError(exit.Limit, spec.Limits.WithDefaults()).Message
 		r.Error = &msg
-	} else if msg := commandError(r, s.cfg.AllowedCommands); msg != "" {
+	} else if msg := commandError(r, s.cfg.AllowedCommands, home); msg != "" {
 		r.Error = &msg
 	}
 	r.Success = exit.Limit == jail.LimitNone && r.ExitCode == 0
@@ -280,7 +354,7 @@ var (
 
 // commandError explains a failure the shell reported: a program that is
 // not there to run (not allowed), or a working directory that is missing.
-func commandError(r *CommandResult, allowed []string) string {
+func commandError(r *CommandResult, allowed []string, home string) string {
 	if r.ExitCode == 127 || r.ExitCode == 126 {
 		if m := shNotFound.FindStringSubmatch(r.Stderr); m != nil {
 			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", m[1], strings.Join(allowed, " "))
@@ -288,7 +362,7 @@ func commandError(r *CommandResult, allowed []string) string {
 	}
 	if r.ExitCode == 2 {
 		if m := cannotEnter.FindStringSubmatch(r.Stderr); m != nil {
-			return "working_dir does not exist: " + strings.TrimPrefix(m[1], jail.WorkspaceDir+"/")
+			return "working_dir does not exist: " + strings.TrimPrefix(m[1], home+"/")
 		}
 	}
 	if r.ExitCode != 0 {

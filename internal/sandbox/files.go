@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/codecage/codecage/internal/jail"
 )
 
 // File API errors.
@@ -35,19 +37,37 @@ type FileInfo struct {
 	Dir      bool      `json:"dir,omitempty"`
 	Symlink  bool      `json:"symlink,omitempty"`
 	Modified time.Time `json:"modified"`
+	// Mode is the entry's type and permission bits (Go's fs.FileMode).
+	Mode fs.FileMode `json:"mode"`
+	// Target is where a symlink points.
+	Target string `json:"target,omitempty"`
 }
 
-// workspacePath turns what a caller gives ("data.csv", "/workspace/a/b")
-// into a clean path relative to the workspace, or ErrBadPath. Symlinks are
-// not this function's concern: os.Root refuses any that leads out.
-func workspacePath(p string) (string, error) {
+// fileInfo describes the entry rel of r, whose Lstat is fi.
+func fileInfo(r *os.Root, rel string, fi fs.FileInfo) FileInfo {
+	out := FileInfo{Path: rel, Size: fi.Size(), Dir: fi.IsDir(), Symlink: fi.Mode()&fs.ModeSymlink != 0, Modified: fi.ModTime().UTC(), Mode: fi.Mode()}
+	if out.Symlink {
+		out.Target, _ = r.Readlink(rel)
+	}
+	return out
+}
+
+// workspacePath turns what a caller gives ("data.csv", "/workspace/a/b",
+// or under the session's home, "/home/user/a") into a clean path relative
+// to the workspace, or ErrBadPath. Symlinks are not this function's
+// concern: os.Root refuses any that leads out.
+func workspacePath(p, home string) (string, error) {
 	if p == "" || len(p) > 4096 || strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
 		return "", fmt.Errorf("%w: %q", ErrBadPath, p)
 	}
 	if strings.HasPrefix(p, "/") {
-		rel, ok := strings.CutPrefix(p, "/workspace")
+		p = path.Clean(p)
+		rel, ok := strings.CutPrefix(p, home)
+		if !ok {
+			rel, ok = strings.CutPrefix(p, jail.WorkspaceDir)
+		}
 		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
-			return "", fmt.Errorf("%w: %q is outside /workspace", ErrBadPath, p)
+			return "", fmt.Errorf("%w: %q is outside the workspace (%s)", ErrBadPath, p, home)
 		}
 		p = strings.TrimPrefix(rel, "/")
 		if p == "" {
@@ -64,17 +84,25 @@ func workspacePath(p string) (string, error) {
 // root opens the session's workspace for the file API. os.Root resolves
 // every path beneath it and refuses symlinks (and "..") that lead out, so a
 // link the code plants never takes the server outside.
-func (s *Service) root(id, owner string) (*os.Root, *session, error) {
+// It returns p relative to the workspace, too.
+func (s *Service) root(id, owner, p string) (*os.Root, *session, string, error) {
 	se, err := s.session(id, owner)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
+	}
+	rel, err := workspacePath(p, homeOf(se))
+	if err != nil {
+		return nil, nil, "", err
 	}
 	r, err := os.OpenRoot(se.dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		return nil, nil, "", fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 	}
-	return r, se, nil
+	return r, se, rel, nil
 }
+
+// homeOf is where se's workspace is in its sandbox.
+func homeOf(se *session) string { return jail.HomeOf(se.req.Home) }
 
 func fileError(p string, err error) error {
 	switch {
@@ -112,14 +140,10 @@ func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byt
 }
 
 func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error) {
-	rel, err := workspacePath(p)
-	if err != nil {
-		return nil, err
-	}
 	if int64(len(data)) > s.cfg.MaxFileSize {
 		return nil, fmt.Errorf("%w: %d bytes is over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, len(data), s.cfg.MaxFileSize)
 	}
-	r, se, err := s.root(id, owner)
+	r, se, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +209,7 @@ func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, er
 }
 
 func (s *Service) readFile(id, owner, p string) ([]byte, error) {
-	rel, err := workspacePath(p)
-	if err != nil {
-		return nil, err
-	}
-	r, _, err := s.root(id, owner)
+	r, _, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return nil, err
 	}
@@ -226,14 +246,15 @@ func (s *Service) ListFiles(ctx context.Context, id, owner, p string) ([]FileInf
 }
 
 func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
+	return s.listDir(id, owner, p, 0)
+}
+
+// listDir lists below p, depth levels deep (0: all).
+func (s *Service) listDir(id, owner, p string, depth int) ([]FileInfo, error) {
 	if p == "" {
 		p = "."
 	}
-	rel, err := workspacePath(p)
-	if err != nil {
-		return nil, err
-	}
-	r, _, err := s.root(id, owner)
+	r, _, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +267,12 @@ func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
 		if name == "." || name == rel && d.IsDir() {
 			return nil
 		}
+		if depth > 0 && levels(rel, name) > depth {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		if len(out) >= MaxListedFiles {
 			return fs.SkipAll
 		}
@@ -253,7 +280,7 @@ func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
 		if err != nil {
 			return nil // removed meanwhile
 		}
-		out = append(out, FileInfo{Path: name, Size: fi.Size(), Dir: d.IsDir(), Symlink: d.Type()&fs.ModeSymlink != 0, Modified: fi.ModTime().UTC()})
+		out = append(out, fileInfo(r, name, fi))
 		return nil
 	})
 	if err != nil {
@@ -282,18 +309,14 @@ func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
 }
 
 func (s *Service) deleteFile(id, owner, p string) error {
-	rel, err := workspacePath(p)
-	if err != nil {
-		return err
-	}
-	if rel == "." {
-		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
-	}
-	r, _, err := s.root(id, owner)
+	r, _, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if rel == "." {
+		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
+	}
 	if _, err := r.Lstat(rel); err != nil {
 		return fileError(p, err)
 	}
@@ -305,7 +328,16 @@ func stat(r *os.Root, rel string) (*FileInfo, error) {
 	if err != nil {
 		return nil, fileError(rel, err)
 	}
-	return &FileInfo{Path: rel, Size: fi.Size(), Dir: fi.IsDir(), Modified: fi.ModTime().UTC()}, nil
+	info := fileInfo(r, rel, fi)
+	return &info, nil
+}
+
+// levels is how many levels below dir name is (dir/a: 1, dir/a/b: 2).
+func levels(dir, name string) int {
+	if dir != "." {
+		name = strings.TrimPrefix(name, dir+"/")
+	}
+	return strings.Count(name, "/") + 1
 }
 
 // usage sums the sizes of the workspace's files.

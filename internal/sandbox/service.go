@@ -139,6 +139,9 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err := s.checkCode(req.Code); err != nil {
 		return nil, "", err
 	}
+	if err := checkRunShape(req); err != nil {
+		return nil, "", err
+	}
 	if req.SessionID != "" {
 		se, err := s.session(req.SessionID, req.Owner)
 		if err != nil {
@@ -203,6 +206,8 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
 		Tools:          toolSpecs(tools),
+		Env:            req.Env,
+		Display:        req.Display,
 	}
 	var handler runtime.ToolHandler
 	id := lease.ID()
@@ -253,6 +258,23 @@ func pick[T int64 | time.Duration](v, def T) T {
 	return def
 }
 
+// checkRunShape refuses contexts outside sessions, and context names,
+// directories and variables that are not what they should be.
+func checkRunShape(req Request) error {
+	if req.SessionID == "" && (req.Context != "" || req.NewContext || req.Cwd != "") {
+		return fmt.Errorf("%w: context, new_context and cwd are for a session's runs", ErrInvalidRequest)
+	}
+	if len(req.Context) > 64 || strings.ContainsFunc(req.Context, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) {
+		return fmt.Errorf("%w: context %q: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, req.Context)
+	}
+	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
+		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)
+	}
+	return checkEnv(req.Env)
+}
+
 func (s *Service) checkCode(code string) error {
 	if int64(len(code)) > s.cfg.MaxCodeSize {
 		return fmt.Errorf("%w: code is %d bytes, the limit is %d (SANDBOX_MAX_CODE_SIZE)", ErrInvalidRequest, len(code), s.cfg.MaxCodeSize)
@@ -295,7 +317,7 @@ func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
 			r.Result = rep.Result
 		}
 		r.ResultType = rep.ResultType
-		r.Images = rep.Images
+		r.Images, r.Display = rep.Images, rep.Display
 		if rep.Variables != nil {
 			r.Variables = rep.Variables
 		}

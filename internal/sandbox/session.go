@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
@@ -39,6 +40,20 @@ type SessionRequest struct {
 	MemoryBytes    int64
 	// UseContainer runs the session under gVisor (where container mode is on).
 	UseContainer bool
+	// Home is where the workspace appears in the sandbox, the working
+	// directory and $HOME of its code and commands: /workspace when empty,
+	// or /home/<name> for code written for a VM.
+	Home string `json:",omitempty"`
+	// Env are environment variables of every run and command of the
+	// session (not loader or interpreter ones).
+	Env map[string]string `json:",omitempty"`
+	// Lifetime, when set, ends the session that long after it starts,
+	// used or not (instead of after SANDBOX_SESSION_IDLE_TTL of idleness);
+	// at most SANDBOX_SESSION_MAX_LIFETIME. SetSessionLifetime moves it.
+	Lifetime time.Duration `json:",omitempty"`
+	// Labels are the caller's own names for the session, given back with
+	// its description.
+	Labels map[string]string `json:",omitempty"`
 }
 
 // SessionInfo describes a session.
@@ -52,6 +67,9 @@ type SessionInfo struct {
 	Runs      int       `json:"runs"`
 	// Ended is empty while the session lives, else why it ended.
 	Ended string `json:"ended,omitempty"`
+	// Home is where the workspace is in the sandbox.
+	Home   string            `json:"home"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // session is one interpreter kept alive in its own sandbox, like a
@@ -71,6 +89,11 @@ type session struct {
 	used    time.Time
 	runs    int
 	ended   string
+	// deadline, when set, ends the session whatever its use (Lifetime);
+	// expiry is the timer that does it.
+	deadline atomic.Int64 // unix nanoseconds
+	lifeMu   sync.Mutex   // guards expiry after the session is shared
+	expiry   *time.Timer
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the
@@ -126,8 +149,12 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkSessionShape(req); err != nil {
+		return nil, err
+	}
 	var spare *session
-	if s.spares.fits(imports, limits) {
+	// Spares are started at /workspace with the default environment.
+	if req.Home == "" && len(req.Env) == 0 && s.spares.fits(imports, limits) {
 		spare = s.takeSpare(backend)
 	}
 	s.sessions.mu.Lock()
@@ -148,6 +175,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		spare.owner, spare.req = req.Owner, req
 		spare.created, spare.used = time.Now(), time.Now()
 		spare.sandbox().Arm(context.Background(), s.cfg.SessionMaxLifetime, s.cfg.SessionMaxLifetime)
+		s.expireAfter(spare, req.Lifetime)
 		s.sessions.byID[spare.id] = spare
 		info := spare.info(s.cfg)
 		spare.mu.Unlock()
@@ -165,6 +193,9 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 
 	err = s.startSession(ctx, se, s.fleet.Start)
 	se.used = time.Now()
+	if err == nil {
+		s.expireAfter(se, req.Lifetime)
+	}
 	se.mu.Unlock()
 	if err != nil {
 		s.dropSession(se)
@@ -172,6 +203,99 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	}
 	info := se.info(s.cfg)
 	return &info, nil
+}
+
+// checkSessionShape refuses a session's home, environment, lifetime or
+// labels that are not what they should be.
+func (s *Service) checkSessionShape(req SessionRequest) error {
+	if err := jail.CheckHome(req.Home); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, strings.TrimPrefix(err.Error(), "jail: "))
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	if err := s.checkLifetime(req.Lifetime, time.Now()); err != nil {
+		return err
+	}
+	if len(req.Labels) > 64 {
+		return fmt.Errorf("%w: at most 64 labels", ErrInvalidRequest)
+	}
+	for k, v := range req.Labels {
+		if len(k) > 256 || len(v) > 4096 || !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
+			return fmt.Errorf("%w: label %q: names and values must be UTF-8 text without NUL, at most 256 and 4096 bytes", ErrInvalidRequest, k)
+		}
+	}
+	return nil
+}
+
+// checkLifetime refuses a lifetime that would take a session created at
+// created past SANDBOX_SESSION_MAX_LIFETIME.
+func (s *Service) checkLifetime(d time.Duration, created time.Time) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("%w: lifetime %s is negative", ErrInvalidRequest, d)
+	case d > 0 && time.Now().Add(d).After(created.Add(s.cfg.SessionMaxLifetime).Add(time.Second)):
+		return fmt.Errorf("%w: a session lives at most %s from its start (SANDBOX_SESSION_MAX_LIFETIME); %s from now is past that",
+			ErrInvalidRequest, s.cfg.SessionMaxLifetime, d.Round(time.Second))
+	}
+	return nil
+}
+
+// expireAfter ends se d from now, used or not (nothing when d is 0: the
+// idle TTL applies). Not under se.mu: that is held while code runs, and a
+// caller may move the end of a session whose code is running.
+func (s *Service) expireAfter(se *session, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	se.deadline.Store(time.Now().Add(d).UnixNano())
+	if se.expiry != nil {
+		se.expiry.Reset(d)
+		return
+	}
+	se.expiry = time.AfterFunc(d, func() {
+		if time.Now().UnixNano() < se.deadline.Load() {
+			return // moved meanwhile; the reset timer fires again
+		}
+		s.log().Info("session reached its lifetime", "session", se.id, "owner", se.owner)
+		s.dropSession(se)
+	})
+}
+
+// SetSessionLifetime ends a session d from now instead of when it was to
+// end (used or not), within SANDBOX_SESSION_MAX_LIFETIME of its start.
+// It returns when the session now ends.
+func (s *Service) SetSessionLifetime(ctx context.Context, id, owner string, d time.Duration) (time.Time, error) {
+	if r := s.remote(id); r != "" {
+		return forward[time.Time](ctx, s, r, PeerCall{Op: OpLifetime, Owner: owner, SessionID: id, Lifetime: d}, nil, EventSession, "lifetime")
+	}
+	start := time.Now()
+	end, err := s.setSessionLifetime(id, owner, d)
+	if err != nil {
+		s.emitFailure(ctx, EventSession, "lifetime", "", "", err, start)
+		return time.Time{}, err
+	}
+	s.emit(ctx, Event{Kind: EventSession, Action: "lifetime", Outcome: "success", Duration: time.Since(start),
+		Detail: fmt.Sprintf("%s: ends at %s", id, end.UTC().Format(time.RFC3339))})
+	return end, nil
+}
+
+func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("%w: lifetime must be positive", ErrInvalidRequest)
+	}
+	se, err := s.session(id, owner)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// se.created is set before a session is shared and never changes.
+	if err := s.checkLifetime(d, se.created); err != nil {
+		return time.Time{}, err
+	}
+	s.expireAfter(se, d)
+	return time.Unix(0, se.deadline.Load()), nil
 }
 
 // startSession (re)starts the session's sandbox on its workspace; start
@@ -202,6 +326,10 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 		Binds:     append([]jail.Bind{{Host: se.site, Path: runtime.SiteDir}}, s.layerBinds...),
 		HostUID:   se.uid,
 		Limits:    se.limits,
+		Home:      se.req.Home,
+	}
+	if se.req.Home != "" || len(se.req.Env) > 0 {
+		spec.Env = sessionEnv(spec.Env, homeOf(se), se.req.Env)
 	}
 	spec.Limits.Timeout = s.cfg.SessionMaxLifetime
 	spec.Limits.CPUTime = s.cfg.SessionMaxLifetime // per-process rlimit; each request arms its own budget
@@ -296,6 +424,11 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   se.imports.Modules == nil || policy.Allows(se.imports.Modules, "matplotlib"),
 		KeepAlive:      true,
+		Context:        req.Context,
+		NewContext:     req.NewContext,
+		Cwd:            req.Cwd,
+		Env:            req.Env,
+		Display:        req.Display,
 	}
 	var handler runtime.ToolHandler
 	if len(tools) > 0 {
@@ -318,6 +451,25 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		res.Success = false
 	}
 	return res, nil
+}
+
+// sessionEnv is the harness's environment in a session with its own home
+// or variables.
+func sessionEnv(base []string, home string, vars map[string]string) []string {
+	m := map[string]string{}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	m["HOME"], m["USER"] = home, jail.UserOf(home)
+	for k, v := range vars {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
 }
 
 func endReason(e jail.Exit) string {
@@ -353,7 +505,11 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
 		exp = hard
 	}
-	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp, Runs: se.runs, Ended: se.ended}
+	if d := se.deadline.Load(); d != 0 {
+		exp = time.Unix(0, d)
+	}
+	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
+		Runs: se.runs, Ended: se.ended, Home: jail.HomeOf(se.req.Home), Labels: se.req.Labels}
 }
 
 // RestartSession starts a fresh interpreter for a session, keeping its
@@ -432,6 +588,11 @@ func (s *Service) dropSession(se *session) {
 	if lease != nil {
 		lease.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
 	}
+	se.lifeMu.Lock()
+	if se.expiry != nil {
+		se.expiry.Stop()
+	}
+	se.lifeMu.Unlock()
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if lease != nil {
@@ -485,7 +646,8 @@ func (s *Service) reapSessions() {
 		if !se.mu.TryLock() {
 			continue // running a request: not idle
 		}
-		if now.Sub(se.used) > s.cfg.SessionIdleTTL || now.Sub(se.created) > s.cfg.SessionMaxLifetime {
+		idle := now.Sub(se.used) > s.cfg.SessionIdleTTL && se.deadline.Load() == 0 // a lifetime replaces the idle TTL
+		if idle || now.Sub(se.created) > s.cfg.SessionMaxLifetime {
 			expired = append(expired, se)
 		}
 		se.mu.Unlock()

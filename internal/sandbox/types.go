@@ -48,6 +48,19 @@ type Request struct {
 	// `tools` object ("server.tool", "server.*"); nil: all the operator
 	// exposes.
 	Tools []string
+	// Context names an interpreter state of the session: a session runs
+	// several side by side, sharing its workspace ("" is its first one).
+	Context string `json:",omitempty"`
+	// NewContext starts Context afresh (no variables), in Cwd.
+	NewContext bool `json:",omitempty"`
+	// Cwd is where a new context starts, inside the sandbox ("": home).
+	Cwd string `json:",omitempty"`
+	// Env adds environment variables for this run (not loader or
+	// interpreter ones), over the session's.
+	Env map[string]string `json:",omitempty"`
+	// Display asks for the last value's representations by MIME type
+	// (Result.Display), as a notebook shows them.
+	Display bool `json:",omitempty"`
 	// OnOutput, if set, receives the output as it comes, a line at a time
 	// ("stdout" or "stderr"); the Result still carries all of it.
 	OnOutput func(stream, line string) `json:"-"`
@@ -63,7 +76,10 @@ type Result struct {
 	ResultType  *string         `json:"result_type"`
 	Variables   []string        `json:"variables"`
 	// Images are the figures left open at the end of the run, as PNG.
-	Images   []runtime.Image `json:"images"`
+	Images []runtime.Image `json:"images"`
+	// Display is the last value by MIME type ("text/plain", "text/html",
+	// "image/png" in base64, ...), when the request asked for it.
+	Display  map[string]string `json:"display,omitempty"`
 	ExitCode int             `json:"exit_code"`
 	Error    *ErrorInfo      `json:"error"`
 	// ExecutionTime is the wall time of the sandbox, in seconds.

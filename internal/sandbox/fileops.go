@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"time"
+)
+
+// File operations beyond read, write, list and delete: what a program
+// written against a VM's filesystem expects (the E2B surface's Stat,
+// MakeDir, Move and ListDir).
+
+// StatFile describes one entry of a session's workspace (a symlink is
+// described, not followed).
+func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpStatFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "stat")
+	}
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	r, _, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return stat(r, rel)
+}
+
+// ListDir lists a directory of a session's workspace, depth levels deep
+// (1: its entries only; 0: all of the tree).
+func (s *Service) ListDir(ctx context.Context, id, owner, p string, depth int) ([]FileInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[[]FileInfo](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p, Depth: depth}, nil, EventFile, "list")
+	}
+	if depth < 0 {
+		return nil, fmt.Errorf("%w: depth %d is negative", ErrInvalidRequest, depth)
+	}
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if p == "" {
+		p = "."
+	}
+	r, _, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := r.Stat(rel)
+	r.Close()
+	switch {
+	case err != nil:
+		return nil, fileError(p, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("%w: %q is not a directory", ErrBadPath, p)
+	}
+	return s.listDir(id, owner, p, depth)
+}
+
+// MakeDir creates a directory and its parents in a session's workspace; it
+// reports false when the directory was already there.
+func (s *Service) MakeDir(ctx context.Context, id, owner, p string) (bool, error) {
+	if r := s.remote(id); r != "" {
+		return forward[bool](ctx, s, r, PeerCall{Op: OpMakeDir, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "mkdir")
+	}
+	start := time.Now()
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "mkdir", "", "", err, start)
+		return false, err
+	}
+	defer release()
+	created, err := s.makeDir(id, owner, p)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "mkdir", "", "", err, start)
+		return false, err
+	}
+	s.emit(ctx, Event{Kind: EventFile, Action: "mkdir", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + p})
+	return created, nil
+}
+
+func (s *Service) makeDir(id, owner, p string) (bool, error) {
+	r, se, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if fi, err := r.Lstat(rel); err == nil {
+		if !fi.IsDir() {
+			return false, fmt.Errorf("%w: %q exists and is not a directory", ErrBadPath, p)
+		}
+		return false, nil
+	}
+	if err := r.MkdirAll(rel, 0o755); err != nil {
+		return false, fileError(p, err)
+	}
+	chownTree(r, rel, se)
+	return true, nil
+}
+
+// MoveFile renames a file or directory within a session's workspace,
+// creating the destination's parents, and describes it at its new place.
+func (s *Service) MoveFile(ctx context.Context, id, owner, from, to string) (*FileInfo, error) {
+	if r := s.remote(id); r != "" {
+		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpMoveFile, Owner: owner, SessionID: id, Path: from, To: to}, nil, EventFile, "move")
+	}
+	start := time.Now()
+	release, err := s.admit(ctx, false)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "move", "", "", err, start)
+		return nil, err
+	}
+	defer release()
+	fi, err := s.moveFile(id, owner, from, to)
+	if err != nil {
+		s.emitFailure(ctx, EventFile, "move", "", "", err, start)
+		return nil, err
+	}
+	s.emit(ctx, Event{Kind: EventFile, Action: "move", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + from + " -> " + to})
+	return fi, nil
+}
+
+func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
+	r, se, src, err := s.root(id, owner, from)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	dst, err := workspacePath(to, homeOf(se))
+	if err != nil {
+		return nil, err
+	}
+	if src == "." || dst == "." {
+		return nil, fmt.Errorf("%w: the workspace itself cannot be moved or replaced", ErrBadPath)
+	}
+	if _, err := r.Lstat(src); err != nil {
+		return nil, fileError(from, err)
+	}
+	if dir := path.Dir(dst); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return nil, fileError(to, err)
+		}
+		chownTree(r, dir, se)
+	}
+	if err := r.Rename(src, dst); err != nil {
+		if os.IsExist(err) {
+			return nil, fmt.Errorf("%w: %q is a directory that is not empty", ErrBadPath, to)
+		}
+		return nil, fileError(to, err)
+	}
+	return stat(r, dst)
+}
