@@ -87,7 +87,7 @@ type PeerCall struct {
 	To string `json:"to,omitempty"`
 	// Lifetime is OpLifetime's new lifetime, from now.
 	Lifetime time.Duration `json:"lifetime,omitempty"`
-	Data       []byte          `json:"data,omitempty"`
+	Data     []byte        `json:"data,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
 }

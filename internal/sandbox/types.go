@@ -80,8 +80,8 @@ type Result struct {
 	// Display is the last value by MIME type ("text/plain", "text/html",
 	// "image/png" in base64, ...), when the request asked for it.
 	Display  map[string]string `json:"display,omitempty"`
-	ExitCode int             `json:"exit_code"`
-	Error    *ErrorInfo      `json:"error"`
+	ExitCode int               `json:"exit_code"`
+	Error    *ErrorInfo        `json:"error"`
 	// ExecutionTime is the wall time of the sandbox, in seconds.
 	ExecutionTime float64 `json:"execution_time"`
 	TimedOut      bool    `json:"timed_out"`
