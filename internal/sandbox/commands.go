@@ -272,17 +272,20 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 
 func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
 	var se *session
+	var workspace string
+	var uid int
 	if req.SessionID != "" {
 		var err error
 		if se, err = s.session(req.SessionID, req.Owner); err != nil {
 			return nil, err
 		}
-		// One request at a time per session, as for its interpreter.
-		se.mu.Lock()
-		defer se.mu.Unlock()
-		if se.dir == "" {
-			return nil, fmt.Errorf("%w: session %s has no workspace", ErrSessionEnded, se.id)
+		// Beside the interpreter and the session's other commands, on the
+		// same workspace, as processes of one machine.
+		var done func()
+		if ctx, workspace, uid, done, err = se.startCommand(ctx); err != nil {
+			return nil, err
 		}
+		defer done()
 	}
 	home, sessionEnv := jail.WorkspaceDir, map[string]string(nil)
 	if se != nil {
@@ -317,8 +320,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	}
 	spec.Stdout, spec.Stderr = out.Writers()
 	if se != nil {
-		spec.Workspace, spec.HostUID = se.dir, se.uid
-		se.used = time.Now()
+		spec.Workspace, spec.HostUID = workspace, uid
 	}
 	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {

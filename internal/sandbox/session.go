@@ -92,8 +92,18 @@ type session struct {
 	// deadline, when set, ends the session whatever its use (Lifetime);
 	// expiry is the timer that does it.
 	deadline atomic.Int64 // unix nanoseconds
-	lifeMu   sync.Mutex   // guards expiry after the session is shared
 	expiry   *time.Timer
+	// lifeMu guards expiry, dropped and commands: what callers reach
+	// while code runs under mu.
+	lifeMu  sync.Mutex
+	dropped bool
+	// commands are the session's commands running now (they run beside
+	// its interpreter, as processes of a VM do), canceled when it closes;
+	// cmdsDone is when the last one ended. touched is the last time one
+	// ended (unix nanoseconds): activity, for the idle TTL.
+	commands map[*context.CancelFunc]struct{}
+	cmdsDone sync.WaitGroup
+	touched  atomic.Int64
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the
@@ -306,17 +316,19 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 		if err != nil {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 		}
-		se.dir = dir
 		site, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
 		if err != nil {
+			removeWorkspace(dir)
 			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
 		}
-		se.site = site
+		se.lifeMu.Lock() // commands read them without mu
+		se.dir, se.site = dir, site
 		if os.Geteuid() == 0 {
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
 			se.uid = jail.ReserveUID()
 		}
+		se.lifeMu.Unlock()
 	}
 	spec := jail.Spec{
 		ID:        jail.NewID(),
@@ -451,6 +463,35 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		res.Success = false
 	}
 	return res, nil
+}
+
+// startCommand registers a command of se that is about to run; it returns
+// the command's context (canceled when the session closes), the
+// workspace and its uid, and done, to call when the command has ended.
+func (se *session) startCommand(ctx context.Context) (context.Context, string, int, func(), error) {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	switch {
+	case se.dropped:
+		return nil, "", 0, nil, fmt.Errorf("%w: session %s is closed", ErrSessionNotFound, se.id)
+	case se.dir == "":
+		return nil, "", 0, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrSessionEnded, se.id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	if se.commands == nil {
+		se.commands = map[*context.CancelFunc]struct{}{}
+	}
+	se.commands[&cancel] = struct{}{}
+	se.cmdsDone.Add(1)
+	done := func() {
+		cancel()
+		se.touched.Store(time.Now().UnixNano())
+		se.lifeMu.Lock()
+		delete(se.commands, &cancel)
+		se.lifeMu.Unlock()
+		se.cmdsDone.Done()
+	}
+	return ctx, se.dir, se.uid, done, nil
 }
 
 // sessionEnv is the harness's environment in a session with its own home
@@ -592,7 +633,12 @@ func (s *Service) dropSession(se *session) {
 	if se.expiry != nil {
 		se.expiry.Stop()
 	}
+	se.dropped = true
+	for cancel := range se.commands {
+		(*cancel)()
+	}
 	se.lifeMu.Unlock()
+	se.cmdsDone.Wait() // their jails hold the workspace
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if lease != nil {
@@ -646,7 +692,14 @@ func (s *Service) reapSessions() {
 		if !se.mu.TryLock() {
 			continue // running a request: not idle
 		}
-		idle := now.Sub(se.used) > s.cfg.SessionIdleTTL && se.deadline.Load() == 0 // a lifetime replaces the idle TTL
+		used := se.used
+		if t := se.touched.Load(); t > used.UnixNano() {
+			used = time.Unix(0, t)
+		}
+		se.lifeMu.Lock()
+		busy := len(se.commands) > 0
+		se.lifeMu.Unlock()
+		idle := !busy && now.Sub(used) > s.cfg.SessionIdleTTL && se.deadline.Load() == 0 // a lifetime replaces the idle TTL
 		if idle || now.Sub(se.created) > s.cfg.SessionMaxLifetime {
 			expired = append(expired, se)
 		}

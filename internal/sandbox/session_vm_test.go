@@ -166,3 +166,53 @@ func TestSessionLifetime(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A session's commands run beside its interpreter, as processes of one
+// machine do, and end when the session closes.
+func TestSessionCommandsRunBesideTheInterpreter(t *testing.T) {
+	svc := sessionService(t)
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	done := make(chan *sandbox.Result, 1)
+	go func() {
+		// Waits for a file only a command can make.
+		res, _ := svc.Execute(ctx, sandbox.Request{SessionID: id, Owner: "alice", Timeout: 20 * time.Second,
+			Code: "import os, time\nopen('started', 'w').close()\nwhile not os.path.exists('go'): time.sleep(0.02)\n'went'"})
+		done <- res
+	}()
+	for {
+		if _, err := svc.StatFile(ctx, id, "alice", "started"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res, err := svc.RunCommand(ctx, sandbox.CommandRequest{SessionID: id, Owner: "alice", Command: "touch go"}); err != nil || !res.Success {
+		t.Fatalf("command beside running code: %+v %v", res, err)
+	}
+	if res := <-done; res == nil || string(res.Result) != `"went"` {
+		t.Fatalf("the code did not see the command's file: %+v", res)
+	}
+
+	// A long command ends when its session is closed.
+	ended := make(chan *sandbox.CommandResult, 1)
+	go func() {
+		res, _ := svc.RunCommand(ctx, sandbox.CommandRequest{SessionID: id, Owner: "alice", Timeout: 60 * time.Second,
+			Command: "touch looping; while :; do :; done"})
+		ended <- res
+	}()
+	for {
+		if _, err := svc.StatFile(ctx, id, "alice", "looping"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := svc.CloseSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-ended; res != nil && (res.Success || res.TimedOut) {
+		t.Fatalf("the command outlived its session: %+v", res)
+	}
+	if _, err := svc.RunCommand(ctx, sandbox.CommandRequest{SessionID: id, Owner: "alice", Command: "true"}); !errors.Is(err, sandbox.ErrSessionNotFound) {
+		t.Fatalf("a command in a closed session: %v", err)
+	}
+}
