@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/cluster"
+	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
@@ -84,6 +86,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr("SANDBOX_LISTEN", "127.0.0.1:8001"), "address to listen on, also $SANDBOX_LISTEN (beyond loopback only with API keys)")
+	e2bListen := fs.String("e2b-listen", os.Getenv("SANDBOX_E2B_LISTEN"), "serve the E2B SDKs' API (set E2B_API_URL and E2B_SANDBOX_URL to it) on this address too, also $SANDBOX_E2B_LISTEN; off when empty")
 	cf := addConfigFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -102,6 +105,17 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
+	}
+	e2bAddr := ""
+	if *e2bListen != "" {
+		if e2bAddr, err = bindAddress(*e2bListen, keys.Len() > 0); err != nil {
+			fmt.Fprintln(stderr, "codecage serve: --e2b-listen:", err)
+			return exitUsage
+		}
+		// E2B's SDKs run every command as /bin/bash -l -c CMD.
+		if !slices.Contains(cfg.AllowedCommands, "bash") {
+			cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
+		}
 	}
 	if err := checkClusterConfig(cfg); err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
@@ -174,6 +188,27 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
+	var e2bSrv *http.Server
+	if e2bAddr != "" {
+		el, err := net.Listen("tcp", e2bAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "codecage serve: --e2b-listen:", err)
+			return exitUsage
+		}
+		e2bSrv = &http.Server{
+			Handler:           e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log}),
+			ReadHeaderTimeout: 10 * time.Second,
+			// No write timeout: a command's stream lasts as long as it runs
+			// (bounded by SANDBOX_MAX_COMMAND_TIMEOUT).
+			IdleTimeout:    2 * time.Minute,
+			MaxHeaderBytes: 64 << 10,
+			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() { _ = e2bSrv.Serve(el) }()
+		defer e2bSrv.Close()
+		log.Info("serving the E2B API", "addr", el.Addr().String(), "hint", "E2B_API_URL=E2B_SANDBOX_URL=http://"+el.Addr().String())
+		fmt.Fprintf(stdout, "codecage serving the E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", el.Addr())
+	}
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	srv := &http.Server{
@@ -209,6 +244,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 			log.Warn("replica registry: could not record this replica's stop", "err", err)
 		}
 		cancel()
+	}
+	if e2bSrv != nil {
+		go func() { _ = e2bSrv.Shutdown(context.Background()) }()
 	}
 	shutdown(srv, svc, cancelBase, cfg.ShutdownGrace, log)
 	return exitOK

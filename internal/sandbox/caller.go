@@ -8,6 +8,7 @@ const (
 	SurfaceMCP      = "mcp"       // MCP over streamable HTTP or SSE
 	SurfaceMCPStdio = "mcp-stdio" // MCP over stdio
 	SurfaceCLI      = "cli"
+	SurfaceE2B      = "e2b" // the E2B SDKs' protocol
 )
 
 // Caller is who asks, for limits, ownership and the audit log.

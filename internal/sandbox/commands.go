@@ -349,7 +349,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 }
 
 var (
-	shNotFound  = regexp.MustCompile(`(?m)^(?:/bin/)?sh: \d+: (?:exec: )?([^:\n]+): (?:not found|Permission denied)$`)
+	shNotFound  = regexp.MustCompile(`(?m)^(?:/bin/)?(?:ba)?sh: (?:line )?\d+: (?:exec: )?([^:\n]+): (?:command )?(?:not found|Permission denied)$`)
 	notAllowed  = regexp.MustCompile(`^program "([^"]+)" is not allowed`)
 	cannotEnter = regexp.MustCompile(`(?m)^(?:/bin/)?sh: \d+: cd: can't cd to (.*)$`)
 )

@@ -54,6 +54,9 @@ type SessionRequest struct {
 	// Labels are the caller's own names for the session, given back with
 	// its description.
 	Labels map[string]string `json:",omitempty"`
+	// Template is the name the caller gave the session's shape (an E2B
+	// template), given back with its description.
+	Template string `json:",omitempty"`
 }
 
 // SessionInfo describes a session.
@@ -68,8 +71,9 @@ type SessionInfo struct {
 	// Ended is empty while the session lives, else why it ended.
 	Ended string `json:"ended,omitempty"`
 	// Home is where the workspace is in the sandbox.
-	Home   string            `json:"home"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Home     string            `json:"home"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Template string            `json:"template,omitempty"`
 }
 
 // session is one interpreter kept alive in its own sandbox, like a
@@ -226,6 +230,9 @@ func (s *Service) checkSessionShape(req SessionRequest) error {
 	}
 	if err := s.checkLifetime(req.Lifetime, time.Now()); err != nil {
 		return err
+	}
+	if len(req.Template) > 256 || !utf8.ValidString(req.Template) || strings.ContainsRune(req.Template, 0) {
+		return fmt.Errorf("%w: template: at most 256 bytes of UTF-8 text without NUL", ErrInvalidRequest)
 	}
 	if len(req.Labels) > 64 {
 		return fmt.Errorf("%w: at most 64 labels", ErrInvalidRequest)
@@ -550,7 +557,7 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 		exp = time.Unix(0, d)
 	}
 	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
-		Runs: se.runs, Ended: se.ended, Home: jail.HomeOf(se.req.Home), Labels: se.req.Labels}
+		Runs: se.runs, Ended: se.ended, Home: jail.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
 }
 
 // RestartSession starts a fresh interpreter for a session, keeping its

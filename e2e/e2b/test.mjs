@@ -1,0 +1,542 @@
+// End-to-end test of codecage's E2B-compatible surface with the OFFICIAL E2B
+// JS SDKs (e2b 2.51.0, @e2b/code-interpreter 2.8.0), used unchanged: the SDKs
+// are pointed at codecage only through environment variables.
+//
+// Required env:
+//   E2B_API_URL              control plane, e.g. http://127.0.0.1:PORT
+//   E2B_SANDBOX_URL          sandbox router (bare origin), usually the same
+//   E2B_API_KEY              first tenant's key ("alice")
+//   CODECAGE_E2B_SECOND_KEY  second tenant's key ("bob"), for the cross-key checks
+// Optional:
+//   E2E_KEEP_GOING=1         run every check and report all failures (default:
+//                            stop at the first failure)
+//
+// Prints one line per check ("ok NAME" / "FAIL NAME: ..."); exits non-zero on
+// failure.
+import assert from "node:assert/strict";
+import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError } from "@e2b/code-interpreter";
+import { Sandbox as BaseSandbox } from "e2b";
+
+for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "CODECAGE_E2B_SECOND_KEY"]) {
+  if (!process.env[v]) {
+    console.error(`test.mjs: ${v} is not set`);
+    process.exit(2);
+  }
+}
+const SANDBOX_URL = process.env.E2B_SANDBOX_URL.replace(/\/$/, "");
+const ALICE = process.env.E2B_API_KEY;
+const BOB = process.env.CODECAGE_E2B_SECOND_KEY;
+const KEEP_GOING = process.env.E2E_KEEP_GOING === "1";
+const CHECK_TIMEOUT_MS = 120_000;
+
+let passes = 0;
+let failures = 0;
+const created = []; // [sandbox, apiKey] to kill at the end
+
+async function cleanup() {
+  for (const [s, apiKey] of created) {
+    try {
+      await BaseSandbox.kill(s.sandboxId, { apiKey });
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+// check runs fn; fn may return a string describing what was observed.
+async function check(name, fn) {
+  let timer;
+  try {
+    const observed = await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`check timed out after ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
+      }),
+    ]);
+    passes++;
+    console.log(`ok ${name}${observed ? ` (${observed})` : ""}`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}: ${describe(e)}`);
+    if (e && e.stack && !(e instanceof assert.AssertionError)) console.log(e.stack.split("\n").slice(1, 4).join("\n"));
+    if (!KEEP_GOING) {
+      await cleanup();
+      console.log(`\n${passes} passed, stopped at the first failure (set E2E_KEEP_GOING=1 to run every check)`);
+      process.exit(1);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describe(e) {
+  if (!(e instanceof Error)) return `not an error: ${JSON.stringify(e)?.slice(0, 400)}`;
+  if (e instanceof assert.AssertionError) return e.message;
+  return `${e.constructor?.name ?? e.name}: ${e.message}`;
+}
+
+// rejects asserts that p rejects (optionally with an instance of cls) and
+// returns the error's class name and message for printing.
+async function rejects(p, cls, what) {
+  let err;
+  try {
+    const v = await p;
+    assert.fail(`${what}: expected a rejection${cls ? ` with ${cls.name}` : ""}, got ${JSON.stringify(v)?.slice(0, 300)}`);
+  } catch (e) {
+    if (e instanceof assert.AssertionError) throw e;
+    err = e;
+  }
+  if (cls) assert.ok(err instanceof cls, `${what}: expected ${cls.name}, got ${describe(err)}`);
+  return `${err.constructor?.name ?? err.name}: ${String(err.message).slice(0, 160)}`;
+}
+
+function execSummary(ex) {
+  return JSON.stringify({
+    text: ex.text,
+    results: ex.results.map((r) => r.formats()),
+    stdout: ex.logs.stdout,
+    stderr: ex.logs.stderr,
+    error: ex.error && { name: ex.error.name, value: ex.error.value },
+  }).slice(0, 600);
+}
+
+async function listIds(opts) {
+  const ids = [];
+  const pager = BaseSandbox.list(opts);
+  while (pager.hasNext) for (const s of await pager.nextItems()) ids.push(s.sandboxId);
+  return ids;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------
+let sbx;
+await check("Sandbox.create() (code-interpreter template)", async () => {
+  sbx = await Sandbox.create();
+  created.push([sbx, ALICE]);
+  assert.ok(sbx.sandboxId, "no sandboxId");
+  assert.equal(await sbx.isRunning(), true, "isRunning() right after create");
+  return sbx.sandboxId;
+});
+
+// --- code interpreter ------------------------------------------------------
+await check("runCode: state persists between runs (x = 41; x + 1 -> 42)", async () => {
+  const a = await sbx.runCode("x = 41");
+  assert.equal(a.error, undefined, `x = 41 failed: ${execSummary(a)}`);
+  const b = await sbx.runCode("x + 1");
+  assert.equal(b.error, undefined, execSummary(b));
+  assert.equal(b.text, "42", execSummary(b));
+  const main = b.results.filter((r) => r.isMainResult);
+  assert.equal(main.length, 1, `expected one main result: ${execSummary(b)}`);
+  assert.equal(main[0].text, "42");
+});
+
+await check("runCode: print output arrives through onStdout before the run ends", async () => {
+  // The code prints 'a', then waits until the client has reacted to that line
+  // (by writing a file), then prints 'b'. If 'a' is only delivered when the run
+  // ends, the client never reacts and the code reports 'never-released'.
+  const flag = `/home/user/.go-${Date.now()}`;
+  const code = [
+    "import os, time",
+    "print('a', flush=True)",
+    "deadline = time.time() + 20",
+    `while not os.path.exists(${JSON.stringify(flag)}) and time.time() < deadline:`,
+    "    time.sleep(0.05)",
+    `print('b' if os.path.exists(${JSON.stringify(flag)}) else 'never-released')`,
+  ].join("\n");
+  const lines = [];
+  let firstAt;
+  let released;
+  const t0 = Date.now();
+  const ex = await sbx.runCode(code, {
+    onStdout: (m) => {
+      lines.push(m.line);
+      if (firstAt === undefined) {
+        firstAt = Date.now();
+        released = sbx.files.write(flag, "go");
+      }
+    },
+  });
+  const resolvedAt = Date.now();
+  await released;
+  assert.equal(ex.error, undefined, execSummary(ex));
+  assert.ok(firstAt !== undefined, "onStdout was never called");
+  assert.ok(firstAt < resolvedAt, `first onStdout at +${firstAt - t0} ms, resolved at +${resolvedAt - t0} ms`);
+  const out = lines.join("");
+  assert.match(out, /^a\n/, `stdout lines: ${JSON.stringify(lines)}`);
+  assert.match(out, /\bb\n/, `the run never saw the client's reaction to its first line: ${JSON.stringify(lines)}`);
+  assert.deepEqual(ex.logs.stdout.join(""), out);
+  return `first line at +${firstAt - t0} ms, resolved at +${resolvedAt - t0} ms`;
+});
+
+await check("runCode: matplotlib figure comes back as a PNG result", async () => {
+  const ex = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()");
+  assert.equal(ex.error, undefined, execSummary(ex));
+  const r = ex.results.find((x) => x.png);
+  assert.ok(r, `no png result: ${execSummary(ex)}`);
+  const bytes = Buffer.from(r.png, "base64");
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], "not a PNG signature");
+  return `${bytes.length} bytes, formats ${JSON.stringify(r.formats())}`;
+});
+
+await check("runCode: an exception is reported in execution.error", async () => {
+  const errs = [];
+  const ex = await sbx.runCode('raise ValueError("boom")', { onError: (e) => errs.push(e) });
+  assert.ok(ex.error, `no error: ${execSummary(ex)}`);
+  assert.equal(ex.error.name, "ValueError");
+  assert.match(ex.error.value, /boom/);
+  assert.equal(typeof ex.error.traceback, "string");
+  assert.match(ex.error.traceback, /ValueError/);
+  assert.equal(errs.length, 1, "onError not called once");
+});
+
+await check("runCode: a DataFrame as last expression gives an html result", async () => {
+  const probe = await sbx.runCode("import pandas");
+  if (probe.error) {
+    assert.equal(probe.error.name, "ModuleNotFoundError", `import pandas: ${execSummary(probe)}`);
+    return "SKIPPED: pandas is not importable in this sandbox";
+  }
+  const ex = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})");
+  assert.equal(ex.error, undefined, execSummary(ex));
+  const main = ex.results.find((r) => r.isMainResult);
+  assert.ok(main, `no main result: ${execSummary(ex)}`);
+  assert.ok(main.html && /<table/i.test(main.html), `no html table: ${execSummary(ex)}`);
+  assert.ok(main.text, "no text/plain alongside html");
+});
+
+await check("code contexts: create (cwd /tmp), isolated variables, list, remove", async () => {
+  const ctx = await sbx.createCodeContext({ cwd: "/tmp" });
+  assert.ok(ctx.id, `no context id: ${JSON.stringify(ctx)}`);
+  const cwd = await sbx.runCode("import os; os.getcwd()", { context: ctx });
+  assert.equal(cwd.error, undefined, execSummary(cwd));
+  assert.equal(cwd.text, "'/tmp'", execSummary(cwd));
+  const x = await sbx.runCode("x", { context: ctx });
+  assert.ok(x.error, `x from the default context is visible in the new one: ${execSummary(x)}`);
+  assert.equal(x.error.name, "NameError");
+  await sbx.runCode("only_here = 1", { context: ctx });
+  const back = await sbx.runCode("'only_here' in globals(), x", {});
+  assert.equal(back.error, undefined, execSummary(back));
+  assert.equal(back.text, "(False, 41)", execSummary(back));
+  const listed = await sbx.listCodeContexts();
+  assert.ok(Array.isArray(listed), "listCodeContexts did not return an array");
+  assert.ok(listed.some((c) => c.id === ctx.id), `new context not listed: ${JSON.stringify(listed)}`);
+  await sbx.removeCodeContext(ctx);
+  const after = await sbx.listCodeContexts();
+  assert.ok(!after.some((c) => c.id === ctx.id), `removed context still listed: ${JSON.stringify(after)}`);
+  return `context ${ctx.id}, ${listed.length} listed before removal`;
+});
+
+// --- files -----------------------------------------------------------------
+await check("files.write + files.read (/home/user/a.txt)", async () => {
+  const info = await sbx.files.write("/home/user/a.txt", "hello");
+  assert.equal(info.path, "/home/user/a.txt");
+  assert.equal(info.name, "a.txt");
+  assert.equal(await sbx.files.read("/home/user/a.txt"), "hello");
+});
+
+await check("files.write with a relative path lands in /home/user", async () => {
+  const info = await sbx.files.write("rel.txt", "relative");
+  assert.equal(info.path, "/home/user/rel.txt");
+  assert.equal(await sbx.files.read("/home/user/rel.txt"), "relative");
+  const ex = await sbx.runCode("open('/home/user/rel.txt').read()");
+  assert.equal(ex.text, "'relative'", `kernel does not see the file: ${execSummary(ex)}`);
+});
+
+await check("files.list /home/user shows a.txt as a file", async () => {
+  const entries = await sbx.files.list("/home/user");
+  const a = entries.find((e) => e.name === "a.txt");
+  assert.ok(a, `a.txt not listed: ${JSON.stringify(entries.map((e) => e.name))}`);
+  assert.equal(a.type, "file");
+  assert.equal(a.path, "/home/user/a.txt");
+  assert.equal(a.size, 5);
+});
+
+await check("files.exists true / false", async () => {
+  assert.equal(await sbx.files.exists("/home/user/a.txt"), true);
+  assert.equal(await sbx.files.exists("/home/user/does-not-exist"), false);
+});
+
+await check("files.makeDir, rename, getInfo, remove", async () => {
+  assert.equal(await sbx.files.makeDir("/home/user/d1"), true, "makeDir of a new dir");
+  assert.equal(await sbx.files.makeDir("/home/user/d1"), false, "makeDir of an existing dir");
+  const d = await sbx.files.getInfo("/home/user/d1");
+  assert.equal(d.type, "dir");
+  await sbx.files.write("/home/user/d1/old.txt", "moved");
+  const moved = await sbx.files.rename("/home/user/d1/old.txt", "/home/user/d1/new.txt");
+  assert.equal(moved.path, "/home/user/d1/new.txt");
+  assert.equal(await sbx.files.exists("/home/user/d1/old.txt"), false);
+  const info = await sbx.files.getInfo("/home/user/d1/new.txt");
+  assert.equal(info.name, "new.txt");
+  assert.equal(info.type, "file");
+  assert.equal(info.size, 5);
+  assert.ok(info.modifiedTime instanceof Date && !isNaN(info.modifiedTime), "modifiedTime");
+  await sbx.files.remove("/home/user/d1/new.txt");
+  assert.equal(await sbx.files.exists("/home/user/d1/new.txt"), false);
+  await sbx.files.remove("/home/user/d1");
+  assert.equal(await sbx.files.exists("/home/user/d1"), false);
+});
+
+await check("files.write of several files at once", async () => {
+  const infos = await sbx.files.write([
+    { path: "/home/user/multi/m1.txt", data: "one" },
+    { path: "/home/user/multi/m2.txt", data: "two" },
+  ]);
+  assert.equal(infos.length, 2, JSON.stringify(infos));
+  assert.deepEqual(infos.map((i) => i.path).sort(), ["/home/user/multi/m1.txt", "/home/user/multi/m2.txt"]);
+  assert.equal(await sbx.files.read("/home/user/multi/m1.txt"), "one");
+  assert.equal(await sbx.files.read("/home/user/multi/m2.txt"), "two");
+});
+
+await check("files: binary round trip (bytes 0..255)", async () => {
+  const bytes = new Uint8Array(256).map((_, i) => i);
+  await sbx.files.write("/home/user/bin.dat", bytes.buffer);
+  const back = await sbx.files.read("/home/user/bin.dat", { format: "bytes" });
+  assert.deepEqual([...back], [...bytes]);
+  const ex = await sbx.runCode("open('/home/user/bin.dat','rb').read() == bytes(range(256))");
+  assert.equal(ex.text, "True", execSummary(ex));
+});
+
+await check("files.read outside the sandbox home (/etc/passwd) fails", async () => {
+  return rejects(sbx.files.read("/etc/passwd"), null, "files.read('/etc/passwd')");
+});
+
+// --- commands ----------------------------------------------------------------
+await check("commands.run: echo hi && ls /home/user (with onStdout)", async () => {
+  const chunks = [];
+  const r = await sbx.commands.run("echo hi && ls /home/user", { onStdout: (d) => chunks.push(d) });
+  assert.equal(r.exitCode, 0);
+  assert.match(r.stdout, /^hi$/m);
+  assert.match(r.stdout, /^a\.txt$/m);
+  assert.ok(chunks.length > 0, "onStdout not called");
+  assert.equal(chunks.join(""), r.stdout);
+});
+
+await check("commands.run: a failing command raises CommandExitError", async () => {
+  let e = await sbx.commands.run("exit 3").catch((err) => err);
+  assert.ok(e instanceof CommandExitError, `exit 3: expected CommandExitError, got ${describe(e)}`);
+  assert.equal(e.exitCode, 3);
+  e = await sbx.commands.run("ls /nonexistent").catch((err) => err);
+  assert.ok(e instanceof CommandExitError, `ls /nonexistent: expected CommandExitError, got ${describe(e)}`);
+  assert.notEqual(e.exitCode, 0);
+  assert.ok(e.stderr.length > 0, "no stderr from ls /nonexistent");
+  return `ls /nonexistent: exit ${e.exitCode}, stderr ${JSON.stringify(e.stderr.trim())}`;
+});
+
+await check("commands.run: envs and cwd options", async () => {
+  const r = await sbx.commands.run("echo $FOO; pwd", { envs: { FOO: "bar" }, cwd: "/tmp" });
+  assert.equal(r.stdout, "bar\n/tmp\n");
+  const d = await sbx.commands.run("pwd");
+  assert.equal(d.stdout, "/home/user\n", "default cwd");
+});
+
+await check("commands: background command, list, kill, wait rejects", async () => {
+  const h = await sbx.commands.run('python3 -c "import time; time.sleep(30)"', { background: true });
+  assert.ok(h.pid > 0, `pid ${h.pid}`);
+  const procs = await sbx.commands.list();
+  assert.ok(procs.some((p) => p.pid === h.pid), `pid ${h.pid} not in commands.list(): ${JSON.stringify(procs)}`);
+  const t0 = Date.now();
+  assert.equal(await h.kill(), true, "handle.kill()");
+  const waited = await rejects(h.wait(), CommandExitError, "handle.wait() after kill");
+  assert.ok(Date.now() - t0 < 10_000, "wait took too long after kill");
+  const procsAfter = await sbx.commands.list();
+  assert.ok(!procsAfter.some((p) => p.pid === h.pid), "killed command still listed");
+  assert.equal(await sbx.commands.kill(h.pid), false, "killing it again");
+  return waited;
+});
+
+await check("commands.run: a program not on the allow-list fails", async () => {
+  const e = await sbx.commands.run("curl --version").catch((err) => err);
+  assert.ok(e instanceof CommandExitError, `expected CommandExitError, got ${describe(e)}`);
+  assert.notEqual(e.exitCode, 0);
+  const said = `${e.stderr} ${e.error}`;
+  assert.match(said, /not found|not allowed|no such file|permission denied|not permitted/i, said);
+  return `exit ${e.exitCode}, stderr ${JSON.stringify(e.stderr.trim())}`;
+});
+
+// --- lifecycle ------------------------------------------------------------------
+await check("Sandbox.connect from a second client sees the same state", async () => {
+  const s2 = await Sandbox.connect(sbx.sandboxId);
+  assert.equal(s2.sandboxId, sbx.sandboxId);
+  const ex = await s2.runCode("x");
+  assert.equal(ex.text, "41", execSummary(ex));
+  assert.equal(await s2.files.read("/home/user/a.txt"), "hello");
+  const r = await s2.commands.run("cat a.txt");
+  assert.equal(r.stdout, "hello");
+});
+
+await check("setTimeout moves getInfo().endAt", async () => {
+  const before = await sbx.getInfo();
+  assert.equal(before.sandboxId, sbx.sandboxId);
+  assert.ok(before.endAt instanceof Date && !isNaN(before.endAt), `endAt ${before.endAt}`);
+  assert.ok(before.startedAt instanceof Date && !isNaN(before.startedAt), `startedAt ${before.startedAt}`);
+  await sbx.setTimeout(60_000);
+  const mid = await sbx.getInfo();
+  assert.notEqual(mid.endAt.getTime(), before.endAt.getTime(), "endAt did not move");
+  assert.ok(Math.abs(mid.endAt.getTime() - (Date.now() + 60_000)) < 15_000, `endAt ${mid.endAt.toISOString()} is not ~60 s from now`);
+  await sbx.setTimeout(600_000);
+  const after = await sbx.getInfo();
+  assert.ok(after.endAt.getTime() > mid.endAt.getTime() + 400_000, `endAt ${after.endAt.toISOString()} did not move to ~10 min`);
+  return `endAt ${before.endAt.toISOString()} -> ${mid.endAt.toISOString()} -> ${after.endAt.toISOString()}`;
+});
+
+await check("Sandbox.list includes the sandbox", async () => {
+  const ids = await listIds();
+  assert.ok(ids.includes(sbx.sandboxId), `${sbx.sandboxId} not in ${JSON.stringify(ids)}`);
+});
+
+// --- isolation ------------------------------------------------------------------
+let other;
+await check("two sandboxes share nothing", async () => {
+  other = await Sandbox.create();
+  created.push([other, ALICE]);
+  assert.notEqual(other.sandboxId, sbx.sandboxId);
+  assert.equal(await other.files.exists("/home/user/a.txt"), false, "a.txt of the first sandbox is visible");
+  const ex = await other.runCode("x");
+  assert.ok(ex.error, `variable x of the first sandbox is visible: ${execSummary(ex)}`);
+  assert.equal(ex.error.name, "NameError");
+  await other.files.write("/home/user/other.txt", "other");
+  assert.equal(await sbx.files.exists("/home/user/other.txt"), false, "other.txt leaked into the first sandbox");
+  const ls = await other.commands.run("ls -a /home/user");
+  assert.doesNotMatch(ls.stdout, /a\.txt|rel\.txt/);
+});
+
+let bobSbx;
+await check("base template (e2b Sandbox) for a second API key", async () => {
+  bobSbx = await BaseSandbox.create({ apiKey: BOB });
+  created.push([bobSbx, BOB]);
+  const r = await bobSbx.commands.run("echo from-base; pwd");
+  assert.equal(r.stdout, "from-base\n/home/user\n");
+  const info = await bobSbx.getInfo();
+  return `template ${info.templateId}`;
+});
+
+await check("another API key cannot see or reach the sandbox", async () => {
+  const bobIds = await listIds({ apiKey: BOB });
+  assert.ok(!bobIds.includes(sbx.sandboxId), "alice's sandbox is listed for bob");
+  assert.ok(bobIds.includes(bobSbx.sandboxId), "bob's own sandbox is not listed for bob");
+  const aliceIds = await listIds();
+  assert.ok(!aliceIds.includes(bobSbx.sandboxId), "bob's sandbox is listed for alice");
+  const c = await rejects(Sandbox.connect(sbx.sandboxId, { apiKey: BOB }), SandboxNotFoundError, "connect with bob's key");
+  await rejects(BaseSandbox.getInfo(sbx.sandboxId, { apiKey: BOB }), SandboxNotFoundError, "getInfo with bob's key");
+  await rejects(BaseSandbox.setTimeout(sbx.sandboxId, 1000, { apiKey: BOB }), SandboxNotFoundError, "setTimeout with bob's key");
+  assert.equal(await BaseSandbox.kill(sbx.sandboxId, { apiKey: BOB }), false, "kill with bob's key");
+  assert.equal(await sbx.isRunning(), true, "alice's sandbox died after bob's kill attempt");
+  return c;
+});
+
+await check("an unknown API key is refused", async () => {
+  return rejects(Sandbox.create({ apiKey: "e2b_" + "0".repeat(40) }), AuthenticationError, "create with a bogus key");
+});
+
+await check("sandbox traffic needs the sandbox's access token", async () => {
+  const token = sbx.envdAccessToken;
+  assert.ok(token, "the create response carried no envdAccessToken: anyone who learns a sandbox id could use it");
+  // Through the SDK: a connected client whose token was tampered with.
+  const s2 = await Sandbox.connect(sbx.sandboxId);
+  s2.envdAccessToken = token.slice(0, -1) + (token.endsWith("0") ? "1" : "0");
+  const viaSdk = await rejects(s2.runCode("x"), null, "runCode with a tampered token");
+  // Raw requests, without and with a wrong token; with the right token as a control.
+  const exec = (tok) =>
+    fetch(`${SANDBOX_URL}/execute`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        "E2b-Sandbox-Id": sbx.sandboxId,
+        "E2b-Sandbox-Port": "49999",
+        ...(tok === undefined ? {} : { "X-Access-Token": tok }),
+      },
+      body: JSON.stringify({ code: "x" }),
+    });
+  const files = (tok) =>
+    fetch(`${SANDBOX_URL}/files?path=${encodeURIComponent("/home/user/a.txt")}`, {
+      headers: {
+        "E2b-Sandbox-Id": sbx.sandboxId,
+        "E2b-Sandbox-Port": "49983",
+        ...(tok === undefined ? {} : { "X-Access-Token": tok }),
+      },
+    });
+  const stat = (tok) =>
+    fetch(`${SANDBOX_URL}/filesystem.Filesystem/Stat`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        "Connect-Protocol-Version": "1",
+        "E2b-Sandbox-Id": sbx.sandboxId,
+        "E2b-Sandbox-Port": "49983",
+        ...(tok === undefined ? {} : { "X-Access-Token": tok }),
+      },
+      body: JSON.stringify({ path: "/home/user/a.txt" }),
+    });
+  const seen = [];
+  for (const [label, req] of [
+    ["/execute", exec],
+    ["/files", files],
+    ["Filesystem/Stat", stat],
+  ]) {
+    for (const [tlabel, tok] of [
+      ["no token", undefined],
+      ["wrong token", "wrong-" + token],
+    ]) {
+      const res = await req(tok);
+      const body = await res.text();
+      assert.ok(res.status < 200 || res.status >= 300, `${label} with ${tlabel}: HTTP ${res.status} ${body.slice(0, 200)}`);
+      assert.doesNotMatch(body, /hello|41/, `${label} with ${tlabel} leaked data`);
+      seen.push(`${label}/${tlabel}: ${res.status}`);
+    }
+    const ok = await req(token);
+    const okBody = await ok.text();
+    assert.equal(ok.status, 200, `${label} with the right token (control): HTTP ${ok.status} ${okBody.slice(0, 200)}`);
+  }
+  return `SDK: ${viaSdk}; raw: ${seen.join(", ")}`;
+});
+
+// --- containment ------------------------------------------------------------------
+await check("containment via runCode: /etc/shadow unreadable, no network", async () => {
+  const shadow = await sbx.runCode("open('/etc/shadow').read()");
+  assert.ok(shadow.error, `read /etc/shadow: ${execSummary(shadow)}`);
+  const net = await sbx.runCode("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)");
+  assert.ok(net.error, `network connection succeeded: ${execSummary(net)}`);
+  return `shadow: ${shadow.error.name}: ${shadow.error.value}; socket: ${net.error.name}: ${net.error.value}`;
+});
+
+await check("containment via commands.run: /etc/shadow, uid, network", async () => {
+  const cat = await sbx.commands.run("cat /etc/shadow").catch((e) => e);
+  assert.ok(cat instanceof CommandExitError, `cat /etc/shadow: expected CommandExitError, got ${describe(cat)}`);
+  const uid = await sbx.commands.run('python3 -c "import os; print(os.getuid(), os.geteuid())"');
+  const [ruid, euid] = uid.stdout.trim().split(" ");
+  assert.notEqual(ruid, "0", "commands run as root");
+  assert.notEqual(euid, "0", "commands run as effective root");
+  const net = await sbx.commands
+    .run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\"")
+    .catch((e) => e);
+  assert.ok(net instanceof CommandExitError, `network connection from a command succeeded: ${describe(net)}`);
+  return `cat: exit ${cat.exitCode} ${JSON.stringify(cat.stderr.trim())}; uid ${ruid}/${euid}; net: exit ${net.exitCode}`;
+});
+
+// --- kill ---------------------------------------------------------------------------
+await check("kill: the sandbox is gone for every API", async () => {
+  const id = sbx.sandboxId;
+  assert.equal(await sbx.kill(), true, "kill()");
+  assert.equal(await sbx.isRunning(), false, "isRunning() after kill");
+  const seen = [
+    "runCode " + (await rejects(sbx.runCode("1"), null, "runCode after kill")),
+    "files.read " + (await rejects(sbx.files.read("/home/user/a.txt"), null, "files.read after kill")),
+    "commands.run " + (await rejects(sbx.commands.run("echo"), null, "commands.run after kill")),
+  ];
+  await rejects(Sandbox.connect(id), SandboxNotFoundError, "Sandbox.connect after kill");
+  await rejects(sbx.getInfo(), SandboxNotFoundError, "getInfo after kill");
+  assert.equal(await sbx.kill(), false, "kill() again");
+  assert.ok(!(await listIds()).includes(id), "killed sandbox still listed");
+  return seen.join("; ");
+});
+
+await check("the other sandboxes survive", async () => {
+  const ex = await other.runCode("1 + 1");
+  assert.equal(ex.text, "2", execSummary(ex));
+  assert.equal(await other.kill(), true);
+  assert.equal(await bobSbx.kill(), true);
+});
+
+await cleanup();
+console.log(`\n${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,275 @@
+package e2b
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// envdRoutes are the daemon's: health, files over HTTP, and the Process
+// and Filesystem services over the Connect protocol (JSON).
+func (s *Server) envdRoutes() {
+	m := s.envd
+	opts := []connect.HandlerOption{connect.WithCodec(jsonCodec{})}
+	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	m.HandleFunc("GET /files", s.download)
+	m.HandleFunc("POST /files", s.upload)
+	m.Handle("/process.Process/Start", connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...))
+	m.Handle("/process.Process/Connect", connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...))
+	m.Handle("/process.Process/List", connect.NewUnaryHandler("/process.Process/List", s.listProcs, opts...))
+	m.Handle("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
+	m.Handle("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))
+	m.Handle("/process.Process/CloseStdin", connect.NewUnaryHandler("/process.Process/CloseStdin", s.closeStdin, opts...))
+	m.Handle("/filesystem.Filesystem/Stat", connect.NewUnaryHandler("/filesystem.Filesystem/Stat", s.stat, opts...))
+	m.Handle("/filesystem.Filesystem/ListDir", connect.NewUnaryHandler("/filesystem.Filesystem/ListDir", s.listDir, opts...))
+	m.Handle("/filesystem.Filesystem/MakeDir", connect.NewUnaryHandler("/filesystem.Filesystem/MakeDir", s.makeDir, opts...))
+	m.Handle("/filesystem.Filesystem/Move", connect.NewUnaryHandler("/filesystem.Filesystem/Move", s.move, opts...))
+	m.Handle("/filesystem.Filesystem/Remove", connect.NewUnaryHandler("/filesystem.Filesystem/Remove", s.remove, opts...))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// Connect reads a JSON body's code: unimplemented, not "not found".
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"code":"unimplemented","message":%q}`, "codecage's sandbox daemon does not implement "+r.URL.Path+
+			" (no terminals, no directory watches, no stdin streams)")
+	})
+}
+
+// sandboxPath is p as the service takes it: "~" is the home.
+func sandboxPath(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return Home + strings.TrimPrefix(p, "~")
+	}
+	return p
+}
+
+// entry describes a file of the workspace as E2B's EntryInfo.
+func entry(fi *sandbox.FileInfo) *entryInfo {
+	p := Home
+	if fi.Path != "." && fi.Path != "" {
+		p = Home + "/" + fi.Path
+	}
+	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(fi.Mode),
+		Permissions: fi.Mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
+	switch {
+	case fi.Mode&fs.ModeSymlink != 0:
+		e.Type = "FILE_TYPE_SYMLINK"
+		target := fi.Target
+		e.SymlinkTarget = &target
+	case fi.Dir:
+		e.Type = "FILE_TYPE_DIRECTORY"
+	}
+	return e
+}
+
+// rpcError turns a service error into a Connect error the SDK maps.
+func rpcError(err error) error {
+	code := connect.CodeInternal
+	switch sandbox.ErrorKind(err) {
+	case sandbox.KindFileNotFound:
+		code = connect.CodeNotFound
+	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
+		code = connect.CodeInvalidArgument
+	case sandbox.KindTooLarge:
+		code = connect.CodeResourceExhausted
+	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindBusy, sandbox.KindUnavailable, sandbox.KindShuttingDown:
+		code = connect.CodeUnavailable
+	case sandbox.KindRateLimited:
+		code = connect.CodeResourceExhausted
+	case sandbox.KindCanceled:
+		code = connect.CodeCanceled
+	}
+	return connect.NewError(code, err)
+}
+
+func (s *Server) stat(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
+	ref := sandboxOf(ctx)
+	fi, err := s.svc.StatFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+}
+
+func (s *Server) listDir(ctx context.Context, req *connect.Request[listDirRequest]) (*connect.Response[listDirResponse], error) {
+	ref := sandboxOf(ctx)
+	list, err := s.svc.ListDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), max(int(req.Msg.Depth), 1))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	out := listDirResponse{Entries: make([]entryInfo, 0, len(list))}
+	for i := range list {
+		out.Entries = append(out.Entries, *entry(&list[i]))
+	}
+	return connect.NewResponse(&out), nil
+}
+
+func (s *Server) makeDir(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
+	ref := sandboxOf(ctx)
+	p := sandboxPath(req.Msg.Path)
+	created, err := s.svc.MakeDir(ctx, ref.id, ref.owner, p)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if !created {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory %s already exists", req.Msg.Path))
+	}
+	fi, err := s.svc.StatFile(ctx, ref.id, ref.owner, p)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+}
+
+func (s *Server) move(ctx context.Context, req *connect.Request[moveRequest]) (*connect.Response[entryResponse], error) {
+	ref := sandboxOf(ctx)
+	fi, err := s.svc.MoveFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Source), sandboxPath(req.Msg.Destination))
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+}
+
+func (s *Server) remove(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[empty], error) {
+	ref := sandboxOf(ctx)
+	if err := s.svc.DeleteFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path)); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&empty{}), nil
+}
+
+// fileError answers a /files call the service refused, as envd does.
+func fileError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch sandbox.ErrorKind(err) {
+	case sandbox.KindFileNotFound:
+		status = http.StatusNotFound
+	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
+		status = http.StatusBadRequest
+	case sandbox.KindTooLarge:
+		status = http.StatusInsufficientStorage
+	case sandbox.KindSessionNotFound, sandbox.KindSessionLost:
+		status = http.StatusBadGateway
+	case sandbox.KindBusy, sandbox.KindRateLimited:
+		status = http.StatusTooManyRequests
+	}
+	writeAPIError(w, status, err.Error())
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		writeAPIError(w, http.StatusBadRequest, "the path query parameter is required")
+		return
+	}
+	data, err := s.svc.ReadFile(r.Context(), ref.id, ref.owner, sandboxPath(p))
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
+
+// written is what envd answers for each file an upload wrote.
+type written struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Path string `json:"path"`
+}
+
+// upload writes files: a multipart form (field "file", the filename is
+// where the file goes, or the path query for a single one) or a raw body
+// for the path query, gzipped or not.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	limit := s.svc.Config().MaxFileSize
+	r.Body = http.MaxBytesReader(w, r.Body, 2*limit+1<<20)
+	target := r.URL.Query().Get("path")
+	var out []written
+	write := func(p string, body io.Reader) error {
+		data, err := io.ReadAll(io.LimitReader(body, limit+1))
+		if err != nil {
+			return fmt.Errorf("%w: reading %s: %v", sandbox.ErrInvalidRequest, p, err)
+		}
+		fi, err := s.svc.WriteFile(r.Context(), ref.id, ref.owner, sandboxPath(p), data)
+		if err != nil {
+			return err
+		}
+		e := entry(fi)
+		out = append(out, written{Name: e.Name, Type: "file", Path: e.Path})
+		return nil
+	}
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var err error
+	switch {
+	case mt == "multipart/form-data":
+		err = s.uploadParts(multipart.NewReader(r.Body, params["boundary"]), target, write)
+	case target == "":
+		err = fmt.Errorf("%w: the path query parameter is required for a raw upload", sandbox.ErrInvalidRequest)
+	default:
+		body := io.Reader(r.Body)
+		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+			zr, zerr := gzip.NewReader(r.Body)
+			if zerr != nil {
+				err = fmt.Errorf("%w: the body is not gzip: %v", sandbox.ErrInvalidRequest, zerr)
+				break
+			}
+			defer zr.Close()
+			body = zr
+		}
+		err = write(target, body)
+	}
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) uploadParts(mr *multipart.Reader, target string, write func(string, io.Reader) error) error {
+	n := 0
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: the multipart body: %v", sandbox.ErrInvalidRequest, err)
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		// Not part.FileName(): that keeps the base name only, and the
+		// filename here is where the file goes.
+		_, disp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		p := disp["filename"]
+		if target != "" && n == 0 {
+			p = target
+		}
+		if p == "" {
+			return fmt.Errorf("%w: a file part has no filename and there is no path query parameter", sandbox.ErrInvalidRequest)
+		}
+		n++
+		if err := write(p, part); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: the form holds no \"file\" part", sandbox.ErrInvalidRequest)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package e2b
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// interpreterRoutes are the code interpreter's: /execute and contexts.
+func (s *Server) interpreterRoutes() {
+	m := s.interp
+	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	m.HandleFunc("POST /execute", s.execute)
+	m.HandleFunc("POST /contexts", s.createContext)
+	m.HandleFunc("GET /contexts", s.listContexts)
+	m.HandleFunc("DELETE /contexts/{id}", s.removeContext)
+	m.HandleFunc("POST /contexts/{id}/restart", s.restartContext)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no such route in codecage's code interpreter: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+	})
+}
+
+// executeBody is /execute's request.
+type executeBody struct {
+	Code      string            `json:"code"`
+	ContextID string            `json:"context_id"`
+	Language  string            `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+// defaultRunTimeout bounds a runCode: the SDK's own default, within the
+// operator's bound.
+const defaultRunTimeout = 60 * time.Second
+
+// ndjson writes the lines of an /execute answer as they come.
+type ndjson struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (n *ndjson) line(v map[string]any) {
+	b, _ := json.Marshal(v)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, _ = n.w.Write(append(b, '\n'))
+	_ = n.rc.Flush()
+}
+
+func isPython(lang string) bool {
+	switch strings.ToLower(lang) {
+	case "", "python", "python3", "py":
+		return true
+	}
+	return false
+}
+
+// execute runs code in a context of the sandbox's interpreter, answering
+// as Jupyter's kernel gateway does: a line per output, result, error.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	var body executeBody
+	if err := decodeBody(r, &body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !isPython(body.Language) {
+		http.Error(w, "language "+body.Language+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
+		return
+	}
+	req := sandbox.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
+		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout)}
+	if body.ContextID != "" && body.ContextID != "default" {
+		x := s.boxes.get(ref.id)
+		x.mu.Lock()
+		_, ok := x.contexts[body.ContextID]
+		x.mu.Unlock()
+		if !ok {
+			http.Error(w, "context "+body.ContextID+" not found", http.StatusNotFound)
+			return
+		}
+		req.Context = body.ContextID
+	}
+	out := &ndjson{w: w, rc: http.NewResponseController(w)}
+	// The answer starts at once: the SDK times out waiting for headers.
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	_ = out.rc.Flush()
+	var streamed [2]int
+	req.OnOutput = func(stream, line string) {
+		i := 0
+		if stream == "stderr" {
+			i = 1
+		}
+		streamed[i] += len(line)
+		out.line(map[string]any{"type": stream, "text": line, "timestamp": time.Now().UnixMicro()})
+	}
+	res, err := s.svc.Execute(r.Context(), req)
+	if errors.Is(err, sandbox.ErrSessionEnded) {
+		// The interpreter died (a limit, or killed): like a kernel, it is
+		// restarted, with the workspace kept and the variables lost.
+		if _, rerr := s.svc.RestartSession(r.Context(), ref.id, ref.owner); rerr == nil {
+			res, err = s.svc.Execute(r.Context(), req)
+		}
+	}
+	if err != nil {
+		out.line(map[string]any{"type": "error", "name": "CodecageError", "value": err.Error(), "traceback": err.Error()})
+		out.line(map[string]any{"type": "end_of_execution"})
+		return
+	}
+	if len(res.Stdout) > streamed[0] {
+		out.line(map[string]any{"type": "stdout", "text": res.Stdout[streamed[0]:], "timestamp": time.Now().UnixMicro()})
+	}
+	if len(res.Stderr) > streamed[1] {
+		out.line(map[string]any{"type": "stderr", "text": res.Stderr[streamed[1]:], "timestamp": time.Now().UnixMicro()})
+	}
+	for _, img := range res.Images {
+		key := strings.TrimPrefix(img.MIMEType, "image/")
+		out.line(map[string]any{"type": "result", key: img.Data, "text": "<Figure>", "is_main_result": false})
+	}
+	if len(res.Display) > 0 {
+		line := map[string]any{"type": "result", "is_main_result": true}
+		for mime, data := range res.Display {
+			if key := resultKey(mime); key != "" {
+				line[key] = displayValue(key, data)
+			}
+		}
+		out.line(line)
+	}
+	if res.Error != nil {
+		out.line(map[string]any{"type": "error", "name": res.Error.Type, "value": res.Error.Message, "traceback": res.Error.Traceback})
+	}
+	out.line(map[string]any{"type": "number_of_executions", "execution_count": runsOf(s, r, ref)})
+	out.line(map[string]any{"type": "end_of_execution"})
+}
+
+// resultKey names a MIME type as E2B's Result does.
+func resultKey(mime string) string {
+	switch mime {
+	case "text/plain":
+		return "text"
+	case "text/html":
+		return "html"
+	case "text/markdown":
+		return "markdown"
+	case "image/svg+xml":
+		return "svg"
+	case "image/png":
+		return "png"
+	case "image/jpeg":
+		return "jpeg"
+	case "application/pdf":
+		return "pdf"
+	case "text/latex":
+		return "latex"
+	case "application/json":
+		return "json"
+	case "application/javascript":
+		return "javascript"
+	}
+	return ""
+}
+
+// displayValue is the JSON representation as an object, not its text.
+func displayValue(key, data string) any {
+	if key == "json" {
+		var v any
+		if json.Unmarshal([]byte(data), &v) == nil {
+			return v
+		}
+	}
+	return data
+}
+
+func runsOf(s *Server, r *http.Request, ref sandboxRef) int {
+	info, err := s.svc.GetSession(r.Context(), ref.id, ref.owner)
+	if err != nil {
+		return 0
+	}
+	return info.Runs
+}
+
+func newContextID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "c" + hex.EncodeToString(b)
+}
+
+type contextBody struct {
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	var body contextBody
+	if err := decodeBody(r, &body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !isPython(body.Language) {
+		http.Error(w, "language "+body.Language+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
+		return
+	}
+	if body.Cwd == "" {
+		body.Cwd = Home
+	}
+	c := codeContext{ID: newContextID(), Language: "python", Cwd: body.Cwd}
+	if err := s.startContext(r, ref, c); err != nil {
+		http.Error(w, err.Error(), statusOf(err))
+		return
+	}
+	x := s.boxes.get(ref.id)
+	x.mu.Lock()
+	x.contexts[c.ID] = c
+	x.mu.Unlock()
+	writeJSON(w, http.StatusOK, c)
+}
+
+// startContext makes (or remakes) a context in the interpreter: empty,
+// in its directory.
+func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) error {
+	res, err := s.svc.Execute(r.Context(), sandbox.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Cwd: c.Cwd,
+		Code: "pass"})
+	if err != nil {
+		return err
+	}
+	if !res.Success {
+		return fmt.Errorf("%w: the context could not start in %s: %s", sandbox.ErrInvalidRequest, c.Cwd, res.Stderr)
+	}
+	return nil
+}
+
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
+	x := s.boxes.get(sandboxOf(r.Context()).id)
+	x.mu.Lock()
+	out := []codeContext{{ID: "default", Language: "python", Cwd: Home}}
+	for _, c := range x.contexts {
+		out = append(out, c)
+	}
+	x.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	x := s.boxes.get(ref.id)
+	x.mu.Lock()
+	c, ok := x.contexts[r.PathValue("id")]
+	delete(x.contexts, r.PathValue("id"))
+	x.mu.Unlock()
+	if !ok {
+		http.Error(w, "context "+r.PathValue("id")+" not found", http.StatusNotFound)
+		return
+	}
+	// Its variables go: a fresh, empty state under its name.
+	_, _ = s.svc.Execute(r.Context(), sandbox.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: "pass"})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	id := r.PathValue("id")
+	c := codeContext{ID: "", Language: "python", Cwd: Home}
+	if id != "default" {
+		x := s.boxes.get(ref.id)
+		x.mu.Lock()
+		found, ok := x.contexts[id]
+		x.mu.Unlock()
+		if !ok {
+			http.Error(w, "context "+id+" not found", http.StatusNotFound)
+			return
+		}
+		c = found
+	}
+	if err := s.startContext(r, ref, c); err != nil {
+		http.Error(w, err.Error(), statusOf(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func statusOf(err error) int {
+	switch sandbox.ErrorKind(err) {
+	case sandbox.KindInvalidRequest:
+		return http.StatusBadRequest
+	case sandbox.KindSessionNotFound, sandbox.KindSessionLost:
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}

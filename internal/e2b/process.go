@@ -1,0 +1,281 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// proc is a command this surface started in a sandbox: its events, kept
+// so that the stream that started it and any that connect later see it.
+type proc struct {
+	pid    uint32
+	config processConfig
+	tag    *string
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	events []event // data events, then the end
+	ended  bool
+	wake   chan struct{} // closed and replaced when events grow
+}
+
+func (p *proc) add(ev event, end bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, ev)
+	p.ended = p.ended || end
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// follow sends p's events from the from'th on until its end, or until ctx
+// ends (the client went away: the process goes on, as in E2B). It sends a
+// keepalive event when the process is quiet for keepalive.
+func (p *proc) follow(ctx context.Context, from int, keepalive time.Duration, send func(event) error) error {
+	t := time.NewTimer(keepalive)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		batch, wake, ended := p.events[from:], p.wake, p.ended
+		p.mu.Unlock()
+		for _, ev := range batch {
+			if err := send(ev); err != nil {
+				return err
+			}
+		}
+		from += len(batch)
+		if ended && len(batch) == 0 {
+			return nil
+		}
+		if len(batch) > 0 {
+			continue // the end may be in a later batch
+		}
+		t.Reset(keepalive)
+		select {
+		case <-wake:
+		case <-t.C:
+			if err := send(event{Keepalive: &empty{}}); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// start runs a command in the sandbox: a start event at once, its output
+// while it runs, its end.
+func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], stream *connect.ServerStream[processEvent]) error {
+	ref := sandboxOf(ctx)
+	m := req.Msg
+	if len(m.PTY) > 0 && string(m.PTY) != "null" {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("codecage sandboxes have no terminals (pty): run commands without one"))
+	}
+	if m.Process.Cmd == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
+	}
+	creq := sandbox.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
+	if m.Process.Cwd != nil && *m.Process.Cwd != "" {
+		cwd := *m.Process.Cwd
+		if strings.HasPrefix(cwd, "~") {
+			cwd = Home + strings.TrimPrefix(cwd, "~")
+		}
+		if !strings.HasPrefix(cwd, "/") || cwd == Home || strings.HasPrefix(cwd, Home+"/") {
+			creq.WorkingDir = cwd
+		} else {
+			// Elsewhere in the sandbox (/tmp): entered by a shell of its
+			// own, since the service's working directories are the
+			// workspace's.
+			creq.Argv = append([]string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec "$@"`, "sh", path.Clean(cwd)}, creq.Argv...)
+		}
+	}
+	// E2B's timeout (Connect-Timeout-Ms) is the process's, not the
+	// stream's: a client that goes away leaves it running until then.
+	limit := s.svc.Config().MaxCommandTime
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl))
+	}
+	creq.Timeout = max(limit, time.Second)
+
+	x := s.boxes.get(ref.id)
+	x.mu.Lock()
+	x.nextPID++
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &proc{pid: x.nextPID, config: m.Process, tag: m.Tag, cancel: cancel, wake: make(chan struct{})}
+	x.procs[p.pid] = p
+	x.mu.Unlock()
+
+	go s.run(runCtx, x, p, creq)
+	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
+		return err
+	}
+	return p.follow(ctx, 0, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) })
+}
+
+// run runs p to its end and records what it did.
+func (s *Server) run(ctx context.Context, x *box, p *proc, creq sandbox.CommandRequest) {
+	defer func() {
+		p.cancel()
+		// Kept a while for a late Connect or wait; then forgotten.
+		time.AfterFunc(time.Minute, func() {
+			x.mu.Lock()
+			delete(x.procs, p.pid)
+			x.mu.Unlock()
+		})
+	}()
+	var streamed [2]int
+	creq.OnOutput = func(stream, line string) {
+		if stream == "stderr" {
+			streamed[1] += len(line)
+			p.add(event{Data: &dataEvent{Stderr: []byte(line)}}, false)
+			return
+		}
+		streamed[0] += len(line)
+		p.add(event{Data: &dataEvent{Stdout: []byte(line)}}, false)
+	}
+	res, err := s.svc.RunCommand(ctx, creq)
+	if err != nil {
+		msg := err.Error()
+		p.add(event{Data: &dataEvent{Stderr: []byte(msg + "\n")}}, false)
+		p.add(event{End: &endEvent{ExitCode: -1, Status: "error", Error: &msg}}, true)
+		return
+	}
+	// What the streams held back: a last line without its newline.
+	if len(res.Stdout) > streamed[0] {
+		p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)
+	}
+	if len(res.Stderr) > streamed[1] {
+		p.add(event{Data: &dataEvent{Stderr: []byte(res.Stderr[streamed[1]:])}}, false)
+	}
+	p.add(event{End: endOf(res)}, true)
+}
+
+func endOf(res *sandbox.CommandResult) *endEvent {
+	if res.Limit != nil {
+		msg := "signal: killed"
+		if res.Error != nil {
+			msg += " (" + *res.Error + ")"
+		}
+		return &endEvent{ExitCode: -1, Exited: false, Status: "signal: killed", Error: &msg}
+	}
+	status := "exit status " + strconv.Itoa(res.ExitCode)
+	end := &endEvent{ExitCode: int32(res.ExitCode), Exited: true, Status: status}
+	if res.ExitCode != 0 {
+		msg := status
+		if res.Error != nil && strings.Contains(*res.Error, "not allowed") {
+			msg = *res.Error
+		}
+		end.Error = &msg
+	}
+	return end
+}
+
+// keepaliveOf is the interval the client asked for (seconds), or 50 s.
+func keepaliveOf(h interface{ Get(string) string }) time.Duration {
+	if n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 50 * time.Second
+}
+
+// find returns the process a selector names.
+func (x *box) find(sel selector) (*proc, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, p := range x.procs {
+		if sel.PID != nil && p.pid == *sel.PID || sel.PID == nil && sel.Tag != nil && p.tag != nil && *p.tag == *sel.Tag {
+			return p, nil
+		}
+	}
+	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no such process %s", describe(sel)))
+}
+
+func describe(sel selector) string {
+	if sel.PID != nil {
+		return "pid " + strconv.Itoa(int(*sel.PID))
+	}
+	if sel.Tag != nil {
+		return "tag " + strconv.Quote(*sel.Tag)
+	}
+	return "(no pid or tag)"
+}
+
+// connectProc follows a running process from now on.
+func (s *Server) connectProc(ctx context.Context, req *connect.Request[selectRequest], stream *connect.ServerStream[processEvent]) error {
+	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	from := len(p.events)
+	if p.ended {
+		from = len(p.events) - 1 // only its end
+	}
+	p.mu.Unlock()
+	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
+		return err
+	}
+	return p.follow(ctx, from, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) })
+}
+
+func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*connect.Response[listResponse], error) {
+	x := s.boxes.get(sandboxOf(ctx).id)
+	x.mu.Lock()
+	out := listResponse{Processes: []processInfo{}}
+	for _, p := range x.procs {
+		p.mu.Lock()
+		if !p.ended {
+			out.Processes = append(out.Processes, processInfo{Config: p.config, PID: p.pid, Tag: p.tag})
+		}
+		p.mu.Unlock()
+	}
+	x.mu.Unlock()
+	return connect.NewResponse(&out), nil
+}
+
+// signal ends a process: SIGTERM and SIGKILL both stop its sandbox.
+func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]) (*connect.Response[empty], error) {
+	switch req.Msg.Signal {
+	case "SIGNAL_SIGKILL", "SIGNAL_SIGTERM", "9", "15":
+	default:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %q: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", req.Msg.Signal))
+	}
+	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	ended := p.ended
+	p.mu.Unlock()
+	if ended {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
+	}
+	p.cancel()
+	return connect.NewResponse(&empty{}), nil
+}
+
+// sendInput refuses: a command's stdin is empty here.
+func (s *Server) sendInput(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
+	if _, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process); err != nil {
+		return nil, err
+	}
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("codecage commands read an empty stdin: pass input as a file or an argument"))
+}
+
+// closeStdin succeeds: stdin is closed from the start.
+func (s *Server) closeStdin(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
+	if _, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&empty{}), nil
+}

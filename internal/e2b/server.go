@@ -1,0 +1,276 @@
+package e2b
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/metrics"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+// The ports the SDK names in E2b-Sandbox-Port.
+const (
+	portEnvd        = "49983"
+	portInterpreter = "49999"
+)
+
+// EnvdVersion is the version of E2B's in-sandbox daemon whose protocol
+// this surface speaks; the SDK turns features on by it (0.5.7: requests
+// without a user, CloseStdin, raw uploads).
+const EnvdVersion = "0.5.7"
+
+// Options configure a Server.
+type Options struct {
+	// Keys are the API keys (X-API-KEY); none means any key is accepted
+	// and every sandbox belongs to the same anonymous owner.
+	Keys *access.Keys
+	// Secret signs the sandboxes' access tokens; replicas that serve one
+	// another's sandboxes share it. Empty: a random one (tokens then hold
+	// for this process only, as its sessions do).
+	Secret []byte
+	// Metrics, when set, counts the requests.
+	Metrics *metrics.Metrics
+	// Log receives one line per request.
+	Log *slog.Logger
+}
+
+// Server answers the E2B SDKs.
+type Server struct {
+	svc     *sandbox.Service
+	keys    *access.Keys
+	tokens  tokens
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	control *http.ServeMux // control plane, by X-API-KEY
+	envd    *http.ServeMux // port 49983
+	interp  *http.ServeMux // port 49999
+	boxes   *boxes
+}
+
+// New builds the E2B surface over svc.
+func New(svc *sandbox.Service, o Options) *Server {
+	s := &Server{svc: svc, keys: o.Keys, tokens: tokens{secret: o.Secret}, metrics: o.Metrics, log: o.Log,
+		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), boxes: newBoxes()}
+	if len(s.tokens.secret) == 0 {
+		s.tokens.secret = make([]byte, 32)
+		_, _ = rand.Read(s.tokens.secret)
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.controlRoutes()
+	s.envdRoutes()
+	s.interpreterRoutes()
+	return s
+}
+
+type ctxKey int
+
+const (
+	keyOwner ctxKey = iota
+	keySandbox
+)
+
+// ServeHTTP routes a request: with E2b-Sandbox-Id it is for a sandbox's
+// daemon (the port header says which), else for the control plane.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	c := sandbox.Caller{Surface: sandbox.SurfaceE2B, RemoteAddr: r.RemoteAddr}
+	id := r.Header.Get("E2b-Sandbox-Id")
+	route := ""
+	if id == "" {
+		route = s.serveControl(rec, r, &c)
+	} else {
+		route = s.serveSandbox(rec, r, id, &c)
+	}
+	s.finish(rec, r, c, route, start)
+}
+
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox.Caller) string {
+	owner := ""
+	if s.keys.Len() > 0 {
+		name, ok := s.keys.Lookup(r.Header.Get("X-API-KEY"))
+		if !ok {
+			msg := "this server needs an API key: set E2B_API_KEY to a key of SANDBOX_API_KEYS"
+			if r.Header.Get("X-API-KEY") != "" {
+				msg = "the API key is not valid"
+			}
+			writeAPIError(w, http.StatusUnauthorized, msg)
+			s.denied(r, *c, msg)
+			return "unauthorized"
+		}
+		owner, c.Key = name, name
+	}
+	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyOwner, owner)
+	h, pattern := s.control.Handler(r)
+	h.ServeHTTP(w, r.WithContext(ctx))
+	return pattern
+}
+
+// sandboxRef is the sandbox a daemon request is for, once its token
+// checked out.
+type sandboxRef struct {
+	id, owner string
+}
+
+func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string, c *sandbox.Caller) string {
+	port := r.Header.Get("E2b-Sandbox-Port")
+	mux := s.envd
+	switch port {
+	case portEnvd:
+	case portInterpreter:
+		mux = s.interp
+	default:
+		// Only the daemon and the interpreter listen in a codecage sandbox.
+		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+port+" is not open", http.StatusBadGateway)
+		return "sandbox port"
+	}
+	owner, ok := s.sandboxOwner(r, id, port)
+	if !ok {
+		msg := "the sandbox's access token is missing or not valid for sandbox " + id
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]any{"code": "unauthenticated", "message": msg})
+		s.denied(r, *c, msg)
+		return "sandbox unauthorized"
+	}
+	c.Key = owner
+	ctx := sandbox.WithCaller(r.Context(), *c)
+	// A sandbox that is gone (killed, timed out, never was) answers 502
+	// to everything, as E2B's proxy does: the SDK reads it as "not running".
+	if _, err := s.svc.GetSession(ctx, id, owner); err != nil {
+		if errors.Is(err, sandbox.ErrSessionNotFound) || errors.Is(err, sandbox.ErrSessionLost) {
+			s.boxes.drop(id)
+			http.Error(w, "sandbox "+id+" is not running (killed, timed out or never created)", http.StatusBadGateway)
+			return "sandbox gone"
+		}
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return "sandbox error"
+	}
+	ctx = context.WithValue(ctx, keySandbox, sandboxRef{id: id, owner: owner})
+	h, pattern := mux.Handler(r)
+	h.ServeHTTP(w, r.WithContext(ctx))
+	return port + " " + pattern
+}
+
+// sandboxOwner checks the request's access token (or, for /files, a URL
+// signature) and returns the sandbox's owner.
+func (s *Server) sandboxOwner(r *http.Request, id, port string) (string, bool) {
+	token := r.Header.Get("X-Access-Token")
+	if token == "" && port == portInterpreter {
+		// The SDK sends the context calls this header only.
+		token = r.Header.Get("E2b-Traffic-Access-Token")
+	}
+	if token != "" {
+		return s.tokens.owner(id, token)
+	}
+	q := r.URL.Query()
+	if sig := q.Get("signature"); sig != "" && port == portEnvd && r.URL.Path == "/files" {
+		op := "read"
+		if r.Method == http.MethodPost {
+			op = "write"
+		}
+		owners := append([]string{""}, s.keys.Names()...)
+		return s.tokens.signedOwner(id, q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"), owners)
+	}
+	return "", false
+}
+
+func ownerOf(ctx context.Context) string {
+	o, _ := ctx.Value(keyOwner).(string)
+	return o
+}
+
+func sandboxOf(ctx context.Context) sandboxRef {
+	ref, _ := ctx.Value(keySandbox).(sandboxRef)
+	return ref
+}
+
+// writeAPIError answers a control-plane call with E2B's error body; the
+// SDK reads "not found" from its code, not from the status.
+func writeAPIError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": status, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) denied(r *http.Request, c sandbox.Caller, msg string) {
+	s.svc.Report(sandbox.WithCaller(r.Context(), c), sandbox.Event{Kind: sandbox.EventDenied, Outcome: "unauthorized",
+		Detail: r.Method + " " + r.URL.Path + ": " + msg})
+	if s.metrics != nil {
+		s.metrics.Denied("unauthorized")
+	}
+}
+
+// finish logs the request and counts it.
+func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, route string, start time.Time) {
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	route = "e2b " + strings.TrimSpace(route)
+	if s.metrics != nil {
+		s.metrics.HTTPRequest(route, status)
+	}
+	level := slog.LevelInfo
+	if strings.HasSuffix(r.URL.Path, "/health") {
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.String("surface", c.Surface), slog.String("remote", r.RemoteAddr),
+	}
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		attrs = append(attrs, slog.String("sandbox", id))
+	}
+	if c.Key != "" {
+		attrs = append(attrs, slog.String("key", c.Key))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// recorder remembers the status and passes flushes on (streams).
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

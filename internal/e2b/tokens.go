@@ -1,0 +1,71 @@
+package e2b
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// tokens makes and checks the access tokens of sandboxes. A token names
+// the sandbox's owner (the API key's name) and is signed with the
+// server's secret over the sandbox id and that owner: any replica that
+// shares the secret can check it, and nothing is stored.
+type tokens struct{ secret []byte }
+
+// issue returns the access token of sandbox id, owned by owner.
+func (t tokens) issue(id, owner string) string {
+	return hex.EncodeToString([]byte(owner)) + "." + t.mac(id, owner)
+}
+
+func (t tokens) mac(id, owner string) string {
+	m := hmac.New(sha256.New, t.secret)
+	m.Write([]byte("e2b-access\x00" + id + "\x00" + owner))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// owner checks token for sandbox id and returns whose sandbox it is.
+func (t tokens) owner(id, token string) (string, bool) {
+	name, mac, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	raw, err := hex.DecodeString(name)
+	if err != nil {
+		return "", false
+	}
+	owner := string(raw)
+	return owner, hmac.Equal([]byte(mac), []byte(t.mac(id, owner)))
+}
+
+// signedOwner checks a URL signature (the SDK's uploadUrl/downloadUrl):
+// "v1_" + base64(sha256("path:operation:user:token[:expiration]")),
+// padding stripped, made with the sandbox's token, which the server
+// remakes for each owner the signature could be for.
+func (t tokens) signedOwner(id, path, operation, user, signature, expiration string, owners []string) (string, bool) {
+	if !strings.HasPrefix(signature, "v1_") {
+		return "", false
+	}
+	if expiration != "" {
+		exp, err := strconv.ParseInt(expiration, 10, 64)
+		if err != nil || time.Now().Unix() > exp {
+			return "", false
+		}
+	}
+	for _, owner := range owners {
+		token := t.issue(id, owner)
+		payload := path + ":" + operation + ":" + user + ":" + token
+		if expiration != "" {
+			payload += ":" + expiration
+		}
+		sum := sha256.Sum256([]byte(payload))
+		want := "v1_" + strings.TrimRight(base64.StdEncoding.EncodeToString(sum[:]), "=")
+		if hmac.Equal([]byte(want), []byte(signature)) {
+			return owner, true
+		}
+	}
+	return "", false
+}

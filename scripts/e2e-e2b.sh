@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End-to-end test of codecage's E2B-compatible surface with the official E2B
+# JS SDKs (e2b, @e2b/code-interpreter from the npm registry), used unchanged:
+# they reach `codecage serve --e2b-listen` only through E2B_API_URL,
+# E2B_SANDBOX_URL and E2B_API_KEY. Then measures create + first runCode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
+(cd e2e/e2b && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
+scripts/build.sh
+state=$(mktemp -d)
+port=$((20000 + RANDOM % 20000))
+e2bport=$((port + 1))
+hexkey() { od -An -N20 -tx1 /dev/urandom | tr -d ' \n'; }
+alice="e2b_$(hexkey)"
+bob="e2b_$(hexkey)"
+SANDBOX_API_KEYS="alice:$alice,bob:$bob" bin/codecage serve --listen "127.0.0.1:$port" \
+	--e2b-listen "127.0.0.1:$e2bport" --enable-data-science true \
+	--state-dir "$state" --audit-db "$state/audit.db" >"$state/serve.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$state"' EXIT
+up=
+for _ in $(seq 300); do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$e2bport") 2>/dev/null; then up=1; break; fi
+	kill -0 $server 2>/dev/null || break
+	sleep 0.1
+done
+if [ -z "$up" ]; then
+	echo "codecage serve did not listen on 127.0.0.1:$e2bport; its log:" >&2
+	cat "$state/serve.log" >&2
+	exit 1
+fi
+export E2B_API_URL="http://127.0.0.1:$e2bport" E2B_SANDBOX_URL="http://127.0.0.1:$e2bport"
+export E2B_API_KEY="$alice" CODECAGE_E2B_SECOND_KEY="$bob"
+unset E2B_DEBUG E2B_DOMAIN E2B_ACCESS_TOKEN
+status=0
+node e2e/e2b/test.mjs || status=$?
+if [ "$status" -ne 0 ]; then
+	echo "--- last lines of the codecage serve log ---" >&2
+	tail -n 40 "$state/serve.log" >&2
+	exit "$status"
+fi
+node e2e/e2b/latency.mjs
