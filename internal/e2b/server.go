@@ -110,8 +110,9 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox
 		owner, c.Key = name, name
 	}
 	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyOwner, owner)
-	h, pattern := s.control.Handler(r)
-	h.ServeHTTP(w, r.WithContext(ctx))
+	// ServeHTTP, not the handler Handler returns: it sets the path values.
+	_, pattern := s.control.Handler(r)
+	s.control.ServeHTTP(w, r.WithContext(ctx))
 	return pattern
 }
 
@@ -156,8 +157,8 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		return "sandbox error"
 	}
 	ctx = context.WithValue(ctx, keySandbox, sandboxRef{id: id, owner: owner})
-	h, pattern := mux.Handler(r)
-	h.ServeHTTP(w, r.WithContext(ctx))
+	_, pattern := mux.Handler(r)
+	mux.ServeHTTP(w, r.WithContext(ctx))
 	return port + " " + pattern
 }
 

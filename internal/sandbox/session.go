@@ -96,6 +96,8 @@ type session struct {
 	// deadline, when set, ends the session whatever its use (Lifetime);
 	// expiry is the timer that does it.
 	deadline atomic.Int64 // unix nanoseconds
+	// last is the latest description (info), for describe.
+	last atomic.Pointer[SessionInfo]
 	expiry   *time.Timer
 	// lifeMu guards expiry, dropped and commands: what callers reach
 	// while code runs under mu.
@@ -430,6 +432,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	}
 	se.used = time.Now()
 	se.runs++
+	se.info(s.cfg) // what describe gives while this runs
 	se.refused.Store(refused)
 	defer se.refused.Store(nil)
 
@@ -548,6 +551,8 @@ func (se *session) alive() error {
 	return fmt.Errorf("%w: %s %s; restart it (restart_session) to keep its files, or create a new one", ErrSessionEnded, se.id, se.ended)
 }
 
+// info describes the session; call with mu. The description is kept for
+// callers that come while a request runs.
 func (se *session) info(cfg policy.Config) SessionInfo {
 	exp := se.used.Add(cfg.SessionIdleTTL)
 	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
@@ -556,8 +561,10 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 	if d := se.deadline.Load(); d != 0 {
 		exp = time.Unix(0, d)
 	}
-	return SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
+	info := SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: jail.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
+	se.last.Store(&info)
+	return info
 }
 
 // RestartSession starts a fresh interpreter for a session, keeping its
@@ -679,12 +686,7 @@ func (s *Service) localSessions(owner string) []SessionInfo {
 	s.sessions.mu.Unlock()
 	out := make([]SessionInfo, 0, len(list))
 	for _, se := range list {
-		se.mu.Lock()
-		if se.sandbox() != nil {
-			_ = se.alive()
-		}
-		out = append(out, se.info(s.cfg))
-		se.mu.Unlock()
+		out = append(out, se.describe(s.cfg))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
@@ -781,11 +783,26 @@ func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInf
 	if err != nil {
 		return nil, err
 	}
-	se.mu.Lock()
+	info := se.describe(s.cfg)
+	return &info, nil
+}
+
+// describe is the session as it is now, or, while a request runs in it,
+// as it was when that request began: a description never waits for code.
+func (se *session) describe(cfg policy.Config) SessionInfo {
+	if !se.mu.TryLock() {
+		if last := se.last.Load(); last != nil {
+			info := *last
+			if d := se.deadline.Load(); d != 0 {
+				info.ExpiresAt = time.Unix(0, d) // moved meanwhile
+			}
+			return info
+		}
+		se.mu.Lock() // never described yet: it is starting
+	}
 	defer se.mu.Unlock()
 	if se.sandbox() != nil {
 		_ = se.alive()
 	}
-	info := se.info(s.cfg)
-	return &info, nil
+	return se.info(cfg)
 }
