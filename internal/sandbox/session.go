@@ -97,8 +97,8 @@ type session struct {
 	// expiry is the timer that does it.
 	deadline atomic.Int64 // unix nanoseconds
 	// last is the latest description (info), for describe.
-	last atomic.Pointer[SessionInfo]
-	expiry   *time.Timer
+	last   atomic.Pointer[SessionInfo]
+	expiry *time.Timer
 	// lifeMu guards expiry, dropped and commands: what callers reach
 	// while code runs under mu.
 	lifeMu  sync.Mutex
