@@ -41,6 +41,8 @@ scripts/openapi-check.sh
 scripts/conformance.sh
 # The official MCP TypeScript client, end to end, over stdio and HTTP.
 scripts/e2e-ts.sh
+# The official E2B JS SDKs, unchanged, against --e2b-listen (npm registry).
+scripts/e2e-e2b.sh
 # The race detector over the packages whose tests need no kernel sandbox
 # (the fleet's on a fake one, the service's pure decisions), and over the
 # audit log and upstream clients. -race needs cgo, hence a C compiler.

@@ -116,6 +116,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		if !slices.Contains(cfg.AllowedCommands, "bash") {
 			cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
 		}
+		if !cfg.EnableFilesystem {
+			log.Warn("the E2B surface is on but the filesystem profile is off: code written for E2B usually imports os; set SANDBOX_ENABLE_FILESYSTEM=true to allow it")
+		}
 	}
 	if err := checkClusterConfig(cfg); err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)

@@ -40,19 +40,85 @@ type executeBody struct {
 // operator's bound.
 const defaultRunTimeout = 60 * time.Second
 
-// ndjson writes the lines of an /execute answer as they come.
+// ndjson writes the lines of an /execute answer as they come. The status
+// goes with the first line, or after headerWait if the code is quiet (the
+// SDK waits for headers only so long): until then a refusal can still be
+// an HTTP error.
 type ndjson struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	sent  bool
+	timer *time.Timer
+}
+
+const headerWait = time.Second
+
+func newNDJSON(w http.ResponseWriter) *ndjson {
+	n := &ndjson{w: w, rc: http.NewResponseController(w)}
+	n.timer = time.AfterFunc(headerWait, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.begin()
+	})
+	return n
+}
+
+// begin sends the headers; call with mu.
+func (n *ndjson) begin() {
+	if !n.sent {
+		n.sent = true
+		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		n.w.WriteHeader(http.StatusOK)
+		_ = n.rc.Flush()
+	}
 }
 
 func (n *ndjson) line(v map[string]any) {
 	b, _ := json.Marshal(v)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.begin()
 	_, _ = n.w.Write(append(b, '\n'))
 	_ = n.rc.Flush()
+}
+
+// fail reports a refused run: an HTTP error while the headers are unsent
+// (429, 502, ... as the SDK maps them), else an error line.
+func (n *ndjson) fail(err error) {
+	n.timer.Stop()
+	n.mu.Lock()
+	if !n.sent {
+		n.sent = true
+		n.mu.Unlock()
+		http.Error(n.w, err.Error(), runStatus(err))
+		return
+	}
+	n.mu.Unlock()
+	n.line(map[string]any{"type": "error", "name": "CodecageError", "value": err.Error(), "traceback": err.Error()})
+	n.line(map[string]any{"type": "end_of_execution"})
+}
+
+// done stops the header timer once the answer is complete.
+func (n *ndjson) done() {
+	n.timer.Stop()
+	n.mu.Lock() // a timer already running finishes first
+	n.sent = true
+	n.mu.Unlock()
+}
+
+func runStatus(err error) int {
+	switch sandbox.ErrorKind(err) {
+	case sandbox.KindInvalidRequest:
+		return http.StatusBadRequest
+	case sandbox.KindRateLimited, sandbox.KindBusy, sandbox.KindTooManySessions:
+		return http.StatusTooManyRequests
+	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindSessionEnded:
+		return http.StatusBadGateway
+	case sandbox.KindShuttingDown, sandbox.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 func isPython(lang string) bool {
@@ -89,11 +155,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Context = body.ContextID
 	}
-	out := &ndjson{w: w, rc: http.NewResponseController(w)}
-	// The answer starts at once: the SDK times out waiting for headers.
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	_ = out.rc.Flush()
+	out := newNDJSON(w)
+	defer out.done()
 	var streamed [2]int
 	req.OnOutput = func(stream, line string) {
 		i := 0
@@ -112,8 +175,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		out.line(map[string]any{"type": "error", "name": "CodecageError", "value": err.Error(), "traceback": err.Error()})
-		out.line(map[string]any{"type": "end_of_execution"})
+		out.fail(err)
 		return
 	}
 	if len(res.Stdout) > streamed[0] {

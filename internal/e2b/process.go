@@ -27,6 +27,19 @@ type proc struct {
 	events []event // data events, then the end
 	ended  bool
 	wake   chan struct{} // closed and replaced when events grow
+
+	// started is closed when the command runs, or, with refused set, when
+	// the service refused it (it never ran: no events).
+	started   chan struct{}
+	startOnce sync.Once
+	refused   error
+}
+
+func (p *proc) markStarted(refused error) {
+	p.startOnce.Do(func() {
+		p.refused = refused
+		close(p.started)
+	})
 }
 
 func (p *proc) add(ev event, end bool) {
@@ -111,11 +124,17 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 	x.mu.Lock()
 	x.nextPID++
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &proc{pid: x.nextPID, config: m.Process, tag: m.Tag, cancel: cancel, wake: make(chan struct{})}
+	p := &proc{pid: x.nextPID, config: m.Process, tag: m.Tag, cancel: cancel, wake: make(chan struct{}), started: make(chan struct{})}
 	x.procs[p.pid] = p
 	x.mu.Unlock()
 
 	go s.run(runCtx, x, p, creq)
+	// The start event once it runs: a request the service refuses (rate
+	// limit, budget, a gone sandbox) is an error of the call instead.
+	<-p.started
+	if p.refused != nil {
+		return rpcError(p.refused)
+	}
 	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
 		return err
 	}
@@ -143,13 +162,17 @@ func (s *Server) run(ctx context.Context, x *box, p *proc, creq sandbox.CommandR
 		streamed[0] += len(line)
 		p.add(event{Data: &dataEvent{Stdout: []byte(line)}}, false)
 	}
+	creq.OnStart = func() { p.markStarted(nil) }
 	res, err := s.svc.RunCommand(ctx, creq)
 	if err != nil {
-		msg := err.Error()
-		p.add(event{Data: &dataEvent{Stderr: []byte(msg + "\n")}}, false)
-		p.add(event{End: &endEvent{ExitCode: -1, Status: "error", Error: &msg}}, true)
+		x.mu.Lock()
+		delete(x.procs, p.pid)
+		x.mu.Unlock()
+		p.markStarted(err)
+		p.add(event{}, true) // ends followers; the call reports err
 		return
 	}
+	p.markStarted(nil)
 	// What the streams held back: a last line without its newline.
 	if len(res.Stdout) > streamed[0] {
 		p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)

@@ -38,6 +38,9 @@ type CommandRequest struct {
 	SessionID string
 	Owner     string
 	OnOutput  func(stream, line string) `json:"-"`
+	// OnStart, if set, is called once the command's sandbox runs it (a
+	// refused request never calls it).
+	OnStart func() `json:"-"`
 }
 
 // CommandResult is run_command's result: the seed's fields, and those of an
@@ -233,7 +236,10 @@ func sortedKeys(m map[string]string) []string {
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
 	if r := s.remote(req.SessionID); r != "" {
 		fwd := req
-		fwd.OnOutput = nil
+		fwd.OnOutput, fwd.OnStart = nil, nil
+		if req.OnStart != nil {
+			req.OnStart() // the other replica runs it: as good as started
+		}
 		return forward[*CommandResult](ctx, s, r, PeerCall{Op: OpCommand, Owner: req.Owner, Command: &fwd}, req.OnOutput, EventCommand, "session:"+req.SessionID)
 	}
 	start := time.Now()
@@ -325,6 +331,9 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {
 		return nil, s.fleetError(ctx, err)
+	}
+	if req.OnStart != nil {
+		req.OnStart()
 	}
 	exit := lease.WaitProgram()
 	r := &CommandResult{
