@@ -1,0 +1,209 @@
+package e2b_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/e2b"
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	jail.MaybeRunInit() // the test binary is re-executed as the sandbox init
+	os.Exit(m.Run())
+}
+
+const aliceKey = "e2b_00112233445566778899"
+
+// newServer is the E2B surface over a real service, on loopback.
+func newServer(t *testing.T) (*httptest.Server, *sandbox.Service) {
+	t.Helper()
+	cfg := policy.DefaultConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
+	svc, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	keys, err := access.ParseKeys("alice:" + aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys}))
+	t.Cleanup(srv.Close)
+	return srv, svc
+}
+
+func call(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, out
+}
+
+// Bad requests to the control plane get E2B's error body with a reason;
+// an unknown sandbox is {"code": 404}, which the SDK reads as not found.
+func TestControlPlaneRefusesBadInput(t *testing.T) {
+	srv, _ := newServer(t)
+	key := map[string]string{"X-API-KEY": aliceKey}
+	for name, tc := range map[string]struct {
+		method, path, body string
+		status             int
+		says               string
+	}{
+		"not JSON":         {"POST", "/v2/sandboxes", "{", 400, "JSON"},
+		"timeout absurd":   {"POST", "/v2/sandboxes", `{"timeout": 999999999}`, 400, "out of range"},
+		"timeout too long": {"POST", "/v2/sandboxes", `{"timeout": 86000}`, 400, "SANDBOX_SESSION_MAX_LIFETIME"},
+		"unknown template": {"POST", "/v2/sandboxes", `{"templateID": "no-such-profile"}`, 400, "no-such-profile"},
+		"env LD_PRELOAD":   {"POST", "/v2/sandboxes", `{"envVars": {"LD_PRELOAD": "/x.so"}}`, 400, "LD_PRELOAD"},
+		"unknown sandbox":  {"GET", "/sandboxes/snope", "", 404, "not found"},
+		"kill unknown":     {"DELETE", "/sandboxes/snope", "", 404, "not found"},
+		"bad timeout body": {"POST", "/sandboxes/snope/timeout", `{"timeout": -1}`, 400, "timeout"},
+		"pause":            {"POST", "/sandboxes/snope/pause", "", 501, "cannot be paused"},
+		"no such route":    {"GET", "/nope", "", 404, "no such route"},
+	} {
+		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)
+		msg, _ := body["message"].(string)
+		if status != tc.status || body["code"] != float64(tc.status) || !strings.Contains(msg, tc.says) {
+			t.Errorf("%s: %d %v, want %d saying %q", name, status, body, tc.status, tc.says)
+		}
+	}
+	if status, body := call(t, "POST", srv.URL+"/v2/sandboxes", "{}", map[string]string{"X-API-KEY": "e2b_wrong"}); status != 401 || body["code"] != float64(401) {
+		t.Errorf("a wrong key: %d %v", status, body)
+	}
+}
+
+// The daemon's Connect services, through connect-go's client: errors
+// carry the codes the SDK maps (not_found, unimplemented, ...), and a
+// killed sandbox answers 502.
+func TestDaemonErrorsAndGoneSandbox(t *testing.T) {
+	srv, _ := newServer(t)
+	status, created := call(t, "POST", srv.URL+"/v2/sandboxes", `{"templateID": "base", "timeout": 60}`, map[string]string{"X-API-KEY": aliceKey})
+	if status != 201 || created["envdVersion"] != e2b.EnvdVersion {
+		t.Fatalf("create: %d %v", status, created)
+	}
+	id, token := created["sandboxID"].(string), created["envdAccessToken"].(string)
+	in := func(port string) connect.ClientOption {
+		return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set("E2b-Sandbox-Id", id)
+				req.Header().Set("E2b-Sandbox-Port", port)
+				req.Header().Set("X-Access-Token", token)
+				return next(ctx, req)
+			}
+		}))
+	}
+	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithCodec(testCodec{}), in("49983")}
+	stat := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/filesystem.Filesystem/Stat", opts...)
+	signal := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/process.Process/SendSignal", opts...)
+	watch := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/filesystem.Filesystem/WatchDir", opts...)
+	ctx := context.Background()
+	codeOf := func(err error) connect.Code {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return ce.Code()
+		}
+		return 0
+	}
+	if _, err := stat.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user/none"})); codeOf(err) != connect.CodeNotFound {
+		t.Errorf("stat of a missing file: %v", err)
+	}
+	res, err := stat.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "~"}))
+	if err != nil || (*res.Msg)["entry"].(map[string]any)["type"] != "FILE_TYPE_DIRECTORY" {
+		t.Errorf("stat of ~: %v %v", res, err)
+	}
+	if _, err := stat.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/etc/passwd"})); codeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "/home/user") {
+		t.Errorf("stat outside the home: %v", err)
+	}
+	if _, err := signal.CallUnary(ctx, connect.NewRequest(&map[string]any{"process": map[string]any{"pid": 7}, "signal": "SIGNAL_SIGKILL"})); codeOf(err) != connect.CodeNotFound {
+		t.Errorf("signal to an unknown pid: %v", err)
+	}
+	if _, err := signal.CallUnary(ctx, connect.NewRequest(&map[string]any{"process": map[string]any{"pid": 7}, "signal": "SIGNAL_SIGHUP"})); codeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("an unknown signal: %v", err)
+	}
+	if _, err := watch.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user"})); codeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("watchDir: %v", err)
+	}
+
+	// /execute: a language codecage does not run is refused up front.
+	status, body := call(t, "POST", srv.URL+"/execute", `{"code": "1", "language": "r"}`,
+		map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
+	if status != 400 || !strings.Contains(body["raw"].(string), "Python") {
+		t.Errorf("language r: %d %v", status, body)
+	}
+	if status, _ := call(t, "GET", srv.URL+"/health", "", map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8080", "X-Access-Token": token}); status != 502 {
+		t.Errorf("a port nothing listens on: %d", status)
+	}
+
+	// Killed: every call into it is a 502, and the control plane says 404.
+	if status, _ := call(t, "DELETE", srv.URL+"/sandboxes/"+id, "", map[string]string{"X-API-KEY": aliceKey}); status != 204 {
+		t.Fatalf("kill: %d", status)
+	}
+	if _, err := stat.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "~"})); codeOf(err) != connect.CodeUnavailable {
+		t.Errorf("stat in a killed sandbox: %v", err)
+	}
+	if status, _ := call(t, "GET", srv.URL+"/health", "", map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983", "X-Access-Token": token}); status != 502 {
+		t.Errorf("health of a killed sandbox: %d", status)
+	}
+	if status, body := call(t, "POST", srv.URL+"/v2/sandboxes/"+id+"/connect", "{}", map[string]string{"X-API-KEY": aliceKey}); status != 404 || body["code"] != float64(404) {
+		t.Errorf("connect to a killed sandbox: %d %v", status, body)
+	}
+}
+
+// A sandbox ends at its timeout, and its commands with it.
+func TestSandboxEndsAtItsTimeout(t *testing.T) {
+	srv, _ := newServer(t)
+	_, created := call(t, "POST", srv.URL+"/v2/sandboxes", `{"timeout": 1}`, map[string]string{"X-API-KEY": aliceKey})
+	id, token := created["sandboxID"].(string), created["envdAccessToken"].(string)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		status, _ := call(t, "GET", srv.URL+"/health", "", map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983", "X-Access-Token": token})
+		if status == 502 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox outlived its timeout")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testCodec is a JSON codec over any Go value (the SDK's messages are
+// JSON; this test has no protobuf types either).
+type testCodec struct{}
+
+func (testCodec) Name() string                  { return "json" }
+func (testCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+func (testCodec) Unmarshal(b []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(b)).Decode(v)
+}
