@@ -60,10 +60,17 @@ func entry(fi *sandbox.FileInfo) *entryInfo {
 	if fi.Path != "." && fi.Path != "" {
 		p = Home + "/" + fi.Path
 	}
-	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(fi.Mode),
-		Permissions: fi.Mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
+	mode := fs.FileMode(fi.Mode)
 	switch {
-	case fi.Mode&fs.ModeSymlink != 0:
+	case fi.Symlink:
+		mode |= fs.ModeSymlink
+	case fi.Dir:
+		mode |= fs.ModeDir
+	}
+	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode),
+		Permissions: mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
+	switch {
+	case fi.Symlink:
 		e.Type = "FILE_TYPE_SYMLINK"
 		target := fi.Target
 		e.SymlinkTarget = &target

@@ -37,15 +37,15 @@ type FileInfo struct {
 	Dir      bool      `json:"dir,omitempty"`
 	Symlink  bool      `json:"symlink,omitempty"`
 	Modified time.Time `json:"modified"`
-	// Mode is the entry's type and permission bits (Go's fs.FileMode).
-	Mode fs.FileMode `json:"mode"`
+	// Mode is the entry's permission bits (0o644: 420).
+	Mode uint32 `json:"mode"`
 	// Target is where a symlink points.
 	Target string `json:"target,omitempty"`
 }
 
 // fileInfo describes the entry rel of r, whose Lstat is fi.
 func fileInfo(r *os.Root, rel string, fi fs.FileInfo) FileInfo {
-	out := FileInfo{Path: rel, Size: fi.Size(), Dir: fi.IsDir(), Symlink: fi.Mode()&fs.ModeSymlink != 0, Modified: fi.ModTime().UTC(), Mode: fi.Mode()}
+	out := FileInfo{Path: rel, Size: fi.Size(), Dir: fi.IsDir(), Symlink: fi.Mode()&fs.ModeSymlink != 0, Modified: fi.ModTime().UTC(), Mode: uint32(fi.Mode().Perm())}
 	if out.Symlink {
 		out.Target, _ = r.Readlink(rel)
 	}

@@ -104,7 +104,7 @@ func TestSessionFileOpsUnderHome(t *testing.T) {
 		t.Fatalf("mkdir again %v %v", created, err)
 	}
 	fi, err := svc.MoveFile(ctx, id, "alice", "/home/user/d/a.txt", "/home/user/e/f/b.txt")
-	if err != nil || fi.Path != "e/f/b.txt" || fi.Size != 5 || !fi.Mode.IsRegular() {
+	if err != nil || fi.Path != "e/f/b.txt" || fi.Size != 5 || fi.Dir || fi.Mode&0o600 != 0o600 {
 		t.Fatalf("move %+v %v", fi, err)
 	}
 	if _, err := svc.StatFile(ctx, id, "alice", "/home/user/d/a.txt"); !errors.Is(err, sandbox.ErrFileNotFound) {
