@@ -116,7 +116,7 @@ func (g *Gate) allowLocked(key string) error {
 	if d := r.Delay(); d > 0 {
 		r.Cancel() // a refused request spends nothing
 		return &DeniedError{Err: ErrRateLimited, RetryAfter: d,
-			Msg: fmt.Sprintf("rate limit of %g requests per second (burst %d) reached; retry in %.1fs", g.lim.Rate, g.lim.Burst, d.Seconds())}
+			Msg: fmt.Sprintf("rate limit of %g requests per second (burst %d) reached; retry in %s", g.lim.Rate, g.lim.Burst, d.Round(time.Millisecond))}
 	}
 	return nil
 }
