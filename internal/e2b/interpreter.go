@@ -277,7 +277,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	}
 	c := codeContext{ID: newContextID(), Language: "python", Cwd: body.Cwd}
 	if err := s.startContext(r, ref, c); err != nil {
-		http.Error(w, err.Error(), statusOf(err))
+		http.Error(w, err.Error(), runStatus(err))
 		return
 	}
 	x := s.boxes.get(ref.id)
@@ -344,18 +344,8 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		c = found
 	}
 	if err := s.startContext(r, ref, c); err != nil {
-		http.Error(w, err.Error(), statusOf(err))
+		http.Error(w, err.Error(), runStatus(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func statusOf(err error) int {
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindInvalidRequest:
-		return http.StatusBadRequest
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost:
-		return http.StatusBadGateway
-	}
-	return http.StatusInternalServerError
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/metrics"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -82,7 +83,7 @@ const (
 // daemon (the port header says which), else for the control plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &recorder{ResponseWriter: w}
+	rec := &frontdoor.Recorder{ResponseWriter: w}
 	c := sandbox.Caller{Surface: sandbox.SurfaceE2B, RemoteAddr: r.RemoteAddr}
 	id := r.Header.Get("E2b-Sandbox-Id")
 	route := ""
@@ -218,8 +219,8 @@ func (s *Server) denied(r *http.Request, c sandbox.Caller, msg string) {
 }
 
 // finish logs the request and counts it.
-func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, route string, start time.Time) {
-	status := rec.status
+func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c sandbox.Caller, route string, start time.Time) {
+	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -247,31 +248,3 @@ func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, route 
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
-
-// recorder remembers the status and passes flushes on (streams).
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

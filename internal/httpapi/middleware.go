@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -45,7 +46,7 @@ func surfaceOf(path string) string {
 func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := &frontdoor.Recorder{ResponseWriter: w}
 		trace := &sandbox.Trace{}
 		c := sandbox.Caller{Surface: surfaceOf(r.URL.Path), RemoteAddr: r.RemoteAddr, Trace: trace}
 		inner := r
@@ -126,8 +127,8 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.
 }
 
 // finish logs the request and counts it.
-func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, execID string, start time.Time) {
-	status := rec.status
+func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c sandbox.Caller, execID string, start time.Time) {
+	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -158,32 +159,3 @@ func (s *Server) finish(rec *recorder, r *http.Request, c sandbox.Caller, execID
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
-
-// recorder remembers the status; Unwrap lets http.ResponseController reach
-// the connection (flushes for streams, deadlines).
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
