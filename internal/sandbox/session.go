@@ -126,6 +126,9 @@ type session struct {
 type sessions struct {
 	mu   sync.Mutex
 	byID map[string]*session
+	// dropping is held (read) by each drop in progress, which may have
+	// left the table already (an expiry): Close takes it to wait for them.
+	dropping sync.RWMutex
 }
 
 // CreateSession opens a session: a sandbox whose interpreter keeps its
@@ -636,6 +639,8 @@ func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
 }
 
 func (s *Service) dropSession(se *session) {
+	s.sessions.dropping.RLock()
+	defer s.sessions.dropping.RUnlock()
 	s.sessions.mu.Lock()
 	delete(s.sessions.byID, se.id)
 	s.sessions.mu.Unlock()
@@ -747,6 +752,10 @@ func (s *Service) closeSessions() {
 	for _, se := range all {
 		s.dropSession(se)
 	}
+	// Drops that began elsewhere (an expiry, the reaper) end before the
+	// service does: their workspaces are unmounted and removed.
+	s.sessions.dropping.Lock()
+	s.sessions.dropping.Unlock()
 }
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
