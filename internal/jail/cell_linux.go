@@ -41,6 +41,8 @@ type Cell struct {
 	retired bool // the cgroup is no longer the cell's: it may be another's
 	// finished is what Finish reported, which is then the cell's Exit.
 	finished *Exit
+	ended    bool     // done is closed
+	onDone   []func() // AfterDone's, run once done is closed
 
 	attached chan struct{}
 	drained  chan struct{} // both output pipes reached EOF
@@ -143,7 +145,10 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		signalPidfd(f)
 	}
 	c.start = time.Now()
-	go c.supervise(ctx)
+	// Started here, not in supervise: an Arm may come as soon as attached
+	// is closed.
+	c.enforcer.Start(ctx, c.limits.Timeout, c.limits.CPUTime)
+	go c.supervise()
 	close(c.attached)
 	return nil
 }
@@ -183,8 +188,9 @@ var lastMove atomic.Int64
 // still warm (an RCU grace period is a few milliseconds).
 const primeQuiet = 10 * time.Millisecond
 
-// PrimeAttach readies the kernel for the next Attach, to be called
-// (asynchronously) while the nested program forks a cell: a cell's first
+// PrimeAttach readies the kernel for the next Attach, to be called while
+// the nested program forks a cell (it returns at once; the write, when
+// there is one, is made in a goroutine of its own). A cell's first
 // process is moved into its cgroup under a global lock whose first writer
 // after a quiet moment waits for an RCU grace period (6-15 ms measured on
 // cgroup v1 in a VM; later writers pass at once). Moving this process into
@@ -192,12 +198,17 @@ const primeQuiet = 10 * time.Millisecond
 // wait overlaps the fork instead of following it.
 //
 // Under load the lock is never quiet: a move in the last primeQuiet makes
-// the write a cost with nothing to gain, and it is skipped.
+// the write a cost with nothing to gain, and it is skipped (decided here,
+// before a goroutine is started for nothing).
 func PrimeAttach() {
 	host := ProbeHost()
 	if host.Cgroup.version != 1 || time.Now().UnixNano()-lastMove.Load() < int64(primeQuiet) || !priming.CompareAndSwap(false, true) {
 		return
 	}
+	go primeAttach(host)
+}
+
+func primeAttach(host Host) {
 	defer priming.Store(false)
 	lastMove.Store(time.Now().UnixNano())
 	primeOnce.Do(func() {
@@ -245,7 +256,10 @@ func pidOfPidfd(fd int) (int, error) {
 	return 0, errors.New("jail: not a pidfd")
 }
 
-func (c *Cell) supervise(ctx context.Context) {
+// supervise copies the cell's output, waits for its first process to end
+// (the enforcer, started by Attach, acts meanwhile through its timers) and
+// tears the cell down.
+func (c *Cell) supervise() {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
 	go c.output.Copy(&copiers, 0, c.stdoutR, c.sinks[0])
@@ -254,9 +268,8 @@ func (c *Cell) supervise(ctx context.Context) {
 		copiers.Wait()
 		close(c.drained)
 	}()
-	exited := make(chan struct{})
-	go c.waitExit(exited)
-	c.enforcer.Run(ctx, c.limits.Timeout, c.limits.CPUTime, exited)
+	c.waitExit()
+	c.enforcer.Stop()
 	// The first process is gone. Anything still in the cgroup is killed,
 	// unless that process was the init of its pid namespace: then the
 	// kernel has killed and reaped everything else already.
@@ -282,15 +295,40 @@ func (c *Cell) supervise(ctx context.Context) {
 	// (ReleaseCellCgroups sees it).
 	retireCellCgroup(c.cg)
 	closeAll(c.stdoutR, c.stderrR)
-	close(c.done)
+	c.end()
 }
 
-// waitExit closes exited when the cell's first process has ended. The
-// pidfd waits in the runtime's poller (it is readable once the process
-// exits), not on a thread of its own per cell; a blocking poll is the
-// fallback.
-func (c *Cell) waitExit(exited chan<- struct{}) {
-	defer close(exited)
+// end closes done and runs what AfterDone was given.
+func (c *Cell) end() {
+	c.mu.Lock()
+	c.ended = true
+	close(c.done)
+	fs := c.onDone
+	c.onDone = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// AfterDone runs f once the cell has ended and is torn down: in the
+// goroutine that tore it down, or at once if it already is. It is how a
+// caller waits for the end without a goroutine of its own parked on Done.
+func (c *Cell) AfterDone(f func()) {
+	c.mu.Lock()
+	if !c.ended {
+		c.onDone = append(c.onDone, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
+}
+
+// waitExit returns when the cell's first process has ended. The pidfd
+// waits in the runtime's poller (it is readable once the process exits),
+// not on a thread of its own per cell; a blocking poll is the fallback.
+func (c *Cell) waitExit() {
 	rc, err := c.pidfd.SyscallConn()
 	if err != nil {
 		return
