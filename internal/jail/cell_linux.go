@@ -29,12 +29,18 @@ type Cell struct {
 	output   *Output
 	enforcer *Enforcer
 
-	stdoutR, stderrR *os.File
+	// outR are the read ends of the output pipes (non-blocking, out of
+	// the runtime's poller); ep is an epoll instance watching them and,
+	// once attached, the pidfd. ep itself is in the runtime's poller: one
+	// goroutine (supervise) waits on it for output and for the end alike,
+	// with one wakeup per event, and Finish interrupts it with a deadline.
+	outR             [2]int
+	ep               *os.File
 	stdoutW, stderrW *os.File
 	sinks            [2]io.Writer
 
 	mu      sync.Mutex
-	pidfd   *os.File // of the first process, in the runtime's poller; nil before Attach
+	pidfd   *os.File // of the first process (blocking, watched through ep); nil before Attach
 	nsInit  bool     // the first process is the init of its own pid namespace
 	limit   Limit
 	killed  bool
@@ -61,18 +67,21 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		return nil, fmt.Errorf("jail: bad cell id %q", id)
 	}
 	lim = lim.WithDefaults()
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	c := &Cell{id: id, limits: lim, sinks: [2]io.Writer{stdout, stderr},
 		attached: make(chan struct{}), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if c.cg, err = cellCgroup(host.Cgroup, lim); err != nil {
 		return nil, err
 	}
-	if c.stdoutR, c.stdoutW, err = outputPipe(); err != nil {
-		retireCellCgroup(c.cg)
-		return nil, err
-	}
-	if c.stderrR, c.stderrW, err = outputPipe(); err != nil {
-		closeAll(c.stdoutR, c.stdoutW)
+	c.outR = [2]int{-1, -1}
+	if err := c.openIO(); err != nil {
+		c.closeIO()
 		retireCellCgroup(c.cg)
 		return nil, err
 	}
@@ -84,21 +93,53 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 	return c, nil
 }
 
-// outputPipe returns a pipe whose read end the runtime's poller serves
-// (Finish sets a deadline on it) and whose write end, passed to the nested
-// program, stays blocking and out of the poller (os.Pipe would register it
-// only to have it taken out again).
-func outputPipe() (r, w *os.File, err error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, err
+// openIO makes the output pipes and the epoll instance that watches their
+// read ends. The read ends are non-blocking (supervise reads what they
+// hold); the write ends, passed to the nested program, are blocking and
+// out of the runtime's poller.
+func (c *Cell) openIO() error {
+	for i, w := range []**os.File{&c.stdoutW, &c.stderrW} {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			return err
+		}
+		c.outR[i] = p[0]
+		// Blocking before os.NewFile, which then leaves it out of the poller.
+		if _, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETFL, 0); err != nil {
+			unix.Close(p[1])
+			return err
+		}
+		*w = os.NewFile(uintptr(p[1]), "|1")
 	}
-	if err := unix.SetNonblock(p[0], true); err != nil {
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return nil, nil, err
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
 	}
-	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+	for _, fd := range c.outR {
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			unix.Close(ep)
+			return err
+		}
+	}
+	// Non-blocking, the epoll descriptor goes into the runtime's poller
+	// (its only status flag: no F_GETFL needed).
+	if _, err := unix.FcntlInt(uintptr(ep), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+		unix.Close(ep)
+		return err
+	}
+	c.ep = os.NewFile(uintptr(ep), "cell-epoll")
+	return nil
+}
+
+// closeIO closes the read ends and the epoll instance (what is open).
+func (c *Cell) closeIO() {
+	for i, fd := range c.outR {
+		if fd >= 0 {
+			unix.Close(fd)
+			c.outR[i] = -1
+		}
+	}
+	closeAll(c.ep, c.stdoutW, c.stderrW)
 }
 
 // OutputFiles are the write ends of the cell's stdout and stderr, to pass
@@ -132,10 +173,13 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		return err
 	}
 	nsInit := pidnsInit(pidfd, pid)
-	// Non-blocking, the pidfd waits for the process's end in the poller
-	// (see waitExit), and the os.File keeps a Kill that comes after its
-	// Close from signalling whatever the number refers to by then.
-	_ = unix.SetNonblock(pidfd, true)
+	// The pidfd is readable once the process has ended: supervise learns
+	// it through ep. The os.File keeps a Kill that comes after its Close
+	// from signalling whatever the number refers to by then.
+	if err := unix.EpollCtl(int(c.epFD()), unix.EPOLL_CTL_ADD, pidfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(pidfd)}); err != nil {
+		unix.Close(pidfd)
+		return err
+	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
 	c.mu.Lock()
 	c.pidfd, c.nsInit = f, nsInit
@@ -256,27 +300,108 @@ func pidOfPidfd(fd int) (int, error) {
 	return 0, errors.New("jail: not a pidfd")
 }
 
-// supervise copies the cell's output, waits for its first process to end
-// (the enforcer, started by Attach, acts meanwhile through its timers) and
-// tears the cell down.
-func (c *Cell) supervise() {
-	var copiers sync.WaitGroup
-	copiers.Add(2)
-	go c.output.Copy(&copiers, 0, c.stdoutR, c.sinks[0])
-	go func() {
-		c.output.Copy(&copiers, 1, c.stderrR, c.sinks[1])
-		copiers.Wait()
-		close(c.drained)
-	}()
-	c.waitExit()
-	c.enforcer.Stop()
-	// The first process is gone. Anything still in the cgroup is killed,
-	// unless that process was the init of its pid namespace: then the
-	// kernel has killed and reaped everything else already.
-	if !c.nsInit {
-		_ = c.cg.kill(false)
+// epFD is the epoll instance's descriptor (valid while the cell lives:
+// only supervise and Abandon close it).
+func (c *Cell) epFD() uintptr {
+	fd := ^uintptr(0)
+	if rc, err := c.ep.SyscallConn(); err == nil {
+		_ = rc.Control(func(d uintptr) { fd = d })
 	}
-	<-c.drained
+	return fd
+}
+
+// supervise copies the cell's output and waits for its first process to
+// end (the enforcer, started by Attach, acts meanwhile through its
+// timers), all in this one goroutine, then tears the cell down.
+func (c *Cell) supervise() {
+	buf := copyBufs.Get().(*[32 << 10]byte)
+	defer copyBufs.Put(buf)
+	ep := int(c.epFD())
+	pidfd := -1
+	if rc, err := c.pidfd.SyscallConn(); err == nil {
+		_ = rc.Control(func(d uintptr) { pidfd = int(d) })
+	}
+	open := [2]bool{true, true} // the stream may still bring output
+	exited := false
+	stop := func(stream int) {
+		if open[stream] {
+			open[stream] = false
+			_ = unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, c.outR[stream], nil)
+			if !open[1-stream] {
+				close(c.drained)
+			}
+		}
+	}
+	// read passes on one read's worth of a stream; at its end (or a
+	// failure other than "nothing now") the stream is over.
+	read := func(stream int) {
+		n, err := unix.Read(c.outR[stream], buf[:])
+		if n > 0 {
+			c.output.write(stream, c.sinks[stream], buf[:n])
+			return
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			stop(stream)
+		}
+	}
+	rc, rcErr := c.ep.SyscallConn()
+	var events [3]unix.EpollEvent
+	for open[0] || open[1] || !exited {
+		n := 0
+		var err error
+		if rcErr == nil {
+			err = rc.Read(func(fd uintptr) bool {
+				n, _ = unix.EpollWait(int(fd), events[:], 0)
+				return n > 0
+			})
+		}
+		if rcErr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+			// Not served by the poller (never expected): block here.
+			for {
+				if n, err = unix.EpollWait(ep, events[:], -1); err != unix.EINTR {
+					break
+				}
+			}
+			if err != nil {
+				// Nor by the epoll instance: wait for the end alone.
+				stop(0)
+				stop(1)
+				if !exited {
+					waitPidfd(pidfd)
+					exited = true
+					c.ended1()
+				}
+				continue
+			}
+		} else if err != nil {
+			// Finish's deadline: the program has said its last word, so
+			// the output is what the pipes hold now; later writes are
+			// not read. The wait goes on for the end alone.
+			for stream := range 2 {
+				for open[stream] {
+					m, _ := unix.Read(c.outR[stream], buf[:])
+					if m <= 0 {
+						break
+					}
+					c.output.write(stream, c.sinks[stream], buf[:m])
+				}
+				stop(stream)
+			}
+			_ = c.ep.SetReadDeadline(time.Time{})
+			continue
+		}
+		for _, ev := range events[:max(n, 0)] {
+			switch fd := int(ev.Fd); {
+			case fd == pidfd:
+				exited = true
+				c.ended1()
+			case fd == c.outR[0] && open[0]:
+				read(0)
+			case fd == c.outR[1] && open[1]:
+				read(1)
+			}
+		}
+	}
 	c.mu.Lock()
 	finished := c.finished
 	c.mu.Unlock()
@@ -294,8 +419,29 @@ func (c *Cell) supervise() {
 	// Before done: whoever waits for the cell finds its cgroup retired
 	// (ReleaseCellCgroups sees it).
 	retireCellCgroup(c.cg)
-	closeAll(c.stdoutR, c.stderrR)
+	c.closeIO()
 	c.end()
+}
+
+// waitPidfd blocks until the process of pidfd has ended.
+func waitPidfd(pidfd int) {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// ended1 is the end of the cell's first process: the limits no longer
+// need enforcing, and anything still in the cgroup is killed, unless that
+// process was the init of its pid namespace: then the kernel has killed
+// and reaped everything else already.
+func (c *Cell) ended1() {
+	c.enforcer.Stop()
+	if !c.nsInit {
+		_ = c.cg.kill(false)
+	}
 }
 
 // end closes done and runs what AfterDone was given.
@@ -323,32 +469,6 @@ func (c *Cell) AfterDone(f func()) {
 	}
 	c.mu.Unlock()
 	f()
-}
-
-// waitExit returns when the cell's first process has ended. The pidfd
-// waits in the runtime's poller (it is readable once the process exits),
-// not on a thread of its own per cell; a blocking poll is the fallback.
-func (c *Cell) waitExit() {
-	rc, err := c.pidfd.SyscallConn()
-	if err != nil {
-		return
-	}
-	ended := func(fd uintptr) bool {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(p, 0)
-		return err == nil && n > 0
-	}
-	if rc.Read(ended) == nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-				return
-			}
-		}
-	})
 }
 
 // snapshot is what the supervisor knows of the cell's run so far; once
@@ -392,9 +512,7 @@ func (c *Cell) Finish() Exit {
 	case <-c.done:
 		return c.exit
 	}
-	now := time.Now()
-	_ = c.stdoutR.SetReadDeadline(now)
-	_ = c.stderrR.SetReadDeadline(now)
+	_ = c.ep.SetReadDeadline(time.Now()) // supervise drains the pipes
 	<-c.drained
 	e := c.snapshot()
 	c.mu.Lock()
@@ -442,7 +560,7 @@ func (c *Cell) Abandon() {
 		return
 	default:
 	}
-	closeAll(c.stdoutR, c.stderrR, c.stdoutW, c.stderrW)
+	c.closeIO()
 	c.mu.Lock()
 	retired := c.retired
 	c.retired = true
