@@ -333,11 +333,18 @@ func (c *Cell) supervise() {
 		}
 	}
 	// read passes on one read's worth of a stream; at its end (or a
-	// failure other than "nothing now") the stream is over.
+	// failure other than "nothing now") the stream is over. So it is once
+	// cut at its cap: the cell is being killed, and a writer that finds
+	// the pipe full stops there, instead of flooding on while the kernel
+	// gets round to ending the cell's init (which takes milliseconds on a
+	// busy host: a pipe moves gigabytes a second).
 	read := func(stream int) {
 		n, err := unix.Read(c.outR[stream], buf[:])
 		if n > 0 {
 			c.output.write(stream, c.sinks[stream], buf[:n])
+			if c.output.cut(stream) {
+				stop(stream)
+			}
 			return
 		}
 		if err != unix.EAGAIN && err != unix.EINTR {
@@ -378,7 +385,7 @@ func (c *Cell) supervise() {
 			// the output is what the pipes hold now; later writes are
 			// not read. The wait goes on for the end alone.
 			for stream := range 2 {
-				for open[stream] {
+				for open[stream] && !c.output.cut(stream) {
 					m, _ := unix.Read(c.outR[stream], buf[:])
 					if m <= 0 {
 						break
@@ -518,6 +525,9 @@ func (c *Cell) Finish() Exit {
 	c.mu.Lock()
 	c.finished = &e // the cell's end need not read its cgroup again
 	c.mu.Unlock()
+	// The run is over and the cell killed now: nothing is left to enforce,
+	// and the caller's context, which ends soon, must not wake a callback.
+	c.enforcer.Stop()
 	c.Kill(LimitNone) // a limit found meanwhile is already in e
 	return e
 }
