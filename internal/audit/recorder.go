@@ -48,6 +48,11 @@ type Recorder struct {
 	mu     sync.RWMutex
 	closed bool
 	events chan Event
+	// full and closing end the writer's gather window early: a batch's
+	// worth is buffered, or Close was called. During the window the writer
+	// waits on them and a timer, not on events, so a Record wakes nobody.
+	full    chan struct{}
+	closing chan struct{}
 
 	flushes chan chan error
 	done    chan struct{}
@@ -73,6 +78,8 @@ func NewRecorder(store Store, buffer int, log *slog.Logger) *Recorder {
 		store:   store,
 		log:     log,
 		events:  make(chan Event, buffer),
+		full:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
 		flushes: make(chan chan error),
 		done:    make(chan struct{}),
 	}
@@ -94,6 +101,12 @@ func (r *Recorder) Record(ev Event) {
 		select {
 		case r.events <- ev:
 			sent = true
+			if len(r.events) >= maxBatch-1 {
+				select {
+				case r.full <- struct{}{}:
+				default:
+				}
+			}
 		default:
 		}
 	}
@@ -136,6 +149,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	if !r.closed {
 		r.closed = true
 		close(r.events)
+		close(r.closing)
 	}
 	r.mu.Unlock()
 	select {
@@ -179,6 +193,12 @@ func (r *Recorder) run() {
 			// Take what arrives within the gather window, up to one batch;
 			// after a close the loop above writes the rest.
 			gather := time.NewTimer(gatherWindow)
+			select {
+			case <-gather.C:
+			case <-r.full:
+			case <-r.closing:
+			}
+			gather.Stop()
 		more:
 			for len(batch) < maxBatch {
 				select {
@@ -187,11 +207,10 @@ func (r *Recorder) run() {
 						break more
 					}
 					batch = append(batch, ev)
-				case <-gather.C:
+				default:
 					break more
 				}
 			}
-			gather.Stop()
 			if err := r.write(batch); err != nil && failed == nil {
 				failed = err
 			}

@@ -105,7 +105,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 		return nil, fmt.Errorf("zygote cell: %w", err)
 	}
 
-	go jail.PrimeAttach()
+	jail.PrimeAttach()
 	z.mu.Lock()
 	sb, err := z.running()
 	if err == nil {
@@ -147,35 +147,30 @@ func (c *cellBox) Kill(reason jail.Limit)      { c.cell.Kill(reason) }
 func (c *cellBox) Wait() jail.Exit             { return c.cell.Wait() }
 func (c *cellBox) Done() <-chan struct{}       { return c.cell.Done() }
 func (c *cellBox) HostUID() int                { return 0 }
+func (c *cellBox) AfterDone(f func())          { c.cell.AfterDone(f) }
 
 func (c *cellBox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	c.cell.Arm(ctx, timeout, cpu)
 }
 
 // run is a cell's run: the exchange, and the cell's end read from it.
+// The exchange runs in the caller's goroutine; should the cell end without
+// an answer, its end sets a deadline on the socket, not a close, so that
+// frames already buffered are still read.
 func (c *cellBox) run(req runtime.Request, tools runtime.ToolHandler) (*runtime.Reply, jail.Exit) {
-	answers := make(chan runtime.Answer, 1)
-	go func() { answers <- runtime.Exchange(c.conn, req, tools) }()
-	var a runtime.Answer
+	conn := c.conn
+	c.cell.AfterDone(func() { _ = conn.SetReadDeadline(time.Now().Add(time.Second)) })
+	a := runtime.Exchange(conn, req, tools)
 	var exit jail.Exit
-	select {
-	case a = <-answers:
-		switch {
-		case a.Reply != nil:
-			// The harness has flushed the output and replied: the run is
-			// over. The cell is killed and torn down without us.
-			exit = c.cell.Finish()
-		case a.Exited:
-			// The code has ended; the cell's teardown goes on without us.
-			exit = c.cell.Collect()
-		default:
-			exit = c.cell.Wait()
-		}
-	case <-c.cell.Done():
-		// The cell is gone: its frames are in the socket or never will be.
-		// A deadline, not a close, so that buffered frames are still read.
-		_ = c.conn.SetReadDeadline(time.Now().Add(time.Second))
-		a = <-answers
+	switch {
+	case a.Reply != nil:
+		// The harness has flushed the output and replied: the run is
+		// over. The cell is killed and torn down without us.
+		exit = c.cell.Finish()
+	case a.Exited:
+		// The code has ended; the cell's teardown goes on without us.
+		exit = c.cell.Collect()
+	default:
 		exit = c.cell.Wait()
 	}
 	c.conn.Close()

@@ -29,18 +29,26 @@ type Cell struct {
 	output   *Output
 	enforcer *Enforcer
 
-	stdoutR, stderrR *os.File
+	// outR are the read ends of the output pipes (non-blocking, out of
+	// the runtime's poller); ep is an epoll instance watching them and,
+	// once attached, the pidfd. ep itself is in the runtime's poller: one
+	// goroutine (supervise) waits on it for output and for the end alike,
+	// with one wakeup per event, and Finish interrupts it with a deadline.
+	outR             [2]int
+	ep               *os.File
 	stdoutW, stderrW *os.File
 	sinks            [2]io.Writer
 
 	mu      sync.Mutex
-	pidfd   *os.File // of the first process, in the runtime's poller; nil before Attach
+	pidfd   *os.File // of the first process (blocking, watched through ep); nil before Attach
 	nsInit  bool     // the first process is the init of its own pid namespace
 	limit   Limit
 	killed  bool
 	retired bool // the cgroup is no longer the cell's: it may be another's
 	// finished is what Finish reported, which is then the cell's Exit.
 	finished *Exit
+	ended    bool     // done is closed
+	onDone   []func() // AfterDone's, run once done is closed
 
 	attached chan struct{}
 	drained  chan struct{} // both output pipes reached EOF
@@ -59,18 +67,21 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 		return nil, fmt.Errorf("jail: bad cell id %q", id)
 	}
 	lim = lim.WithDefaults()
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	c := &Cell{id: id, limits: lim, sinks: [2]io.Writer{stdout, stderr},
 		attached: make(chan struct{}), drained: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if c.cg, err = cellCgroup(host.Cgroup, lim); err != nil {
 		return nil, err
 	}
-	if c.stdoutR, c.stdoutW, err = outputPipe(); err != nil {
-		retireCellCgroup(c.cg)
-		return nil, err
-	}
-	if c.stderrR, c.stderrW, err = outputPipe(); err != nil {
-		closeAll(c.stdoutR, c.stdoutW)
+	c.outR = [2]int{-1, -1}
+	if err := c.openIO(); err != nil {
+		c.closeIO()
 		retireCellCgroup(c.cg)
 		return nil, err
 	}
@@ -82,21 +93,53 @@ func NewCell(id string, lim Limits, stdout, stderr io.Writer) (*Cell, error) {
 	return c, nil
 }
 
-// outputPipe returns a pipe whose read end the runtime's poller serves
-// (Finish sets a deadline on it) and whose write end, passed to the nested
-// program, stays blocking and out of the poller (os.Pipe would register it
-// only to have it taken out again).
-func outputPipe() (r, w *os.File, err error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, err
+// openIO makes the output pipes and the epoll instance that watches their
+// read ends. The read ends are non-blocking (supervise reads what they
+// hold); the write ends, passed to the nested program, are blocking and
+// out of the runtime's poller.
+func (c *Cell) openIO() error {
+	for i, w := range []**os.File{&c.stdoutW, &c.stderrW} {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			return err
+		}
+		c.outR[i] = p[0]
+		// Blocking before os.NewFile, which then leaves it out of the poller.
+		if _, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETFL, 0); err != nil {
+			unix.Close(p[1])
+			return err
+		}
+		*w = os.NewFile(uintptr(p[1]), "|1")
 	}
-	if err := unix.SetNonblock(p[0], true); err != nil {
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return nil, nil, err
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
 	}
-	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+	for _, fd := range c.outR {
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			unix.Close(ep)
+			return err
+		}
+	}
+	// Non-blocking, the epoll descriptor goes into the runtime's poller
+	// (its only status flag: no F_GETFL needed).
+	if _, err := unix.FcntlInt(uintptr(ep), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+		unix.Close(ep)
+		return err
+	}
+	c.ep = os.NewFile(uintptr(ep), "cell-epoll")
+	return nil
+}
+
+// closeIO closes the read ends and the epoll instance (what is open).
+func (c *Cell) closeIO() {
+	for i, fd := range c.outR {
+		if fd >= 0 {
+			unix.Close(fd)
+			c.outR[i] = -1
+		}
+	}
+	closeAll(c.ep, c.stdoutW, c.stderrW)
 }
 
 // OutputFiles are the write ends of the cell's stdout and stderr, to pass
@@ -130,10 +173,13 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		return err
 	}
 	nsInit := pidnsInit(pidfd, pid)
-	// Non-blocking, the pidfd waits for the process's end in the poller
-	// (see waitExit), and the os.File keeps a Kill that comes after its
-	// Close from signalling whatever the number refers to by then.
-	_ = unix.SetNonblock(pidfd, true)
+	// The pidfd is readable once the process has ended: supervise learns
+	// it through ep. The os.File keeps a Kill that comes after its Close
+	// from signalling whatever the number refers to by then.
+	if err := unix.EpollCtl(int(c.epFD()), unix.EPOLL_CTL_ADD, pidfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(pidfd)}); err != nil {
+		unix.Close(pidfd)
+		return err
+	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
 	c.mu.Lock()
 	c.pidfd, c.nsInit = f, nsInit
@@ -143,7 +189,10 @@ func (c *Cell) Attach(ctx context.Context, pidfd int) error {
 		signalPidfd(f)
 	}
 	c.start = time.Now()
-	go c.supervise(ctx)
+	// Started here, not in supervise: an Arm may come as soon as attached
+	// is closed.
+	c.enforcer.Start(ctx, c.limits.Timeout, c.limits.CPUTime)
+	go c.supervise()
 	close(c.attached)
 	return nil
 }
@@ -183,8 +232,9 @@ var lastMove atomic.Int64
 // still warm (an RCU grace period is a few milliseconds).
 const primeQuiet = 10 * time.Millisecond
 
-// PrimeAttach readies the kernel for the next Attach, to be called
-// (asynchronously) while the nested program forks a cell: a cell's first
+// PrimeAttach readies the kernel for the next Attach, to be called while
+// the nested program forks a cell (it returns at once; the write, when
+// there is one, is made in a goroutine of its own). A cell's first
 // process is moved into its cgroup under a global lock whose first writer
 // after a quiet moment waits for an RCU grace period (6-15 ms measured on
 // cgroup v1 in a VM; later writers pass at once). Moving this process into
@@ -192,12 +242,17 @@ const primeQuiet = 10 * time.Millisecond
 // wait overlaps the fork instead of following it.
 //
 // Under load the lock is never quiet: a move in the last primeQuiet makes
-// the write a cost with nothing to gain, and it is skipped.
+// the write a cost with nothing to gain, and it is skipped (decided here,
+// before a goroutine is started for nothing).
 func PrimeAttach() {
 	host := ProbeHost()
 	if host.Cgroup.version != 1 || time.Now().UnixNano()-lastMove.Load() < int64(primeQuiet) || !priming.CompareAndSwap(false, true) {
 		return
 	}
+	go primeAttach(host)
+}
+
+func primeAttach(host Host) {
 	defer priming.Store(false)
 	lastMove.Store(time.Now().UnixNano())
 	primeOnce.Do(func() {
@@ -245,25 +300,115 @@ func pidOfPidfd(fd int) (int, error) {
 	return 0, errors.New("jail: not a pidfd")
 }
 
-func (c *Cell) supervise(ctx context.Context) {
-	var copiers sync.WaitGroup
-	copiers.Add(2)
-	go c.output.Copy(&copiers, 0, c.stdoutR, c.sinks[0])
-	go func() {
-		c.output.Copy(&copiers, 1, c.stderrR, c.sinks[1])
-		copiers.Wait()
-		close(c.drained)
-	}()
-	exited := make(chan struct{})
-	go c.waitExit(exited)
-	c.enforcer.Run(ctx, c.limits.Timeout, c.limits.CPUTime, exited)
-	// The first process is gone. Anything still in the cgroup is killed,
-	// unless that process was the init of its pid namespace: then the
-	// kernel has killed and reaped everything else already.
-	if !c.nsInit {
-		_ = c.cg.kill(false)
+// epFD is the epoll instance's descriptor (valid while the cell lives:
+// only supervise and Abandon close it).
+func (c *Cell) epFD() uintptr {
+	fd := ^uintptr(0)
+	if rc, err := c.ep.SyscallConn(); err == nil {
+		_ = rc.Control(func(d uintptr) { fd = d })
 	}
-	<-c.drained
+	return fd
+}
+
+// supervise copies the cell's output and waits for its first process to
+// end (the enforcer, started by Attach, acts meanwhile through its
+// timers), all in this one goroutine, then tears the cell down.
+func (c *Cell) supervise() {
+	buf := copyBufs.Get().(*[32 << 10]byte)
+	defer copyBufs.Put(buf)
+	ep := int(c.epFD())
+	pidfd := -1
+	if rc, err := c.pidfd.SyscallConn(); err == nil {
+		_ = rc.Control(func(d uintptr) { pidfd = int(d) })
+	}
+	open := [2]bool{true, true} // the stream may still bring output
+	exited := false
+	stop := func(stream int) {
+		if open[stream] {
+			open[stream] = false
+			_ = unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, c.outR[stream], nil)
+			if !open[1-stream] {
+				close(c.drained)
+			}
+		}
+	}
+	// read passes on one read's worth of a stream; at its end (or a
+	// failure other than "nothing now") the stream is over. So it is once
+	// cut at its cap: the cell is being killed, and a writer that finds
+	// the pipe full stops there, instead of flooding on while the kernel
+	// gets round to ending the cell's init (which takes milliseconds on a
+	// busy host: a pipe moves gigabytes a second).
+	read := func(stream int) {
+		n, err := unix.Read(c.outR[stream], buf[:])
+		if n > 0 {
+			c.output.write(stream, c.sinks[stream], buf[:n])
+			if c.output.cut(stream) {
+				stop(stream)
+			}
+			return
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			stop(stream)
+		}
+	}
+	rc, rcErr := c.ep.SyscallConn()
+	var events [3]unix.EpollEvent
+	for open[0] || open[1] || !exited {
+		n := 0
+		var err error
+		if rcErr == nil {
+			err = rc.Read(func(fd uintptr) bool {
+				n, _ = unix.EpollWait(int(fd), events[:], 0)
+				return n > 0
+			})
+		}
+		if rcErr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
+			// Not served by the poller (never expected): block here.
+			for {
+				if n, err = unix.EpollWait(ep, events[:], -1); err != unix.EINTR {
+					break
+				}
+			}
+			if err != nil {
+				// Nor by the epoll instance: wait for the end alone.
+				stop(0)
+				stop(1)
+				if !exited {
+					waitPidfd(pidfd)
+					exited = true
+					c.ended1()
+				}
+				continue
+			}
+		} else if err != nil {
+			// Finish's deadline: the program has said its last word, so
+			// the output is what the pipes hold now; later writes are
+			// not read. The wait goes on for the end alone.
+			for stream := range 2 {
+				for open[stream] && !c.output.cut(stream) {
+					m, _ := unix.Read(c.outR[stream], buf[:])
+					if m <= 0 {
+						break
+					}
+					c.output.write(stream, c.sinks[stream], buf[:m])
+				}
+				stop(stream)
+			}
+			_ = c.ep.SetReadDeadline(time.Time{})
+			continue
+		}
+		for _, ev := range events[:max(n, 0)] {
+			switch fd := int(ev.Fd); {
+			case fd == pidfd:
+				exited = true
+				c.ended1()
+			case fd == c.outR[0] && open[0]:
+				read(0)
+			case fd == c.outR[1] && open[1]:
+				read(1)
+			}
+		}
+	}
 	c.mu.Lock()
 	finished := c.finished
 	c.mu.Unlock()
@@ -281,36 +426,56 @@ func (c *Cell) supervise(ctx context.Context) {
 	// Before done: whoever waits for the cell finds its cgroup retired
 	// (ReleaseCellCgroups sees it).
 	retireCellCgroup(c.cg)
-	closeAll(c.stdoutR, c.stderrR)
-	close(c.done)
+	c.closeIO()
+	c.end()
 }
 
-// waitExit closes exited when the cell's first process has ended. The
-// pidfd waits in the runtime's poller (it is readable once the process
-// exits), not on a thread of its own per cell; a blocking poll is the
-// fallback.
-func (c *Cell) waitExit(exited chan<- struct{}) {
-	defer close(exited)
-	rc, err := c.pidfd.SyscallConn()
-	if err != nil {
-		return
-	}
-	ended := func(fd uintptr) bool {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(p, 0)
-		return err == nil && n > 0
-	}
-	if rc.Read(ended) == nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-				return
-			}
+// waitPidfd blocks until the process of pidfd has ended.
+func waitPidfd(pidfd int) {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
 		}
-	})
+	}
+}
+
+// ended1 is the end of the cell's first process: the limits no longer
+// need enforcing, and anything still in the cgroup is killed, unless that
+// process was the init of its pid namespace: then the kernel has killed
+// and reaped everything else already.
+func (c *Cell) ended1() {
+	c.enforcer.Stop()
+	if !c.nsInit {
+		_ = c.cg.kill(false)
+	}
+}
+
+// end closes done and runs what AfterDone was given.
+func (c *Cell) end() {
+	c.mu.Lock()
+	c.ended = true
+	close(c.done)
+	fs := c.onDone
+	c.onDone = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// AfterDone runs f once the cell has ended and is torn down: in the
+// goroutine that tore it down, or at once if it already is. It is how a
+// caller waits for the end without a goroutine of its own parked on Done.
+func (c *Cell) AfterDone(f func()) {
+	c.mu.Lock()
+	if !c.ended {
+		c.onDone = append(c.onDone, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
 }
 
 // snapshot is what the supervisor knows of the cell's run so far; once
@@ -354,14 +519,15 @@ func (c *Cell) Finish() Exit {
 	case <-c.done:
 		return c.exit
 	}
-	now := time.Now()
-	_ = c.stdoutR.SetReadDeadline(now)
-	_ = c.stderrR.SetReadDeadline(now)
+	_ = c.ep.SetReadDeadline(time.Now()) // supervise drains the pipes
 	<-c.drained
 	e := c.snapshot()
 	c.mu.Lock()
 	c.finished = &e // the cell's end need not read its cgroup again
 	c.mu.Unlock()
+	// The run is over and the cell killed now: nothing is left to enforce,
+	// and the caller's context, which ends soon, must not wake a callback.
+	c.enforcer.Stop()
 	c.Kill(LimitNone) // a limit found meanwhile is already in e
 	return e
 }
@@ -404,7 +570,7 @@ func (c *Cell) Abandon() {
 		return
 	default:
 	}
-	closeAll(c.stdoutR, c.stderrR, c.stdoutW, c.stderrW)
+	c.closeIO()
 	c.mu.Lock()
 	retired := c.retired
 	c.retired = true

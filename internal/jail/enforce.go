@@ -15,8 +15,14 @@ const CPUTick = 50 * time.Millisecond
 // not: a wall-clock timeout, the end of a context, a CPU budget of all the
 // sandbox's processes together (read from its accounting, a cgroup), and
 // the renewal of an [Output] budget for each piece of work. It ends the
-// sandbox through a kill function, so one loop serves every kind of
+// sandbox through a kill function, so one enforcer serves every kind of
 // sandbox (a whole jail, a zygote's cell, a gVisor sandbox).
+//
+// It has no goroutine of its own: the timeout, the context and the CPU
+// check are callbacks of the runtime's timers (time.AfterFunc,
+// context.AfterFunc), so an Arm is a few timer resets rather than a
+// handoff to a waiting goroutine, and a run that ends before any limit
+// costs no wakeup at all.
 type Enforcer struct {
 	kill   func(Limit)
 	usage  func() time.Duration // nil: nothing to read, no CPU budget
@@ -24,11 +30,19 @@ type Enforcer struct {
 	idle   time.Duration        // check period until the first Arm
 	tick   time.Duration        // check period once armed
 
-	arms chan arm
 	done chan struct{}
 
-	mu   sync.Mutex
-	base time.Duration // usage at the last Arm
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	gen     uint64        // counts Arms: a callback of an older one does nothing
+	period  time.Duration // the CPU check's current period
+	budget  time.Duration // the CPU usage that ends the sandbox
+	base    time.Duration // usage at the last Arm
+	timer   *time.Timer   // the wall-clock timeout
+	ticker  *time.Timer   // the next CPU check; nil without accounting
+	stopCtx func() bool   // unregisters the current context's callback
+	pending *arm          // an Arm that came before Start
 }
 
 // arm is a new budget for the sandbox's next piece of work.
@@ -44,81 +58,170 @@ type arm struct {
 // then) and renews output's budget (may be nil) at each [Enforcer.Arm].
 func NewEnforcer(kill func(Limit), usage func() time.Duration, output *Output) *Enforcer {
 	return &Enforcer{kill: kill, usage: usage, output: output, idle: CPUTick, tick: CPUTick,
-		arms: make(chan arm), done: make(chan struct{})}
+		done: make(chan struct{})}
 }
 
 // SetIdleTick makes the enforcer read the CPU usage only every d until its
 // first Arm: a sandbox that waits in a pool runs nothing of anybody's, and
-// the per-process RLIMIT_CPU bounds it meanwhile. Call it before Run.
+// the per-process RLIMIT_CPU bounds it meanwhile. Call it before Start.
 func (e *Enforcer) SetIdleTick(d time.Duration) { e.idle = d }
 
-// Run enforces its limits on the sandbox until exited is closed (the
-// sandbox ended): timeout from now, the end of ctx (a deadline counts as
-// [LimitTimeout], any other end as [LimitCanceled]), and a CPU budget: the
-// usage may reach cpu (counted from the accounting's zero, so what the
-// sandbox used before it started running counts). Each [Enforcer.Arm]
-// replaces all three. Run is called once; [Enforcer.Done] is closed when
-// it returns.
-func (e *Enforcer) Run(ctx context.Context, timeout, cpu time.Duration, exited <-chan struct{}) {
-	defer close(e.done)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var tick <-chan time.Time
-	var ticker *time.Ticker
-	if e.usage != nil {
-		ticker = time.NewTicker(e.idle)
-		defer ticker.Stop()
-		tick = ticker.C
+// Start begins enforcing: timeout from now, the end of ctx (a deadline
+// counts as [LimitTimeout], any other end as [LimitCanceled]), and a CPU
+// budget: the usage may reach cpu (counted from the accounting's zero, so
+// what the sandbox used before it started running counts). Each
+// [Enforcer.Arm] replaces all three. Start is called once, and
+// [Enforcer.Stop] when the sandbox has ended.
+func (e *Enforcer) Start(ctx context.Context, timeout, cpu time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.stopped {
+		return
 	}
-	budget := cpu
-	ctxDone := ctx.Done()
-	for {
-		select {
-		case <-exited:
-			return
-		case <-timer.C:
-			e.kill(LimitTimeout)
-		case <-ctxDone:
-			ctxDone = nil // fires once; the kill is on its way
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				e.kill(LimitTimeout)
-			} else {
-				e.kill(LimitCanceled)
-			}
-		case a := <-e.arms:
-			timer.Reset(a.timeout)
-			ctx, ctxDone = a.ctx, a.ctx.Done()
-			if ticker != nil {
-				ticker.Reset(e.tick)
-			}
-			budget = a.base + a.cpu
-		case <-tick:
-			if e.usage() > budget {
-				e.kill(LimitCPU)
-			}
+	e.started = true
+	e.budget = cpu
+	gen := e.gen
+	e.timer = time.AfterFunc(timeout, func() { e.fire(gen, LimitTimeout) })
+	e.watch(ctx, gen)
+	if e.usage != nil {
+		e.period = e.idle
+		e.ticker = time.AfterFunc(e.period, e.check)
+	}
+	if a := e.pending; a != nil {
+		e.pending = nil
+		e.apply(*a)
+	}
+}
+
+// Stop ends the enforcement (the sandbox has ended) and closes Done. A
+// callback already under way may still kill the ended sandbox, which is
+// harmless.
+func (e *Enforcer) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	e.gen++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	if e.ticker != nil {
+		e.ticker.Stop()
+	}
+	if e.stopCtx != nil {
+		e.stopCtx()
+		e.stopCtx = nil
+	}
+	close(e.done)
+}
+
+// Run is Start, then Stop once exited is closed (the sandbox ended).
+func (e *Enforcer) Run(ctx context.Context, timeout, cpu time.Duration, exited <-chan struct{}) {
+	e.Start(ctx, timeout, cpu)
+	<-exited
+	e.Stop()
+}
+
+// watch kills the sandbox when ctx ends, unless a later Arm or the Stop
+// came first. Called with e.mu held.
+func (e *Enforcer) watch(ctx context.Context, gen uint64) {
+	if e.stopCtx != nil {
+		e.stopCtx()
+		e.stopCtx = nil
+	}
+	if ctx.Done() == nil {
+		return // never ends
+	}
+	e.stopCtx = context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			e.fire(gen, LimitTimeout)
+		} else {
+			e.fire(gen, LimitCanceled)
 		}
+	})
+}
+
+// fire kills the sandbox for l if the Arm that set the callback is still
+// the current one. The kill runs without e.mu held.
+func (e *Enforcer) fire(gen uint64, l Limit) {
+	e.mu.Lock()
+	current := !e.stopped && e.gen == gen
+	e.mu.Unlock()
+	if current {
+		e.kill(l)
+	}
+}
+
+// check compares the CPU usage with the budget, and comes back after the
+// current period.
+func (e *Enforcer) check() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return
+	}
+	budget := e.budget
+	e.mu.Unlock()
+	over := e.usage() > budget
+	e.mu.Lock()
+	if over {
+		over = !e.stopped && e.budget == budget
+	}
+	if !e.stopped {
+		e.ticker.Reset(e.period)
+	}
+	e.mu.Unlock()
+	if over {
+		e.kill(LimitCPU)
 	}
 }
 
 // Arm gives the sandbox's next piece of work its own limits, counted from
 // now: a wall-clock timeout, a CPU budget counted from the usage now, a
-// fresh output budget, and ctx, whose end kills the sandbox. It waits for
-// Run to take them, and does nothing once Run has returned.
+// fresh output budget, and ctx, whose end kills the sandbox. It does
+// nothing once the enforcer has stopped.
 func (e *Enforcer) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	a := arm{ctx: ctx, timeout: timeout, cpu: cpu}
 	if e.usage != nil {
 		a.base = e.usage()
 	}
-	select {
-	case e.arms <- a:
-		// Here, not in Run: once Arm returns, the work may write.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	if !e.started {
+		// Start applies it, as the first thing after its own limits.
+		e.pending = &a
+		e.base = a.base
 		if e.output != nil {
 			e.output.Renew()
 		}
-		e.mu.Lock()
-		e.base = a.base
-		e.mu.Unlock()
-	case <-e.done:
+		return
+	}
+	e.apply(a)
+}
+
+// apply replaces the limits with a's. Called with e.mu held.
+func (e *Enforcer) apply(a arm) {
+	e.gen++
+	gen := e.gen
+	// A new timer, not a Reset: a callback of the old one already under
+	// way is held back by its generation.
+	e.timer.Stop()
+	e.timer = time.AfterFunc(a.timeout, func() { e.fire(gen, LimitTimeout) })
+	e.watch(a.ctx, gen)
+	e.budget = a.base + a.cpu
+	e.base = a.base
+	if e.ticker != nil {
+		e.period = e.tick
+		e.ticker.Reset(e.period)
+	}
+	// Under the lock, before Arm returns: once it does, the work may write.
+	if e.output != nil {
+		e.output.Renew()
 	}
 }
 
@@ -130,5 +233,5 @@ func (e *Enforcer) CPUBase() time.Duration {
 	return e.base
 }
 
-// Done is closed when Run has returned.
+// Done is closed when the enforcer has stopped.
 func (e *Enforcer) Done() <-chan struct{} { return e.done }

@@ -83,6 +83,13 @@ func (o *Output) write(stream int, w io.Writer, b []byte) {
 	o.over()
 }
 
+// cut reports whether stream was cut.
+func (o *Output) cut(stream int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.truncated[stream]
+}
+
 // Truncated reports whether either stream was cut.
 func (o *Output) Truncated() bool {
 	o.mu.Lock()

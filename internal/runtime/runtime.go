@@ -216,11 +216,17 @@ type Error struct {
 
 // WriteRequest sends req to the harness as one frame.
 func WriteRequest(w io.Writer, req Request) error {
-	body, err := req.marshal()
+	frame, err := req.marshalAfter(make([]byte, 4))
 	if err != nil {
 		return err
 	}
-	return writeFrame(w, body)
+	n := len(frame) - 4
+	if n > MaxFrameBytes {
+		return fmt.Errorf("runtime: frame of %d bytes exceeds %d", n, MaxFrameBytes)
+	}
+	binary.BigEndian.PutUint32(frame, uint32(n))
+	_, err = w.Write(frame)
+	return err
 }
 
 func writeFrame(w io.Writer, body []byte) error {
