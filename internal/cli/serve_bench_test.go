@@ -18,7 +18,10 @@ import (
 // the fleet, jail set-up and teardown, audit, metrics; not the sandboxes,
 // which are other processes).
 func BenchmarkServeThroughput(b *testing.B) {
-	srv := startServeOn(b, "127.0.0.1:0", "SANDBOX_API_KEYS=alice:"+aliceKey, "SANDBOX_RATE_LIMIT=0")
+	// CODECAGE_BENCH_SERVE_ENV adds variables to the server's environment
+	// only (GOMAXPROCS=1, say), for comparing deployments.
+	env := append([]string{"SANDBOX_API_KEYS=alice:" + aliceKey, "SANDBOX_RATE_LIMIT=0"}, strings.Fields(os.Getenv("CODECAGE_BENCH_SERVE_ENV"))...)
+	srv := startServeOn(b, "127.0.0.1:0", env...)
 	for range 20 {
 		post(b, srv.url+"/execute", map[string]any{"code": "print(1)"})
 	}
