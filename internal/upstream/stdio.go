@@ -161,18 +161,6 @@ func startProcess(name string, cfg ServerConfig, log *slog.Logger) (_ *process, 
 	return p, nil
 }
 
-// watchExit waits for the leader to exit without reaping it.
-func (p *process) watchExit() {
-	defer close(p.exited)
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return
-		}
-	}
-}
-
 // maxLogLine bounds one logged stderr line; the rest of a longer one is
 // logged as further lines.
 const maxLogLine = 16 << 10
