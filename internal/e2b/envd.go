@@ -80,6 +80,27 @@ func entry(fi *sandbox.FileInfo) *entryInfo {
 	return e
 }
 
+// daemonStatus is the HTTP status of a service error in a sandbox's
+// daemons (/files, /execute, contexts), as envd and the SDK read them: a
+// sandbox that is gone is a 502 ("not running"), a refusal for load 429.
+func daemonStatus(err error) int {
+	switch sandbox.ErrorKind(err) {
+	case sandbox.KindFileNotFound:
+		return http.StatusNotFound
+	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
+		return http.StatusBadRequest
+	case sandbox.KindTooLarge:
+		return http.StatusInsufficientStorage
+	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindSessionEnded:
+		return http.StatusBadGateway
+	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindTooManySessions:
+		return http.StatusTooManyRequests
+	case sandbox.KindShuttingDown, sandbox.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
 // rpcError turns a service error into a Connect error the SDK maps.
 func rpcError(err error) error {
 	code := connect.CodeInternal
@@ -158,20 +179,7 @@ func (s *Server) remove(ctx context.Context, req *connect.Request[pathRequest]) 
 
 // fileError answers a /files call the service refused, as envd does.
 func fileError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindFileNotFound:
-		status = http.StatusNotFound
-	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
-		status = http.StatusBadRequest
-	case sandbox.KindTooLarge:
-		status = http.StatusInsufficientStorage
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost:
-		status = http.StatusBadGateway
-	case sandbox.KindBusy, sandbox.KindRateLimited:
-		status = http.StatusTooManyRequests
-	}
-	writeAPIError(w, status, err.Error())
+	writeAPIError(w, daemonStatus(err), err.Error())
 }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {

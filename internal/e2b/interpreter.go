@@ -91,7 +91,7 @@ func (n *ndjson) fail(err error) {
 	if !n.sent {
 		n.sent = true
 		n.mu.Unlock()
-		http.Error(n.w, err.Error(), runStatus(err))
+		http.Error(n.w, err.Error(), daemonStatus(err))
 		return
 	}
 	n.mu.Unlock()
@@ -105,20 +105,6 @@ func (n *ndjson) done() {
 	n.mu.Lock() // a timer already running finishes first
 	n.sent = true
 	n.mu.Unlock()
-}
-
-func runStatus(err error) int {
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindInvalidRequest:
-		return http.StatusBadRequest
-	case sandbox.KindRateLimited, sandbox.KindBusy, sandbox.KindTooManySessions:
-		return http.StatusTooManyRequests
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindSessionEnded:
-		return http.StatusBadGateway
-	case sandbox.KindShuttingDown, sandbox.KindUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }
 
 func isPython(lang string) bool {
@@ -277,7 +263,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	}
 	c := codeContext{ID: newContextID(), Language: "python", Cwd: body.Cwd}
 	if err := s.startContext(r, ref, c); err != nil {
-		http.Error(w, err.Error(), runStatus(err))
+		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
 	x := s.boxes.get(ref.id)
@@ -344,7 +330,7 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		c = found
 	}
 	if err := s.startContext(r, ref, c); err != nil {
-		http.Error(w, err.Error(), runStatus(err))
+		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -200,6 +200,9 @@ func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[s
 // checkEnv refuses environment variables a caller may not set: bad
 // names, loader and interpreter variables, values that are not text.
 func checkEnv(env map[string]string) error {
+	if len(env) == 0 {
+		return nil // every run's case: nothing to sort
+	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
 	}
