@@ -34,13 +34,10 @@ type CellRecipe struct {
 	// Rlimits are [resource, soft, hard]; RLIMIT_NPROC is left out (every
 	// cell shares the uid; the cell's pids cgroup bounds processes).
 	Rlimits [][3]uint64
-	// MaskFile is an unreadable empty file bound over MaskFiles of /proc;
-	// MaskDirs get an empty unreadable tmpfs.
-	MaskFile  string
-	MaskFiles []string
-	MaskDirs  []string
-	ProcDir   string // the full proc to detach
-	Landlock  LandlockRecipe
+	// ProcOptions are the options of each cell's /proc (ProcOptions).
+	ProcOptions string
+	ProcDir     string // the full proc to detach
+	Landlock    LandlockRecipe
 	// Seccomp is the filter program (struct sock_filter array), base64.
 	Seccomp string
 }
@@ -92,9 +89,7 @@ func cellRecipe(cfg *initConfig) (*CellRecipe, error) {
 		TmpBytes:       cfg.TmpBytes,
 		WorkspaceBytes: cfg.WorkspaceBytes,
 		UID:            SandboxUID,
-		MaskFile:       "/.masked",
-		MaskFiles:      maskedProcFiles,
-		MaskDirs:       maskedProcDirs,
+		ProcOptions:    ProcOptions,
 		ProcDir:        NestedDir + "/proc",
 		Seccomp:        base64.StdEncoding.EncodeToString(raw),
 	}

@@ -111,11 +111,8 @@ func buildRoot(cfg *initConfig) error {
 	// shows only the sandbox. It is mounted before pivot_root because the
 	// kernel allows a proc mount in a user namespace only while a full proc
 	// is visible in the mount namespace.
-	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ProcOptions); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
-	}
-	if err := maskProc(newRoot + "/proc"); err != nil {
-		return err
 	}
 	if cfg.Nested {
 		if err := prepareNested(cfg); err != nil {
@@ -347,51 +344,15 @@ func buildWorkspace(cfg *initConfig, wsFD int) error {
 	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC})
 }
 
-// Parts of /proc the sandbox does not get. Libraries need /proc/stat,
-// meminfo and cpuinfo (psutil, joblib, OpenBLAS), so proc is mounted whole
-// and these are hidden, the way container runtimes do: kernel tunables,
-// kernel memory and logs, and host hardware.
-var (
-	maskedProcFiles = []string{"sysrq-trigger", "kcore", "kmsg", "keys", "key-users", "timer_list",
-		"sched_debug", "latency_stats", "kallsyms", "modules", "kpagecount", "kpageflags", "kpagecgroup",
-		"config.gz", "buddyinfo", "slabinfo", "vmallocinfo", "pagetypeinfo", "zoneinfo", "mtrr"}
-	maskedProcDirs = []string{"sys", "acpi", "bus", "fs", "irq", "scsi", "driver", "tty", "sysvipc", "dynamic_debug"}
-)
-
-// maskProc covers each masked path: files with an unreadable empty file,
-// directories with an empty, unreadable, read-only tmpfs. Opening one fails
-// with EACCES, as the host's own protected files would.
-func maskProc(proc string) error {
-	mask := newRoot + "/.masked"
-	if err := os.WriteFile(mask, nil, 0); err != nil {
-		return err
-	}
-	if err := os.Chmod(mask, 0); err != nil {
-		return err
-	}
-	for _, name := range maskedProcFiles {
-		p := filepath.Join(proc, name)
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		if err := unix.Mount(mask, p, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("mask /proc/%s: %w", name, err)
-		}
-		if err := unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_set: roFlags | unix.MOUNT_ATTR_NOEXEC}); err != nil {
-			return fmt.Errorf("mask /proc/%s: %w", name, err)
-		}
-	}
-	for _, name := range maskedProcDirs {
-		p := filepath.Join(proc, name)
-		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
-			continue
-		}
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|scratchFlags, "size=4k,nr_inodes=1,mode=000"); err != nil {
-			return fmt.Errorf("mask /proc/%s: %w", name, err)
-		}
-	}
-	return nil
-}
+// ProcOptions mounts the sandbox's /proc with its processes alone
+// (/proc/<pid>, self, thread-self; Linux 5.8+): none of the host-wide files
+// (cmdline, stat, meminfo, cpuinfo, pressure, diskstats, sys, kcore, ...).
+// What programs read there has other sources inside: os.cpu_count() and
+// libc's CPU count fall back to sched_getaffinity, and joblib and loky read
+// the sandbox's limits from /proc/self/cgroup. psutil's host-wide calls
+// (virtual_memory, cpu_times) fail; a sandbox has no business reading the
+// host's load.
+const ProcOptions = "subset=pid"
 
 // pivot makes newRoot the root and detaches the old one, so no path inside
 // leads back to the host's filesystem.

@@ -19,6 +19,7 @@ def _harness():
     ready = _stdin_channel(os)
     _site_paths(os)
     _seed_matplotlib_cache(os)
+    _quiet_psutil()
     _preload(os)
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
@@ -369,6 +370,42 @@ def _site_paths(os):
     builtins.exit = _sitebuiltins.Quitter("exit", eof)
     builtins.quit = _sitebuiltins.Quitter("quit", eof)
     builtins.help = _sitebuiltins._Helper()
+
+
+def _quiet_psutil():
+    # The sandbox's /proc holds its processes alone (subset=pid). psutil
+    # reads /proc/stat when it is imported (sklearn imports it through
+    # joblib), copes without it, but prints a traceback: load its Linux
+    # module with that message dropped. Nothing else is touched.
+    import importlib.machinery
+
+    class Loader:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            import io
+
+            saved, sys.stderr = sys.stderr, io.StringIO()
+            try:
+                self.inner.exec_module(module)
+            finally:
+                sys.stderr = saved
+
+    class Finder:
+        @staticmethod
+        def find_spec(name, path, target=None):
+            if name != "psutil._pslinux":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = Loader(spec.loader)
+            return spec
+
+    sys.meta_path.insert(0, Finder)
 
 
 def _preload(os):

@@ -69,7 +69,7 @@ def _zygote(os):
     # the next child, so that each fork gets a pid namespace of its own.
     pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     # A mount namespace of the zygote's own, without what every cell covers
-    # or detaches anyway (the sandbox's /proc and its masks, the scratch
+    # or detaches anyway (the sandbox's /proc, the scratch
     # tmpfs): a cell's mount namespace starts as a copy of this one, and
     # copying and tearing down mounts is a good part of a cell's cost.
     _check(libc.unshare(CLONE_NEWNS), "unshare the zygote's mount namespace")
@@ -137,7 +137,7 @@ class _Plan:
 
 def _plan(os, ctypes, r):
     # What every cell applies, prepared once: mount arguments as bytes, the
-    # masks that exist on this kernel, the Landlock rules, the capability
+    # proc options, the Landlock rules, the capability
     # and seccomp structures.
     import base64
     import struct
@@ -147,9 +147,7 @@ def _plan(os, ctypes, r):
     ws = b"size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d" % (r["WorkspaceBytes"], r["UID"], r["UID"])
     p.scratch = [(b"/tmp", tmp), (b"/dev/shm", tmp), (b"/workspace", ws)]
     full = r["ProcDir"]
-    p.mask_file = r["MaskFile"].encode()
-    p.mask_files = [("/proc/" + n).encode() for n in r["MaskFiles"] if os.path.lexists(full + "/" + n)]
-    p.mask_dirs = [("/proc/" + n).encode() for n in r["MaskDirs"] if os.path.isdir(full + "/" + n)]
+    p.proc_options = r["ProcOptions"].encode()
     p.proc_dir = full.encode()
     p.hostname = r["Hostname"].encode()
     p.rlimits = [(res, (cur, hard)) for res, cur, hard in r["Rlimits"]]
@@ -297,18 +295,8 @@ def _build_cell(os, libc, p):
     mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
     for dst, opts in p.scratch:
         mount(b"tmpfs", dst, b"tmpfs", scratch, opts)
-    mount(b"proc", b"/proc", b"proc", scratch, None)
-    for dst in p.mask_files:
-        mount(p.mask_file, dst, None, MS_BIND, None)
-    # One empty, unreadable, read-only tmpfs, bound over every masked
-    # directory (a tmpfs of its own for each would cost a superblock each).
-    first = None
-    for dst in p.mask_dirs:
-        if first is None:
-            mount(b"tmpfs", dst, b"tmpfs", MS_RDONLY | scratch, b"size=4k,nr_inodes=1,mode=000")
-            first = dst
-        else:
-            mount(first, dst, None, MS_BIND, None)
+    # The cell's processes alone, as in the jail (jail.ProcOptions).
+    mount(b"proc", b"/proc", b"proc", scratch, p.proc_options)
     _check(libc.umount2(p.proc_dir, MNT_DETACH), "detach the full proc")
     _check(libc.sethostname(p.hostname, len(p.hostname)), "sethostname")
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -43,5 +43,48 @@ var archDeniedSyscalls = []sysno{
 	{"_sysctl", unix.SYS__SYSCTL},
 }
 
+// archAllowedSyscalls are x86_64's legacy entry points, which libc and
+// static binaries still call; each is an older form of an allowed *at or
+// *2 syscall (arm64 only has those).
+var archAllowedSyscalls = []sysno{
+	{"open", unix.SYS_OPEN},
+	{"creat", unix.SYS_CREAT},
+	{"stat", unix.SYS_STAT},
+	{"lstat", unix.SYS_LSTAT},
+	{"access", unix.SYS_ACCESS},
+	{"readlink", unix.SYS_READLINK},
+	{"mkdir", unix.SYS_MKDIR},
+	{"rmdir", unix.SYS_RMDIR},
+	{"unlink", unix.SYS_UNLINK},
+	{"rename", unix.SYS_RENAME},
+	{"link", unix.SYS_LINK},
+	{"symlink", unix.SYS_SYMLINK},
+	{"chmod", unix.SYS_CHMOD},
+	{"chown", unix.SYS_CHOWN},
+	{"lchown", unix.SYS_LCHOWN},
+	{"mknod", unix.SYS_MKNOD},
+	{"utime", unix.SYS_UTIME},
+	{"utimes", unix.SYS_UTIMES},
+	{"getdents", unix.SYS_GETDENTS},
+	{"dup2", unix.SYS_DUP2},
+	{"pipe", unix.SYS_PIPE},
+	{"poll", unix.SYS_POLL},
+	{"select", unix.SYS_SELECT},
+	{"epoll_create", unix.SYS_EPOLL_CREATE},
+	{"epoll_wait", unix.SYS_EPOLL_WAIT},
+	{"eventfd", unix.SYS_EVENTFD},
+	{"signalfd", unix.SYS_SIGNALFD},
+	{"fork", unix.SYS_FORK},
+	{"vfork", unix.SYS_VFORK},
+	{"pause", unix.SYS_PAUSE},
+	{"alarm", unix.SYS_ALARM},
+	{"time", unix.SYS_TIME},
+	{"getpgrp", unix.SYS_GETPGRP},
+	{"arch_prctl", unix.SYS_ARCH_PRCTL}, // thread-local storage
+}
+
+// fstatatNr is fstatat, which x86_64 calls newfstatat.
+const fstatatNr = unix.SYS_NEWFSTATAT
+
 // ociArch names the native architecture in an OCI seccomp section.
 const ociArch = "SCMP_ARCH_X86_64"

@@ -20,5 +20,11 @@ func archNrChecks() []bpf.Instruction { return nil }
 // uselib, _sysctl, ...) never existed in the arm64 table.
 var archDeniedSyscalls = []sysno{}
 
+// archAllowedSyscalls is empty: arm64 only has the *at and *2 forms.
+var archAllowedSyscalls = []sysno{}
+
+// fstatatNr is fstatat (the kernel's newfstatat).
+const fstatatNr = unix.SYS_FSTATAT
+
 // ociArch names the native architecture in an OCI seccomp section.
 const ociArch = "SCMP_ARCH_AARCH64"

@@ -60,6 +60,10 @@ const namespaceCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP |
 	unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
 
+// mfdNoexecSeal is memfd_create's MFD_NOEXEC_SEAL (Linux 6.3): the memfd
+// is not executable and sealed so that it cannot become so.
+const mfdNoexecSeal = 0x0008
+
 // personality(2) arguments that stay allowed: PER_LINUX keeps the default
 // execution domain and 0xffffffff only queries the current one. Anything
 // else could, for example, set ADDR_NO_RANDOMIZE to defeat ASLR.
@@ -162,15 +166,19 @@ func Build(opts Options) ([]unix.SockFilter, error) {
 
 // program returns the filter as unassembled instructions.
 //
-// Layout: a prologue validates the ABI and loads nr into the accumulator,
-// then one block per handled syscall follows:
+// Layout: a prologue validates the ABI and loads nr into the accumulator;
+// then one block per syscall whose verdict depends on its arguments:
 //
 //	jne nr, +len(body)   ; not this syscall: skip the block
 //	body...              ; always ends in a return
 //
-// Because every body returns, the accumulator still holds nr whenever
-// control falls through to the next block, and each jump only has to
-// cover its own small block, which keeps all offsets far below 255.
+// and last a binary search over the syscalls with a fixed verdict (allowed,
+// or denied with EPERM), whose leaves return that verdict or ENOSYS for a
+// number on no list. Every body returns, so the accumulator still holds nr
+// wherever control falls through. The kernel caches the verdict of each
+// syscall that is allowed whatever its arguments, so the search costs the
+// hot path nothing; the argument blocks come first because they are never
+// cached.
 func program(opts Options) ([]bpf.Instruction, error) {
 	families, err := socketFamilies(opts.AllowedSocketFamilies)
 	if err != nil {
@@ -186,7 +194,6 @@ func program(opts Options) ([]bpf.Instruction, error) {
 	)
 	b.prog = append(b.prog, archNrChecks()...)
 
-	b.syscall(sysno{"clone3", unix.SYS_CLONE3}, bpf.RetConstant{Val: retErrno(unix.ENOSYS)})
 	// clone's flags are args[0] on both x86_64 and arm64 (only s390 swaps
 	// the first two arguments).
 	b.syscall(sysno{"clone", unix.SYS_CLONE},
@@ -195,8 +202,6 @@ func program(opts Options) ([]bpf.Instruction, error) {
 		bpf.RetConstant{Val: retErrno(unix.EPERM)},
 		bpf.RetConstant{Val: retAllow},
 	)
-	b.syscall(sysno{"unshare", unix.SYS_UNSHARE}, bpf.RetConstant{Val: retErrno(unix.EPERM)})
-	b.syscall(sysno{"setns", unix.SYS_SETNS}, bpf.RetConstant{Val: retErrno(unix.EPERM)})
 	for _, s := range []sysno{{"socket", unix.SYS_SOCKET}, {"socketpair", unix.SYS_SOCKETPAIR}} {
 		b.syscall(s, argIn(0, families, retAllow, retErrno(unix.EPERM))...)
 	}
@@ -204,11 +209,18 @@ func program(opts Options) ([]bpf.Instruction, error) {
 		argIn(1, []uint32{unix.TIOCSTI, unix.TIOCLINUX}, retErrno(unix.EPERM), retAllow)...)
 	b.syscall(sysno{"personality", unix.SYS_PERSONALITY},
 		argIn(0, []uint32{perLinux, perQuery}, retAllow, retErrno(unix.EPERM))...)
-	for _, s := range slices.Concat(deniedSyscalls, archDeniedSyscalls) {
-		b.syscall(s, bpf.RetConstant{Val: retErrno(unix.EPERM)})
-	}
+	b.syscall(sysno{"memfd_create", unix.SYS_MEMFD_CREATE},
+		bpf.LoadAbsolute{Off: argLow(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: mfdNoexecSeal, SkipTrue: 1},
+		bpf.RetConstant{Val: retErrno(unix.EPERM)},
+		bpf.RetConstant{Val: retAllow},
+	)
 
-	b.prog = append(b.prog, bpf.RetConstant{Val: retAllow})
+	fixed, err := fixedVerdicts(b.seen)
+	if err != nil {
+		return nil, err
+	}
+	b.prog = append(b.prog, search(verdictRanges(fixed))...)
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -216,6 +228,97 @@ func program(opts Options) ([]bpf.Instruction, error) {
 		return nil, fmt.Errorf("seccomp: filter has %d instructions, kernel limit is %d", len(b.prog), bpfMaxInsns)
 	}
 	return b.prog, nil
+}
+
+// retDefault is the verdict for a syscall on no list: ENOSYS, which libc
+// and runtimes read as "this kernel lacks it" and fall back from.
+var retDefault = retErrno(unix.ENOSYS)
+
+// fixedVerdicts maps every syscall whose verdict does not depend on its
+// arguments to that verdict; taken holds the ones with argument rules,
+// which must not appear again.
+func fixedVerdicts(taken map[uint32]string) (map[uint32]uint32, error) {
+	out := map[uint32]uint32{}
+	add := func(list []sysno, verdict uint32) error {
+		for _, s := range list {
+			if prev, dup := taken[s.nr]; dup {
+				return fmt.Errorf("seccomp: syscall %d handled twice (%s, %s)", s.nr, prev, s.name)
+			}
+			taken[s.nr] = s.name
+			out[s.nr] = verdict
+		}
+		return nil
+	}
+	steps := []struct {
+		list    []sysno
+		verdict uint32
+	}{
+		{slices.Concat(allowedSyscalls, archAllowedSyscalls), retAllow},
+		// clone3's flags live in user memory that BPF cannot read; ENOSYS
+		// makes libc fall back to clone, whose flags are checked.
+		{[]sysno{{"clone3", unix.SYS_CLONE3}}, retErrno(unix.ENOSYS)},
+		{slices.Concat(deniedSyscalls, archDeniedSyscalls, []sysno{{"unshare", unix.SYS_UNSHARE}, {"setns", unix.SYS_SETNS}}), retErrno(unix.EPERM)},
+	}
+	for _, st := range steps {
+		if err := add(st.list, st.verdict); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// verdictRange is a run of consecutive syscall numbers with one verdict.
+type verdictRange struct{ lo, hi, verdict uint32 }
+
+// verdictRanges sorts the table and merges neighbours with one verdict.
+func verdictRanges(fixed map[uint32]uint32) []verdictRange {
+	nrs := make([]uint32, 0, len(fixed))
+	for nr := range fixed {
+		nrs = append(nrs, nr)
+	}
+	slices.Sort(nrs)
+	var out []verdictRange
+	for _, nr := range nrs {
+		v := fixed[nr]
+		if n := len(out); n > 0 && out[n-1].hi+1 == nr && out[n-1].verdict == v {
+			out[n-1].hi = nr
+			continue
+		}
+		out = append(out, verdictRange{nr, nr, v})
+	}
+	return out
+}
+
+// search emits a binary search over sorted ranges, with the accumulator
+// holding nr. Inner nodes use an unconditional jump for the far side, so
+// no conditional offset exceeds one; leaves test a few ranges in a row and
+// end in retDefault.
+func search(rs []verdictRange) []bpf.Instruction {
+	if len(rs) <= 3 {
+		var out []bpf.Instruction
+		for _, r := range rs {
+			if r.lo == r.hi {
+				out = append(out,
+					bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: r.lo, SkipTrue: 1},
+					bpf.RetConstant{Val: r.verdict})
+				continue
+			}
+			out = append(out,
+				bpf.JumpIf{Cond: bpf.JumpLessThan, Val: r.lo, SkipTrue: 2},
+				bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: r.hi, SkipTrue: 1},
+				bpf.RetConstant{Val: r.verdict})
+		}
+		return append(out, bpf.RetConstant{Val: retDefault})
+	}
+	mid := len(rs) / 2
+	low, high := search(rs[:mid]), search(rs[mid:])
+	out := []bpf.Instruction{
+		// nr >= the middle range's start: take the jump to the high half.
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: rs[mid].lo, SkipFalse: 1},
+		bpf.Jump{Skip: uint32(len(low))},
+	}
+	out = append(out, low...)
+	return append(out, high...)
 }
 
 // builder accumulates the per-syscall blocks and the first error.
@@ -333,4 +436,19 @@ func Install(prog []unix.SockFilter) error {
 		return fmt.Errorf("seccomp: install filter: TSYNC failed, thread %d has an incompatible seccomp filter", r)
 	}
 	return nil
+}
+
+// Lists returns the syscalls the filter allows and denies (EPERM) whatever
+// their arguments, by number, for tests and reports; the ones with argument
+// rules (clone, socket, socketpair, ioctl, personality, memfd_create) are
+// in neither, and everything else fails with ENOSYS.
+func Lists() (allowed, denied map[string]int) {
+	allowed, denied = map[string]int{}, map[string]int{}
+	for _, s := range slices.Concat(allowedSyscalls, archAllowedSyscalls) {
+		allowed[s.name] = int(s.nr)
+	}
+	for _, s := range slices.Concat(deniedSyscalls, archDeniedSyscalls, []sysno{{"unshare", unix.SYS_UNSHARE}, {"setns", unix.SYS_SETNS}}) {
+		denied[s.name] = int(s.nr)
+	}
+	return allowed, denied
 }

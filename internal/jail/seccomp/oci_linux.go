@@ -10,18 +10,27 @@ import (
 
 // OCI is the filter as an OCI runtime-spec seccomp section, for a runtime
 // that applies it itself: gVisor's runsc (--oci-seccomp) installs it in
-// its own kernel, in front of the program. It carries the same rules as
-// [Build], written the way runsc reads them: each rule tests one argument
-// once (a rule with two tests of one argument does not do what it says
-// there), so a set is spelled as one rule per member. Three rules differ:
-// clone3 is left to runsc (see below),
-// personality is not restricted (runsc's personality ignores the flags
-// that matter), and mknod of device nodes is refused, which runsc allows
-// without CAP_MKNOD.
+// its own kernel, in front of the program. It is the same allow-list as
+// [Build], written the way runsc reads it: the first rule that matches a
+// syscall decides (so refusals come before the allow rule), and a rule
+// tests each argument once (two tests of one argument mean "either").
+// Where runsc differs:
+//   - it ignores errnoRet: every refusal, the default included, is EPERM
+//     (defaultErrnoRet still says ENOSYS, for runtimes that honour it);
+//   - clone3 is allowed: with EPERM libc would not fall back to clone, so
+//     no thread could start, and a namespace made through it is one of
+//     gVisor's own kernel, not the host's;
+//   - memfd_create with MFD_NOEXEC_SEAL gets through, but gVisor does not
+//     know the flag and answers EINVAL: no memfd can be made there;
+//   - personality is not restricted (runsc's personality ignores the flags
+//     that matter);
+//   - mknod of device nodes is refused, which runsc allows without
+//     CAP_MKNOD.
 type OCI struct {
-	DefaultAction string    `json:"defaultAction"`
-	Architectures []string  `json:"architectures"`
-	Syscalls      []OCIRule `json:"syscalls"`
+	DefaultAction   string    `json:"defaultAction"`
+	DefaultErrnoRet *uint     `json:"defaultErrnoRet,omitempty"`
+	Architectures   []string  `json:"architectures"`
+	Syscalls        []OCIRule `json:"syscalls"`
 }
 
 // OCIRule applies Action to the syscalls Names when every Args test holds.
@@ -46,24 +55,19 @@ func BuildOCI(opts Options) (*OCI, error) {
 	if err != nil {
 		return nil, err
 	}
-	eperm := uint(unix.EPERM)
+	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
 	deny := func(names []string, args ...OCIArg) OCIRule {
 		return OCIRule{Names: names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm, Args: args}
 	}
 	masked := func(index uint, mask, value uint64) OCIArg {
 		return OCIArg{Index: index, Value: mask, ValueTwo: value, Op: "SCMP_CMP_MASKED_EQ"}
 	}
-	var names []string
-	for _, s := range slices.Concat(deniedSyscalls, archDeniedSyscalls) {
-		names = append(names, s.name)
-	}
-	p := &OCI{DefaultAction: "SCMP_ACT_ALLOW", Architectures: []string{ociArch}, Syscalls: []OCIRule{
-		deny(append(names, "unshare", "setns")),
-	}}
-	// No clone3 rule: runsc (2022) has no clone3 of its own (ENOSYS, so
-	// libc falls back to clone, whose flags are checked) and ignores
-	// errnoRet, so the jail's ENOSYS rule would become EPERM, on which
-	// libc does not fall back: no thread could start.
+	denied := names(slices.Concat(deniedSyscalls, archDeniedSyscalls))
+	denied = append(denied, "unshare", "setns")
+	allowed := names(slices.Concat(allowedSyscalls, archAllowedSyscalls))
+	allowed = append(allowed, "clone", "clone3", "socket", "socketpair", "ioctl", "personality")
+	p := &OCI{DefaultAction: "SCMP_ACT_ERRNO", DefaultErrnoRet: &enosys, Architectures: []string{ociArch},
+		Syscalls: []OCIRule{deny(denied)}}
 	for bit := uint64(1); bit < 1<<32; bit <<= 1 {
 		if namespaceCloneFlags&bit != 0 {
 			p.Syscalls = append(p.Syscalls, deny([]string{"clone"}, masked(0, bit, bit)))
@@ -89,5 +93,16 @@ func BuildOCI(opts Options) (*OCI, error) {
 			deny([]string{"mknod"}, masked(1, unix.S_IFMT, kind)),
 			deny([]string{"mknodat"}, masked(2, unix.S_IFMT, kind)))
 	}
+	p.Syscalls = append(p.Syscalls,
+		OCIRule{Names: []string{"memfd_create"}, Action: "SCMP_ACT_ALLOW", Args: []OCIArg{masked(1, mfdNoexecSeal, mfdNoexecSeal)}},
+		OCIRule{Names: allowed, Action: "SCMP_ACT_ALLOW"})
 	return p, nil
+}
+
+func names(list []sysno) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.name
+	}
+	return out
 }

@@ -2,10 +2,11 @@
 // the Python code sandbox.
 //
 // The sandbox already runs untrusted code inside fresh user, PID, mount and
-// network namespaces; this filter is one more layer. It is a deny-list
-// (default allow): blocking only known-dangerous kernel surface keeps the
-// interpreter and its native extensions (numpy etc.) working without having
-// to enumerate every syscall they might make.
+// network namespaces, without capabilities and under Landlock; this filter
+// bounds the kernel surface it reaches. It is an allow-list: a syscall on
+// no list fails with ENOSYS, so whatever a newer kernel adds stays out of
+// reach until someone reviews it here (allow_linux.go lists the groups and
+// why each is there).
 //
 // The program checks, in order:
 //
@@ -15,20 +16,28 @@
 //     later rule.
 //  2. On x86_64, syscall numbers with the x32 bit (0x40000000) set kill the
 //     process for the same reason.
-//  3. clone3 fails with ENOSYS: its flags live in user memory that BPF
-//     cannot inspect, and libc falls back to clone on ENOSYS.
-//  4. clone with any CLONE_NEW* namespace flag fails with EPERM; ordinary
+//  3. clone with any CLONE_NEW* namespace flag fails with EPERM; ordinary
 //     fork and thread creation are allowed.
-//  5. unshare and setns always fail with EPERM.
-//  6. socket and socketpair fail with EPERM unless the address family is
+//  4. socket and socketpair fail with EPERM unless the address family is
 //     in [Options.AllowedSocketFamilies].
-//  7. ioctl TIOCSTI and TIOCLINUX fail with EPERM (terminal input injection).
-//  8. A fixed list of syscalls (ptrace, mount API, keyrings, bpf,
-//     perf_event_open, io_uring, module loading, clock setting, ...) fails
-//     with EPERM.
-//  9. personality is allowed only for PER_LINUX (0) and the query value
+//  5. ioctl TIOCSTI and TIOCLINUX fail with EPERM (terminal input injection).
+//  6. personality is allowed only for PER_LINUX (0) and the query value
 //     0xffffffff, so ADDR_NO_RANDOMIZE and friends cannot be set.
-//  10. Everything else is allowed.
+//  7. memfd_create fails with EPERM unless it asks for MFD_NOEXEC_SEAL
+//     (Linux 6.3+): an executable memfd would run any program through
+//     /proc/self/fd/N or execveat, past Landlock and noexec mounts, which
+//     only see files with a path. A sealed one can never gain an exec bit.
+//  8. A binary search over every other syscall with a fixed verdict:
+//     the allow-list; clone3 fails with ENOSYS (its flags live in user
+//     memory that BPF cannot inspect, and libc falls back to clone); a
+//     fixed list of dangerous syscalls (ptrace, the mount API, unshare,
+//     setns, keyrings, bpf, perf_event_open, io_uring, module loading,
+//     clock setting, ...) fails with EPERM, which callers expect of a
+//     forbidden operation.
+//  9. Everything else fails with ENOSYS: inotify and fanotify marks among
+//     them (a watch on the shared read-only /usr would show the host's and
+//     other tenants' file activity), sync and syncfs (they flush the host's
+//     disks), and every syscall added after this list was written.
 //
 // Argument checks compare only the low 32 bits of an argument: the kernel
 // truncates these arguments to int/unsigned int itself, so the high bits
