@@ -29,6 +29,9 @@ const (
 // code within maxCode bytes. The code hash, computed before, still
 // identifies the whole code.
 func capEvent(ev Event, maxCode int) Event {
+	if fits(&ev, maxCode) {
+		return ev
+	}
 	for _, f := range []*string{&ev.Kind, &ev.ExecutionID, &ev.Key, &ev.Surface, &ev.Profile,
 		&ev.CodeHash, &ev.Outcome, &ev.Limit, &ev.RemoteAddr, &ev.Backend, &ev.Replica} {
 		*f = bounded.String(*f, MaxField)
@@ -62,4 +65,11 @@ func securityEventsFit(evs []string) bool {
 		}
 	}
 	return true
+}
+
+// fits reports whether ev is within every bound, the common case.
+func fits(ev *Event, maxCode int) bool {
+	return max(len(ev.Kind), len(ev.ExecutionID), len(ev.Key), len(ev.Surface), len(ev.Profile), len(ev.CodeHash),
+		len(ev.Outcome), len(ev.Limit), len(ev.RemoteAddr), len(ev.Backend), len(ev.Replica)) <= MaxField &&
+		len(ev.Detail) <= MaxDetail && len(ev.Code) <= maxCode && securityEventsFit(ev.SecurityEvents)
 }
