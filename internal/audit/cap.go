@@ -38,10 +38,8 @@ func capEvent(ev Event, maxCode int) Event {
 	}
 	ev.Detail = bounded.String(ev.Detail, MaxDetail)
 	ev.Code = bounded.String(ev.Code, maxCode)
-	if securityEventsFit(ev.SecurityEvents) {
-		return ev
-	}
-	{
+	if !securityEventsFit(ev.SecurityEvents) {
+		// A copy: the caller's slice may be shared with other observers.
 		n := min(len(ev.SecurityEvents), MaxSecurityEvents)
 		out := make([]string, n)
 		for i, s := range ev.SecurityEvents[:n] {

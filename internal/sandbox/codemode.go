@@ -148,10 +148,10 @@ func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
 	return out
 }
 
-// maxToolName bounds a tool name as the server repeats it (to the code,
-// in the audit log, in metrics): a real one is short, and the code may
-// send megabytes.
-const maxToolName = 256
+// maxName bounds a name the code chose (a tool, a module) as the server
+// repeats it (to the code, in the audit log, in metrics): a real one is
+// short, and the code may send megabytes.
+const maxName = 256
 
 // maxRefusedPerRun bounds the records one run leaves of one kind of
 // refusal (calls over the tool budget, hosts the egress proxy refused);
@@ -174,7 +174,7 @@ func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID 
 	handle = func(c *runtime.ToolCall) runtime.ToolResult {
 		start := time.Now()
 		res := runtime.ToolResult{ID: c.ID}
-		name := bounded.String(c.Tool, maxToolName)
+		name := bounded.String(c.Tool, maxName)
 		// The name is in the event once, as its code; details and
 		// security events do not repeat it.
 		ev := Event{Kind: EventToolCall, ExecutionID: *execID, Code: name}

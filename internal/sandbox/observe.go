@@ -119,7 +119,7 @@ func securityEvents(r *Result, refused *refusals) []string {
 	var out []string
 	if r.Error != nil && r.Error.Type == "ImportError" {
 		if m := deniedImport.FindStringSubmatch(r.Error.Message); m != nil {
-			out = append(out, "import_denied:"+bounded.String(m[1], maxToolName))
+			out = append(out, "import_denied:"+bounded.String(m[1], maxName))
 		}
 	}
 	hosts, more := refused.list()
