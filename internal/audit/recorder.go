@@ -62,6 +62,7 @@ type Recorder struct {
 	errors      atomic.Uint64
 	unreported  atomic.Uint64 // dropped since the last audit_dropped record
 	unavailable atomic.Bool   // the store is unreachable; the writer waits
+	maxCode     atomic.Int64  // an event's code is cut beyond this (LimitCode)
 }
 
 // NewRecorder starts a recorder that buffers up to buffer events (1024
@@ -83,17 +84,28 @@ func NewRecorder(store Store, buffer int, log *slog.Logger) *Recorder {
 		flushes: make(chan chan error),
 		done:    make(chan struct{}),
 	}
+	r.maxCode.Store(DefaultMaxCode)
 	go r.run()
+	return r
+}
+
+// LimitCode sets the largest code an event keeps (DefaultMaxCode until
+// then): the largest the server accepts, so only what no request could
+// carry is cut. It returns r.
+func (r *Recorder) LimitCode(n int64) *Recorder {
+	r.maxCode.Store(max(n, MaxField))
 	return r
 }
 
 // Record queues ev for writing without blocking; when the buffer is full,
 // or after Close, the event is dropped and counted. A zero Time is set to
-// now, so the record shows when the event happened, not when it was written.
+// now, so the record shows when the event happened, not when it was
+// written. Every field is capped first (see MaxField).
 func (r *Recorder) Record(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	ev = capEvent(ev, int(r.maxCode.Load()))
 	ev.ID = 0
 	r.mu.RLock()
 	sent := false

@@ -107,13 +107,13 @@ func openAuditLog(cfg policy.Config, log *slog.Logger) (rec *audit.Recorder, sto
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("audit log (SANDBOX_AUDIT_DB): %w", err)
 		}
-		return audit.NewRecorder(pg, cfg.AuditBuffer, log), pg, pg.Name(), nil
+		return audit.NewRecorder(pg, cfg.AuditBuffer, log).LimitCode(cfg.MaxCodeSize), pg, pg.Name(), nil
 	}
 	s, err := audit.OpenSQLite(path)
 	if err != nil {
 		return nil, nil, path, fmt.Errorf("audit log %s: %w (SANDBOX_AUDIT_DB sets where it goes)", path, err)
 	}
-	return audit.NewRecorder(s, cfg.AuditBuffer, log), s, path, nil
+	return audit.NewRecorder(s, cfg.AuditBuffer, log).LimitCode(cfg.MaxCodeSize), s, path, nil
 }
 
 // openPostgresAudit connects, retrying for auditConnectWait while the

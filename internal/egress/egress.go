@@ -33,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/codecage/codecage/internal/bounded"
 )
 
 // Limits that are not options: they guard the proxy itself, not policy.
@@ -111,6 +113,10 @@ type Proxy struct {
 	maxConns    int
 	onDecision  func(Decision)
 	label       string
+	// refusedLog lets the first maxLoggedRefusals refusals into the log:
+	// the sandboxed program can make as many as it likes, and Close logs
+	// how many more there were.
+	refusedLog *bounded.Quota
 	// dial opens upstream connections; tests replace it to observe which
 	// address is dialed without needing a route to it.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -141,6 +147,7 @@ func New(p Policy, opts Options) *Proxy {
 		maxConns:    opts.MaxConns,
 		onDecision:  opts.OnDecision,
 		label:       opts.Label,
+		refusedLog:  bounded.NewQuota(maxLoggedRefusals),
 		conns:       make(map[*trackedConn]struct{}),
 	}
 	if px.log == nil {
@@ -225,6 +232,9 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.wg.Wait()
+	if more := p.refusedLog.More(); more > 0 {
+		p.log.Warn("egress: refusals not logged one by one", "sandbox", p.label, "more", more)
+	}
 	if errors.Is(err, net.ErrClosed) {
 		// The caller closed a listener itself; nothing went wrong.
 		err = nil
@@ -507,13 +517,27 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, d Decision, statu
 	_, _ = io.WriteString(w, "codecage egress: "+reason+"\n")
 }
 
-// record logs a decision and hands it to OnDecision.
+// maxLoggedRefusals bounds the refusals (and connections over MaxConns)
+// one proxy logs line by line.
+const maxLoggedRefusals = 32
+
+// record logs a decision (a refusal only within refusedLog) and hands it
+// to OnDecision.
 func (p *Proxy) record(r *http.Request, d Decision) {
 	d.Method = truncate(r.Method)
 	level := slog.LevelInfo
 	if !d.Allowed {
 		level = slog.LevelWarn
 	}
+	if d.Allowed || p.refusedLog.Take() {
+		p.logDecision(r, level, d)
+	}
+	if p.onDecision != nil {
+		p.onDecision(d)
+	}
+}
+
+func (p *Proxy) logDecision(r *http.Request, level slog.Level, d Decision) {
 	p.log.LogAttrs(r.Context(), level, "egress decision",
 		slog.String("sandbox", p.label),
 		slog.String("method", d.Method),
@@ -523,9 +547,6 @@ func (p *Proxy) record(r *http.Request, d Decision) {
 		slog.String("reason", d.Reason),
 		slog.String("addr", d.Addr),
 	)
-	if p.onDecision != nil {
-		p.onDecision(d)
-	}
 }
 
 // upstreamFailed answers a request whose checked destination could not be
@@ -659,7 +680,9 @@ func (l *listener) Accept() (net.Conn, error) {
 func (p *Proxy) rejectBusy(c *trackedConn) {
 	defer p.wg.Done()
 	defer c.Close()
-	p.log.Warn("egress: too many connections", "sandbox", p.label, "limit", p.maxConns)
+	if p.refusedLog.Take() {
+		p.log.Warn("egress: too many connections", "sandbox", p.label, "limit", p.maxConns)
+	}
 	body := fmt.Sprintf("codecage egress: too many concurrent connections (limit %d)\n", p.maxConns)
 	_ = c.SetDeadline(time.Now().Add(busyGrace))
 	_, err := fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"+

@@ -1556,3 +1556,40 @@ func (e *echo) waitIdle(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A program that is refused 200 times leaves 32 refusal lines in the log
+// and, when its proxy closes, one line with how many more there were;
+// OnDecision still hears of every refusal, and allowed requests are all
+// logged.
+func TestRefusalLoggingIsCapped(t *testing.T) {
+	be := newBackend(t)
+	fx := start(t, config{allow: "127.0.0.1:" + be.port})
+	c := fx.client(t)
+	for i := range 200 {
+		get(t, c, fmt.Sprintf("http://denied-%d.example/", i))
+	}
+	get(t, c, "http://127.0.0.1:"+be.port+"/hello")
+	if err := fx.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	refused, allowed, summary := 0, 0, ""
+	for l := range strings.SplitSeq(fx.logs.String(), "\n") {
+		switch {
+		case strings.Contains(l, `msg="egress decision"`) && strings.Contains(l, "allowed=false"):
+			refused++
+		case strings.Contains(l, `msg="egress decision"`):
+			allowed++
+		case strings.Contains(l, "refusals not logged"):
+			summary = l
+		}
+	}
+	if refused != 32 || allowed != 1 || !strings.Contains(summary, "more=168") || !strings.Contains(summary, "sandbox=run-42") {
+		t.Fatalf("%d refusal lines, %d allowed, summary %q", refused, allowed, summary)
+	}
+	fx.mu.Lock()
+	seen := len(fx.seen)
+	fx.mu.Unlock()
+	if seen != 201 {
+		t.Fatalf("OnDecision heard of %d decisions, want 201", seen)
+	}
+}

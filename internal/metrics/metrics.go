@@ -111,8 +111,8 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 		m.sessionOps.WithLabelValues(ev.Kind+"_"+ev.Action, outcomeLabel(ev.Outcome)).Inc()
 	case sandbox.EventToolCall:
 		tool := ev.Code
-		if ev.Outcome == "denied" {
-			tool = "(refused)" // a name the code made up: keep the label bounded
+		if ev.Outcome == "denied" || ev.Outcome == "budget" {
+			tool = "(refused)" // maybe a name the code made up: keep the label bounded
 		}
 		m.toolCalls.WithLabelValues(tool, ev.Outcome).Inc()
 	case sandbox.EventCommand:

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -147,34 +148,54 @@ func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
 	return out
 }
 
+// maxName bounds a name the code chose (a tool, a module) as the server
+// repeats it (to the code, in the audit log, in metrics): a real one is
+// short, and the code may send megabytes.
+const maxName = 256
+
+// maxRefusedPerRun bounds the records one run leaves of one kind of
+// refusal (calls over the tool budget, hosts the egress proxy refused);
+// the rest are summed up in one.
+const maxRefusedPerRun = 32
+
 // toolCaller answers one run's tool calls: only the run's tools, within the
-// call budget, each call with its timeout and a capped result; every call
-// is an event (metrics, audit).
-func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) runtime.ToolHandler {
+// call budget, each call with its timeout and a capped result. Every call
+// counts against the budget, refused ones too, and is an event (metrics,
+// audit), except that of the calls over the budget only the first
+// maxRefusedPerRun are: done, called when the run is over, sums up the
+// rest in one event.
+func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) (handle runtime.ToolHandler, done func()) {
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.QualifiedName()] = true
 	}
 	var calls atomic.Int64
-	return func(c *runtime.ToolCall) runtime.ToolResult {
+	over := bounded.NewQuota(maxRefusedPerRun)
+	handle = func(c *runtime.ToolCall) runtime.ToolResult {
 		start := time.Now()
 		res := runtime.ToolResult{ID: c.ID}
-		ev := Event{Kind: EventToolCall, ExecutionID: *execID, Code: c.Tool}
+		name := bounded.String(c.Tool, maxName)
+		// The name is in the event once, as its code; details and
+		// security events do not repeat it.
+		ev := Event{Kind: EventToolCall, ExecutionID: *execID, Code: name}
 		finish := func(outcome, detail string) runtime.ToolResult {
 			ev.Outcome, ev.Detail, ev.Duration = outcome, detail, time.Since(start)
 			if outcome == "denied" {
-				ev.SecurityEvents = []string{"tool_denied:" + c.Tool}
+				ev.SecurityEvents = []string{"tool_denied"}
 			}
 			s.emit(ctx, ev)
 			return res
 		}
-		if !allowed[c.Tool] {
-			res.Error = fmt.Sprintf("tool %q is not allowed in this run (allowed: %s)", c.Tool, strings.Join(mapKeys(allowed), ", "))
-			return finish("denied", res.Error)
-		}
 		if n := calls.Add(1); n > int64(s.cfg.ToolsMaxCalls) {
 			res.Error = fmt.Sprintf("the run's budget of %d tool calls is spent (SANDBOX_TOOLS_MAX_CALLS)", s.cfg.ToolsMaxCalls)
+			if !over.Take() {
+				return res
+			}
 			return finish("budget", res.Error)
+		}
+		if !allowed[c.Tool] {
+			res.Error = fmt.Sprintf("tool %q is not allowed in this run (allowed: %s)", name, strings.Join(mapKeys(allowed), ", "))
+			return finish("denied", "not among the run's tools")
 		}
 		var args map[string]any
 		if len(c.Args) > 0 && json.Unmarshal(c.Args, &args) != nil {
@@ -212,6 +233,12 @@ func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID 
 		res.OK, res.Value = true, string(b)
 		return finish("success", "")
 	}
+	done = func() {
+		if more := over.Summary("tool calls over the budget, not recorded one by one"); more != "" {
+			s.emit(ctx, Event{Kind: EventToolCall, ExecutionID: *execID, Outcome: "budget", Detail: more})
+		}
+	}
+	return handle, done
 }
 
 func mapKeys(m map[string]bool) []string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codecage/codecage/internal/bounded"
 )
 
 // Event kinds.
@@ -111,17 +113,21 @@ func (r *Result) Outcome() string {
 var deniedImport = regexp.MustCompile(`^Import of '([^']+)' is not allowed`)
 
 // securityEvents lists what the run tried that the policy refused: imports
-// the code let fail, destinations the egress proxy refused, and a kill by
-// the seccomp filter.
-func securityEvents(r *Result, refused []string) []string {
+// the code let fail, destinations the egress proxy refused (the first
+// maxRefusedPerRun, then how many more), and a kill by the seccomp filter.
+func securityEvents(r *Result, refused *refusals) []string {
 	var out []string
 	if r.Error != nil && r.Error.Type == "ImportError" {
 		if m := deniedImport.FindStringSubmatch(r.Error.Message); m != nil {
-			out = append(out, "import_denied:"+m[1])
+			out = append(out, "import_denied:"+bounded.String(m[1], maxName))
 		}
 	}
-	for _, host := range refused {
+	hosts, more := refused.list()
+	for _, host := range hosts {
 		out = append(out, "egress_denied:"+host)
+	}
+	if more != "" {
+		out = append(out, "egress_denied:"+more)
 	}
 	if r.Error != nil && r.Error.Type == "Crash" && strings.Contains(r.Error.Message, "(bad system call)") {
 		out = append(out, "seccomp_kill")
@@ -129,24 +135,30 @@ func securityEvents(r *Result, refused []string) []string {
 	return out
 }
 
-// refusals collects the egress proxy's refusals during one run.
+// refusals collects the egress proxy's refusals during one run: the first
+// maxRefusedPerRun hosts, and how many more.
 type refusals struct {
+	quota *bounded.Quota
 	mu    sync.Mutex
 	hosts []string
 }
 
+func newRefusals() *refusals { return &refusals{quota: bounded.NewQuota(maxRefusedPerRun)} }
+
 func (r *refusals) add(host string) {
-	r.mu.Lock()
-	if len(r.hosts) < 32 {
-		r.hosts = append(r.hosts, host)
+	if !r.quota.Take() {
+		return
 	}
+	r.mu.Lock()
+	r.hosts = append(r.hosts, host)
 	r.mu.Unlock()
 }
 
-func (r *refusals) list() []string {
+// list returns the hosts kept and a summary of the rest ("" when none).
+func (r *refusals) list() (hosts []string, more string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.hosts...)
+	return append([]string(nil), r.hosts...), r.quota.Summary("refused")
 }
 
 // Report records an event a surface observed itself, such as a request it

@@ -112,14 +112,14 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	defer release()
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
-	var refused refusals
-	res, profile, err := s.execute(ctx, req, &refused)
+	refused := newRefusals()
+	res, profile, err := s.execute(ctx, req, refused)
 	if err != nil {
 		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
 		return nil, err
 	}
 	ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
-		Outcome: res.Outcome(), Duration: time.Since(start), SecurityEvents: securityEvents(res, refused.list())}
+		Outcome: res.Outcome(), Duration: time.Since(start), SecurityEvents: securityEvents(res, refused)}
 	if req.SessionID != "" {
 		ev.Action = "session:" + req.SessionID
 	}
@@ -212,7 +212,9 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	var handler runtime.ToolHandler
 	id := lease.ID()
 	if len(tools) > 0 {
-		handler = s.toolCaller(ctx, tools, &id)
+		var done func()
+		handler, done = s.toolCaller(ctx, tools, &id)
+		defer done()
 	}
 	o := lease.Run(rreq, handler, req.OnOutput)
 	return buildResult(id, backend, o, limits), imports.Label(), nil

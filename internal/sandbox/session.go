@@ -458,7 +458,9 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	var handler runtime.ToolHandler
 	if len(tools) > 0 {
 		rreq.Tools = toolSpecs(tools)
-		handler = s.toolCaller(ctx, tools, &se.id)
+		var done func()
+		handler, done = s.toolCaller(ctx, tools, &se.id)
+		defer done()
 	}
 	o := lease.Run(rreq, handler, req.OnOutput)
 	if o.Ended {
