@@ -129,7 +129,10 @@ func TestUIDsAreNotShared(t *testing.T) {
 	seen := map[int]bool{}
 	var got []int
 	for i := 0; i < 100; i++ {
-		uid := allocateUID()
+		uid, err := allocateUID()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if seen[uid] || uid < HostUIDBase || uid >= HostUIDBase+HostUIDCount {
 			t.Fatalf("uid %d reused or out of range", uid)
 		}

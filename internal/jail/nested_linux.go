@@ -31,8 +31,16 @@ type CellRecipe struct {
 	TmpBytes       int64
 	WorkspaceBytes int64
 	UID            int
-	// Rlimits are [resource, soft, hard]; RLIMIT_NPROC is left out (every
-	// cell shares the uid; the cell's pids cgroup bounds processes).
+	// CellUIDs, when not zero, is how many cells may run at once as uids
+	// of their own: FirstCellUID on in this user namespace, each a host
+	// uid no other sandbox has. The supervisor names a cell's uid in its fork
+	// command; the cell takes it, then moves into a user namespace of its
+	// own where it is UID. Zero (rootless): cells share UID.
+	CellUIDs     int
+	FirstCellUID int
+	// Rlimits are [resource, soft, hard]. RLIMIT_NPROC, counted per uid,
+	// is there only when cells have uids of their own (with one more
+	// process for the cell's init); else the pids cgroup alone bounds.
 	Rlimits [][3]uint64
 	// MaskFile is an unreadable empty file bound over MaskFiles of /proc;
 	// MaskDirs get an empty unreadable tmpfs.
@@ -92,6 +100,8 @@ func cellRecipe(cfg *initConfig) (*CellRecipe, error) {
 		TmpBytes:       cfg.TmpBytes,
 		WorkspaceBytes: cfg.WorkspaceBytes,
 		UID:            SandboxUID,
+		CellUIDs:       cfg.CellUIDs,
+		FirstCellUID:   CellUID(0),
 		MaskFile:       "/.masked",
 		MaskFiles:      maskedProcFiles,
 		MaskDirs:       maskedProcDirs,
@@ -99,8 +109,11 @@ func cellRecipe(cfg *initConfig) (*CellRecipe, error) {
 		Seccomp:        base64.StdEncoding.EncodeToString(raw),
 	}
 	for _, rl := range cfg.Rlimits {
-		if rl.Resource != unix.RLIMIT_NPROC {
+		switch {
+		case rl.Resource != unix.RLIMIT_NPROC:
 			r.Rlimits = append(r.Rlimits, [3]uint64{uint64(rl.Resource), rl.Cur, rl.Max})
+		case cfg.CellUIDs > 0:
+			r.Rlimits = append(r.Rlimits, [3]uint64{uint64(rl.Resource), rl.Cur + 1, rl.Max + 1})
 		}
 	}
 	if abi := cfg.LandlockABI; abi > 0 {
