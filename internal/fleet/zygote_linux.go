@@ -145,7 +145,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 	sb, err := z.running()
 	if err == nil {
 		out, errOut := cell.OutputFiles()
-		err = runtime.SendFork(sb.Channel(), child, out, errOut, warm, inUID)
+		err = runtime.SendFork(sb.Channel(), child, out, errOut, warm, inUID, jail.CellNproc(lim))
 	}
 	z.mu.Unlock()
 	cell.ClosePassed()

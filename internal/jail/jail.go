@@ -248,3 +248,7 @@ func NewID() string {
 // CellUID is the uid of a zygote's cell i in the zygote's user namespace
 // (see Spec.CellUIDs); inside its own, the cell is SandboxUID.
 func CellUID(i int) int { return SandboxUID + 1 + i }
+
+// CellNproc is the RLIMIT_NPROC of a cell with limits l and a uid of its
+// own: the code's processes and the cell's init, which runs as that uid.
+func CellNproc(l Limits) int { return l.WithDefaults().MaxProcesses + 1 }

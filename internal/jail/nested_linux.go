@@ -39,8 +39,9 @@ type CellRecipe struct {
 	CellUIDs     int
 	FirstCellUID int
 	// Rlimits are [resource, soft, hard]. RLIMIT_NPROC, counted per uid,
-	// is there only when cells have uids of their own (with one more
-	// process for the cell's init); else the pids cgroup alone bounds.
+	// is left out: a cell with a uid of its own gets it from its fork
+	// command (CellNproc of the cell's limits); cells that share the uid
+	// have the pids cgroup alone.
 	Rlimits [][3]uint64
 	// MaskFile is an unreadable empty file bound over MaskFiles of /proc;
 	// MaskDirs get an empty unreadable tmpfs.
@@ -109,11 +110,8 @@ func cellRecipe(cfg *initConfig) (*CellRecipe, error) {
 		Seccomp:        base64.StdEncoding.EncodeToString(raw),
 	}
 	for _, rl := range cfg.Rlimits {
-		switch {
-		case rl.Resource != unix.RLIMIT_NPROC:
+		if rl.Resource != unix.RLIMIT_NPROC {
 			r.Rlimits = append(r.Rlimits, [3]uint64{uint64(rl.Resource), rl.Cur, rl.Max})
-		case cfg.CellUIDs > 0:
-			r.Rlimits = append(r.Rlimits, [3]uint64{uint64(rl.Resource), rl.Cur + 1, rl.Max + 1})
 		}
 	}
 	if abi := cfg.LandlockABI; abi > 0 {

@@ -33,9 +33,9 @@ func ZygoteEnv(env []string) []string {
 // so that the real one finds the interpreter's pages already copied: worth
 // it when the cell will wait in a pool, not when a request waits for it.
 // uid, when not zero, is the cell's own uid in the zygote's user namespace
-// (jail.CellUID); the zygote refuses a fork without one when its cells
-// have uids of their own.
-func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool, uid int) error {
+// (jail.CellUID) and nproc its RLIMIT_NPROC; the zygote refuses a fork
+// without a uid when its cells have uids of their own.
+func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool, uid, nproc int) error {
 	rights := unix.UnixRights(int(ch.Fd()), int(stdout.Fd()), int(stderr.Fd()))
 	cmd := []byte("F")
 	if !warm {
@@ -43,6 +43,7 @@ func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool, uid int) 
 	}
 	if uid > 0 {
 		cmd = strconv.AppendInt(cmd, int64(uid), 10)
+		cmd = strconv.AppendInt(append(cmd, ' '), int64(nproc), 10)
 	}
 	if err := unix.Sendmsg(int(zygote.Fd()), cmd, rights, nil, 0); err != nil {
 		return fmt.Errorf("runtime: fork command: %w", err)

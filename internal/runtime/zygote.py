@@ -97,8 +97,8 @@ def _zygote(os):
             continue
         if not msg:
             os._exit(0)  # the supervisor is gone
-        uid = _cell_uid(plan, msg)
-        if msg[:1] not in (b"F", b"f") or len(fds) != 3 or uid is None:
+        ids = _cell_uid(plan, msg)
+        if msg[:1] not in (b"F", b"f") or len(fds) != 3 or ids is None:
             for fd in fds:
                 os.close(fd)
             continue
@@ -112,7 +112,7 @@ def _zygote(os):
             # fd 3 is about to become the cell's channel: the command
             # socket object must not close it when it is collected.
             ctl.detach()
-            _cell(os, libc, plan, fds, msg[:1] == b"F", uid)
+            _cell(os, libc, plan, fds, msg[:1] == b"F", *ids)
             return  # in the code's process, restricted: serve the request
         # The cell's pidfd goes to the supervisor from here: the socket
         # module's code is warm in the zygote, and a page a cell touches
@@ -138,17 +138,18 @@ class _Plan:
 
 
 def _cell_uid(plan, msg):
-    # The cell's own uid, from the fork command: F<uid> or f<uid>, in the
-    # range the recipe gives. 0 when cells share the zygote's (rootless);
-    # None refuses the fork: a cell never runs as a uid not its own.
+    # The cell's own uid and RLIMIT_NPROC, from the fork command:
+    # F<uid> <nproc> (or f...), the uid in the range the recipe gives.
+    # (0, 0) when cells share the zygote's uid (rootless); None refuses
+    # the fork: a cell never runs as a uid not its own.
     if not plan.cell_uids:
-        return 0
+        return 0, 0
     try:
-        uid = int(msg[1:].decode("ascii"))
+        uid, nproc = (int(x) for x in msg[1:].decode("ascii").split(" "))
     except ValueError:
         return None
-    if plan.first_cell_uid <= uid < plan.first_cell_uid + plan.cell_uids:
-        return uid
+    if plan.first_cell_uid <= uid < plan.first_cell_uid + plan.cell_uids and nproc > 0:
+        return uid, nproc
     return None
 
 
@@ -198,7 +199,7 @@ def _plan(os, ctypes, r):
     return p
 
 
-def _cell(os, libc, plan, fds, warm, uid):
+def _cell(os, libc, plan, fds, warm, uid, nproc):
     # The cell's init: PID 1 of its pid namespace. Once the supervisor has
     # moved it into the cell's cgroup (the zygote sent its pidfd), it builds
     # the cell, restricts itself, forks the process that runs the code and
@@ -230,6 +231,8 @@ def _cell(os, libc, plan, fds, warm, uid):
 
     for res, lim in plan.rlimits:
         resource.setrlimit(res, lim)
+    if nproc:  # counted per uid: only a cell with a uid of its own
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"1000")  # the OOM killer's first choice, not the init
     os.close(fd)
