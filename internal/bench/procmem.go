@@ -44,7 +44,7 @@ func (p SandboxProcess) Sandbox() string {
 
 // SandboxProcesses lists the host processes that belong to sandboxes
 // started by this process: descendants of it that run as a sandbox uid
-// (root mode gives each sandbox a uid from jail.HostUIDBase on) or in
+// (root mode gives each sandbox a uid of its own from jail.HostUIDBase on) or in
 // another pid namespace (rootless mode). Sandboxes of other codecage
 // processes on the host are left out.
 func SandboxProcesses() []SandboxProcess {
@@ -106,7 +106,7 @@ func SandboxProcesses() []SandboxProcess {
 		if err != nil {
 			continue
 		}
-		inRange := p.uid >= jail.HostUIDBase && p.uid < jail.HostUIDBase+jail.HostUIDCount
+		inRange := jail.InUIDSpan(p.uid)
 		if !inRange && ns == selfNS {
 			continue
 		}

@@ -61,7 +61,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	if os.Geteuid() == 0 && !hasCapability(capSysAdmin) {
 		line("warn", "workspaces", "no CAP_SYS_ADMIN here (as in a container): session workspaces are plain directories under SANDBOX_STATE_DIR, their size checked by the file API and RLIMIT_FSIZE per file, not capped by a tmpfs (give the container an emptyDir with a sizeLimit)")
 	}
-	mode := fmt.Sprintf("root: one host uid per sandbox, from %d (%d of them)", jail.HostUIDBase, jail.HostUIDCount)
+	mode := fmt.Sprintf("root: one host uid per sandbox and per zygote cell, from %d (%d of them), leased host-wide in blocks under %s", jail.HostUIDBase, jail.HostUIDCount, jail.UIDLeaseDir)
 	if h.Rootless {
 		mode = "rootless: the sandbox runs as your uid"
 	}

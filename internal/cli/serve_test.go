@@ -218,7 +218,7 @@ func TestServeSIGTERMDuringExecutions(t *testing.T) {
 	}
 	// No sandbox left behind: no process of a sandbox uid, no cgroup of
 	// the server's.
-	if procs := leftovers.SandboxProcesses(); len(procs) > 0 {
+	if procs := leftovers.HostSandboxProcesses(); len(procs) > 0 {
 		t.Fatalf("sandbox processes left: %v", procs)
 	}
 	if cgs := leftovers.Cgroups(pid); len(cgs) > 0 {

@@ -61,7 +61,7 @@ func (cl *class) fits(l jail.Limits) bool {
 func (f *Fleet) newClass(cs ClassSpec) *class {
 	cl := &class{ClassSpec: cs, key: classKey(cs.Backend, cs.Name)}
 	if cs.Zygote && cs.Backend == Native && jail.ProbeHost().CgroupVersion() != 0 {
-		cl.zygote = newZygote(f.cfg.Interpreter, cs.Spec)
+		cl.zygote = newZygote(f.cfg.Interpreter, cs.Spec, f.cfg.MaxSandboxes)
 	}
 	create := func(ctx context.Context, slot *pool.Slot) (*Lease, error) {
 		if cl.zygote == nil {

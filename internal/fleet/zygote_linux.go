@@ -22,20 +22,23 @@ type zygote struct {
 	spec jail.Spec
 	mu   sync.Mutex // one fork command at a time on the zygote's channel
 	sb   *jail.Sandbox
+	uids *cellUIDs // nil rootless: cells share the zygote's uid
 }
 
 // cellSetupTimeout bounds how long a cell may take to get ready.
 const cellSetupTimeout = 20 * time.Second
 
 // newZygote prepares the zygote of a class whose sandboxes are cell (the
-// class's spec: environment, binds, limits); it starts at the first fork.
-func newZygote(interpreter string, cell jail.Spec) *zygote {
+// class's spec: environment, binds, limits), with a host uid for each of
+// up to cells cells at once (the fleet's budget bounds them); it starts at
+// the first fork.
+func newZygote(interpreter string, cell jail.Spec, cells int) *zygote {
 	lim := cell.Limits
 	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
 	lim.CPUTime = 365 * 24 * time.Hour
 	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
 	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
-	return &zygote{spec: jail.Spec{
+	z := &zygote{spec: jail.Spec{
 		Argv:             runtime.ZygoteArgv(interpreter),
 		Env:              runtime.ZygoteEnv(cell.Env),
 		ReadOnlyBinds:    cell.ReadOnlyBinds,
@@ -44,6 +47,11 @@ func newZygote(interpreter string, cell jail.Spec) *zygote {
 		Nested:           true,
 		SeqPacketChannel: true,
 	}}
+	if !jail.ProbeHost().Rootless {
+		z.uids = newCellUIDs(cells)
+		z.spec.CellUIDs = len(z.uids.used)
+	}
+	return z
 }
 
 // running returns the zygote sandbox, starting one if there is none alive.
@@ -59,6 +67,13 @@ func (z *zygote) running() (*jail.Sandbox, error) {
 	}
 	spec := z.spec
 	spec.ID = jail.NewID()
+	if z.uids != nil {
+		uid, err := z.uids.zygoteUID()
+		if err != nil {
+			return nil, err
+		}
+		spec.HostUID = uid
+	}
 	sb, err := jail.Start(context.Background(), spec)
 	if err != nil {
 		return nil, err
@@ -77,16 +92,33 @@ func (z *zygote) close() {
 		_ = z.sb.Channel().Close()
 		z.sb = nil
 	}
+	if z.uids != nil {
+		z.uids.close()
+	}
 }
 
 // fork makes a cell and waits until it is restricted and waiting for code;
 // its output goes to stdout and stderr.
 func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, stderr io.Writer) (Box, error) {
+	// The cell's own uid, held until the cell is gone: freed by its end
+	// once attached (first in line, before the budget's slot), else here.
+	inUID, putUID := 0, func() {}
+	var hostUID int
+	if z.uids != nil {
+		i, err := z.uids.take()
+		if err != nil {
+			return nil, err
+		}
+		var once sync.Once
+		inUID, hostUID, putUID = jail.CellUID(i), z.uids.host(i), func() { once.Do(func() { z.uids.put(i) }) }
+	}
 	cell, err := jail.NewCell(jail.NewID(), lim, stdout, stderr)
 	if err != nil {
+		putUID()
 		return nil, err
 	}
-	c := &cellBox{cell: cell}
+	cell.AfterDone(putUID)
+	c := &cellBox{cell: cell, hostUID: hostUID}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		cell.Abandon()
@@ -102,6 +134,9 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 	fail := func(err error) (Box, error) {
 		c.conn.Close()
 		cell.Abandon()
+		// Unattached, the cell never ran as its uid (it takes it after
+		// SendGo); attached, Abandon waited for its end.
+		putUID()
 		return nil, fmt.Errorf("zygote cell: %w", err)
 	}
 
@@ -110,7 +145,7 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 	sb, err := z.running()
 	if err == nil {
 		out, errOut := cell.OutputFiles()
-		err = runtime.SendFork(sb.Channel(), child, out, errOut, warm)
+		err = runtime.SendFork(sb.Channel(), child, out, errOut, warm, inUID, jail.CellNproc(lim))
 	}
 	z.mu.Unlock()
 	cell.ClosePassed()
@@ -137,8 +172,9 @@ func (z *zygote) fork(ctx context.Context, lim jail.Limits, warm bool, stdout, s
 
 // cellBox is a zygote's cell as a [Box].
 type cellBox struct {
-	cell *jail.Cell
-	conn *os.File // our end of the cell's socket, in the runtime's poller
+	cell    *jail.Cell
+	conn    *os.File // our end of the cell's socket, in the runtime's poller
+	hostUID int      // the cell's own (0 rootless)
 }
 
 func (c *cellBox) ID() string                  { return c.cell.ID() }
@@ -146,7 +182,7 @@ func (c *cellBox) Channel() io.ReadWriteCloser { return c.conn }
 func (c *cellBox) Kill(reason jail.Limit)      { c.cell.Kill(reason) }
 func (c *cellBox) Wait() jail.Exit             { return c.cell.Wait() }
 func (c *cellBox) Done() <-chan struct{}       { return c.cell.Done() }
-func (c *cellBox) HostUID() int                { return 0 }
+func (c *cellBox) HostUID() int                { return c.hostUID }
 func (c *cellBox) AfterDone(f func())          { c.cell.AfterDone(f) }
 
 func (c *cellBox) Arm(ctx context.Context, timeout, cpu time.Duration) {

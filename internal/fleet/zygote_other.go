@@ -14,7 +14,7 @@ import (
 // zygote needs Linux; elsewhere no class ever uses one.
 type zygote struct{}
 
-func newZygote(string, jail.Spec) *zygote { return &zygote{} }
+func newZygote(string, jail.Spec, int) *zygote { return &zygote{} }
 
 func (z *zygote) fork(context.Context, jail.Limits, bool, io.Writer, io.Writer) (Box, error) {
 	return nil, errors.New("zygotes need Linux")

@@ -78,7 +78,11 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	s.output = jail.NewOutput(spec.Limits.OutputBytes, func() { s.Kill(jail.LimitOutput) })
 	s.uid = spec.HostUID
 	if s.uid == 0 {
-		s.uid, s.ownUID = jail.ReserveUID(), true
+		uid, err := jail.ReserveUID()
+		if err != nil {
+			return nil, fmt.Errorf("gvisor: %w", err)
+		}
+		s.uid, s.ownUID = uid, true
 	}
 	ok := false
 	defer func() {

@@ -11,6 +11,19 @@ import (
 // interface, the nested-namespace sysctl, and dropping the rest.
 var initCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_RESOURCE, unix.CAP_SETPCAP}
 
+// cellUIDCaps let a zygote's cell take its own uid (see Spec.CellUIDs):
+// kept by the init and the zygote only when the cells have uids of their
+// own, and dropped by each cell with the rest.
+var cellUIDCaps = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID}
+
+// capsOf are the capabilities the init and a nested program keep.
+func capsOf(cellUIDs int) []uintptr {
+	if cellUIDs > 0 {
+		return append(append([]uintptr{}, initCaps...), cellUIDCaps...)
+	}
+	return initCaps
+}
+
 // lockedSecurebits make uid 0 inside meaningless and forbid regaining any
 // capability through setuid fixups or ambient raises.
 // (linux/securebits.h: each flag, then its lock bit.)

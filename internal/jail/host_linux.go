@@ -89,7 +89,7 @@ func probeSeccomp() error {
 // probeUserNS starts /bin/true in a new user namespace, the way a sandbox
 // would start; sysctls differ between distributions, so only trying tells.
 func probeUserNS() error {
-	cmd := &exec.Cmd{Path: "/bin/true", Args: []string{"true"}, SysProcAttr: userNSAttr(os.Geteuid(), os.Getegid())}
+	cmd := &exec.Cmd{Path: "/bin/true", Args: []string{"true"}, SysProcAttr: userNSAttr(os.Geteuid(), os.Getegid(), 1)}
 	return cmd.Run()
 }
 

@@ -57,6 +57,9 @@ type initConfig struct {
 	// Nested keeps the program's capabilities and leaves the restrictions
 	// to it (see nested_linux.go).
 	Nested bool
+	// CellUIDs is how many uids after SandboxUID the nested program's
+	// user namespace maps, one per cell.
+	CellUIDs int
 	// SettlePids asks the init to report Forking and wait for the
 	// supervisor's Fork before it starts the program.
 	SettlePids bool
@@ -195,7 +198,7 @@ func setupNamespaces(cfg *initConfig) error {
 	if err := loopbackUp(); err != nil {
 		return err
 	}
-	if err := disableNestedUserNamespaces(); err != nil {
+	if err := limitNestedUserNamespaces(cfg); err != nil {
 		return err
 	}
 	return buildRoot(cfg)
@@ -242,7 +245,7 @@ func startProgram(cfg *initConfig) (int, error) {
 		},
 	}
 	if cfg.Nested {
-		attr.Sys.AmbientCaps = initCaps
+		attr.Sys.AmbientCaps = capsOf(cfg.CellUIDs)
 	}
 	pid, err := syscall.ForkExec(cfg.Argv[0], cfg.Argv, attr)
 	if err != nil {

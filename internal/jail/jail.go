@@ -158,6 +158,12 @@ type Spec struct {
 	// HostUID, when not zero, is the host uid the sandbox runs as (from
 	// ReserveUID), instead of one of its own; ignored rootless.
 	HostUID int
+	// CellUIDs, with Nested and HostUID (then the first of 1+CellUIDs
+	// uids from ReserveUIDs), is how many cells the nested program may run
+	// at once, each as a host uid of its own: HostUID+1+i, which is
+	// CellUID(i) in the program's user namespace. At most MaxCellUIDs;
+	// ignored rootless, where cells share the program's uid.
+	CellUIDs int
 	// Programs, if set, replaces the host's system directories with a
 	// minimal root holding only these programs and what they load; nothing
 	// else may be executed (see ResolvePrograms). ReadOnlyBinds are then
@@ -238,3 +244,11 @@ func NewID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// CellUID is the uid of a zygote's cell i in the zygote's user namespace
+// (see Spec.CellUIDs); inside its own, the cell is SandboxUID.
+func CellUID(i int) int { return SandboxUID + 1 + i }
+
+// CellNproc is the RLIMIT_NPROC of a cell with limits l and a uid of its
+// own: the code's processes and the cell's init, which runs as that uid.
+func CellNproc(l Limits) int { return l.WithDefaults().MaxProcesses + 1 }

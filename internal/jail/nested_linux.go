@@ -31,8 +31,17 @@ type CellRecipe struct {
 	TmpBytes       int64
 	WorkspaceBytes int64
 	UID            int
-	// Rlimits are [resource, soft, hard]; RLIMIT_NPROC is left out (every
-	// cell shares the uid; the cell's pids cgroup bounds processes).
+	// CellUIDs, when not zero, is how many cells may run at once as uids
+	// of their own: FirstCellUID on in this user namespace, each a host
+	// uid no other sandbox has. The supervisor names a cell's uid in its fork
+	// command; the cell takes it, then moves into a user namespace of its
+	// own where it is UID. Zero (rootless): cells share UID.
+	CellUIDs     int
+	FirstCellUID int
+	// Rlimits are [resource, soft, hard]. RLIMIT_NPROC, counted per uid,
+	// is left out: a cell with a uid of its own gets it from its fork
+	// command (CellNproc of the cell's limits); cells that share the uid
+	// have the pids cgroup alone.
 	Rlimits [][3]uint64
 	// ProcOptions are the options of each cell's /proc (ProcOptions).
 	ProcOptions string
@@ -89,6 +98,8 @@ func cellRecipe(cfg *initConfig) (*CellRecipe, error) {
 		TmpBytes:       cfg.TmpBytes,
 		WorkspaceBytes: cfg.WorkspaceBytes,
 		UID:            SandboxUID,
+		CellUIDs:       cfg.CellUIDs,
+		FirstCellUID:   CellUID(0),
 		ProcOptions:    ProcOptions,
 		ProcDir:        NestedDir + "/proc",
 		Seccomp:        base64.StdEncoding.EncodeToString(raw),

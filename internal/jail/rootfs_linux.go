@@ -369,10 +369,19 @@ func pivot() error {
 	return unix.Chdir("/")
 }
 
-// disableNestedUserNamespaces sets the sandbox's own user namespace limit to
-// zero. The sandbox cannot raise it again: it holds no capabilities there.
-func disableNestedUserNamespaces() error {
-	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0\n"), 0); err != nil {
+// limitNestedUserNamespaces sets the sandbox's own user namespace limit,
+// per uid in it: none for a sandbox; for a zygote whose cells have uids of
+// their own, a few per cell uid, as each cell moves into a user namespace
+// of its own (where it is uid SandboxUID; a namespace is freed a moment
+// after its cell ends, and the uid may be given to the next cell
+// meanwhile). A cell's code cannot make one: its count is then spent, and
+// seccomp refuses the calls anyway.
+func limitNestedUserNamespaces(cfg *initConfig) error {
+	n := "0\n"
+	if cfg.CellUIDs > 0 {
+		n = "4\n"
+	}
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte(n), 0); err != nil {
 		return fmt.Errorf("limit nested user namespaces: %w", err)
 	}
 	return nil

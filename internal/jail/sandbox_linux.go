@@ -23,8 +23,8 @@ type Sandbox struct {
 	cmd     *exec.Cmd
 	channel *os.File
 	cg      *cgroup
-	hostUID int // allocated uid, released at cleanup
-	uid     int // the same, kept for HostUID
+	hostUID int // uid allocated here, released at cleanup (0: none)
+	uid     int // the uid the sandbox runs as, kept for HostUID
 	start   time.Time
 
 	killOnce sync.Once
@@ -50,6 +50,9 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	if err := CheckHome(spec.Home); err != nil {
 		return nil, err
+	}
+	if spec.CellUIDs < 0 || spec.CellUIDs > MaxCellUIDs {
+		return nil, fmt.Errorf("jail: %d cell uids, at most %d", spec.CellUIDs, MaxCellUIDs)
 	}
 	spec.Limits = spec.Limits.WithDefaults()
 	if spec.ID == "" {
@@ -86,10 +89,10 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	defer fds.closeChildEnds()
 	s.channel = fds.channel
 
-	s.hostUID, s.cmd = s.command(fds)
-	s.uid = s.hostUID
-	if s.spec.HostUID != 0 {
-		s.hostUID = 0 // reserved by the caller, who releases it
+	if s.hostUID, s.uid, s.cmd, err = s.command(fds); err != nil {
+		fds.closeParentEnds()
+		_ = fds.channel.Close()
+		return nil, err
 	}
 	if s.cg != nil && s.cg.version == 2 {
 		cgf, err := s.cg.openV2()
@@ -169,6 +172,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		CgroupNS:       s.cg != nil,
 		SettlePids:     s.cg != nil,
 		Nested:         s.spec.Nested,
+		CellUIDs:       s.cellUIDs(),
 		ForwardPort:    forwardPort(s.spec.Forward),
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
@@ -316,29 +320,37 @@ func (s *Sandbox) cleanup() {
 }
 
 // command prepares the re-execution of this binary as the sandbox's init.
-func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
+// It returns the uid allocated for the sandbox (0 when the caller reserved
+// one, or rootless) and the uid it runs as.
+func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd, err error) {
 	uid, gid := os.Geteuid(), os.Getegid()
+	ids := 1
 	if !s.host.Rootless {
 		// A server gives each sandbox a host uid of its own, outside any
-		// account, so no two sandboxes share an identity on the host.
-		uid = allocateUID()
-		if s.spec.HostUID != 0 {
-			releaseUID(uid)
-			uid = s.spec.HostUID // the caller's reservation
+		// account, leased host-wide, so no two sandboxes share an
+		// identity or a per-user kernel limit on the host.
+		uid = s.spec.HostUID // the caller's reservation
+		if uid == 0 {
+			if uid, err = allocateUID(); err != nil {
+				return 0, 0, nil, err
+			}
+			allocated = uid
+		} else if s.spec.Nested {
+			ids += s.spec.CellUIDs // the zygote's cells, one uid each
 		}
 		gid = uid
 	}
-	attr := userNSAttr(uid, gid)
+	attr := userNSAttr(uid, gid, ids)
 	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
-	attr.AmbientCaps = initCaps
+	attr.AmbientCaps = capsOf(s.cellUIDs())
 	attr.Pdeathsig = syscall.SIGKILL
 	attr.Setsid = true
 	// Positions are the init's descriptor numbers from 3 on; nil closes one.
 	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace, fds.initForward}
 	// From fdBinds on, one per Spec.Binds entry (nil: the init opens it).
 	files = append(files, fds.binds...)
-	cmd := &exec.Cmd{
+	cmd = &exec.Cmd{
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
 		Args:        []string{"codecage-init", initArg},
 		Env:         []string{"GOMAXPROCS=1", "GOGC=50"},
@@ -347,19 +359,29 @@ func (s *Sandbox) command(fds *sandboxFiles) (int, *exec.Cmd) {
 		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}
-	return uid, cmd
+	return allocated, uid, cmd, nil
 }
 
-// userNSAttr maps uid:gid on the host to SandboxUID inside a new user
-// namespace and keeps the child's capabilities there across the exec.
-func userNSAttr(uid, gid int) *syscall.SysProcAttr {
+// userNSAttr maps n host ids from uid:gid on to SandboxUID on inside a new
+// user namespace (n > 1: a zygote's, whose cells take the ids after its
+// own) and keeps the child's capabilities there across the exec.
+func userNSAttr(uid, gid, n int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Cloneflags:                 unix.CLONE_NEWUSER,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: gid, Size: 1}},
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: uid, Size: n}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: gid, Size: n}},
 		GidMappingsEnableSetgroups: false,
 		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, NoSetGroups: true},
 	}
+}
+
+// cellUIDs is how many uids the nested program's cells have, one each
+// (none: they share the program's, rootless).
+func (s *Sandbox) cellUIDs() int {
+	if !s.spec.Nested || s.host.Rootless || s.spec.HostUID == 0 {
+		return 0
+	}
+	return s.spec.CellUIDs
 }
 
 func programRlimits(l Limits, cgroups bool) []rlimit {

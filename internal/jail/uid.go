@@ -1,51 +1,178 @@
 package jail
 
-import "sync"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+)
 
-// HostUIDBase is the first host uid given to sandboxes when codecage runs as
-// root; each running sandbox holds one uid in [HostUIDBase, +HostUIDCount).
-// The range lies far above any account or subordinate-id range.
+// Host uids for sandboxes (root mode). The span [HostUIDBase,
+// +HostUIDCount) lies far above any account or subordinate-id range and is
+// cut into blocks of uidBlockSize. A process leases a block for the whole
+// host before it hands out any uid of it (uid_linux.go: an exclusive flock
+// on a file under UIDLeaseDir, which the kernel drops when the process
+// dies), so no two sandboxes on a host share a uid, whichever codecage
+// process started them. Sandboxes, sessions, zygotes and the cells of a
+// zygote each get uids of their own from the blocks this process holds.
 var (
 	HostUIDBase  = 1_500_000_000
 	HostUIDCount = 65536
+	// UIDLeaseDir holds one lock file per leased block. Every codecage of
+	// a host must see the same directory (a container running as root on
+	// the host's ids needs the host's mounted there).
+	UIDLeaseDir = "/run/codecage/uids"
 )
+
+// uidBlockSize is how many uids a block holds: enough for a server's
+// sandboxes and its zygotes' cells, few enough that many processes (test
+// binaries, several servers) each get blocks of their own.
+const uidBlockSize = 1024
+
+// MaxCellUIDs is the most cells a zygote can run at once with uids of
+// their own: its range (one uid for itself, one per cell) fits in a block.
+const MaxCellUIDs = uidBlockSize - 1
+
+// ErrNoUIDs means no host uid could be had for a sandbox: every block is
+// leased by other processes, or the lease directory is unusable. A
+// sandbox never shares a uid instead.
+var ErrNoUIDs = errors.New("jail: no free host uid")
+
+// uidBlock is a block this process leased, and which of its uids are held.
+type uidBlock struct {
+	base  int
+	used  []bool
+	free  int
+	next  int       // where the next search starts: a freed uid is not reused at once
+	lease io.Closer // ends the host-wide lease
+}
 
 var uids struct {
 	sync.Mutex
-	used map[int]bool
-	next int
+	blocks []*uidBlock // blocks[0] is kept for the process's life
+	ever   [][2]int    // [first, end) of every block leased, for LeasedUIDRanges
 }
 
-// allocateUID returns a host uid no other sandbox of this process holds.
-func allocateUID() int {
+// uidBlocks is the block size and how many blocks the span holds (the
+// span may have been shrunk to fit a container's id map).
+func uidBlocks() (size, count int) {
+	size = min(uidBlockSize, HostUIDCount)
+	if size <= 0 {
+		return 0, 0
+	}
+	return size, HostUIDCount / size
+}
+
+// allocateUIDs returns the first of n consecutive host uids that no other
+// sandbox on the host holds, leasing a block when the ones held are full.
+func allocateUIDs(n int) (int, error) {
+	size, count := uidBlocks()
+	if n < 1 || n > size {
+		return 0, fmt.Errorf("%w: %d consecutive uids asked, a block holds %d", ErrNoUIDs, n, size)
+	}
 	uids.Lock()
 	defer uids.Unlock()
-	if uids.used == nil {
-		uids.used = map[int]bool{}
-	}
-	for i := 0; i < HostUIDCount; i++ {
-		uid := HostUIDBase + (uids.next+i)%HostUIDCount
-		if !uids.used[uid] {
-			uids.used[uid] = true
-			uids.next = (uids.next + i + 1) % HostUIDCount
-			return uid
+	for _, b := range uids.blocks {
+		if i, ok := b.take(n); ok {
+			return b.base + i, nil
 		}
 	}
-	// More sandboxes than uids: share one rather than fail; the pid, mount
-	// and user namespaces still separate them.
-	return HostUIDBase
+	held := map[int]bool{}
+	for _, b := range uids.blocks {
+		held[b.base] = true
+	}
+	b, err := leaseBlock(size, count, held)
+	if err != nil {
+		return 0, err
+	}
+	uids.blocks = append(uids.blocks, b)
+	if !slices.Contains(uids.ever, [2]int{b.base, b.base + size}) {
+		uids.ever = append(uids.ever, [2]int{b.base, b.base + size})
+	}
+	i, _ := b.take(n)
+	return b.base + i, nil
 }
 
-func releaseUID(uid int) {
+// take marks a run of n free uids used and returns its offset: the first
+// run from next on, wrapping round once. Linear in the block's size.
+func (b *uidBlock) take(n int) (int, bool) {
+	size := len(b.used)
+	if b.free < n {
+		return 0, false
+	}
+	for _, span := range [][2]int{{b.next, size}, {0, b.next}} {
+		run := 0
+		for i := span[0]; i < span[1]; i++ {
+			if b.used[i] {
+				run = 0
+				continue
+			}
+			if run++; run == n {
+				start := i - n + 1
+				for j := start; j <= i; j++ {
+					b.used[j] = true
+				}
+				b.free -= n
+				b.next = (i + 1) % size
+				return start, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// releaseUIDs frees n uids from first on; uids this process does not hold
+// (0 among them) are ignored. A block emptied is given back to the host,
+// except the first one, which a busy process would only lease again.
+func releaseUIDs(first, n int) {
 	uids.Lock()
 	defer uids.Unlock()
-	delete(uids.used, uid)
+	for k, b := range uids.blocks {
+		if first < b.base || first+n > b.base+len(b.used) {
+			continue
+		}
+		for i := first - b.base; i < first-b.base+n; i++ {
+			if b.used[i] {
+				b.used[i] = false
+				b.free++
+			}
+		}
+		if k > 0 && b.free == len(b.used) {
+			_ = b.lease.Close()
+			uids.blocks = append(uids.blocks[:k], uids.blocks[k+1:]...)
+		}
+		return
+	}
 }
+
+func allocateUID() (int, error) { return allocateUIDs(1) }
+
+func releaseUID(uid int) { releaseUIDs(uid, 1) }
 
 // ReserveUID holds a host uid for a caller that runs several sandboxes as
 // one identity over time (a session's interpreter, its restarts and its
 // commands share its workspace files). Release it with ReleaseUID.
-func ReserveUID() int { return allocateUID() }
+func ReserveUID() (int, error) { return allocateUIDs(1) }
 
 // ReleaseUID frees a uid from ReserveUID.
-func ReleaseUID(uid int) { releaseUID(uid) }
+func ReleaseUID(uid int) { releaseUIDs(uid, 1) }
+
+// ReserveUIDs holds n consecutive host uids (a zygote's: its own, then
+// one per cell, see Spec.CellUIDs). Release them with ReleaseUIDs.
+func ReserveUIDs(n int) (int, error) { return allocateUIDs(n) }
+
+// ReleaseUIDs frees the n uids from first on, from ReserveUIDs.
+func ReleaseUIDs(first, n int) { releaseUIDs(first, n) }
+
+// InUIDSpan reports whether uid is one sandboxes get in root mode, from
+// any codecage process of the host (every block lies in the span).
+func InUIDSpan(uid int) bool { return uid >= HostUIDBase && uid < HostUIDBase+HostUIDCount }
+
+// LeasedUIDRanges are the [first, end) ranges of every block this process
+// has leased so far: whatever ran as one of its sandboxes had a uid there.
+func LeasedUIDRanges() [][2]int {
+	uids.Lock()
+	defer uids.Unlock()
+	return slices.Clone(uids.ever)
+}

@@ -13,9 +13,30 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 )
 
-// SandboxProcesses lists host processes running as a sandbox uid (root
-// mode gives each sandbox one from jail.HostUIDBase on), as "pid name".
+// SandboxProcesses lists host processes running as a uid of a block this
+// process leased (root mode gives each of its sandboxes, zygote cells
+// included, one from there), as "pid name". Sandboxes of other codecage
+// processes on the host are left out.
 func SandboxProcesses() []string {
+	ranges := jail.LeasedUIDRanges()
+	return processes(func(uid int) bool {
+		for _, r := range ranges {
+			if uid >= r[0] && uid < r[1] {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// HostSandboxProcesses lists host processes running as any sandbox uid,
+// whichever codecage process started them (a server run as a child
+// process, say), as "pid name".
+func HostSandboxProcesses() []string { return processes(jail.InUIDSpan) }
+
+// processes lists the processes with a real, effective, saved or
+// filesystem uid that match.
+func processes(match func(uid int) bool) []string {
 	var found []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -27,10 +48,14 @@ func SandboxProcesses() []string {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				uid, _ := strconv.Atoi(f[1])
-				if uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount {
+			f := strings.Fields(line)
+			if len(f) < 2 || f[0] != "Uid:" {
+				continue
+			}
+			for _, v := range f[1:] {
+				if uid, err := strconv.Atoi(v); err == nil && match(uid) {
 					found = append(found, e.Name()+" "+strings.SplitN(string(b), "\n", 2)[0])
+					break
 				}
 			}
 		}

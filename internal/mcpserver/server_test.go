@@ -338,7 +338,7 @@ func sleepingSandboxes(t *testing.T) int {
 				uid, _ = strconv.Atoi(f[1])
 			}
 		}
-		inRange := uid >= jail.HostUIDBase && uid < jail.HostUIDBase+jail.HostUIDCount
+		inRange := jail.InUIDSpan(uid)
 		if inRange && (strings.Contains(string(b), "hrtimer") || strings.Contains(string(b), "nanosleep")) {
 			n++
 		}

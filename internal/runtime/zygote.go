@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,11 +32,18 @@ func ZygoteEnv(env []string) []string {
 // warm asks the cell to run a trivial request before it says it is ready,
 // so that the real one finds the interpreter's pages already copied: worth
 // it when the cell will wait in a pool, not when a request waits for it.
-func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool) error {
+// uid, when not zero, is the cell's own uid in the zygote's user namespace
+// (jail.CellUID) and nproc its RLIMIT_NPROC; the zygote refuses a fork
+// without a uid when its cells have uids of their own.
+func SendFork(zygote *os.File, ch, stdout, stderr *os.File, warm bool, uid, nproc int) error {
 	rights := unix.UnixRights(int(ch.Fd()), int(stdout.Fd()), int(stderr.Fd()))
 	cmd := []byte("F")
 	if !warm {
 		cmd = []byte("f")
+	}
+	if uid > 0 {
+		cmd = strconv.AppendInt(cmd, int64(uid), 10)
+		cmd = strconv.AppendInt(append(cmd, ' '), int64(nproc), 10)
 	}
 	if err := unix.Sendmsg(int(zygote.Fd()), cmd, rights, nil, 0); err != nil {
 		return fmt.Errorf("runtime: fork command: %w", err)

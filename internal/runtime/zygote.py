@@ -27,6 +27,7 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -96,7 +97,8 @@ def _zygote(os):
             continue
         if not msg:
             os._exit(0)  # the supervisor is gone
-        if msg[:1] not in (b"F", b"f") or len(fds) != 3:
+        ids = _cell_uid(plan, msg)
+        if msg[:1] not in (b"F", b"f") or len(fds) != 3 or ids is None:
             for fd in fds:
                 os.close(fd)
             continue
@@ -110,7 +112,7 @@ def _zygote(os):
             # fd 3 is about to become the cell's channel: the command
             # socket object must not close it when it is collected.
             ctl.detach()
-            _cell(os, libc, plan, fds, msg[:1] == b"F")
+            _cell(os, libc, plan, fds, msg[:1] == b"F", *ids)
             return  # in the code's process, restricted: serve the request
         # The cell's pidfd goes to the supervisor from here: the socket
         # module's code is warm in the zygote, and a page a cell touches
@@ -135,6 +137,22 @@ class _Plan:
     pass
 
 
+def _cell_uid(plan, msg):
+    # The cell's own uid and RLIMIT_NPROC, from the fork command:
+    # F<uid> <nproc> (or f...), the uid in the range the recipe gives.
+    # (0, 0) when cells share the zygote's uid (rootless); None refuses
+    # the fork: a cell never runs as a uid not its own.
+    if not plan.cell_uids:
+        return 0, 0
+    try:
+        uid, nproc = (int(x) for x in msg[1:].decode("ascii").split(" "))
+    except ValueError:
+        return None
+    if plan.first_cell_uid <= uid < plan.first_cell_uid + plan.cell_uids and nproc > 0:
+        return uid, nproc
+    return None
+
+
 def _plan(os, ctypes, r):
     # What every cell applies, prepared once: mount arguments as bytes, the
     # proc options, the Landlock rules, the capability
@@ -143,9 +161,12 @@ def _plan(os, ctypes, r):
     import struct
 
     p = _Plan()
-    tmp = b"size=%d,nr_inodes=65536,mode=1777" % r["TmpBytes"]
-    ws = b"size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d" % (r["WorkspaceBytes"], r["UID"], r["UID"])
-    p.scratch = [(b"/tmp", tmp), (b"/dev/shm", tmp), (b"/workspace", ws)]
+    p.uid = r["UID"]
+    p.cell_uids = r.get("CellUIDs") or 0
+    p.first_cell_uid = r.get("FirstCellUID") or 0
+    # Scratch mounts, by the owner of their root (the cell's uid).
+    p.tmp_opts = b"size=%d,nr_inodes=65536,mode=1777,uid=%%d,gid=%%d" % r["TmpBytes"]
+    p.ws_opts = b"size=%d,nr_inodes=65536,mode=0755,uid=%%d,gid=%%d" % r["WorkspaceBytes"]
     full = r["ProcDir"]
     p.proc_options = r["ProcOptions"].encode()
     p.proc_dir = full.encode()
@@ -176,7 +197,7 @@ def _plan(os, ctypes, r):
     return p
 
 
-def _cell(os, libc, plan, fds, warm):
+def _cell(os, libc, plan, fds, warm, uid, nproc):
     # The cell's init: PID 1 of its pid namespace. Once the supervisor has
     # moved it into the cell's cgroup (the zygote sent its pidfd), it builds
     # the cell, restricts itself, forks the process that runs the code and
@@ -194,7 +215,7 @@ def _cell(os, libc, plan, fds, warm):
         # In the cell's cgroup now: the namespaces are charged to it, and
         # the cgroup namespace is rooted at it.
         _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWCGROUP), "unshare")
-        _build_cell(os, libc, plan)
+        _build_cell(os, libc, plan, uid)
         # Like the jail's init: /proc/1 is closed to the code.
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         code = os.fork()
@@ -208,6 +229,8 @@ def _cell(os, libc, plan, fds, warm):
 
     for res, lim in plan.rlimits:
         resource.setrlimit(res, lim)
+    if nproc:  # counted per uid: only a cell with a uid of its own
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
     os.write(fd, b"1000")  # the OOM killer's first choice, not the init
     os.close(fd)
@@ -283,7 +306,7 @@ def _check(rc, what):
         raise OSError(e, "%s: %s" % (what, __import__("os").strerror(e)))
 
 
-def _build_cell(os, libc, p):
+def _build_cell(os, libc, p, uid):
     import fcntl
     import socket
     import struct
@@ -292,8 +315,10 @@ def _build_cell(os, libc, p):
         _check(libc.mount(src, dst, fstype, flags, data), "mount %s" % dst)
 
     scratch = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    owner = uid or p.uid
+    tmp = p.tmp_opts % (owner, owner)
     mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
-    for dst, opts in p.scratch:
+    for dst, opts in ((b"/tmp", tmp), (b"/dev/shm", tmp), (b"/workspace", p.ws_opts % (owner, owner))):
         mount(b"tmpfs", dst, b"tmpfs", scratch, opts)
     # The cell's processes alone, as in the jail (jail.ProcOptions).
     mount(b"proc", b"/proc", b"proc", scratch, p.proc_options)
@@ -305,6 +330,8 @@ def _build_cell(os, libc, p):
     fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags))  # SIOCSIFFLAGS
     s.close()
     os.chdir("/workspace")
+    if uid:
+        _own_uid(os, libc, uid, p.uid)
 
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     if p.landlock is not None:
@@ -326,3 +353,25 @@ def _build_cell(os, libc, p):
     _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient")
     _check(libc.capset(p.cap_header, p.cap_data), "capset")
     _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p.seccomp_prog, 0, 0), "seccomp")
+
+
+def _own_uid(os, libc, uid, inside):
+    # The cell becomes its own host uid (the supervisor's choice: no other
+    # sandbox on the host has it), so per-user kernel limits (processes,
+    # pending signals, message queues, inotify...) are the cell's alone.
+    # Then a user namespace of its own maps it to the sandbox's usual uid,
+    # which is what the code sees. Everything that needs the zygote's
+    # namespace (mounts, hostname, network) is done by now; the
+    # capabilities of the new namespace are dropped with the rest below.
+    _check(libc.setresgid(uid, uid, uid), "setresgid")
+    _check(libc.setresuid(uid, uid, uid), "setresuid")
+    # The id change made the process non-dumpable, which would leave its
+    # /proc/self/*_map files to root.
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    _check(libc.unshare(CLONE_NEWUSER), "the cell's user namespace")
+    for name, line in (("setgroups", b"deny"), ("uid_map", b"%d %d 1" % (inside, uid)), ("gid_map", b"%d %d 1" % (inside, uid))):
+        fd = os.open("/proc/self/" + name, os.O_WRONLY)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)

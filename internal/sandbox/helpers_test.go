@@ -127,8 +127,8 @@ func mustSucceed(t *testing.T, res *sandbox.Result) string {
 	return res.Stdout
 }
 
-// sandboxProcesses lists host processes that run as a sandbox uid (root
-// mode gives every sandbox a uid from jail.HostUIDBase on).
+// sandboxProcesses lists host processes that run as a sandbox uid of this
+// process (root mode gives every sandbox a uid of a block it leased).
 func sandboxProcesses(t *testing.T) []string {
 	t.Helper()
 	return leftovers.SandboxProcesses()

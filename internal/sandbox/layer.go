@@ -88,8 +88,12 @@ func (s *Service) InstallLayerPackage(ctx context.Context, pkg, version string) 
 	if os.Geteuid() == 0 {
 		// pip runs as a sandbox uid: the layer is that uid's while it does
 		// (others read it; nothing in a sandbox writes it afterwards).
-		se.uid = jail.ReserveUID()
-		defer jail.ReleaseUID(se.uid)
+		uid, err := jail.ReserveUID()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		se.uid = uid
+		defer jail.ReleaseUID(uid)
 		_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 			if err == nil {
 				_ = os.Lchown(p, se.uid, se.uid)

@@ -333,13 +333,18 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 			removeWorkspace(dir)
 			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
 		}
-		se.lifeMu.Lock() // commands read them without mu
-		se.dir, se.site = dir, site
+		uid := 0
 		if os.Geteuid() == 0 {
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
-			se.uid = jail.ReserveUID()
+			if uid, err = jail.ReserveUID(); err != nil {
+				removeWorkspace(dir)
+				removeWorkspace(site)
+				return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
 		}
+		se.lifeMu.Lock() // commands read them without mu
+		se.dir, se.site, se.uid = dir, site, uid
 		se.lifeMu.Unlock()
 	}
 	spec := jail.Spec{
