@@ -51,11 +51,11 @@ func (cl *class) demand() bool {
 }
 
 // fits reports whether a run with limits l can use the class's sandboxes:
-// they were started with the class's memory, output and per-process CPU
-// limits, so only runs within those can.
+// they were started with the class's memory, output, per-process CPU and
+// CPU bandwidth limits, so only runs within those can.
 func (cl *class) fits(l jail.Limits) bool {
 	c := cl.Spec.Limits
-	return l.MemoryBytes == c.MemoryBytes && l.OutputBytes == c.OutputBytes && l.CPUTime <= c.CPUTime
+	return l.MemoryBytes == c.MemoryBytes && l.OutputBytes == c.OutputBytes && l.CPUTime <= c.CPUTime && l.CPUCores == c.CPUCores
 }
 
 func (f *Fleet) newClass(cs ClassSpec) *class {

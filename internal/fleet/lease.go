@@ -43,6 +43,32 @@ func (l *Lease) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	l.current().Arm(ctx, timeout, cpu)
 }
 
+// cpuController is a whole sandbox whose CPU bandwidth can change while it
+// runs, and whose CPU use can be read (a native jail, gVisor).
+type cpuController interface {
+	SetCPU(cores float64) error
+	CPUUsage() time.Duration
+}
+
+// SetCPU changes the sandbox's CPU bandwidth to cores: a session lowers it
+// to its idle allowance between requests.
+func (l *Lease) SetCPU(cores float64) error {
+	c, ok := l.current().(cpuController)
+	if !ok {
+		return errors.New("fleet: this sandbox's CPU bandwidth cannot change")
+	}
+	return c.SetCPU(cores)
+}
+
+// CPUUsage is the CPU time every process of the sandbox has used so far
+// (0 when it cannot be read).
+func (l *Lease) CPUUsage() time.Duration {
+	if c, ok := l.current().(cpuController); ok {
+		return c.CPUUsage()
+	}
+	return 0
+}
+
 // Kill ends the sandbox; the first reason given is the one reported.
 func (l *Lease) Kill(reason jail.Limit) { l.current().Kill(reason) }
 

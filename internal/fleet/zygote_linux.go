@@ -38,6 +38,8 @@ func newZygote(interpreter string, cell jail.Spec, cells int) *zygote {
 	lim.CPUTime = 365 * 24 * time.Hour
 	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
 	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
+	// The zygote's own Python, which forks; cells run in their own cgroups.
+	lim.CPUCores = max(cell.Limits.CPUCores, 1)
 	z := &zygote{spec: jail.Spec{
 		Argv:             runtime.ZygoteArgv(interpreter),
 		Env:              runtime.ZygoteEnv(cell.Env),

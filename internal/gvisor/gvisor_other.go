@@ -54,5 +54,11 @@ func (s *Sandbox) Wait() jail.Exit { return jail.Exit{ExitCode: -1} }
 // Log is empty.
 func (s *Sandbox) Log() string { return "" }
 
+// SetCPU does nothing.
+func (s *Sandbox) SetCPU(cores float64) error { return nil }
+
+// CPUUsage is zero.
+func (s *Sandbox) CPUUsage() time.Duration { return 0 }
+
 // Usage is zero.
 func (s *Sandbox) Usage() (time.Duration, int64) { return 0, 0 }

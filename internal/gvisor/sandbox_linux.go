@@ -105,7 +105,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	}
 	// The limit covers gVisor's own kernel too; its tasks include the
 	// Sentry's threads and, on ptrace, a stub per address space.
-	s.cg, err = jail.NewCgroup("gv-"+s.id, spec.Limits.MemoryBytes+SentryHeadroom, 256+8*spec.Limits.MaxProcesses)
+	s.cg, err = jail.NewCgroup("gv-"+s.id, spec.Limits.MemoryBytes+SentryHeadroom, 256+8*spec.Limits.MaxProcesses, spec.Limits.CPUCores)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
@@ -239,6 +239,29 @@ func (s *Sandbox) Kill(reason jail.Limit) {
 // whose end kills the sandbox.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	s.enforcer.Arm(ctx, timeout, cpu)
+}
+
+// SetCPU changes the sandbox's CPU bandwidth (its cgroup's, the Sentry's
+// own work included) to cores.
+func (s *Sandbox) SetCPU(cores float64) error {
+	s.mu.Lock()
+	cg := s.cg
+	s.mu.Unlock()
+	if cg == nil {
+		return errors.New("gvisor: the sandbox has ended")
+	}
+	return cg.SetCPU(cores)
+}
+
+// CPUUsage is the CPU time the sandbox (its cgroup) has used so far.
+func (s *Sandbox) CPUUsage() time.Duration {
+	s.mu.Lock()
+	cg := s.cg
+	s.mu.Unlock()
+	if cg == nil {
+		return 0
+	}
+	return cg.CPUUsage()
 }
 
 // Usage is the CPU time used since the last Arm and the peak memory of

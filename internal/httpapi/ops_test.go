@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -320,5 +321,46 @@ func TestPipInstallREST(t *testing.T) {
 	}
 	if installs < 3 {
 		t.Fatalf("%d install rows in the audit log", installs)
+	}
+}
+
+// What a session's code leaves running between requests is reported in
+// the next result (resources.idle_cpu_seconds) and added up in /metrics.
+func TestSessionIdleCPUInResultAndMetrics(t *testing.T) {
+	ts := startServer(t, "", func(c *policy.Config) {
+		c.AllowedImports = []string{policy.AllImports}
+		c.IdleCPU = 0.05
+	})
+	var se struct {
+		ID string `json:"session_id"`
+	}
+	if resp := ts.call(t, "POST", "/sessions", "", map[string]any{}, &se); resp.StatusCode != 200 && resp.StatusCode != 201 {
+		t.Fatalf("create session: %d", resp.StatusCode)
+	}
+	type result struct {
+		Success   bool `json:"success"`
+		Resources struct {
+			Idle *float64 `json:"idle_cpu_seconds"`
+		} `json:"resources"`
+	}
+	var r result
+	ts.call(t, "POST", "/sessions/"+se.ID+"/execute", "", map[string]any{"code": "import threading\ndef spin():\n    while True: pass\nthreading.Thread(target=spin, daemon=True).start()"}, &r)
+	if !r.Success || r.Resources.Idle == nil || *r.Resources.Idle != 0 {
+		t.Fatalf("first request: %+v (want idle_cpu_seconds 0)", r)
+	}
+	time.Sleep(time.Second)
+	r = result{}
+	ts.call(t, "POST", "/sessions/"+se.ID+"/execute", "", map[string]any{"code": "1"}, &r)
+	if !r.Success || r.Resources.Idle == nil || *r.Resources.Idle <= 0 || *r.Resources.Idle > 0.05*1.5*2 {
+		t.Fatalf("second request: idle_cpu_seconds %v, want the background thread's share of the idle allowance over about a second", r.Resources.Idle)
+	}
+	resp := ts.call(t, "GET", "/metrics", "", nil, nil)
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^sandbox_session_idle_cpu_seconds_total (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("sandbox_session_idle_cpu_seconds_total missing from /metrics")
+	}
+	if v, _ := strconv.ParseFloat(string(m[1]), 64); v < *r.Resources.Idle*0.999 {
+		t.Errorf("sandbox_session_idle_cpu_seconds_total %g, below the %g reported", v, *r.Resources.Idle)
 	}
 }

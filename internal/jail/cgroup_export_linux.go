@@ -13,9 +13,10 @@ type Cgroup struct {
 	cg *cgroup
 }
 
-// NewCgroup creates a cgroup named after id limited to memory bytes and
-// tasks host tasks. It fails when this host offers no usable cgroups.
-func NewCgroup(id string, memory int64, tasks int) (*Cgroup, error) {
+// NewCgroup creates a cgroup named after id limited to memory bytes, tasks
+// host tasks and cores of CPU bandwidth (0: the default). It fails when
+// this host offers no usable cgroups.
+func NewCgroup(id string, memory int64, tasks int, cores float64) (*Cgroup, error) {
 	host := probeCgroups()
 	if host.version == 0 {
 		return nil, fmt.Errorf("%w: no cgroups (%s)", ErrUnsupported, host.reason)
@@ -24,7 +25,8 @@ func NewCgroup(id string, memory int64, tasks int) (*Cgroup, error) {
 		return nil, fmt.Errorf("jail: invalid cgroup id %q", id)
 	}
 	// newCgroup adds the init's headroom to the task limit.
-	cg, err := newCgroup(host, id, Limits{MemoryBytes: memory, MaxProcesses: max(tasks-initHeadroom, 1)})
+	lim := Limits{MemoryBytes: memory, MaxProcesses: max(tasks-initHeadroom, 1), CPUCores: cores}.WithDefaults()
+	cg, err := newCgroup(host, id, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +42,9 @@ func (c *Cgroup) ProcsFiles() []string {
 	}
 	return files
 }
+
+// SetCPU changes the cgroup's CPU bandwidth to cores.
+func (c *Cgroup) SetCPU(cores float64) error { return c.cg.setCPU(cores) }
 
 // CPUUsage is the CPU time of every task that ever ran in the cgroup.
 func (c *Cgroup) CPUUsage() time.Duration { return c.cg.cpuUsage() }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,12 @@ type cgroupHost struct {
 	// which sandbox cgroups are created.
 	parents map[string]string
 	reason  string // why version is 0
+	// noCPU says why sandboxes get no CPU bandwidth limit (no cpu
+	// controller); empty when they do.
+	noCPU string
+	// cpuInCpuacct: on v1 the cpu and cpuacct controllers share one
+	// hierarchy (cpu,cpuacct), so the cpu files are in the cpuacct directory.
+	cpuInCpuacct bool
 }
 
 // v1Controllers are the hierarchies a v1 sandbox joins.
@@ -87,10 +94,11 @@ func doProbeCgroups() cgroupHost {
 	}
 	if st.Type == unix.CGROUP2_SUPER_MAGIC {
 		dir := filepath.Join(cgroupRoot, own[""])
-		if err := prepareV2Parent(dir); err != nil {
+		noCPU, err := prepareV2Parent(dir)
+		if err != nil {
 			return cgroupHost{reason: "cgroup v2 not delegated to this user: " + err.Error()}
 		}
-		return cgroupHost{version: 2, parents: map[string]string{"": filepath.Join(dir, "codecage")}}
+		return cgroupHost{version: 2, parents: map[string]string{"": filepath.Join(dir, "codecage")}, noCPU: noCPU}
 	}
 	parents := map[string]string{}
 	for _, c := range v1Controllers {
@@ -104,7 +112,33 @@ func doProbeCgroups() cgroupHost {
 		}
 		parents[c] = dir
 	}
-	return cgroupHost{version: 1, parents: parents}
+	h := cgroupHost{version: 1, parents: parents}
+	h.noCPU, h.cpuInCpuacct = probeV1CPU(own, parents)
+	return h
+}
+
+// probeV1CPU finds the v1 cpu controller's hierarchy for the CPU bandwidth
+// limit: its own (parents["cpu"] is then set), or cpuacct's (shared is
+// true: the usual cpu,cpuacct mount). noCPU says why there is none.
+func probeV1CPU(own, parents map[string]string) (noCPU string, shared bool) {
+	p, ok := own["cpu"]
+	if !ok {
+		return "cgroup v1 controller cpu is not mounted", false
+	}
+	dir := filepath.Join(cgroupRoot, "cpu", p, "codecage")
+	if err := writableDir(dir); err != nil {
+		return "cgroup v1 cpu is not delegated to this user: " + err.Error(), false
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cpu.cfs_quota_us")); err != nil {
+		return "the kernel has no CFS bandwidth control (cpu.cfs_quota_us)", false
+	}
+	a, errA := os.Stat(dir)
+	b, errB := os.Stat(parents["cpuacct"])
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return "", true
+	}
+	parents["cpu"] = dir
+	return "", false
 }
 
 // ownCgroups reads /proc/self/cgroup: controller -> path ("" for v2).
@@ -135,28 +169,33 @@ func ownCgroups() (map[string]string, error) {
 // prepareV2Parent makes dir/codecage with the memory, pids and cpu
 // controllers enabled. v2 forbids processes in a cgroup whose controllers
 // are delegated, so when our own cgroup holds us, we move to a leaf first.
-func prepareV2Parent(dir string) error {
+// The cpu controller may be missing (not delegated to us): noCPU then says
+// so, and sandboxes get no CPU bandwidth limit.
+func prepareV2Parent(dir string) (noCPU string, err error) {
 	want := "+memory +pids +cpu"
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil && !slices.Contains(strings.Fields(string(b)), "cpu") {
+		want, noCPU = "+memory +pids", "cgroup v2 controller cpu is not available in "+dir
+	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0); err != nil {
 		if !errors.Is(err, unix.EBUSY) {
-			return err
+			return "", err
 		}
 		leaf := filepath.Join(dir, "codecage-supervisor")
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0); err != nil {
-			return err
+			return "", err
 		}
 	}
 	parent := filepath.Join(dir, "codecage")
 	if err := writableDir(parent); err != nil {
-		return err
+		return "", err
 	}
-	return os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0)
+	return noCPU, os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0)
 }
 
 // writableDir creates dir if needed and checks that we may create
@@ -176,6 +215,9 @@ type cgroup struct {
 	version int
 	dirs    map[string]string
 	key     cellKey // the limits a cell's cgroup was made with
+	// noCPU: the host has no cpu controller (no bandwidth limit to set);
+	// cpuInCpuacct: the v1 cpu files are in the cpuacct directory.
+	noCPU, cpuInCpuacct bool
 
 	mu     sync.RWMutex // held for reading while a descriptor is in use
 	closed bool         // the descriptors are closed (destroy)
@@ -204,6 +246,8 @@ const (
 	cgProcs                     // cgroup.procs (v1: the memory hierarchy's)
 	cgProcsPids                 // v1: the pids hierarchy's cgroup.procs
 	cgProcsCPU                  // v1: the cpuacct hierarchy's cgroup.procs
+	cgCPUMax                    // CPU bandwidth: cpu.cfs_quota_us (v1), cpu.max (v2)
+	cgProcsCPUMax               // v1: the cpu hierarchy's cgroup.procs, when it is not cpuacct's
 	numCgFiles
 )
 
@@ -226,6 +270,8 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		cgProcs:       {"memory", "cgroup.procs", unix.O_WRONLY},
 		cgProcsPids:   {"pids", "cgroup.procs", unix.O_WRONLY},
 		cgProcsCPU:    {"cpuacct", "cgroup.procs", unix.O_WRONLY},
+		cgCPUMax:      {"cpu", "cpu.cfs_quota_us", unix.O_WRONLY},
+		cgProcsCPUMax: {"cpu", "cgroup.procs", unix.O_WRONLY},
 	},
 	2: {
 		cgCPU:         {"", "cpu.stat", unix.O_RDONLY},
@@ -236,6 +282,7 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		cgPidsMax:     {"", "pids.max", unix.O_RDWR},
 		cgKill:        {"", "cgroup.kill", unix.O_WRONLY},
 		cgProcs:       {"", "cgroup.procs", unix.O_RDWR},
+		cgCPUMax:      {"", "cpu.max", unix.O_WRONLY},
 	},
 }
 
@@ -244,7 +291,7 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 const initHeadroom = 16
 
 func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
-	cg := &cgroup{version: host.version, dirs: map[string]string{}}
+	cg := &cgroup{version: host.version, dirs: map[string]string{}, noCPU: host.noCPU != "", cpuInCpuacct: host.cpuInCpuacct}
 	for c, parent := range host.parents {
 		dir := filepath.Join(parent, cgroupName(id))
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -281,7 +328,39 @@ func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
 		cg.destroy()
 		return nil, fmt.Errorf("cgroup pids.max: %w", err)
 	}
+	if err := cg.setCPU(lim.CPUCores); err != nil {
+		cg.destroy()
+		return nil, err
+	}
 	return cg, nil
+}
+
+// cpuPeriod is the CFS bandwidth period, in microseconds: the kernel's
+// default, which v1 gives every new cgroup.
+const cpuPeriod = 100_000
+
+// cpuQuota is the quota per period, in microseconds, of a bandwidth of
+// cores: at least the kernel's minimum (1 ms), at most 1024 cores.
+func cpuQuota(cores float64) int64 {
+	q := int64(cores*cpuPeriod + 0.5)
+	return min(max(q, 1000), 1024*cpuPeriod)
+}
+
+// setCPU limits the cgroup's tasks together to cores of CPU bandwidth
+// (CFS quota per period); nothing when the host has no cpu controller (its
+// isolation warnings say so).
+func (cg *cgroup) setCPU(cores float64) error {
+	if cg.noCPU {
+		return nil
+	}
+	q := strconv.FormatInt(cpuQuota(cores), 10)
+	if cg.version == 2 {
+		q += " " + strconv.Itoa(cpuPeriod)
+	}
+	if err := cg.write(cgCPUMax, q); err != nil {
+		return fmt.Errorf("cgroup %s: %w", cgFiles[cg.version][cgCPUMax].name, err)
+	}
+	return nil
 }
 
 // writeControl writes s to a control file: open, write, close, around the
@@ -307,7 +386,11 @@ func (cg *cgroup) fd(f cgFile) int {
 		return max(int(v)-1, -1)
 	}
 	spec := cgFiles[cg.version][f]
-	dir, ok := cg.dirs[spec.ctrl]
+	ctrl := spec.ctrl
+	if ctrl == "cpu" && cg.cpuInCpuacct {
+		ctrl = "cpuacct"
+	}
+	dir, ok := cg.dirs[ctrl]
 	if spec.name == "" || !ok {
 		cg.fds[f].Store(-1)
 		return -1
@@ -396,6 +479,9 @@ func (cg *cgroup) addProcess(pid int) error {
 	files := []cgFile{cgProcs}
 	if cg.version == 1 {
 		files = []cgFile{cgProcs, cgProcsPids, cgProcsCPU}
+		if _, ok := cg.dirs["cpu"]; ok {
+			files = append(files, cgProcsCPUMax)
+		}
 	}
 	for i, f := range files {
 		if err := cg.write(f, strconv.Itoa(pid)); err != nil {

@@ -45,6 +45,18 @@ func (h Host) CgroupVersion() int { return h.Cgroup.version }
 // CgroupReason says why no cgroup can be used (empty when one can).
 func (h Host) CgroupReason() string { return h.Cgroup.reason }
 
+// CPUBandwidth is nil when sandboxes get a CPU bandwidth limit
+// (Limits.CPUCores), else why they do not.
+func (h Host) CPUBandwidth() error {
+	switch {
+	case h.Cgroup.version == 0:
+		return errors.New("no cgroup: " + h.Cgroup.reason)
+	case h.Cgroup.noCPU != "":
+		return errors.New(h.Cgroup.noCPU)
+	}
+	return nil
+}
+
 // Layers is what every sandbox on this host gets, warnings included.
 func (h Host) Layers() Layers {
 	l := Layers{Rootless: h.Rootless, LandlockABI: h.LandlockABI, Seccomp: h.Seccomp == nil, Cgroup: "none", Warnings: []string{}}
@@ -54,7 +66,10 @@ func (h Host) Layers() Layers {
 	case 2:
 		l.Cgroup = "v2"
 	default:
-		l.Warnings = append(l.Warnings, "no cgroup ("+h.Cgroup.reason+"): memory is limited by RLIMIT_AS, processes by RLIMIT_NPROC, CPU time per process only")
+		l.Warnings = append(l.Warnings, "no cgroup ("+h.Cgroup.reason+"): memory is limited by RLIMIT_AS, processes by RLIMIT_NPROC, CPU time per process only, CPU bandwidth not at all")
+	}
+	if h.Cgroup.version != 0 && h.Cgroup.noCPU != "" {
+		l.Warnings = append(l.Warnings, "no CPU bandwidth limit ("+h.Cgroup.noCPU+"): a sandbox may use every core; its CPU time is still bounded")
 	}
 	if h.LandlockABI == 0 {
 		l.Warnings = append(l.Warnings, "Landlock unavailable: filesystem access is confined by the mount namespace alone")

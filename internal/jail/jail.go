@@ -84,6 +84,10 @@ type Limits struct {
 	Timeout time.Duration
 	// CPUTime is the CPU time of all processes together.
 	CPUTime time.Duration
+	// CPUCores is the CPU bandwidth of all processes together, in cores
+	// (a cgroup's CFS quota): a program with more threads than that is
+	// throttled, not killed.
+	CPUCores float64
 	// MemoryBytes bounds resident memory (tmpfs pages included).
 	MemoryBytes int64
 	// MaxProcesses bounds the number of tasks the program may run at once.
@@ -104,6 +108,7 @@ type Limits struct {
 var DefaultLimits = Limits{
 	Timeout:        30 * time.Second,
 	CPUTime:        30 * time.Second,
+	CPUCores:       1,
 	MemoryBytes:    256 << 20,
 	MaxProcesses:   64,
 	FileSizeBytes:  64 << 20,
@@ -124,6 +129,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	l.Timeout = time.Duration(pick(int64(l.Timeout), int64(d.Timeout)))
 	l.CPUTime = time.Duration(pick(int64(l.CPUTime), int64(d.CPUTime)))
+	if !(l.CPUCores > 0) { // NaN too
+		l.CPUCores = d.CPUCores
+	}
 	l.MemoryBytes = pick(l.MemoryBytes, d.MemoryBytes)
 	l.MaxProcesses = int(pick(int64(l.MaxProcesses), int64(d.MaxProcesses)))
 	l.FileSizeBytes = pick(l.FileSizeBytes, d.FileSizeBytes)

@@ -34,6 +34,9 @@ func (h Host) CgroupVersion() int { return 0 }
 // CgroupReason says why there are no cgroups.
 func (h Host) CgroupReason() string { return "not Linux" }
 
+// CPUBandwidth always fails here.
+func (h Host) CPUBandwidth() error { return h.UserNamespaces }
+
 // Layers reports no layers.
 func (h Host) Layers() Layers {
 	return Layers{Rootless: h.Rootless, Cgroup: "none", Warnings: []string{"not Linux: no sandbox"}}
@@ -124,11 +127,17 @@ func (s *Sandbox) HostUID() int { return 0 }
 // Arm does nothing.
 func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {}
 
+// SetCPU does nothing.
+func (s *Sandbox) SetCPU(cores float64) error { return nil }
+
+// CPUUsage is zero.
+func (s *Sandbox) CPUUsage() time.Duration { return 0 }
+
 // Cgroup is never created here.
 type Cgroup struct{}
 
 // NewCgroup fails: there are no cgroups on this system.
-func NewCgroup(id string, memory int64, tasks int) (*Cgroup, error) {
+func NewCgroup(id string, memory int64, tasks int, cores float64) (*Cgroup, error) {
 	return nil, ProbeHost().Usable()
 }
 
@@ -137,6 +146,9 @@ func (c *Cgroup) ProcsFiles() []string { return nil }
 
 // CPUUsage is zero.
 func (c *Cgroup) CPUUsage() time.Duration { return 0 }
+
+// SetCPU does nothing.
+func (c *Cgroup) SetCPU(cores float64) error { return nil }
 
 // MemoryPeak is zero.
 func (c *Cgroup) MemoryPeak() int64 { return 0 }

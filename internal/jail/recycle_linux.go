@@ -19,8 +19,9 @@ import (
 
 // cellKey is what a cell's cgroup was made for: the limits written into it.
 type cellKey struct {
-	memory int64
-	pids   int
+	memory   int64
+	pids     int
+	cpuQuota int64
 }
 
 const (
@@ -63,7 +64,7 @@ type settlingCgroup struct {
 // cellCgroup returns a cgroup for a cell with limits lim: a recycled one,
 // or a new one.
 func cellCgroup(host cgroupHost, lim Limits) (*cgroup, error) {
-	key := cellKey{lim.MemoryBytes, lim.MaxProcesses}
+	key := cellKey{lim.MemoryBytes, lim.MaxProcesses, cpuQuota(lim.CPUCores)}
 	cellCgroups.Lock()
 	cellCgroups.on, cellCgroups.used = true, time.Now()
 	if l := cellCgroups.free[key]; len(l) > 0 {

@@ -289,6 +289,25 @@ func (s *Sandbox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	s.enforcer.Arm(ctx, timeout, cpu)
 }
 
+// SetCPU changes the sandbox's CPU bandwidth to cores (see
+// Limits.CPUCores): a session's idle allowance between requests, its
+// limit during one. Nothing when the host offers no cpu controller.
+func (s *Sandbox) SetCPU(cores float64) error {
+	if s.cg == nil {
+		return nil
+	}
+	return s.cg.setCPU(cores)
+}
+
+// CPUUsage is the CPU time every process of the sandbox has used so far
+// (its cgroup's), or 0 without a cgroup.
+func (s *Sandbox) CPUUsage() time.Duration {
+	if s.cg == nil {
+		return 0
+	}
+	return s.cg.cpuUsage()
+}
+
 // Channel is the supervisor's end of the program's channel (fd 3 inside).
 func (s *Sandbox) Channel() *os.File { return s.channel }
 
@@ -310,10 +329,11 @@ func (s *Sandbox) Wait() Exit {
 	return s.exit
 }
 
+// cleanup runs once. s.cg stays set: SetCPU and CPUUsage may still come,
+// and a destroyed cgroup refuses them.
 func (s *Sandbox) cleanup() {
 	if s.cg != nil {
 		_ = s.cg.destroy()
-		s.cg = nil
 	}
 	releaseUID(s.hostUID)
 	s.hostUID = 0

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // volatile matches values that differ on every run or host; the golden
 // files keep their keys with a placeholder.
-var volatile = regexp.MustCompile(`"(execution_id|execution_time|peak_memory_bytes|cpu_time_seconds|session_id|created_at|last_used|expires_at|modified|cgroup|landlock_abi|rootless|seccomp)": ("[^"]*"|[0-9.e+-]+|true|false)`)
+var volatile = regexp.MustCompile(`"(execution_id|execution_time|peak_memory_bytes|cpu_time_seconds|idle_cpu_seconds|session_id|created_at|last_used|expires_at|modified|cgroup|landlock_abi|rootless|seccomp)": ("[^"]*"|[0-9.e+-]+|true|false)`)
 
 func normalize(v any) string {
 	b, _ := json.MarshalIndent(v, "", "  ")

@@ -25,12 +25,13 @@ var (
 	budgetWait   = prometheus.NewDesc("sandbox_budget_waiting", "Requests queued for a sandbox because all exist.", nil, nil)
 	budgetBusy   = prometheus.NewDesc("sandbox_budget_busy_total", "Requests refused because no sandbox freed up within the queue timeout.", nil, nil)
 	sessionsOpen = prometheus.NewDesc("sandbox_sessions", "Sessions open.", nil, nil)
+	sessionIdle  = prometheus.NewDesc("sandbox_session_idle_cpu_seconds_total", "CPU time sessions spent while no request ran in them (background threads and processes), counted at their next request, restart or close.", nil, nil)
 	running      = prometheus.NewDesc("sandbox_requests_running", "Requests holding a concurrency slot.", nil, nil)
 	queueDepth   = prometheus.NewDesc("sandbox_queue_depth", "Requests waiting for a concurrency slot.", nil, nil)
 )
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolReady, poolInUse, poolCreating, poolWaiting, poolHits, poolMisses, poolBusy, budgetMax, budgetInUse, budgetWait, budgetBusy, sessionsOpen, running, queueDepth} {
+	for _, d := range []*prometheus.Desc{poolReady, poolInUse, poolCreating, poolWaiting, poolHits, poolMisses, poolBusy, budgetMax, budgetInUse, budgetWait, budgetBusy, sessionsOpen, sessionIdle, running, queueDepth} {
 		ch <- d
 	}
 }
@@ -51,6 +52,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(budgetWait, prometheus.GaugeValue, float64(b.Waiting))
 	ch <- prometheus.MustNewConstMetric(budgetBusy, prometheus.CounterValue, float64(b.Busy))
 	ch <- prometheus.MustNewConstMetric(sessionsOpen, prometheus.GaugeValue, float64(c.svc.SessionCount()))
+	ch <- prometheus.MustNewConstMetric(sessionIdle, prometheus.CounterValue, c.svc.SessionIdleCPU().Seconds())
 	ch <- prometheus.MustNewConstMetric(running, prometheus.GaugeValue, float64(c.svc.Running()))
 	ch <- prometheus.MustNewConstMetric(queueDepth, prometheus.GaugeValue, float64(c.svc.Waiting()))
 }

@@ -23,8 +23,10 @@ type Config struct {
 	MaxTimeout   time.Duration // the most a request may ask for
 	CPUTime      time.Duration // default CPU-time limit
 	MaxCPUTime   time.Duration
-	MemoryLimit  int64 // default memory limit
-	DataMemory   int64 // default memory limit of data_science runs
+	CPULimit     float64 // CPU bandwidth of every sandbox, in cores
+	IdleCPU      float64 // a session's CPU bandwidth while no request runs in it, in cores
+	MemoryLimit  int64   // default memory limit
+	DataMemory   int64   // default memory limit of data_science runs
 	MaxMemory    int64
 	OutputSize   int64 // default cap on stdout and stderr, each
 	MaxOutput    int64
@@ -174,6 +176,8 @@ func DefaultConfig() Config {
 		MaxTimeout:   300 * time.Second,
 		CPUTime:      30 * time.Second,
 		MaxCPUTime:   300 * time.Second,
+		CPULimit:     1,
+		IdleCPU:      0.1, // a background server answers; a spinning thread costs the host little
 		MemoryLimit:  128 << 20,
 		DataMemory:   1 << 30,
 		MaxMemory:    4 << 30,
@@ -289,6 +293,8 @@ var settings = []setting{
 	durationSetting("max_timeout", "SANDBOX_MAX_TIMEOUT", "largest timeout a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxTimeout }),
 	durationSetting("cpu_time", "SANDBOX_CPU_TIME", "default CPU-time limit, seconds", func(c *Config) *time.Duration { return &c.CPUTime }),
 	durationSetting("max_cpu_time", "SANDBOX_MAX_CPU_TIME", "largest CPU-time limit a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCPUTime }),
+	coresSetting("cpu_limit", "SANDBOX_CPU_LIMIT", "CPU bandwidth of every sandbox, in cores (e.g. 0.5, 2)", func(c *Config) *float64 { return &c.CPULimit }),
+	coresSetting("session_idle_cpu", "SANDBOX_SESSION_IDLE_CPU", "CPU bandwidth of a session while no request runs in it, in cores", func(c *Config) *float64 { return &c.IdleCPU }),
 	sizeSetting("default_memory_limit", "SANDBOX_DEFAULT_MEMORY_LIMIT", "default memory limit (e.g. 128m)", func(c *Config) *int64 { return &c.MemoryLimit }),
 	sizeSetting("data_science_memory_limit", "SANDBOX_DATA_SCIENCE_MEMORY_LIMIT", "default memory limit of data_science runs", func(c *Config) *int64 { return &c.DataMemory }),
 	sizeSetting("max_memory_limit", "SANDBOX_MAX_MEMORY_LIMIT", "largest memory limit a request may ask for", func(c *Config) *int64 { return &c.MaxMemory }),
@@ -541,6 +547,9 @@ func (c *Config) validate() error {
 	if c.MemoryLimit < MinMemory || c.DataMemory < MinMemory {
 		return fmt.Errorf("memory limits must be at least %d MiB", MinMemory>>20)
 	}
+	if c.IdleCPU > c.CPULimit {
+		return fmt.Errorf("session idle CPU (SANDBOX_SESSION_IDLE_CPU=%g) is above the CPU limit (SANDBOX_CPU_LIMIT=%g)", c.IdleCPU, c.CPULimit)
+	}
 	if c.CommandTimeout > c.MaxCommandTime {
 		return errors.New("command timeout default (SANDBOX_COMMAND_TIMEOUT) is above its maximum (SANDBOX_MAX_COMMAND_TIMEOUT)")
 	}
@@ -599,6 +608,28 @@ func durationSetting(key, env, usage string, field func(*Config) *time.Duration)
 				return errors.New("want a number of seconds between 0 and 86400")
 			}
 			*field(c) = time.Duration(f * float64(time.Second))
+			return nil
+		}}
+}
+
+// MinCPUCores and MaxCPUCores bound a CPU bandwidth setting: the kernel
+// refuses a quota under 1 ms per 100 ms period, and more than 1024 cores
+// is a typo, not a machine.
+const (
+	MinCPUCores = 0.01
+	MaxCPUCores = 1024
+)
+
+// coresSetting reads a CPU bandwidth in cores (a fraction is a share of one).
+func coresSetting(key, env, usage string, field func(*Config) *float64) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'f', -1, 64) },
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= MinCPUCores && f <= MaxCPUCores) { // NaN fails too
+				return fmt.Errorf("want a number of cores from %g to %d", MinCPUCores, MaxCPUCores)
+			}
+			*field(c) = f
 			return nil
 		}}
 }

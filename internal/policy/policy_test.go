@@ -356,3 +356,45 @@ func TestReadySandboxesWithinTheBudget(t *testing.T) {
 		t.Fatalf("without sessions: %v", err)
 	}
 }
+
+func TestCPUBandwidthSettings(t *testing.T) {
+	c, err := Load("", func(string) string { return "" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CPULimit != 1 || c.IdleCPU <= 0 || c.IdleCPU >= c.CPULimit {
+		t.Fatalf("defaults: SANDBOX_CPU_LIMIT=%g SANDBOX_SESSION_IDLE_CPU=%g, want 1 and a small fraction of it", c.CPULimit, c.IdleCPU)
+	}
+	env := map[string]string{"SANDBOX_CPU_LIMIT": " 0.5 ", "SANDBOX_SESSION_IDLE_CPU": "0.05"}
+	if c, err = Load("", func(k string) string { return env[k] }, nil); err != nil || c.CPULimit != 0.5 || c.IdleCPU != 0.05 {
+		t.Fatalf("0.5 and 0.05: %g %g %v", c.CPULimit, c.IdleCPU, err)
+	}
+	if c, err = Load("", func(string) string { return "" }, map[string]string{"cpu-limit": "2"}); err != nil || c.CPULimit != 2 {
+		t.Fatalf("--cpu-limit 2: %g %v", c.CPULimit, err)
+	}
+	for _, e := range []map[string]string{
+		{"SANDBOX_CPU_LIMIT": "0"},
+		{"SANDBOX_CPU_LIMIT": "-1"},
+		{"SANDBOX_CPU_LIMIT": "abc"},
+		{"SANDBOX_CPU_LIMIT": "NaN"},
+		{"SANDBOX_CPU_LIMIT": "Inf"},
+		{"SANDBOX_CPU_LIMIT": "1e9"},
+		{"SANDBOX_CPU_LIMIT": "0.001"}, // under the kernel's 1 ms quota
+		{"SANDBOX_SESSION_IDLE_CPU": "0"},
+		{"SANDBOX_SESSION_IDLE_CPU": "2"}, // above SANDBOX_CPU_LIMIT
+		{"SANDBOX_CPU_LIMIT": "0.5", "SANDBOX_SESSION_IDLE_CPU": "0.6"},
+	} {
+		_, err := Load("", func(k string) string { return e[k] }, nil)
+		if err == nil {
+			t.Errorf("%v: accepted", e)
+			continue
+		}
+		named := false
+		for k := range e {
+			named = named || strings.Contains(err.Error(), k)
+		}
+		if !named {
+			t.Errorf("%v: the error does not name the setting: %v", e, err)
+		}
+	}
+}

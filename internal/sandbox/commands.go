@@ -283,6 +283,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	var se *session
 	var workspace string
 	var uid int
+	var idle time.Duration // the session's CPU time since its last request
 	if req.SessionID != "" {
 		var err error
 		if se, err = s.session(req.SessionID, req.Owner); err != nil {
@@ -295,6 +296,12 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 			return nil, err
 		}
 		defer done()
+		// A command is a request in the session: its interpreter, which
+		// the command may talk to, gets its full CPU bandwidth meanwhile.
+		lease := se.sandbox()
+		idle = se.cpu.begin(lease, s.cfg.CPULimit, s.log())
+		s.addIdleCPU(idle)
+		defer se.cpu.end(lease, s.cfg.IdleCPU, s.log())
 	}
 	home, sessionEnv := jail.WorkspaceDir, map[string]string(nil)
 	if se != nil {
@@ -322,7 +329,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Home:     home,
 		Programs: programs,
 		Limits: jail.Limits{
-			Timeout: timeout, CPUTime: timeout, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
+			Timeout: timeout, CPUTime: timeout, CPUCores: s.cfg.CPULimit, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
 			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
 			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
 		},
@@ -345,7 +352,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Stderr:        out.Stderr(),
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
-		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
+		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: idle.Seconds()},
 		Backend:   fleet.Native, Isolation: layersOf(fleet.Native),
 	}
 	if exit.Limit != jail.LimitNone {

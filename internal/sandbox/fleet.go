@@ -61,6 +61,7 @@ func (s *Service) classLimits(memory int64) jail.Limits {
 	return jail.Limits{
 		Timeout:        c.PoolMaxIdle, // until a run arms its own
 		CPUTime:        c.CPUTime,     // per-process rlimit; runs arm a budget
+		CPUCores:       c.CPULimit,
 		MemoryBytes:    memory,
 		OutputBytes:    c.OutputSize,
 		MaxProcesses:   c.MaxProcesses,

@@ -237,7 +237,7 @@ func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement)
 		Workspace: se.site,
 		HostUID:   se.uid,
 		Limits: jail.Limits{
-			Timeout: s.cfg.PipTimeout, CPUTime: s.cfg.PipTimeout, MemoryBytes: max(s.cfg.MemoryLimit, 512<<20),
+			Timeout: s.cfg.PipTimeout, CPUTime: s.cfg.PipTimeout, CPUCores: s.cfg.CPULimit, MemoryBytes: max(s.cfg.MemoryLimit, 512<<20),
 			OutputBytes: 1 << 20, MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: max(s.cfg.PipMaxDownload, s.cfg.PipMaxInstall),
 			OpenFiles: s.cfg.MaxOpenFiles, TmpBytes: s.cfg.PipMaxDownload, WorkspaceBytes: s.cfg.PipMaxInstall,
 		},

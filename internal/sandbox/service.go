@@ -35,6 +35,8 @@ type Service struct {
 	cfg    policy.Config
 	egress egress.Policy
 	logp   atomic.Pointer[slog.Logger]
+	// idleCPU is the CPU time sessions spent between requests (ns).
+	idleCPU atomic.Int64
 
 	fleet     *fleet.Fleet
 	sessions  sessions
@@ -238,6 +240,7 @@ func (s *Service) limits(req Request, features policy.Features) (jail.Limits, er
 		Timeout:        pick(req.Timeout, c.Timeout),
 		MemoryBytes:    pick(req.MemoryBytes, c.MemoryLimit),
 		OutputBytes:    pick(req.OutputBytes, c.OutputSize),
+		CPUCores:       c.CPULimit,
 		MaxProcesses:   c.MaxProcesses,
 		FileSizeBytes:  c.MaxFileSize,
 		OpenFiles:      c.MaxOpenFiles,

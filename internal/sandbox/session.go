@@ -120,6 +120,9 @@ type session struct {
 	// during the request in progress.
 	proxy   *egress.Proxy
 	refused atomic.Pointer[refusals]
+	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
+	// allowance between them.
+	cpu sessionCPU
 }
 
 // sessions is the service's table of open sessions.
@@ -445,6 +448,8 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	defer se.refused.Store(nil)
 
 	lease := se.sandbox()
+	idle := se.cpu.begin(lease, s.cfg.CPULimit, s.log())
+	s.addIdleCPU(idle)
 	lease.Arm(ctx, limits.Timeout, limits.CPUTime)
 	rreq := runtime.Request{
 		Code:           req.Code,
@@ -474,7 +479,9 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		// Idle until the next request: no timeout but the session's own.
 		lease.Arm(context.Background(), time.Until(se.created.Add(s.cfg.SessionMaxLifetime)), s.cfg.SessionMaxLifetime)
 	}
+	se.cpu.end(lease, s.cfg.IdleCPU, s.log())
 	res := buildResult(se.id, se.backend, o, limits)
+	res.Resources.IdleCPUSeconds = idle.Seconds()
 	if o.Reply == nil {
 		if res.Error == nil {
 			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
@@ -613,6 +620,7 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 	if lease == nil {
 		return nil, fmt.Errorf("%w: session %s has no sandbox", ErrSessionEnded, se.id)
 	}
+	s.addIdleCPU(se.cpu.settle(lease))
 	// The same slot: a restart needs no room in the budget.
 	replace := func(ctx context.Context, _ string, spec jail.Spec) (*fleet.Lease, error) {
 		return lease, lease.Replace(ctx, spec)
@@ -653,6 +661,7 @@ func (s *Service) dropSession(se *session) {
 	s.sessions.mu.Unlock()
 	lease := se.sandbox()
 	if lease != nil {
+		s.addIdleCPU(se.cpu.settle(lease))
 		lease.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
 	}
 	se.lifeMu.Lock()

@@ -108,6 +108,9 @@ type ErrorInfo struct {
 type Resources struct {
 	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
 	CPUTimeSeconds  float64 `json:"cpu_time_seconds"`
+	// IdleCPUSeconds is, in a session, the CPU time its sandbox spent
+	// since its previous request ended (what the code left running).
+	IdleCPUSeconds float64 `json:"idle_cpu_seconds"`
 }
 
 // Errors of the service; surfaces map them to their own status codes.

@@ -73,10 +73,12 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*Validatio
 	if err != nil {
 		return nil, "", err
 	}
+	limits := validateLimits
+	limits.CPUCores = s.cfg.CPULimit
 	lease, err := s.fleet.Start(ctx, backend, jail.Spec{
 		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
 		Env:    runtime.Env(),
-		Limits: validateLimits,
+		Limits: limits,
 	})
 	if err != nil {
 		return nil, "", s.fleetError(ctx, err)
