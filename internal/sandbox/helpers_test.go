@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,7 +153,9 @@ func sandboxCgroups(t *testing.T) []string {
 			if ctrl == "" {
 				ctrl = "." // v2
 			}
-			matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, parts[2], "codecage", "*"))
+			// The jail names a sandbox's cgroup "<supervisor pid>-<id>": this
+			// process's own, not those of another codecage on the host.
+			matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, parts[2], "codecage", strconv.Itoa(os.Getpid())+"-*"))
 			for _, m := range matches {
 				if fi, err := os.Stat(m); err == nil && fi.IsDir() {
 					found = append(found, m)
