@@ -458,6 +458,8 @@ func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathI
 // FileList is list_files' result.
 type FileList struct {
 	Files []sandbox.FileInfo `json:"files"`
+	// Truncated: the listing stopped at one of its bounds.
+	Truncated bool `json:"truncated" jsonschema:"The listing stopped at one of its bounds (entries, depth or bytes of paths): files is only part of the tree."`
 }
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileList, error) {
@@ -465,7 +467,7 @@ func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Path
 	if err != nil {
 		return nil, FileList{}, toolError(err)
 	}
-	return nil, FileList{Files: files}, nil
+	return nil, FileList{Files: files.Files, Truncated: files.Truncated}, nil
 }
 
 func (t *tools) deleteFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, Done, error) {

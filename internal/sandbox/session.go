@@ -86,6 +86,9 @@ type session struct {
 	imports policy.ImportPolicy
 	limits  jail.Limits
 	dir     string // host directory of the workspace
+	// quota: dir is a tmpfs of its own, whose size is the workspace's
+	// limit (the file API asks the kernel how full it is).
+	quota   bool
 	site    string // host directory of its installed packages
 	uid     int    // host uid of its sandboxes (0: each its own, rootless)
 	backend string // "native" or "gvisor"
@@ -324,17 +327,17 @@ func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Ti
 // gets it from the fleet (a new slot, a spare's, or the session's own).
 func (s *Service) startSession(ctx context.Context, se *session, start fleet.Launch) error {
 	if se.dir == "" {
-		dir, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
+		dir, quota, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
 		if err != nil {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 		}
-		site, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
+		site, _, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
 		if err != nil {
 			removeWorkspace(dir)
 			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
 		}
 		se.lifeMu.Lock() // commands read them without mu
-		se.dir, se.site = dir, site
+		se.dir, se.site, se.quota = dir, site, quota
 		if os.Geteuid() == 0 {
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
@@ -760,20 +763,21 @@ func (s *Service) closeSessions() {
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
 // of its own, so the kernel enforces the size quota for the code's writes
-// as well as the file API's.
-func newWorkspace(stateDir, id string, size int64) (string, error) {
+// as well as the file API's; it reports whether it is.
+func newWorkspace(stateDir, id string, size int64) (string, bool, error) {
 	dir := filepath.Join(stateDir, "sessions", id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := os.Mkdir(dir, 0o711); err != nil {
-		return "", err
+		return "", false, err
 	}
-	if err := mountWorkspace(dir, size); err != nil {
+	mounted, err := mountWorkspace(dir, size)
+	if err != nil {
 		os.Remove(dir)
-		return "", err
+		return "", false, err
 	}
-	return dir, nil
+	return dir, mounted, nil
 }
 
 // SessionCount is the number of sessions open.
