@@ -117,7 +117,7 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
 	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
-	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: "Lists files and directories under the session's /workspace (or a subdirectory) with sizes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
+	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: fmt.Sprintf("Lists files and directories under the session's /workspace (or a subdirectory) with sizes: at most %d entries, %d levels deep; truncated says when there was more.", sandbox.MaxListedFiles, sandbox.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
 	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
 }
 
