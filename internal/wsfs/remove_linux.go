@@ -1,7 +1,9 @@
 package wsfs
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -29,7 +31,7 @@ func (r *Root) RemoveAll(ctx context.Context, rel string) error {
 	if err != nil {
 		return pathErr("remove", rel, err)
 	}
-	err = empty(ctx, fd)
+	err = (&remover{ctx: ctx, fd: fd}).empty()
 	unix.Close(fd)
 	if err != nil {
 		return pathErr("remove", rel, err)
@@ -37,54 +39,90 @@ func (r *Root) RemoveAll(ctx context.Context, rel string) error {
 	return pathErr("remove", rel, ignoreGone(unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR)))
 }
 
-// empty removes what the directory open at fd holds.
-func empty(ctx context.Context, fd int) error {
-	var moved uint64
+// remover empties the directory open at fd.
+type remover struct {
+	ctx   context.Context
+	fd    int
+	moved uint64
+	// buf reads the directory being emptied, sub the one being moved up.
+	buf, sub direntBuf
+}
+
+func (m *remover) empty() error {
+	// Read on while entries come (those moved up land further on); when
+	// none does, read again from the start, and stop when that finds none.
+	changed := false
 	for {
-		if _, err := unix.Seek(fd, 0, 0); err != nil {
+		if err := m.ctx.Err(); err != nil {
 			return err
 		}
-		names, err := readNames(fd, 1024)
+		n, err := unix.Getdents(m.fd, m.buf[:])
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		if len(names) == 0 {
-			return nil
-		}
-		for _, name := range names {
-			if err := ctx.Err(); err != nil {
+		if n <= 0 { // the end of the directory
+			if !changed {
+				return nil
+			}
+			if _, err := unix.Seek(m.fd, 0, 0); err != nil {
 				return err
 			}
-			err := unix.Unlinkat(fd, name, 0)
-			if err == unix.EISDIR {
-				err = unix.Unlinkat(fd, name, unix.AT_REMOVEDIR)
-				if isErrno(err, unix.ENOTEMPTY, unix.EEXIST) {
-					err = hoist(fd, name, &moved)
-				}
+			changed = false
+			continue
+		}
+		for _, e := range dirents(m.buf[:n]) {
+			if err := m.ctx.Err(); err != nil {
+				return err
 			}
-			if err = ignoreGone(err); err != nil {
+			changed = true
+			if err := m.remove(e); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// hoist moves the entries of fd's subdirectory name up into fd, under
-// names of their own; name, then empty, goes on the next round.
-func hoist(fd int, name string, moved *uint64) error {
-	sub, err := openAt(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, oneName)
+// remove removes one entry of m.fd, or, a directory that is not empty,
+// moves its entries up and removes it if that emptied it.
+func (m *remover) remove(e dirent) error {
+	if e.typ != unix.DT_DIR {
+		err := unix.Unlinkat(m.fd, e.name, 0)
+		if err != unix.EISDIR || e.typ != unix.DT_UNKNOWN {
+			return ignoreGone(err)
+		}
+	}
+	err := unix.Unlinkat(m.fd, e.name, unix.AT_REMOVEDIR)
+	if err != unix.ENOTEMPTY && err != unix.EEXIST {
+		return ignoreGone(err)
+	}
+	if err := m.hoist(e.name); err != nil {
+		return ignoreGone(err)
+	}
+	if err := unix.Unlinkat(m.fd, e.name, unix.AT_REMOVEDIR); err != unix.ENOTEMPTY && err != unix.EEXIST {
+		return ignoreGone(err)
+	}
+	return nil // more than one read's worth: the next pass moves the rest
+}
+
+// hoist moves (one read's worth of) the entries of m.fd's subdirectory
+// name up into m.fd, under names of their own.
+func (m *remover) hoist(name string) error {
+	sub, err := openAt(m.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, oneName)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sub)
-	children, err := readNames(sub, 1024)
+	n, err := unix.Getdents(sub, m.sub[:])
 	if err != nil {
 		return err
 	}
-	for _, child := range children {
+	for _, child := range dirents(m.sub[:max(n, 0)]) {
 		for {
-			*moved++
-			err := unix.Renameat2(sub, child, fd, ".codecage-rm-"+strconv.FormatUint(*moved, 36), unix.RENAME_NOREPLACE)
+			m.moved++
+			err := unix.Renameat2(sub, child.name, m.fd, ".codecage-rm-"+strconv.FormatUint(m.moved, 36), unix.RENAME_NOREPLACE)
 			if err == unix.EEXIST {
 				continue
 			}
@@ -95,6 +133,32 @@ func hoist(fd int, name string, moved *uint64) error {
 		}
 	}
 	return nil
+}
+
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+// dirents parses what getdents64 read (linux_dirent64 records), "." and
+// ".." left out.
+func dirents(b []byte) []dirent {
+	var out []dirent
+	for len(b) >= 19 {
+		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		name := b[19:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if s := string(name); s != "." && s != ".." {
+			out = append(out, dirent{name: s, typ: b[18]})
+		}
+		b = b[reclen:]
+	}
+	return out
 }
 
 // ignoreGone: an entry removed meanwhile (by the code) is as good as removed.

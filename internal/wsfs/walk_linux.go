@@ -54,6 +54,7 @@ type walker struct {
 	lim       ListLimits
 	visit     func(*Entry) // instead of collecting entries
 	entries   []Entry
+	buf       direntBuf
 	count     int
 	bytes     int
 	truncated bool
@@ -63,7 +64,7 @@ func (w *walker) full() bool { return w.count >= w.lim.Entries || w.bytes > w.li
 
 // dir lists the directory open at fd, whose entries are at level.
 func (w *walker) dir(fd int, prefix string, level int) error {
-	names, err := readNames(fd, w.lim.Entries-w.count+1)
+	names, err := readNames(fd, w.lim.Entries-w.count+1, &w.buf)
 	if err != nil {
 		return pathErr("list", prefix, err)
 	}
@@ -105,7 +106,7 @@ func (w *walker) dir(fd int, prefix string, level int) error {
 			continue
 		}
 		if deeper {
-			more, _ := readNames(sub, 1)
+			more, _ := readNames(sub, 1, &w.buf)
 			w.truncated = len(more) > 0
 			unix.Close(sub)
 			continue
@@ -119,11 +120,15 @@ func (w *walker) dir(fd int, prefix string, level int) error {
 	return nil
 }
 
+// direntBuf is one getdents buffer: a walk reuses one (a buffer per
+// directory would make a deep walk a garbage collector's test).
+type direntBuf [8 << 10]byte
+
 // readNames reads up to max names of the directory open at fd (not "."
 // or ".."), from where its offset is.
-func readNames(fd, max int) ([]string, error) {
+func readNames(fd, max int, b *direntBuf) ([]string, error) {
 	var names []string
-	buf := make([]byte, 32<<10)
+	buf := b[:]
 	for len(names) < max {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
