@@ -94,15 +94,31 @@ func (r *Root) MkdirAll(rel string, perm uint32, uid int) (bool, error) {
 	if err != unix.ENOENT {
 		return false, pathErr("mkdir", rel, err)
 	}
-	// One component at a time from the root, each resolved from its
+	// Usually only the last few components are missing: find the deepest
+	// one that is there within a few tries (each one openat2), else start
+	// from the root. Then one component at a time, each resolved from its
 	// parent's descriptor: linear in the path's length.
-	cur, created := r.fd, false
+	cur, created, base := r.fd, false, ""
 	defer func() {
 		if cur != r.fd {
 			unix.Close(cur)
 		}
 	}()
-	for _, name := range strings.Split(rel, "/") {
+	for dir, tries := path.Dir(rel), 0; dir != "." && tries < 8; dir, tries = path.Dir(dir), tries+1 {
+		fd, err := openAt(r.fd, dir, unix.O_PATH|unix.O_DIRECTORY, 0, beneath)
+		if err == nil {
+			cur, base = fd, dir
+			break
+		}
+		if err != unix.ENOENT {
+			return false, pathErr("mkdir", rel, err)
+		}
+	}
+	missing := rel
+	if base != "" {
+		missing = rel[len(base)+1:]
+	}
+	for _, name := range strings.Split(missing, "/") {
 		if name == "" || name == "." || name == ".." {
 			return created, pathErr("mkdir", rel, unix.EINVAL)
 		}

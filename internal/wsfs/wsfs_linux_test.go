@@ -298,3 +298,28 @@ func TestRemoveAllDeepWideAndCanceled(t *testing.T) {
 		t.Fatalf("left: %v", ents)
 	}
 }
+
+func TestMkdirAllMakesWhatIsMissing(t *testing.T) {
+	ws := t.TempDir()
+	r, err := wsfs.Open(ws)
+	must(t, err)
+	defer r.Close()
+	for _, tc := range []struct {
+		rel     string
+		created bool
+	}{
+		{"a", true}, {"a", false}, {"a/b/c", true}, {"a/b/c/d/e/f/g/h/i/j/k/l", true}, {"a/b", false}, {"x/" + strings.Repeat("y/", 20) + "z", true},
+	} {
+		created, err := r.MkdirAll(tc.rel, 0o755, os.Getuid())
+		if err != nil || created != tc.created {
+			t.Fatalf("MkdirAll(%s) = %v, %v; want %v", tc.rel, created, err, tc.created)
+		}
+		if fi, err := os.Stat(filepath.Join(ws, tc.rel)); err != nil || !fi.IsDir() {
+			t.Fatalf("%s: %v", tc.rel, err)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(ws, "file"), nil, 0o644))
+	if _, err := r.MkdirAll("file/sub", 0o755, -1); err == nil {
+		t.Fatal("made a directory under a file")
+	}
+}
