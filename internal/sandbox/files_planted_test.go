@@ -229,11 +229,10 @@ func TestFileOpsCostFollowThePathNotTheTree(t *testing.T) {
 	}
 	within(t, "remove the wide directory", limit, func(ctx context.Context) error { return svc.DeleteFile(ctx, id, "", "wide") })
 	within(t, "remove the deep tree", 5*limit, func(ctx context.Context) error { return svc.DeleteFile(ctx, id, "", "deep") })
-	var st unix.Statfs_t
-	if err := unix.Statfs(ws, &st); err != nil {
-		t.Fatal(err)
-	}
-	if used := st.Files - st.Ffree; used > 10 {
-		t.Fatalf("%d inodes still used after the removals", used)
+	// From the host: only what the test wrote at the top is left. (Inodes
+	// are not the judge: gVisor's gofer may hold removed files open.)
+	ents, err := os.ReadDir(ws)
+	if err != nil || len(ents) != 1 || ents[0].Name() != "top.txt" {
+		t.Fatalf("the workspace after the removals: %v %v", ents, err)
 	}
 }
