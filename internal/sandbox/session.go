@@ -389,7 +389,7 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 	}
 	se.lease.Store(lease)
 	// The workspace belongs to the sandbox's host uid, so the code can write
-	// there; the service reaches it as root through os.Root.
+	// there; the service reaches it as root through wsfs.
 	uid := lease.HostUID()
 	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
 	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
