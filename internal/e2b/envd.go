@@ -136,12 +136,22 @@ func (s *Server) listDir(ctx context.Context, req *connect.Request[listDirReques
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	out := listDirResponse{Entries: make([]entryInfo, 0, len(list))}
-	for i := range list {
-		out.Entries = append(out.Entries, *entry(&list[i]))
+	out := listDirResponse{Entries: make([]entryInfo, 0, len(list.Files))}
+	for i := range list.Files {
+		out.Entries = append(out.Entries, *entry(&list.Files[i]))
 	}
-	return connect.NewResponse(&out), nil
+	resp := connect.NewResponse(&out)
+	if list.Truncated {
+		// envd's ListDirResponse has entries only (an SDK would choke on, or
+		// drop, another field): a truncated listing says so in a header.
+		resp.Header().Set(TruncatedHeader, "true")
+	}
+	return resp, nil
 }
+
+// TruncatedHeader marks a ListDir answer that stopped at one of the
+// listing's bounds (sandbox.MaxListedFiles, MaxListDepth, MaxListBytes).
+const TruncatedHeader = "X-Codecage-Truncated"
 
 func (s *Server) makeDir(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
 	ref := sandboxOf(ctx)

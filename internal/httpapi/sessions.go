@@ -61,7 +61,8 @@ type FileContentOutput struct {
 // FileListOutput is a workspace listing.
 type FileListOutput struct {
 	Body struct {
-		Files []sandbox.FileInfo `json:"files"`
+		Files     []sandbox.FileInfo `json:"files"`
+		Truncated bool               `json:"truncated" doc:"The listing stopped at one of its bounds (entries, depth or bytes of paths): files is only part of the tree."`
 	}
 }
 
@@ -132,7 +133,7 @@ func (s *Server) sessionRoutes() {
 			return nil, problemFor(err)
 		}
 		out := &FileListOutput{}
-		out.Body.Files = files
+		out.Body.Files, out.Body.Truncated = files.Files, files.Truncated
 		return out, nil
 	})
 	huma.Register(s.api, huma.Operation{

@@ -117,7 +117,7 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
 	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
-	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: "Lists files and directories under the session's /workspace (or a subdirectory) with sizes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
+	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: fmt.Sprintf("Lists files and directories under the session's /workspace (or a subdirectory) with sizes: at most %d entries, %d levels deep; truncated says when there was more.", sandbox.MaxListedFiles, sandbox.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
 	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
 }
 
@@ -458,6 +458,8 @@ func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathI
 // FileList is list_files' result.
 type FileList struct {
 	Files []sandbox.FileInfo `json:"files"`
+	// Truncated: the listing stopped at one of its bounds.
+	Truncated bool `json:"truncated" jsonschema:"The listing stopped at one of its bounds (entries, depth or bytes of paths): files is only part of the tree."`
 }
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileList, error) {
@@ -465,7 +467,7 @@ func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, in Path
 	if err != nil {
 		return nil, FileList{}, toolError(err)
 	}
-	return nil, FileList{Files: files}, nil
+	return nil, FileList{Files: files.Files, Truncated: files.Truncated}, nil
 }
 
 func (t *tools) deleteFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, Done, error) {

@@ -2,9 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"path"
+	"syscall"
 	"time"
 )
 
@@ -32,35 +33,22 @@ func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo,
 }
 
 // ListDir lists a directory of a session's workspace, depth levels deep
-// (1: its entries only; 0: all of the tree).
-func (s *Service) ListDir(ctx context.Context, id, owner, p string, depth int) ([]FileInfo, error) {
+// (1: its entries only; 0: all of the tree, up to MaxListDepth), within
+// MaxListedFiles and MaxListBytes: FileList.Truncated says when it stopped
+// at one of them.
+func (s *Service) ListDir(ctx context.Context, id, owner, p string, depth int) (*FileList, error) {
 	if r := s.remote(id); r != "" {
-		return forward[[]FileInfo](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p, Depth: depth}, nil, EventFile, "list")
+		return forward[*FileList](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p, Depth: depth}, nil, EventFile, "list")
 	}
-	if depth < 0 {
-		return nil, fmt.Errorf("%w: depth %d is negative", ErrInvalidRequest, depth)
+	if depth < 0 || depth > MaxListDepth {
+		return nil, fmt.Errorf("%w: depth %d is not between 0 (all) and %d", ErrInvalidRequest, depth, MaxListDepth)
 	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if p == "" {
-		p = "."
-	}
-	r, _, rel, err := s.root(id, owner, p)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := r.Stat(rel)
-	r.Close()
-	switch {
-	case err != nil:
-		return nil, fileError(p, err)
-	case !fi.IsDir():
-		return nil, fmt.Errorf("%w: %q is not a directory", ErrBadPath, p)
-	}
-	return s.listDir(id, owner, p, depth)
+	return s.listDir(ctx, id, owner, p, depth)
 }
 
 // MakeDir creates a directory and its parents in a session's workspace; it
@@ -91,16 +79,15 @@ func (s *Service) makeDir(id, owner, p string) (bool, error) {
 		return false, err
 	}
 	defer r.Close()
-	if fi, err := r.Lstat(rel); err == nil {
-		if !fi.IsDir() {
+	if e, err := r.Lstat(rel); err == nil {
+		if !e.Mode.IsDir() {
 			return false, fmt.Errorf("%w: %q exists and is not a directory", ErrBadPath, p)
 		}
 		return false, nil
 	}
-	if err := r.MkdirAll(rel, 0o755); err != nil {
+	if _, err := r.MkdirAll(rel, 0o755, sandboxUID(se)); err != nil {
 		return false, fileError(p, err)
 	}
-	chownTree(r, rel, se)
 	return true, nil
 }
 
@@ -143,13 +130,12 @@ func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
 		return nil, fileError(from, err)
 	}
 	if dir := path.Dir(dst); dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
+		if _, err := r.MkdirAll(dir, 0o755, sandboxUID(se)); err != nil {
 			return nil, fileError(to, err)
 		}
-		chownTree(r, dir, se)
 	}
 	if err := r.Rename(src, dst); err != nil {
-		if os.IsExist(err) {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			return nil, fmt.Errorf("%w: %q is a directory that is not empty", ErrBadPath, to)
 		}
 		return nil, fileError(to, err)

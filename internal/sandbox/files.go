@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/wsfs"
 )
 
 // File API errors.
@@ -27,8 +28,25 @@ var (
 	ErrTooLarge = errors.New("too large")
 )
 
-// MaxListedFiles bounds a listing.
-const MaxListedFiles = 10000
+// A listing is bounded whatever the code planted in the workspace: past
+// any of these it stops and says it is truncated.
+const (
+	// MaxListedFiles bounds a listing's entries.
+	MaxListedFiles = 10000
+	// MaxListDepth bounds how deep a listing goes (and the depth a caller
+	// may ask for); a listing of "all" the tree stops there.
+	MaxListDepth = 64
+	// MaxListBytes bounds the paths and symlink targets of a listing.
+	MaxListBytes = 4 << 20
+)
+
+// A workspace that is not a tmpfs of its own (rootless) is measured by a
+// walk, within these bounds: what lies beyond is not counted, as the
+// kernel does not cap such a workspace anyway.
+const (
+	usageDepth   = 256
+	usageEntries = 200000
+)
 
 // FileInfo describes one entry of a workspace.
 type FileInfo struct {
@@ -43,19 +61,23 @@ type FileInfo struct {
 	Target string `json:"target,omitempty"`
 }
 
-// fileInfo describes the entry rel of r, whose Lstat is fi.
-func fileInfo(r *os.Root, rel string, fi fs.FileInfo) FileInfo {
-	out := FileInfo{Path: rel, Size: fi.Size(), Dir: fi.IsDir(), Symlink: fi.Mode()&fs.ModeSymlink != 0, Modified: fi.ModTime().UTC(), Mode: uint32(fi.Mode().Perm())}
-	if out.Symlink {
-		out.Target, _ = r.Readlink(rel)
-	}
-	return out
+// FileList is a listing of a workspace directory.
+type FileList struct {
+	Files []FileInfo `json:"files"`
+	// Truncated: the listing stopped at one of its bounds (MaxListedFiles,
+	// MaxListDepth, MaxListBytes); Files is only part of the tree.
+	Truncated bool `json:"truncated"`
+}
+
+func fileInfo(e wsfs.Entry) FileInfo {
+	return FileInfo{Path: e.Path, Size: e.Size, Dir: e.Mode.IsDir(), Symlink: e.Mode&fs.ModeSymlink != 0,
+		Modified: e.ModTime, Mode: uint32(e.Mode.Perm()), Target: e.Target}
 }
 
 // workspacePath turns what a caller gives ("data.csv", "/workspace/a/b",
 // or under the session's home, "/home/user/a") into a clean path relative
 // to the workspace, or ErrBadPath. Symlinks are not this function's
-// concern: os.Root refuses any that leads out.
+// concern: wsfs refuses any that leads out.
 func workspacePath(p, home string) (string, error) {
 	if p == "" || len(p) > 4096 || strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
 		return "", fmt.Errorf("%w: %q", ErrBadPath, p)
@@ -81,11 +103,11 @@ func workspacePath(p, home string) (string, error) {
 	return clean, nil
 }
 
-// root opens the session's workspace for the file API. os.Root resolves
-// every path beneath it and refuses symlinks (and "..") that lead out, so a
-// link the code plants never takes the server outside.
+// root opens the session's workspace for the file API. wsfs resolves every
+// path beneath it in one pass and refuses symlinks (and "..") that lead
+// out, so a link the code plants never takes the server outside.
 // It returns p relative to the workspace, too.
-func (s *Service) root(id, owner, p string) (*os.Root, *session, string, error) {
+func (s *Service) root(id, owner, p string) (*wsfs.Root, *session, string, error) {
 	se, err := s.session(id, owner)
 	if err != nil {
 		return nil, nil, "", err
@@ -94,7 +116,7 @@ func (s *Service) root(id, owner, p string) (*os.Root, *session, string, error) 
 	if err != nil {
 		return nil, nil, "", err
 	}
-	r, err := os.OpenRoot(se.dir)
+	r, err := wsfs.Open(se.dir)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 	}
@@ -110,8 +132,16 @@ func fileError(p string, err error) error {
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: %q", ErrFileNotFound, p)
-	case errors.Is(err, fs.ErrInvalid), strings.Contains(err.Error(), "escapes"), strings.Contains(err.Error(), "path escapes from parent"):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, syscall.EXDEV), errors.Is(err, fs.ErrInvalid):
 		return fmt.Errorf("%w: %q leads outside the workspace", ErrBadPath, p)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: %q passes through a symlink the file API does not follow here", ErrBadPath, p)
+	case errors.Is(err, wsfs.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("%w: %q is not a directory", ErrBadPath, p)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%w: %q is too long", ErrBadPath, p)
 	}
 	return fmt.Errorf("%w: %q: %v", ErrBadPath, p, err)
 }
@@ -129,7 +159,7 @@ func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byt
 		return nil, err
 	}
 	defer release()
-	fi, err := s.writeFile(id, owner, p, data)
+	fi, err := s.writeFile(ctx, id, owner, p, data)
 	if err != nil {
 		s.emitFailure(ctx, EventFile, "write", "", "", err, start)
 		return nil, err
@@ -139,7 +169,7 @@ func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byt
 	return fi, nil
 }
 
-func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error) {
+func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
 	if int64(len(data)) > s.cfg.MaxFileSize {
 		return nil, fmt.Errorf("%w: %d bytes is over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, len(data), s.cfg.MaxFileSize)
 	}
@@ -148,18 +178,17 @@ func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error)
 		return nil, err
 	}
 	defer r.Close()
-	used, _ := usage(r)
-	if used+int64(len(data)) > s.cfg.WorkspaceMax {
-		return nil, fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, len(data), s.cfg.WorkspaceMax)
+	if err := s.checkRoom(ctx, r, se, int64(len(data))); err != nil {
+		return nil, err
 	}
+	uid := sandboxUID(se)
 	if dir := path.Dir(rel); dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
+		if _, err := r.MkdirAll(dir, 0o755, uid); err != nil {
 			return nil, fileError(p, err)
 		}
-		chownTree(r, dir, se)
 	}
 	// O_NONBLOCK: a FIFO the code planted must not hang the server.
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -172,27 +201,45 @@ func (s *Service) writeFile(id, owner, p string, data []byte) (*FileInfo, error)
 		return nil, fileError(p, err)
 	}
 	_, werr := f.Write(data)
+	if uid >= 0 {
+		// The code (another uid on the host) may change it later.
+		_ = f.Chown(uid, uid)
+	}
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	if lease := se.sandbox(); lease != nil {
-		// The code (another uid on the host) may change it later.
-		_ = r.Lchown(rel, lease.HostUID(), lease.HostUID())
-	}
 	return stat(r, rel)
 }
 
-// chownTree gives the directories of rel to the sandbox's uid.
-func chownTree(r *os.Root, rel string, se *session) {
-	lease := se.sandbox()
-	if lease == nil {
-		return
+// checkRoom refuses n more bytes the workspace has no room for. A tmpfs
+// of its own answers at once (the kernel keeps its quota); a plain
+// directory is walked, within bounds.
+func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session, n int64) error {
+	if se.quota {
+		used, free, err := r.Space()
+		if err == nil && n > free {
+			return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
+		}
+		return nil
 	}
-	uid := lease.HostUID()
-	for d := rel; d != "." && d != "/"; d = path.Dir(d) {
-		_ = r.Lchown(d, uid, uid)
+	used, err := r.Usage(ctx, usageDepth, usageEntries)
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
+	if err == nil && used+n > s.cfg.WorkspaceMax {
+		return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
+	}
+	return nil
+}
+
+// sandboxUID is the host uid the file API gives what it creates to, so the
+// code can change it; -1 before the session's sandbox first starts.
+func sandboxUID(se *session) int {
+	if lease := se.sandbox(); lease != nil {
+		return lease.HostUID()
+	}
+	return -1
 }
 
 // ReadFile returns the contents of path in a session's workspace.
@@ -214,7 +261,7 @@ func (s *Service) readFile(id, owner, p string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a planted FIFO must not hang us
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0) // a planted FIFO must not hang us
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -232,25 +279,15 @@ func (s *Service) readFile(id, owner, p string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, s.cfg.MaxFileSize+1))
 }
 
-// ListFiles lists the workspace below path ("" or "." for all of it).
-func (s *Service) ListFiles(ctx context.Context, id, owner, p string) ([]FileInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[[]FileInfo](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "list")
-	}
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return s.listFiles(id, owner, p)
+// ListFiles lists the workspace below path ("" or "." for all of it, as
+// deep as MaxListDepth).
+func (s *Service) ListFiles(ctx context.Context, id, owner, p string) (*FileList, error) {
+	return s.ListDir(ctx, id, owner, p, 0)
 }
 
-func (s *Service) listFiles(id, owner, p string) ([]FileInfo, error) {
-	return s.listDir(id, owner, p, 0)
-}
-
-// listDir lists below p, depth levels deep (0: all).
-func (s *Service) listDir(id, owner, p string, depth int) ([]FileInfo, error) {
+// listDir lists below p, depth levels deep (0: all, up to MaxListDepth),
+// within the listing's bounds; it stops when ctx ends.
+func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (*FileList, error) {
 	if p == "" {
 		p = "."
 	}
@@ -259,32 +296,17 @@ func (s *Service) listDir(id, owner, p string, depth int) ([]FileInfo, error) {
 		return nil, err
 	}
 	defer r.Close()
-	out := []FileInfo{}
-	err = fs.WalkDir(r.FS(), rel, func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if name == "." || name == rel && d.IsDir() {
-			return nil
-		}
-		if depth > 0 && levels(rel, name) > depth {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if len(out) >= MaxListedFiles {
-			return fs.SkipAll
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		out = append(out, fileInfo(r, name, fi))
-		return nil
-	})
+	lim := wsfs.ListLimits{Depth: depth, Entries: MaxListedFiles, Bytes: MaxListBytes}
+	if depth == 0 {
+		lim.Depth, lim.MarkDeeper = MaxListDepth, true
+	}
+	l, err := r.List(ctx, rel, lim)
 	if err != nil {
 		return nil, fileError(p, err)
+	}
+	out := &FileList{Files: make([]FileInfo, 0, len(l.Entries)), Truncated: l.Truncated}
+	for _, e := range l.Entries {
+		out.Files = append(out.Files, fileInfo(e))
 	}
 	return out, nil
 }
@@ -299,7 +321,7 @@ func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
 	release, err := s.admit(ctx, false)
 	if err == nil {
 		defer release()
-		if err = s.deleteFile(id, owner, p); err == nil {
+		if err = s.deleteFile(ctx, id, owner, p); err == nil {
 			s.emit(ctx, Event{Kind: EventFile, Action: "delete", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + p})
 			return nil
 		}
@@ -308,7 +330,7 @@ func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
 	return err
 }
 
-func (s *Service) deleteFile(id, owner, p string) error {
+func (s *Service) deleteFile(ctx context.Context, id, owner, p string) error {
 	r, _, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return err
@@ -317,40 +339,14 @@ func (s *Service) deleteFile(id, owner, p string) error {
 	if rel == "." {
 		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
 	}
-	if _, err := r.Lstat(rel); err != nil {
-		return fileError(p, err)
-	}
-	return fileError(p, r.RemoveAll(rel))
+	return fileError(p, r.RemoveAll(ctx, rel))
 }
 
-func stat(r *os.Root, rel string) (*FileInfo, error) {
-	fi, err := r.Lstat(rel)
+func stat(r *wsfs.Root, rel string) (*FileInfo, error) {
+	e, err := r.Lstat(rel)
 	if err != nil {
 		return nil, fileError(rel, err)
 	}
-	info := fileInfo(r, rel, fi)
+	info := fileInfo(e)
 	return &info, nil
-}
-
-// levels is how many levels below dir name is (dir/a: 1, dir/a/b: 2).
-func levels(dir, name string) int {
-	if dir != "." {
-		name = strings.TrimPrefix(name, dir+"/")
-	}
-	return strings.Count(name, "/") + 1
-}
-
-// usage sums the sizes of the workspace's files.
-func usage(r *os.Root) (int64, error) {
-	var n int64
-	err := fs.WalkDir(r.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
-			n += fi.Size()
-		}
-		return nil
-	})
-	return n, err
 }

@@ -86,6 +86,9 @@ type session struct {
 	imports policy.ImportPolicy
 	limits  jail.Limits
 	dir     string // host directory of the workspace
+	// quota: dir is a tmpfs of its own, whose size is the workspace's
+	// limit (the file API asks the kernel how full it is).
+	quota   bool
 	site    string // host directory of its installed packages
 	uid     int    // host uid of its sandboxes (0: each its own, rootless)
 	backend string // "native" or "gvisor"
@@ -327,11 +330,11 @@ func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Ti
 // gets it from the fleet (a new slot, a spare's, or the session's own).
 func (s *Service) startSession(ctx context.Context, se *session, start fleet.Launch) error {
 	if se.dir == "" {
-		dir, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
+		dir, quota, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
 		if err != nil {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 		}
-		site, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
+		site, _, err := newWorkspace(s.cfg.StateDir, se.id+".site", s.cfg.PipMaxInstall)
 		if err != nil {
 			removeWorkspace(dir)
 			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
@@ -347,7 +350,7 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 			}
 		}
 		se.lifeMu.Lock() // commands read them without mu
-		se.dir, se.site, se.uid = dir, site, uid
+		se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
 		se.lifeMu.Unlock()
 	}
 	spec := jail.Spec{
@@ -394,7 +397,7 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 	}
 	se.lease.Store(lease)
 	// The workspace belongs to the sandbox's host uid, so the code can write
-	// there; the service reaches it as root through os.Root.
+	// there; the service reaches it as root through wsfs.
 	uid := lease.HostUID()
 	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
 	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
@@ -776,20 +779,21 @@ func (s *Service) closeSessions() {
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
 // of its own, so the kernel enforces the size quota for the code's writes
-// as well as the file API's.
-func newWorkspace(stateDir, id string, size int64) (string, error) {
+// as well as the file API's; it reports whether it is.
+func newWorkspace(stateDir, id string, size int64) (string, bool, error) {
 	dir := filepath.Join(stateDir, "sessions", id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := os.Mkdir(dir, 0o711); err != nil {
-		return "", err
+		return "", false, err
 	}
-	if err := mountWorkspace(dir, size); err != nil {
+	mounted, err := mountWorkspace(dir, size)
+	if err != nil {
 		os.Remove(dir)
-		return "", err
+		return "", false, err
 	}
-	return dir, nil
+	return dir, mounted, nil
 }
 
 // SessionCount is the number of sessions open.

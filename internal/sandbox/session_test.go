@@ -159,7 +159,7 @@ func TestFileAPI(t *testing.T) {
 		t.Fatalf("code appending to an API file: %+v", res.Error)
 	}
 	list, err := svc.ListFiles(context.Background(), id, "o", "")
-	if err != nil || len(list) != 3 {
+	if err != nil || len(list.Files) != 3 || list.Truncated {
 		t.Fatalf("list %+v %v", list, err)
 	}
 	if err := svc.DeleteFile(context.Background(), id, "o", "data"); err != nil {

@@ -115,13 +115,13 @@ func TestSessionFileOpsUnderHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, f := range list {
+	for _, f := range list.Files {
 		names = append(names, f.Path)
 	}
 	if strings.Join(names, " ") != "d e" {
 		t.Fatalf("depth 1: %v", names)
 	}
-	if list, err = svc.ListDir(ctx, id, "alice", "e", 2); err != nil || len(list) != 2 || list[1].Path != "e/f/b.txt" {
+	if list, err = svc.ListDir(ctx, id, "alice", "e", 2); err != nil || len(list.Files) != 2 || list.Files[1].Path != "e/f/b.txt" || list.Truncated {
 		t.Fatalf("depth 2 below e: %+v %v", list, err)
 	}
 	// The code sees what the file API did.

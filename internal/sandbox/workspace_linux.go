@@ -15,9 +15,10 @@ import (
 // Rootless, dir stays a plain directory and only the file API checks sizes
 // (with RLIMIT_FSIZE per file in the sandbox). So it does as root without
 // CAP_SYS_ADMIN (a container that grants none): codecage doctor says so.
-func mountWorkspace(dir string, size int64) error {
+// It reports whether dir is now a tmpfs of its own.
+func mountWorkspace(dir string, size int64) (bool, error) {
 	if os.Geteuid() != 0 || workspaceMountRefused.Load() {
-		return nil
+		return false, nil
 	}
 	// 0711 until the sandbox starts and the workspace is given to its uid:
 	// the init must be able to enter it.
@@ -27,11 +28,11 @@ func mountWorkspace(dir string, size int64) error {
 			if !workspaceMountRefused.Swap(true) {
 				slog.Warn("workspaces are plain directories: mounting a tmpfs needs CAP_SYS_ADMIN, which this process lacks (a container without it); the file API still checks sizes, the kernel no longer caps the workspace")
 			}
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("mount workspace tmpfs: %w", err)
+		return false, fmt.Errorf("mount workspace tmpfs: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // workspaceMountRefused: the kernel refused a workspace tmpfs (no

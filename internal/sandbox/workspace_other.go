@@ -4,6 +4,6 @@ package sandbox
 
 import "os"
 
-func mountWorkspace(string, int64) error { return nil }
+func mountWorkspace(string, int64) (bool, error) { return false, nil }
 
 func removeWorkspace(dir string) { _ = os.RemoveAll(dir) }
