@@ -12,14 +12,13 @@ import (
 // that applies it itself: gVisor's runsc (--oci-seccomp) installs it in
 // its own kernel, in front of the program. It is the same allow-list as
 // [Build], written the way runsc reads it: the first rule that matches a
-// syscall decides (so refusals come before the allow rule), and a rule
+// syscall decides (so refusals come before the allow rules), and a rule
 // tests each argument once (two tests of one argument mean "either").
-// Where runsc differs:
-//   - it ignores errnoRet: every refusal, the default included, is EPERM
-//     (defaultErrnoRet still says ENOSYS, for runtimes that honour it);
-//   - clone3 is allowed: with EPERM libc would not fall back to clone, so
-//     no thread could start, and a namespace made through it is one of
-//     gVisor's own kernel, not the host's;
+// runsc turns every SCMP_ACT_ERRNO into EPERM whatever errnoRet says, so
+// the default action is SCMP_ACT_TRACE: with no tracer (and none can
+// attach: ptrace is refused) a traced syscall fails with ENOSYS, in gVisor
+// as in Linux, and libc falls back (clone3 to clone among them). Where
+// runsc still differs:
 //   - memfd_create with MFD_NOEXEC_SEAL gets through, but gVisor does not
 //     know the flag and answers EINVAL: no memfd can be made there;
 //   - personality is not restricted (runsc's personality ignores the flags
@@ -27,10 +26,9 @@ import (
 //   - mknod of device nodes is refused, which runsc allows without
 //     CAP_MKNOD.
 type OCI struct {
-	DefaultAction   string    `json:"defaultAction"`
-	DefaultErrnoRet *uint     `json:"defaultErrnoRet,omitempty"`
-	Architectures   []string  `json:"architectures"`
-	Syscalls        []OCIRule `json:"syscalls"`
+	DefaultAction string    `json:"defaultAction"`
+	Architectures []string  `json:"architectures"`
+	Syscalls      []OCIRule `json:"syscalls"`
 }
 
 // OCIRule applies Action to the syscalls Names when every Args test holds.
@@ -55,7 +53,7 @@ func BuildOCI(opts Options) (*OCI, error) {
 	if err != nil {
 		return nil, err
 	}
-	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
+	eperm := uint(unix.EPERM)
 	deny := func(names []string, args ...OCIArg) OCIRule {
 		return OCIRule{Names: names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm, Args: args}
 	}
@@ -65,11 +63,11 @@ func BuildOCI(opts Options) (*OCI, error) {
 	denied := names(slices.Concat(deniedSyscalls, archDeniedSyscalls))
 	denied = append(denied, "unshare", "setns")
 	allowed := names(slices.Concat(allowedSyscalls, archAllowedSyscalls))
-	allowed = append(allowed, "clone", "clone3", "socket", "socketpair", "ioctl", "personality")
+	allowed = append(allowed, "clone", "socket", "socketpair", "ioctl", "personality")
 	// runsc looks names up in its own table and skips a name it lacks;
 	// gVisor releases before 2023 call pselect6 "pselect".
 	allowed = append(allowed, "pselect")
-	p := &OCI{DefaultAction: "SCMP_ACT_ERRNO", DefaultErrnoRet: &enosys, Architectures: []string{ociArch},
+	p := &OCI{DefaultAction: "SCMP_ACT_TRACE", Architectures: []string{ociArch},
 		Syscalls: []OCIRule{deny(denied)}}
 	for bit := uint64(1); bit < 1<<32; bit <<= 1 {
 		if namespaceCloneFlags&bit != 0 {
@@ -97,6 +95,7 @@ func BuildOCI(opts Options) (*OCI, error) {
 			deny([]string{"mknodat"}, masked(2, unix.S_IFMT, kind)))
 	}
 	p.Syscalls = append(p.Syscalls,
+		deny([]string{"memfd_create"}, masked(1, mfdNoexecSeal, 0)),
 		OCIRule{Names: []string{"memfd_create"}, Action: "SCMP_ACT_ALLOW", Args: []OCIArg{masked(1, mfdNoexecSeal, mfdNoexecSeal)}},
 		OCIRule{Names: allowed, Action: "SCMP_ACT_ALLOW"})
 	return p, nil
