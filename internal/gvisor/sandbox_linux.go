@@ -288,7 +288,7 @@ func (s *Sandbox) cleanup() {
 		_ = cg.Destroy()
 	}
 	if s.dir != "" {
-		_ = os.RemoveAll(s.dir)
+		removeBundle(s.dir)
 	}
 	if s.ownUID {
 		jail.ReleaseUID(s.uid)
@@ -299,18 +299,22 @@ func (s *Sandbox) cleanup() {
 func (rt Runtime) binary() (string, error) {
 	name := rt.Runsc
 	if name == "" {
+		if fi, err := os.Stat(PinnedRunsc); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return PinnedRunsc, nil
+		}
 		name = "runsc"
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s not found (Debian: apt-get install runsc)", ErrUnavailable, name)
+		return "", fmt.Errorf("%w: %s not found (scripts/setup.sh installs one)", ErrUnavailable, name)
 	}
 	return p, nil
 }
 
+// platform is rt's platform, or the one the probe picked for its runsc.
 func (rt Runtime) platform() string {
-	if rt.Platform == "" {
-		return "ptrace"
+	if rt.Platform == "" || rt.Platform == PlatformAuto {
+		return Probe(Runtime{Runsc: rt.Runsc}).Platform
 	}
 	return rt.Platform
 }
@@ -338,7 +342,7 @@ func reapStale(dir string) {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			removeBundle(filepath.Join(dir, e.Name()))
 		}
 	}
 }
