@@ -14,6 +14,7 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 )
 
 // EventCommand is the event kind of run_command.
@@ -235,7 +236,10 @@ func sortedKeys(m map[string]string) []string {
 
 // RunCommand runs a command line in the command jail: the same namespaces,
 // limits, seccomp and teardown as a Python run, on a root that holds only
-// the allowed programs (the kernel refuses to execute anything else).
+// the allowed programs (the kernel refuses to execute anything else). In a
+// gVisor session, or with SANDBOX_ISOLATION=gvisor, that root is built
+// under gVisor, whose kernel refuses execution from the noexec workspace
+// and /tmp as Linux does (it has no Landlock).
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
 	if r := s.remote(req.SessionID); r != "" {
 		fwd := req
@@ -331,7 +335,14 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if se != nil {
 		spec.Workspace, spec.HostUID = workspace, uid
 	}
-	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
+	// A gVisor session's commands run under gVisor too, as every run does
+	// with SANDBOX_ISOLATION=gvisor: its kernel stays between them and the
+	// host's.
+	backend := fleet.Native
+	if (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == policy.IsolationGVisor) {
+		backend = fleet.GVisor
+	}
+	lease, err := s.fleet.Start(ctx, backend, spec)
 	if err != nil {
 		return nil, s.fleetError(ctx, err)
 	}
@@ -346,7 +357,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
 		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
-		Backend:   fleet.Native, Isolation: layersOf(fleet.Native),
+		Backend:   backend, Isolation: layersOf(backend),
 	}
 	if exit.Limit != jail.LimitNone {
 		name := string(exit.Limit)
