@@ -93,6 +93,11 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	case gv.Available:
 		detail := fmt.Sprintf("%s (%s), platform %s of %s, a sandbox in %.2f s (use_container, SANDBOX_ISOLATION=gvisor)",
 			gv.Version, gv.Runsc, gv.Platform, strings.Join(gv.Platforms, ", "), gv.StartupSeconds)
+		if gv.EnforcesNoexec {
+			detail += "; refuses code from noexec mounts: a gVisor session's commands run under it"
+		} else {
+			detail += "; maps code from noexec mounts: a gVisor session's commands run in the native command jail"
+		}
 		if gv.PlatformNote != "" {
 			detail += "; " + gv.PlatformNote
 		}

@@ -61,6 +61,11 @@ type Availability struct {
 	Platforms []string `json:"platforms,omitempty"`
 	// PlatformNote says why the platform picked is not the preferred one.
 	PlatformNote string `json:"platform_note,omitempty"`
+	// EnforcesNoexec is true when this runsc's kernel refuses to map code
+	// from a noexec mount (a loader run on a copied binary in /tmp fails),
+	// as Linux does: what a minimal root of allowed programs rests on.
+	// Debian 12's runsc (2022) maps it.
+	EnforcesNoexec bool `json:"enforces_noexec"`
 	// StartupSeconds is how long the probe's sandbox took, start to end.
 	StartupSeconds float64 `json:"startup_seconds,omitempty"`
 	// Error says why the backend is unavailable.

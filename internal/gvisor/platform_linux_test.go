@@ -62,8 +62,9 @@ func TestPlatformPick(t *testing.T) {
 	if !info.Available || info.Platform != want || info.PlatformNote != "" || info.Version != def.Version {
 		t.Fatalf("probe of %s: %+v, want platform %s", def.Runsc, info, want)
 	}
-	if got := platformsRun(t, log); !slices.Equal(got, []string{want}) {
-		t.Fatalf("the probe ran runsc on %q, want [%s]", got, want)
+	// Two sandboxes: /bin/true, then the check of noexec mounts.
+	if got := platformsRun(t, log); !slices.Equal(got, []string{want, want}) {
+		t.Fatalf("the probe ran runsc on %q, want [%s %s]", got, want, want)
 	}
 	// A sandbox of that runsc, its platform unset, runs on the one picked.
 	sb, err := gvisor.Start(context.Background(), gvisor.Runtime{Runsc: bin, StateDir: t.TempDir()}, jail.Spec{Argv: []string{"/bin/true"}, Limits: jail.Limits{Timeout: 30 * time.Second}})
@@ -73,8 +74,8 @@ func TestPlatformPick(t *testing.T) {
 	if exit := sb.Wait(); exit.ExitCode != 0 {
 		t.Fatalf("sandbox: %+v %s", exit, sb.Log())
 	}
-	if got := platformsRun(t, log); !slices.Equal(got, []string{want, want}) {
-		t.Fatalf("runsc ran on %q, want [%s %s]", got, want, want)
+	if got := platformsRun(t, log); !slices.Equal(got, []string{want, want, want}) {
+		t.Fatalf("runsc ran on %q, want [%s %s %s]", got, want, want, want)
 	}
 
 	// Set explicitly, the platform is the one used.
@@ -82,7 +83,7 @@ func TestPlatformPick(t *testing.T) {
 	if info := gvisor.Probe(gvisor.Runtime{Runsc: bin, Platform: gvisor.PlatformPtrace}); !info.Available || info.Platform != gvisor.PlatformPtrace {
 		t.Fatalf("ptrace set: %+v", info)
 	}
-	if got := platformsRun(t, log); !slices.Equal(got, []string{gvisor.PlatformPtrace}) {
+	if got := platformsRun(t, log); !slices.Equal(got, []string{gvisor.PlatformPtrace, gvisor.PlatformPtrace}) {
 		t.Fatalf("ptrace set, runsc ran on %q", got)
 	}
 
@@ -94,5 +95,13 @@ func TestPlatformPick(t *testing.T) {
 	old := gvisor.Probe(gvisor.Runtime{Runsc: debian})
 	if !old.Available || old.Platform != gvisor.PlatformPtrace || slices.Contains(old.Platforms, gvisor.PlatformSystrap) {
 		t.Fatalf("Debian's runsc: %+v", old)
+	}
+	// Its loader maps code from noexec /tmp (run_command's allow-list
+	// would not hold there); the pinned build's kernel refuses it.
+	if old.EnforcesNoexec {
+		t.Fatalf("Debian's runsc is said to refuse code from noexec mounts: %+v", old)
+	}
+	if def.Runsc == gvisor.PinnedRunsc && !def.EnforcesNoexec {
+		t.Fatalf("the pinned runsc is said to map code from noexec mounts: %+v", def)
 	}
 }

@@ -3,6 +3,8 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -68,6 +70,7 @@ func probe(rt Runtime) Availability {
 			continue
 		}
 		info.Available, info.Platform, info.StartupSeconds = true, platform, took.Seconds()
+		info.EnforcesNoexec = refusesNoexecCode(try)
 		if len(failures) > 0 {
 			info.PlatformNote = "a sandbox failed on " + strings.Join(failures, "; ")
 		}
@@ -81,19 +84,61 @@ func probe(rt Runtime) Availability {
 	return info
 }
 
-// trial runs /bin/true in a sandbox of rt, whose platform is set.
-func trial(rt Runtime) (time.Duration, error) {
+// refusesNoexecCode reports whether the dynamic loader fails to run a copy
+// of /bin/true from the sandbox's noexec /tmp, as on Linux.
+func refusesNoexecCode(rt Runtime) bool {
+	f, err := elf.Open("/bin/true")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	loader := ""
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				loader = strings.TrimRight(string(b), "\x00")
+			}
+		}
+	}
+	if loader == "" {
+		return false
+	}
+	// Exit 0: the copy ran. 3: it could not even be made (an inconclusive
+	// sandbox counts as not refusing).
+	_, err = trial(rt, "/bin/sh", "-c", `cat /bin/true > /tmp/t || exit 3; exec "$0" /tmp/t`, loader)
+	var exitErr *trialExit
+	return errors.As(err, &exitErr) && exitErr.code != 0 && exitErr.code != 3
+}
+
+// trialExit is a trial's program that exited other than 0.
+type trialExit struct {
+	code   int
+	detail string
+}
+
+func (e *trialExit) Error() string { return e.detail }
+
+// trial runs argv (default /bin/true) in a sandbox of rt, whose platform
+// is set.
+func trial(rt Runtime, argv ...string) (time.Duration, error) {
+	if len(argv) == 0 {
+		argv = []string{"/bin/true"}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
 	start := time.Now()
-	sb, err := Start(ctx, rt, jail.Spec{Argv: []string{"/bin/true"}, Limits: jail.Limits{Timeout: 30 * time.Second}, Stderr: &stderr})
+	sb, err := Start(ctx, rt, jail.Spec{Argv: argv, Limits: jail.Limits{Timeout: 30 * time.Second}, Stderr: &stderr})
 	if err != nil {
 		return 0, err
 	}
 	exit := sb.Wait()
-	if exit.ExitCode != 0 || exit.Limit != jail.LimitNone {
+	if exit.Limit != jail.LimitNone || exit.Signal != 0 {
 		return 0, fmt.Errorf("a test sandbox failed (exit %d, signal %d, limit %q): %s", exit.ExitCode, exit.Signal, exit.Limit, strings.TrimSpace(stderr.String()+"\n"+sb.Log()))
+	}
+	if exit.ExitCode != 0 {
+		return 0, &trialExit{exit.ExitCode, fmt.Sprintf("a test sandbox failed (exit %d): %s", exit.ExitCode, strings.TrimSpace(stderr.String()+"\n"+sb.Log()))}
 	}
 	return time.Since(start), nil
 }

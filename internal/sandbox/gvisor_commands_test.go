@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -102,5 +103,25 @@ func TestGVisorSessionCommandsRunUnderGVisor(t *testing.T) {
 	r = runCmd(t, svc, sandbox.CommandRequest{SessionID: info.ID, Owner: "o", Command: "ls /workspace && wc -c < up"})
 	if !r.Success || !strings.Contains(r.Stdout, "up\n") || !strings.Contains(r.Stdout, "\n"+strconv.Itoa(len(ls))+"\n") {
 		t.Fatalf("ls and wc: %+v", r)
+	}
+}
+
+// TestOldRunscKeepsCommandsNative: with a runsc whose loader maps code from
+// noexec mounts (Debian 12's), the allow-list would not hold under it, so a
+// gVisor session's commands stay on the native command jail.
+func TestOldRunscKeepsCommandsNative(t *testing.T) {
+	const debian = "/usr/bin/runsc"
+	svc := containerService(t, func(c *policy.Config) { c.Runsc = debian })
+	if gv := svc.Info().ContainerMode.GVisor; !gv.Available || gv.EnforcesNoexec {
+		t.Fatalf("%s: %+v", debian, gv)
+	}
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o", UseContainer: true})
+	if err != nil || info.Backend != "gvisor" {
+		t.Fatalf("session: %v %+v", err, info)
+	}
+	r := runCmd(t, svc, sandbox.CommandRequest{SessionID: info.ID, Owner: "o", Command: "cp /usr/bin/ls /tmp/l && /usr/lib64/ld-linux-x86-64.so.2 /tmp/l /"})
+	if r.Backend != "native" || r.Success || strings.Contains(r.Stdout, "bin") {
+		t.Fatalf("the command: %+v", r)
 	}
 }
