@@ -39,5 +39,25 @@ if ! command -v go >/dev/null; then
 	fi
 fi
 
+# A current gVisor: Debian's runsc (2022) has only the slow ptrace platform
+# and maps code from noexec mounts. runsc builds from the Go module proxy;
+# it must be static (the sandbox re-executes it after pivot_root, where
+# there is no dynamic loader). codecage prefers this one to runsc on PATH;
+# Debian's (above) stays the fallback when the build fails.
+runsc_version=v0.0.0-20260905035102-160fafc42237
+runsc_bin=/usr/local/lib/codecage/runsc
+if [ "$("$runsc_bin" --version 2>/dev/null | head -n1)" != "runsc version $runsc_version" ]; then
+	echo "setup: building runsc $runsc_version (about 2 minutes)" >&2
+	gobin=$(mktemp -d)
+	if (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-mod=mod CGO_ENABLED=0 go install \
+		-ldflags "-s -w -X gvisor.dev/gvisor/runsc/version.version=$runsc_version" \
+		"gvisor.dev/gvisor/runsc@$runsc_version"); then
+		$sudo install -D -m 0755 "$gobin/runsc" "$runsc_bin"
+	else
+		echo "setup: building runsc $runsc_version failed; codecage falls back to Debian's runsc ($(runsc --version 2>/dev/null | head -n1), ptrace only)" >&2
+	fi
+	rm -rf "$gobin"
+fi
+
 scripts/build.sh
 bin/codecage doctor

@@ -67,6 +67,9 @@ type Options struct {
 	SkipMBPP bool
 	// Quick shrinks the run for tests: N 20, 20 HumanEval and MBPP problems.
 	Quick bool
+	// GVisorOnly measures the gVisor cases alone (to compare runsc builds
+	// and platforms).
+	GVisorOnly bool
 	// PoolTimeout bounds each wait for the pools to fill (default 2 min).
 	PoolTimeout time.Duration
 	// Progress, when set, receives a line as each case starts.
@@ -216,14 +219,16 @@ func (b *bencher) progress(format string, args ...any) {
 }
 
 func (b *bencher) run(ctx context.Context) (*Report, error) {
-	if err := b.pooled(ctx); err != nil {
-		return nil, err
-	}
-	if err := b.suites(ctx); err != nil {
-		return nil, err
-	}
-	if err := b.baselines(ctx); err != nil {
-		return nil, err
+	if !b.opts.GVisorOnly {
+		if err := b.pooled(ctx); err != nil {
+			return nil, err
+		}
+		if err := b.suites(ctx); err != nil {
+			return nil, err
+		}
+		if err := b.baselines(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.gvisor(ctx); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,30 @@ import (
 func TestMain(m *testing.M) {
 	jail.MaybeRunInit() // the test binary is re-executed as the sandbox init
 	os.Exit(m.Run())
+}
+
+// TestGVisorOnly: --gvisor-only measures the gVisor rows, pooled and cold,
+// and nothing of the native backend.
+func TestGVisorOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Options{N: 6, Clients: 2, Quick: true, GVisorOnly: true})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var keys []string
+	for _, row := range rep.Rows {
+		keys = append(keys, row.Key)
+		if !strings.HasPrefix(row.Key, "gvisor_") || row.Skipped != "" || row.Errors != 0 || row.Runs <= 0 || row.P50 <= 0 {
+			t.Errorf("%s: %+v", row.Key, row)
+		}
+	}
+	want := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "gvisor_session_lifecycle"}
+	slices.Sort(keys)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("rows %v, want %v", keys, want)
+	}
 }
 
 func TestQuickRun(t *testing.T) {
@@ -34,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "mbpp", "bare_python_sequential", "bare_python_concurrent",
-		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "session_lifecycle", "gvisor_session_lifecycle"} {
+		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)
 		}

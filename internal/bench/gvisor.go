@@ -27,7 +27,7 @@ func (b *bencher) gvisorRuns() int { return max(5, b.n/10) }
 // for a full pool before each run, and back to back) and cold (no pool),
 // and the idle memory of a ready gVisor sandbox.
 func (b *bencher) gvisor(ctx context.Context) error {
-	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle"}
+	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle", "gvisor_numpy_cold"}
 	info := gvisor.Probe(gvisor.Runtime{Runsc: b.cfg.Runsc, Platform: b.cfg.GVisorPlatform})
 	if !info.Available {
 		for _, k := range keys {
@@ -101,6 +101,10 @@ func (b *bencher) gvisor(ctx context.Context) error {
 	defer cold.Close()
 	b.progress("%s: %d runs", keys[3], n)
 	row := measure(ctx, keys[3], "use_container print(1), no pool (runsc boots each)", n, 1, execJob(cold, func(int) sandbox.Request { return print1 }, checkPrint1))
+	row.Notes = info.Platform + " platform"
+	b.rep.Rows = append(b.rep.Rows, row)
+	b.progress("%s: %d runs", keys[5], max(3, n/2))
+	row = measure(ctx, keys[5], "use_container numpy, no pool (runsc boots, numpy loads)", max(3, n/2), 1, execJob(cold, func(int) sandbox.Request { return numpy }, checkNumpy))
 	row.Notes = info.Platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))

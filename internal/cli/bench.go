@@ -23,11 +23,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		clients   = fs.Int("clients", bench.DefaultClients, "concurrent clients")
 		humaneval = fs.String("humaneval", "", "HumanEval JSONL(.gz) file to run instead of the embedded set")
 		skipMBPP  = fs.Bool("skip-mbpp", false, "leave out MBPP (974 programs)")
+		gvOnly    = fs.Bool("gvisor-only", false, "measure the gVisor cases alone (use_container, pooled and cold; compare runsc builds and platforms with --runsc and --gvisor-platform)")
 		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval and MBPP problems", bench.QuickN, bench.QuickHumanEval))
 	)
 	cf := addConfigFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [config flags]\n\n"+
+		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [--gvisor-only] [config flags]\n\n"+
 			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval and MBPP (built in)\n"+
 			"under the default policy, the idle memory of a pooled sandbox, and a bare python3 (and\n"+
 			"bwrap) for comparison.\n\nFlags:")
@@ -66,6 +67,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		HumanEvalPath: *humaneval,
 		SkipMBPP:      *skipMBPP,
 		Quick:         *quick,
+		GVisorOnly:    *gvOnly,
 		Progress:      stderr,
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,12 +14,24 @@ import (
 
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
 )
 
 // doctorCmd reports every isolation layer and fails if a required one is
 // missing.
 func doctorCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := addConfigFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintln(stderr, "codecage doctor:", err)
+		return exitUsage
+	}
 	h := jail.ProbeHost()
 	ok := true
 	line := func(status, name, detail string) {
@@ -75,11 +88,21 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	// gVisor is the optional second backend, required only when it is the
 	// default (SANDBOX_ISOLATION=gvisor).
-	gv := gvisor.Probe(gvisor.Runtime{Runsc: os.Getenv("SANDBOX_RUNSC"), Platform: os.Getenv("SANDBOX_GVISOR_PLATFORM")})
+	gv := gvisor.Probe(gvisor.Runtime{Runsc: cfg.Runsc, Platform: cfg.GVisorPlatform})
 	switch {
 	case gv.Available:
-		line("ok", "gvisor", fmt.Sprintf("%s, platform %s, a sandbox in %.2f s (use_container, SANDBOX_ISOLATION=gvisor)", gv.Version, gv.Platform, gv.StartupSeconds))
-	case os.Getenv("SANDBOX_ISOLATION") == "gvisor":
+		detail := fmt.Sprintf("%s (%s), platform %s of %s, a sandbox in %.2f s (use_container, SANDBOX_ISOLATION=gvisor)",
+			gv.Version, gv.Runsc, gv.Platform, strings.Join(gv.Platforms, ", "), gv.StartupSeconds)
+		if gv.EnforcesNoexec {
+			detail += "; refuses code from noexec mounts: a gVisor session's commands run under it"
+		} else {
+			detail += "; maps code from noexec mounts: a gVisor session's commands run in the native command jail"
+		}
+		if gv.PlatformNote != "" {
+			detail += "; " + gv.PlatformNote
+		}
+		line("ok", "gvisor", detail)
+	case cfg.Isolation == policy.IsolationGVisor:
 		ok = false
 		line("FAIL", "gvisor", gv.Error+" (required: SANDBOX_ISOLATION=gvisor)")
 	default:

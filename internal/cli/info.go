@@ -48,6 +48,14 @@ func infoCmd(args []string, stdout, stderr io.Writer) int {
 	for _, w := range iso.Warnings {
 		fmt.Fprintln(stdout, "  warning:", w)
 	}
+	if cm := info.ContainerMode; cm.Enabled || cm.Available {
+		gv := cm.GVisor
+		if gv.Available {
+			fmt.Fprintf(stdout, "gVisor: %s (%s), platform %s; use_container enabled %v\n", gv.Version, gv.Runsc, gv.Platform, cm.Enabled)
+		} else {
+			fmt.Fprintf(stdout, "gVisor: unavailable: %s\n", gv.Error)
+		}
+	}
 	if info.Network.Enabled {
 		fmt.Fprintf(stdout, "Network: egress proxy to %s\n", strings.Join(info.Network.Allow, ", "))
 	}

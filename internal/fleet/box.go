@@ -70,12 +70,24 @@ type GVisorStarter struct{ Runtime gvisor.Runtime }
 // is ready (about 0.3 s here; far more on a loaded host).
 const gvisorBoot = 60 * time.Second
 
-// Start implements [Starter]. The sandbox is returned once its harness
+// Start implements [Starter]. A command's sandbox (spec.Programs) is
+// returned at once, armed with its limits and ctx; a harness's once it
 // said it is ready (it does when it finds its channel on stdin), armed
 // with spec's limits from then on: its boot does not count against the run.
 func (g GVisorStarter) Start(ctx context.Context, spec jail.Spec) (Box, error) {
 	if spec.Forward != nil {
 		spec.Env = append(spec.Env, fmt.Sprintf("CODECAGE_FORWARD=%d:%s", spec.Forward.Port, gvisor.ForwardSocket))
+	}
+	if spec.Programs != nil {
+		// A command, not the harness: nothing says when it is ready, so
+		// its limits count from the start, boot included.
+		sb, err := gvisor.Start(ctx, g.Runtime, spec)
+		if err != nil {
+			return nil, err
+		}
+		l := spec.Limits.WithDefaults()
+		sb.Arm(ctx, l.Timeout, l.CPUTime)
+		return gvisorBox{sb}, nil
 	}
 	limits := spec.Limits.WithDefaults()
 	spec.Limits.Timeout = gvisorBoot

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -98,6 +99,9 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		mounts = append(mounts, ociMount{Destination: path, Type: "bind", Source: host, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
 	}
 	for _, d := range systemDirs {
+		if spec.Programs != nil {
+			break // a minimal root instead: placePrograms below
+		}
 		fi, err := os.Lstat(d)
 		switch {
 		case err != nil:
@@ -118,8 +122,25 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		return err
 	}
 	for _, d := range etcDirs {
+		if spec.Programs != nil {
+			break // the programs' own links are recreated instead
+		}
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			ro(d, d)
+		}
+	}
+	if p := spec.Programs; p != nil {
+		if err := placeLinks(root, p.Links); err != nil {
+			return err
+		}
+		// Libraries stay mappable as code: gVisor refuses executable
+		// mappings from noexec mounts, as Linux does. It has no Landlock,
+		// so they could be executed too; the loader (a program of every
+		// list) runs any of them all the same, in the jail as well.
+		for _, list := range [][]string{p.Exec, p.Files} {
+			for _, f := range list {
+				ro(f, f)
+			}
 		}
 	}
 	l := spec.Limits
@@ -188,12 +209,66 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 
 func limit(kind string, n uint64) ociRlimit { return ociRlimit{Type: kind, Hard: n, Soft: n} }
 
+// placeLinks recreates the symlinks that lead to a minimal root's
+// programs and libraries, as they are on the host (parents first).
+func placeLinks(root string, links map[string]string) error {
+	paths := make([]string, 0, len(links))
+	for l := range links {
+		paths = append(paths, l)
+	}
+	sort.Strings(paths)
+	for _, l := range paths {
+		dst := filepath.Join(root, l)
+		if err := noLinkOnTheWay(root, filepath.Dir(dst)); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(links[l], dst); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("gvisor: link %s: %w", l, err)
+		}
+	}
+	return nil
+}
+
+// noLinkOnTheWay refuses a path below root that would pass through a
+// symlink already in the bundle's root: creating it would follow the link,
+// possibly out of the bundle, onto the host.
+func noLinkOnTheWay(root, path string) error {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("gvisor: %q leaves the root", path)
+	}
+	cur := root
+	for _, part := range strings.Split(rel, "/") {
+		if part == "." || part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("gvisor: %q passes through the symlink %s", path, strings.TrimPrefix(cur, root))
+		}
+	}
+	return nil
+}
+
 // mountPoint creates what m is mounted on: the root is read-only inside,
 // so runsc could not create it there.
 func mountPoint(root string, m ociMount) error {
 	dst := filepath.Join(root, m.Destination)
 	if !strings.HasPrefix(dst, root+"/") {
 		return fmt.Errorf("gvisor: mount point %q leaves the root", m.Destination)
+	}
+	if err := noLinkOnTheWay(root, filepath.Dir(dst)); err != nil {
+		return err
 	}
 	dir := true
 	if m.Type == "bind" {

@@ -14,14 +14,30 @@ import "errors"
 
 // Runtime says how to run runsc.
 type Runtime struct {
-	// Runsc is the runsc binary; empty finds "runsc" on PATH.
+	// Runsc is the runsc binary; empty means PinnedRunsc where it is
+	// installed, else "runsc" on PATH.
 	Runsc string
-	// Platform is gVisor's platform: "ptrace" (the default) or "kvm".
+	// Platform is gVisor's platform: "systrap", "ptrace" or "kvm"; empty or
+	// PlatformAuto picks systrap where this runsc has it and a sandbox runs
+	// on it, else ptrace.
 	Platform string
 	// StateDir holds each sandbox's bundle and runsc state while it runs;
 	// empty means /run/codecage/gvisor.
 	StateDir string
 }
+
+// The platforms a Runtime may name. kvm is accepted but never picked: it
+// needs /dev/kvm and hangs in VMs without nested virtualization.
+const (
+	PlatformAuto    = "auto"
+	PlatformSystrap = "systrap"
+	PlatformPtrace  = "ptrace"
+	PlatformKVM     = "kvm"
+)
+
+// PinnedRunsc is where scripts/setup.sh installs the runsc it builds (a
+// current one, pinned there), preferred to a distribution's on PATH.
+const PinnedRunsc = "/usr/local/lib/codecage/runsc"
 
 // DefaultStateDir is where bundles live when Runtime.StateDir is empty.
 const DefaultStateDir = "/run/codecage/gvisor"
@@ -40,6 +56,16 @@ type Availability struct {
 	Version string `json:"version,omitempty"`
 	// Platform is the platform the sandboxes use.
 	Platform string `json:"platform"`
+	// Platforms are those this runsc offers (`runsc platforms`; a runsc
+	// without that command offers ptrace and kvm).
+	Platforms []string `json:"platforms,omitempty"`
+	// PlatformNote says why the platform picked is not the preferred one.
+	PlatformNote string `json:"platform_note,omitempty"`
+	// EnforcesNoexec is true when this runsc's kernel refuses to map code
+	// from a noexec mount (a loader run on a copied binary in /tmp fails),
+	// as Linux does: what a minimal root of allowed programs rests on.
+	// Debian 12's runsc (2022) maps it.
+	EnforcesNoexec bool `json:"enforces_noexec"`
 	// StartupSeconds is how long the probe's sandbox took, start to end.
 	StartupSeconds float64 `json:"startup_seconds,omitempty"`
 	// Error says why the backend is unavailable.

@@ -52,16 +52,17 @@ const joinCgroup = `for f; do [ "$f" = -- ] && break; echo 0 > "$f" || exit 125;
 // Start runs spec's program in a new gVisor sandbox. Unlike the native
 // jail, the channel is the program's stdin (runsc passes a program its
 // standard descriptors only; the harness moves it to fd 3), the program
-// runs as spec.HostUID (or a uid allocated for it) inside too, and
-// Programs, Forward, Nested and SeqPacketChannel are not supported. The
+// runs as spec.HostUID (or a uid allocated for it) inside too, Programs
+// (a minimal root) has no Landlock behind it (gVisor has none; see
+// writeBundle), and Nested and SeqPacketChannel are not supported. The
 // gVisor kernel boots in the background: the program may start a few
 // hundred milliseconds after Start returns.
 func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	switch {
 	case len(spec.Argv) == 0:
 		return nil, errors.New("gvisor: empty argv")
-	case spec.Programs != nil, spec.Nested, spec.SeqPacketChannel:
-		return nil, fmt.Errorf("%w: the gvisor backend runs the harness only (no command jails or zygotes)", jail.ErrUnsupported)
+	case spec.Nested, spec.SeqPacketChannel:
+		return nil, fmt.Errorf("%w: the gvisor backend has no zygotes", jail.ErrUnsupported)
 	}
 	if err := jail.CheckHome(spec.Home); err != nil {
 		return nil, err
@@ -315,7 +316,7 @@ func (s *Sandbox) cleanup() {
 		_ = cg.Destroy()
 	}
 	if s.dir != "" {
-		_ = os.RemoveAll(s.dir)
+		removeBundle(s.dir)
 	}
 	if s.ownUID {
 		jail.ReleaseUID(s.uid)
@@ -326,18 +327,22 @@ func (s *Sandbox) cleanup() {
 func (rt Runtime) binary() (string, error) {
 	name := rt.Runsc
 	if name == "" {
+		if fi, err := os.Stat(PinnedRunsc); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return PinnedRunsc, nil
+		}
 		name = "runsc"
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s not found (Debian: apt-get install runsc)", ErrUnavailable, name)
+		return "", fmt.Errorf("%w: %s not found (scripts/setup.sh installs one)", ErrUnavailable, name)
 	}
 	return p, nil
 }
 
+// platform is rt's platform, or the one the probe picked for its runsc.
 func (rt Runtime) platform() string {
-	if rt.Platform == "" {
-		return "ptrace"
+	if rt.Platform == "" || rt.Platform == PlatformAuto {
+		return Probe(Runtime{Runsc: rt.Runsc}).Platform
 	}
 	return rt.Platform
 }
@@ -365,7 +370,7 @@ func reapStale(dir string) {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			removeBundle(filepath.Join(dir, e.Name()))
 		}
 	}
 }

@@ -53,9 +53,11 @@ type Config struct {
 	// Isolation is the backend of a request that does not ask for one:
 	// "native" (the jail) or "gvisor" (every run under runsc).
 	Isolation string
-	// Runsc is gVisor's runsc binary (empty: runsc on PATH).
+	// Runsc is gVisor's runsc binary (empty: the one scripts/setup.sh
+	// builds, else runsc on PATH).
 	Runsc string
-	// GVisorPlatform is gVisor's platform: ptrace or kvm.
+	// GVisorPlatform is gVisor's platform: auto (systrap where runsc has
+	// it, else ptrace), systrap, ptrace or kvm.
 	GVisorPlatform string
 	// GVisorPoolSize and GVisorDataPoolSize are the gVisor sandboxes kept
 	// ready (basic, and data_science with numpy and pandas loaded) when
@@ -194,7 +196,7 @@ func DefaultConfig() Config {
 		PoolSize:           4,
 		DataPoolSize:       2, // one numpy cell is used while the next is forked: back-to-back runs then find one ready
 		Isolation:          IsolationNative,
-		GVisorPlatform:     "ptrace",
+		GVisorPlatform:     "auto",
 		GVisorPoolSize:     2,
 		GVisorDataPoolSize: 1,
 		MaxSandboxes:       32,
@@ -311,8 +313,8 @@ var settings = []setting{
 	boolSetting("enable_filesystem", "SANDBOX_ENABLE_FILESYSTEM", "enable the filesystem profile", func(c *Config) *bool { return &c.EnableFilesystem }),
 	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }),
 	choiceSetting("isolation", "SANDBOX_ISOLATION", "backend of every run: native (the jail) or gvisor (runsc)", []string{IsolationNative, IsolationGVisor}, func(c *Config) *string { return &c.Isolation }),
-	pathSetting("runsc", "SANDBOX_RUNSC", "gVisor's runsc binary (default: runsc on PATH)", func(c *Config) *string { return &c.Runsc }),
-	choiceSetting("gvisor_platform", "SANDBOX_GVISOR_PLATFORM", "gVisor platform: ptrace or kvm", []string{"ptrace", "kvm"}, func(c *Config) *string { return &c.GVisorPlatform }),
+	pathSetting("runsc", "SANDBOX_RUNSC", "gVisor's runsc binary (default: /usr/local/lib/codecage/runsc, which scripts/setup.sh builds, else runsc on PATH)", func(c *Config) *string { return &c.Runsc }),
+	choiceSetting("gvisor_platform", "SANDBOX_GVISOR_PLATFORM", "gVisor platform: auto (systrap where runsc has it, else ptrace), systrap, ptrace or kvm", []string{"auto", "systrap", "ptrace", "kvm"}, func(c *Config) *string { return &c.GVisorPlatform }),
 	countSetting("gvisor_pool_size", "SANDBOX_GVISOR_POOL_SIZE", "basic gVisor sandboxes kept ready when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorPoolSize }),
 	countSetting("gvisor_data_science_pool_size", "SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE", "data_science gVisor sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.GVisorDataPoolSize }),
 	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),

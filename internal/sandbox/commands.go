@@ -13,7 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 )
 
 // EventCommand is the event kind of run_command.
@@ -235,7 +237,11 @@ func sortedKeys(m map[string]string) []string {
 
 // RunCommand runs a command line in the command jail: the same namespaces,
 // limits, seccomp and teardown as a Python run, on a root that holds only
-// the allowed programs (the kernel refuses to execute anything else).
+// the allowed programs (the kernel refuses to execute anything else). In a
+// gVisor session, or with SANDBOX_ISOLATION=gvisor, that root is built
+// under gVisor where its kernel refuses execution from the noexec
+// workspace and /tmp as Linux does (it has no Landlock): see
+// commandBackend.
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
 	if r := s.remote(req.SessionID); r != "" {
 		fwd := req
@@ -338,7 +344,8 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if se != nil {
 		spec.Workspace, spec.HostUID = workspace, uid
 	}
-	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
+	backend := s.commandBackend(se)
+	lease, err := s.fleet.Start(ctx, backend, spec)
 	if err != nil {
 		return nil, s.fleetError(ctx, err)
 	}
@@ -353,7 +360,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
 		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: idle.Seconds()},
-		Backend:   fleet.Native, Isolation: layersOf(fleet.Native),
+		Backend:   backend, Isolation: layersOf(backend),
 	}
 	if exit.Limit != jail.LimitNone {
 		name := string(exit.Limit)
@@ -365,6 +372,19 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	}
 	r.Success = exit.Limit == jail.LimitNone && r.ExitCode == 0
 	return r, nil
+}
+
+// commandBackend is where a command runs: a gVisor session's commands run
+// under gVisor too, as every run does with SANDBOX_ISOLATION=gvisor, so its
+// kernel stays between them and the host's; but only with a runsc that
+// refuses code from noexec mounts, on which the allow-list rests there
+// (Debian's of 2022 maps it: its commands stay on the native jail).
+func (s *Service) commandBackend(se *session) string {
+	gv := (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == policy.IsolationGVisor)
+	if gv && gvisor.Probe(s.gvisorRuntime()).EnforcesNoexec {
+		return fleet.GVisor
+	}
+	return fleet.Native
 }
 
 var (
