@@ -184,9 +184,15 @@ func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The audit log and metrics learn which backend ran each event's code.
+	// A gVisor session's commands run under gVisor where its runsc refuses
+	// code from noexec mounts (the pinned one), else natively.
+	commands := "native"
+	if svc.Info().ContainerMode.GVisor.EnforcesNoexec {
+		commands = "gvisor"
+	}
 	for kind, want := range map[string][]string{
 		sandbox.EventSession: {"gvisor", "native", ""}, // create, create, close
-		sandbox.EventCommand: {"native"},
+		sandbox.EventCommand: {commands},
 		sandbox.EventInstall: {"native"},
 	} {
 		if got := rec.backends(kind); !slices.Equal(got, want) {
