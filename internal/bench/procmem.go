@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -50,38 +51,13 @@ func (p SandboxProcess) Sandbox() string {
 func SandboxProcesses() []SandboxProcess {
 	self := os.Getpid()
 	selfNS, _ := os.Readlink("/proc/self/ns/pid")
-	entries, _ := os.ReadDir("/proc")
 	type proc struct {
 		ppid, uid int
 		name      string
 	}
 	procs := map[int]proc{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		p := proc{ppid: -1, uid: -1}
-		for _, line := range strings.Split(string(status), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				continue
-			}
-			switch k {
-			case "Name":
-				p.name = f[0]
-			case "PPid":
-				p.ppid, _ = strconv.Atoi(f[0])
-			case "Uid":
-				p.uid, _ = strconv.Atoi(f[0])
-			}
-		}
-		procs[pid] = p
+	for _, p := range leftovers.HostProcesses() {
+		procs[p.PID] = proc{ppid: p.PPID, uid: p.UID(), name: p.Name}
 	}
 	descends := func(pid int) bool {
 		for range 64 { // pid trees are shallow; a bound guards against cycles of reused pids

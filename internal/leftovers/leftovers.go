@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,33 +35,74 @@ func SandboxProcesses() []string {
 // process, say), as "pid name".
 func HostSandboxProcesses() []string { return processes(jail.InUIDSpan) }
 
-// processes lists the processes with a real, effective, saved or
-// filesystem uid that match.
+// processes lists, as "pid Name:\tname", the processes with a real,
+// effective, saved or filesystem uid that match.
 func processes(match func(uid int) bool) []string {
 	var found []string
+	for _, p := range HostProcesses() {
+		if slices.ContainsFunc(p.UIDs, match) {
+			found = append(found, fmt.Sprintf("%d Name:\t%s", p.PID, p.Name))
+		}
+	}
+	return found
+}
+
+// Process is a host process as its /proc/<pid>/status shows it.
+type Process struct {
+	PID, PPID int
+	Name      string
+	// UIDs are the real, effective, saved and filesystem uids.
+	UIDs []int
+	// Status holds every field of the file, its value trimmed.
+	Status map[string]string
+}
+
+// UID is the process's real uid (-1 if unknown).
+func (p Process) UID() int {
+	if len(p.UIDs) == 0 {
+		return -1
+	}
+	return p.UIDs[0]
+}
+
+// HostProcesses reads the status of every process on the host; one that
+// ends meanwhile is left out.
+func HostProcesses() []Process {
+	var out []Process
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
 		if err != nil {
 			continue
 		}
+		p := Process{PID: pid, PPID: -1, Status: map[string]string{}}
 		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 || f[0] != "Uid:" {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
 				continue
 			}
-			for _, v := range f[1:] {
-				if uid, err := strconv.Atoi(v); err == nil && match(uid) {
-					found = append(found, e.Name()+" "+strings.SplitN(string(b), "\n", 2)[0])
-					break
+			v = strings.TrimSpace(v)
+			p.Status[k] = v
+			switch k {
+			case "Name":
+				p.Name = v
+			case "PPid":
+				p.PPID, _ = strconv.Atoi(v)
+			case "Uid":
+				for _, f := range strings.Fields(v) {
+					if uid, err := strconv.Atoi(f); err == nil {
+						p.UIDs = append(p.UIDs, uid)
+					}
 				}
 			}
 		}
+		out = append(out, p)
 	}
-	return found
+	return out
 }
 
 // Cgroups lists the sandbox cgroups of the supervisor with this pid: the

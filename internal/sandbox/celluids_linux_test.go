@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -27,32 +28,9 @@ type cellProc struct {
 func hostSandboxProcs() []cellProc {
 	ranges := jail.LeasedUIDRanges()
 	var out []cellProc
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		p := cellProc{pid: pid, uid: -1}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				continue
-			}
-			switch k {
-			case "Uid":
-				p.uid, _ = strconv.Atoi(f[0])
-			case "SigBlk":
-				p.sigBlk, _ = strconv.ParseUint(f[0], 16, 64)
-			case "SigQ":
-				p.sigQ = f[0]
-			}
-		}
+	for _, hp := range leftovers.HostProcesses() {
+		p := cellProc{pid: hp.PID, uid: hp.UID(), sigQ: hp.Status["SigQ"]}
+		p.sigBlk, _ = strconv.ParseUint(hp.Status["SigBlk"], 16, 64)
 		in := false
 		for _, r := range ranges {
 			in = in || (p.uid >= r[0] && p.uid < r[1])
@@ -60,8 +38,9 @@ func hostSandboxProcs() []cellProc {
 		if !in {
 			continue
 		}
-		p.pidNS, _ = os.Readlink("/proc/" + e.Name() + "/ns/pid")
-		if l, err := os.ReadFile("/proc/" + e.Name() + "/limits"); err == nil {
+		dir := "/proc/" + strconv.Itoa(p.pid)
+		p.pidNS, _ = os.Readlink(dir + "/ns/pid")
+		if l, err := os.ReadFile(dir + "/limits"); err == nil {
 			for _, line := range strings.Split(string(l), "\n") {
 				if rest, ok := strings.CutPrefix(line, "Max processes"); ok {
 					if f := strings.Fields(rest); len(f) > 0 {
