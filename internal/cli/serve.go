@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/audit"
@@ -68,17 +67,13 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	server := mcpserver.New(svc, log)
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	t := mcpserver.Stdio(stdin, stdout, log)
 	if err := server.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		fmt.Fprintln(stderr, "codecage mcp:", err)
 		return exitInternal
 	}
 	return exitOK
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // serveCmd serves the REST API, MCP over streamable HTTP (/mcp) and SSE
 // (/mcp/sse), metrics and health on one listener, until SIGTERM.
