@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/cluster"

@@ -75,8 +75,20 @@ func humanSize(n int64) string {
 // any request; GET streams are refused (405) and clients do without them.
 // The sandbox sessions are codecage's own ids in tool arguments, which the
 // service forwards to the replica that holds them.
+//
+// Both handlers refuse ids the SDK would change (checkBodies); DELETE /mcp
+// ends the session's calls first (streamableHandler); each SSE stream is
+// bounded (sseHandler).
 func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
-	server := New(svc, log)
+	if log == nil {
+		log = slog.Default()
+	}
+	inflight := newCalls()
+	withCalls := func(s *mcp.Server) *mcp.Server {
+		s.AddReceivingMiddleware(inflight.middleware)
+		return s
+	}
+	server := withCalls(New(svc, log))
 	var perKey sync.Map // key name -> *mcp.Server
 	sseServer := func(r *http.Request) *mcp.Server {
 		c, ok := sandbox.CallerFrom(r.Context())
@@ -86,14 +98,16 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 		if s, ok := perKey.Load(c.Key); ok {
 			return s.(*mcp.Server)
 		}
-		s, _ := perKey.LoadOrStore(c.Key, newServer(svc, log, c.Key))
+		s, _ := perKey.LoadOrStore(c.Key, withCalls(newServer(svc, log, c.Key)))
 		return s.(*mcp.Server)
 	}
 	var opts *mcp.StreamableHTTPOptions
 	if stateless {
 		opts = &mcp.StreamableHTTPOptions{Stateless: true}
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts), mcp.NewSSEHandler(sseServer, nil)
+	streamable = &streamableHandler{inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts), calls: inflight, posts: newPosts()}
+	sse = &sseHandler{inner: mcp.NewSSEHandler(sseServer, nil), calls: inflight, log: log}
+	return checkBodies(streamable), checkBodies(sse)
 }
 
 // toolError turns a service error into the text a model can act on. The
