@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// metric sums the samples of one metric in /metrics (all its labels).
+func metric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	ms := regexp.MustCompile(`(?m)^`+name+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1)
+	if ms == nil {
+		t.Fatalf("no %s in /metrics", name)
+	}
+	sum := 0.0
+	for _, m := range ms {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		sum += v
+	}
+	return sum
+}
+
+func postJSON(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// Item 3 of issue 24: a legacy SSE client that stops reading is dropped
+// once its unsent results pass the budget; before, every finished call's
+// 1 MB result waited in the server (a goroutine each) until the client
+// left. Judged from the host: the session is gone (404) while the client's
+// socket is still open, and the server's goroutines are back to baseline.
+func TestMCPSSEStalledClientIsDropped(t *testing.T) {
+	s := startServe(t)
+	base := metric(t, s.url, "go_goroutines")
+	host := strings.TrimPrefix(s.url, "http://")
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", host)
+	br := bufio.NewReader(conn)
+	var endpoint string
+	for endpoint == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, "sessionid=") {
+			endpoint = s.url + strings.TrimSpace(strings.TrimPrefix(line, "data: "))
+		}
+	}
+	// From here on the client reads nothing.
+	postJSON(t, endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	postJSON(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 60; i += 4 {
+				req, _ := http.NewRequest("POST", endpoint, strings.NewReader(fmt.Sprintf(
+					`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"print('x'*1000000)"}}}`, i+1)))
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, _ := postJSON(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+		g := metric(t, s.url, "go_goroutines")
+		if resp.StatusCode == http.StatusNotFound && g <= base+5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("60 s after the calls, a client that stopped reading is still served (POST %d) and the server holds %v goroutines (baseline %v)", resp.StatusCode, g, base)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(s.stderr.String(), "mcp sse: client dropped") {
+		t.Errorf("the drop was not logged; stderr:\n%.2000s", s.stderr)
+	}
+}
+
+// Item 11 of issue 24: DELETE /mcp during a tool call cancels it at once,
+// the call's POST gets a JSON-RPC error, and its sandbox is freed (before:
+// the DELETE waited for the call, and the POST got an empty 200).
+func TestMCPDeleteCancelsCalls(t *testing.T) {
+	s := startServe(t)
+	resp, _ := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("no session id (%d)", resp.StatusCode)
+	}
+	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
+	postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+	type answer struct {
+		body string
+		at   time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		_, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(25)"}}}`, h)
+		got <- answer{body, time.Now()}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for metric(t, s.url, "sandbox_pool_in_use") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // into the sleep
+	start := time.Now()
+	req, _ := http.NewRequest("DELETE", s.url+"/mcp", nil)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	dresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dresp.Body.Close()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("DELETE took %v", took)
+	}
+	select {
+	case a := <-got:
+		if !strings.Contains(a.body, `"id":"call-1"`) || !strings.Contains(a.body, `"code":-32004`) {
+			t.Errorf("the call's POST got %q, want its JSON-RPC error", a.body)
+		}
+		if a.at.Sub(start) > 5*time.Second {
+			t.Errorf("the call answered %v after the DELETE", a.at.Sub(start))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call's POST had no answer 10 s after the DELETE")
+	}
+	// The run's sandbox is given back: the pool has none in use.
+	deadline = time.Now().Add(5 * time.Second)
+	for metric(t, s.url, "sandbox_pool_in_use") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the DELETE the run still holds its sandbox (pool in use %v)", metric(t, s.url, "sandbox_pool_in_use"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Item 17 of issue 24 over HTTP: an id the SDK would change is refused
+// with -32600 naming it (over stdio such ids round-trip exactly).
+func TestMCPHTTPRefusesInexactIDs(t *testing.T) {
+	s := startServe(t)
+	for _, path := range []string{"/mcp", "/mcp/sse?sessionid=x"} {
+		for _, id := range []string{"1180591620717411303424", "9007199254740993", "1.5"} {
+			resp, body := postJSON(t, s.url+path, `{"jsonrpc":"2.0","id":`+id+`,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, id) {
+				t.Errorf("POST %s with id %s: %d %q", path, id, resp.StatusCode, body)
+			}
+		}
+	}
+	resp, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":9007199254740992,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":9007199254740992`) {
+		t.Errorf("2^53 is exact and must be served: %d %q", resp.StatusCode, body)
+	}
+}
