@@ -97,6 +97,9 @@ type PeerCall struct {
 	// Append: OpWriteFile adds Data to the end of the file (a chunk of an
 	// upload) instead of replacing it.
 	Append bool `json:"append,omitempty"`
+	// EmptyDir: OpDeleteFile removes Path only if it is an empty
+	// directory (a failed upload's clean-up).
+	EmptyDir bool `json:"empty_dir,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
 }
@@ -323,6 +326,9 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 		}
 		return s.ListFiles(ctx, id, call.Owner, call.Path)
 	case OpDeleteFile:
+		if call.EmptyDir {
+			return struct{}{}, s.removeEmptyDir(id, call.Owner, call.Path)
+		}
 		return struct{}{}, s.DeleteFile(ctx, id, call.Owner, call.Path)
 	case OpStatFile:
 		return s.StatFile(ctx, id, call.Owner, call.Path)

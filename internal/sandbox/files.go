@@ -379,6 +379,19 @@ func (s *Service) deleteFile(ctx context.Context, id, owner, p string) error {
 	return fileError(p, r.RemoveAll(ctx, rel))
 }
 
+// removeEmptyDir removes a directory of the workspace if it is empty.
+func (s *Service) removeEmptyDir(id, owner, p string) error {
+	r, _, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if rel == "." {
+		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
+	}
+	return fileError(p, r.RemoveEmptyDir(rel))
+}
+
 func stat(r *wsfs.Root, rel string) (*FileInfo, error) {
 	e, err := r.Lstat(rel)
 	if err != nil {

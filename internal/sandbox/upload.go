@@ -43,17 +43,19 @@ type Upload struct {
 	committed bool
 	closers   []func()
 
+	// dirs are the directories the upload made, parents first.
+	dirs []string
 	// A session of this replica:
 	root *wsfs.Root
 	se   *session
-	// dirs are the directories the upload made, parents first.
-	dirs []string
 	// used counts the workspace's bytes when it is not a tmpfs of its own
 	// (measured once, at the start, then what the upload adds).
 	used int64
 
-	// Or the replica holding the session.
+	// Or the replica holding the session, and the directories known to
+	// be there.
 	replica string
+	known   map[string]bool
 }
 
 type pendingFile struct {
@@ -202,6 +204,9 @@ func (u *Upload) addRemote(p string, body io.Reader) error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	tmp := path.Join(path.Dir(p), uploadPrefix+hex.EncodeToString(b[:]))
+	if err := u.remoteMissingDirs(path.Dir(p)); err != nil {
+		return err
+	}
 	u.files = append(u.files, pendingFile{tmp: tmp, final: p, given: p})
 	limit, total := u.s.cfg.MaxFileSize, int64(0)
 	for first := true; ; first = false {
@@ -223,6 +228,33 @@ func (u *Upload) addRemote(p string, body io.Reader) error {
 			return bodyError(p, rerr)
 		}
 	}
+}
+
+// remoteMissingDirs notes which of dir and its parents the owner does not
+// have yet (its first chunk's write makes them): a failed upload removes
+// them again.
+func (u *Upload) remoteMissingDirs(dir string) error {
+	if u.known == nil {
+		u.known = map[string]bool{}
+	}
+	var missing []string
+	for d := dir; d != "." && d != "/" && !u.known[d]; d = path.Dir(d) {
+		_, err := forward[*FileInfo](u.ctx, u.s, u.replica, PeerCall{Op: OpStatFile, Owner: u.owner, SessionID: u.id, Path: d}, nil, EventFile, "stat")
+		if err == nil {
+			break
+		}
+		if ErrorKind(err) != KindFileNotFound {
+			return err
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		u.dirs = append(u.dirs, missing[i])
+	}
+	for d := dir; d != "." && d != "/" && !u.known[d]; d = path.Dir(d) {
+		u.known[d] = true
+	}
+	return nil
 }
 
 // bodyError is a failure to read what the client sends.
@@ -325,7 +357,10 @@ func (u *Upload) rollback() {
 				_, _ = forward[struct{}](ctx, u.s, u.replica, PeerCall{Op: OpDeleteFile, Owner: u.owner, SessionID: u.id, Path: f.tmp}, nil, EventFile, "delete")
 			}
 		}
-		u.files = nil
+		for i := len(u.dirs) - 1; i >= 0; i-- {
+			_, _ = forward[struct{}](ctx, u.s, u.replica, PeerCall{Op: OpDeleteFile, Owner: u.owner, SessionID: u.id, Path: u.dirs[i], EmptyDir: true}, nil, EventFile, "delete")
+		}
+		u.files, u.dirs = nil, nil
 		return
 	}
 	if u.root == nil {
