@@ -70,6 +70,9 @@ func startServeOn(t testing.TB, addr string, env ...string) *server {
 		t.Fatalf("serve printed nothing; stderr:\n%s", s.stderr)
 	}
 	first := lines.Text()
+	for strings.Contains(first, "E2B API") && lines.Scan() {
+		first = lines.Text() // the E2B surface's line, when it is on, comes first
+	}
 	go func() {
 		_, _ = io.Copy(io.Discard, out)
 		s.exited <- cmd.Wait()

@@ -11,10 +11,12 @@ import (
 	"mime/multipart"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
 
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -199,14 +201,18 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "the path query parameter is required")
 		return
 	}
-	data, err := s.svc.ReadFile(r.Context(), ref.id, ref.owner, sandboxPath(p))
+	d, err := s.svc.OpenFile(r.Context(), ref.id, ref.owner, sandboxPath(p), false)
 	if err != nil {
 		fileError(w, err)
 		return
 	}
+	defer d.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(d.Info.Size, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
+	// A failure now (the file shrank, the client stalled) cuts the answer
+	// short of its Content-Length: the client sees it incomplete.
+	_, _ = frontdoor.CopyOut(w, d, make([]byte, sandbox.TransferBuffer))
 }
 
 // written is what envd answers for each file an upload wrote.
@@ -218,31 +224,25 @@ type written struct {
 
 // upload writes files: a multipart form (field "file", the filename is
 // where the file goes, or the path query for a single one) or a raw body
-// for the path query, gzipped or not.
+// for the path query, gzipped or not. Each file streams to disk; the
+// upload is all or nothing (sandbox.Upload): a failure part-way leaves
+// the workspace as it was.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
 	limit := s.svc.Config().MaxFileSize
 	r.Body = http.MaxBytesReader(w, r.Body, 2*limit+1<<20)
 	target := r.URL.Query().Get("path")
-	var out []written
-	write := func(p string, body io.Reader) error {
-		data, err := io.ReadAll(io.LimitReader(body, limit+1))
-		if err != nil {
-			return fmt.Errorf("%w: reading %s: %v", sandbox.ErrInvalidRequest, p, err)
-		}
-		fi, err := s.svc.WriteFile(r.Context(), ref.id, ref.owner, sandboxPath(p), data)
-		if err != nil {
-			return err
-		}
-		e := entry(fi)
-		out = append(out, written{Name: e.Name, Type: "file", Path: e.Path})
-		return nil
+	up, err := s.svc.BeginUpload(r.Context(), ref.id, ref.owner)
+	if err != nil {
+		fileError(w, err)
+		return
 	}
+	defer up.Close()
+	add := func(p string, body io.Reader) error { return up.Add(sandboxPath(p), body) }
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var err error
 	switch {
 	case mt == "multipart/form-data":
-		err = s.uploadParts(multipart.NewReader(r.Body, params["boundary"]), target, write)
+		err = s.uploadParts(multipart.NewReader(r.Body, params["boundary"]), target, add)
 	case target == "":
 		err = fmt.Errorf("%w: the path query parameter is required for a raw upload", sandbox.ErrInvalidRequest)
 	default:
@@ -256,11 +256,20 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			defer zr.Close()
 			body = zr
 		}
-		err = write(target, body)
+		err = add(target, body)
+	}
+	var files []sandbox.FileInfo
+	if err == nil {
+		files, err = up.Commit()
 	}
 	if err != nil {
 		fileError(w, err)
 		return
+	}
+	out := make([]written, 0, len(files))
+	for i := range files {
+		e := entry(&files[i])
+		out = append(out, written{Name: e.Name, Type: "file", Path: e.Path})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

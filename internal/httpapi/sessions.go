@@ -53,11 +53,6 @@ type FileInfoOutput struct {
 	Body *sandbox.FileInfo
 }
 
-// FileContentOutput is a file's content.
-type FileContentOutput struct {
-	Body sandbox.FileContent
-}
-
 // FileListOutput is a workspace listing.
 type FileListOutput struct {
 	Body struct {
@@ -136,17 +131,7 @@ func (s *Server) sessionRoutes() {
 		out.Body.Files, out.Body.Truncated = files.Files, files.Truncated
 		return out, nil
 	})
-	huma.Register(s.api, huma.Operation{
-		OperationID: "read-file", Method: http.MethodGet, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
-		Summary: "Read a workspace file", Description: "Returns the file as UTF-8 text, or base64 when it is not valid UTF-8.",
-		Errors: []int{400, 401, 404, 413, 429},
-	}, func(ctx context.Context, in *FilePathInput) (*FileContentOutput, error) {
-		data, err := s.svc.ReadFile(ctx, in.ID, owner(ctx), in.Path)
-		if err != nil {
-			return nil, problemFor(err)
-		}
-		return &FileContentOutput{Body: sandbox.EncodeContent(in.Path, data)}, nil
-	})
+	s.fileDownloadRoutes()
 	huma.Register(s.api, huma.Operation{
 		OperationID: "write-file", Method: http.MethodPut, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
 		Summary:     "Write a workspace file",

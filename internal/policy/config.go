@@ -98,6 +98,9 @@ type Config struct {
 	KeyConcurrency int // requests running at once per key
 	MaxConcurrent  int // requests running at once in all
 	QueueSize      int // requests that may wait for a slot
+	// MaxTransfers bounds the file downloads and uploads in progress at
+	// once (each holds a fixed buffer and a file); past it: busy.
+	MaxTransfers int
 
 	// Server settings (codecage serve).
 	APIKeys       string // "name:key,..."; never printed
@@ -216,6 +219,7 @@ func DefaultConfig() Config {
 		KeyConcurrency: 16,
 		MaxConcurrent:  32,
 		QueueSize:      64,
+		MaxTransfers:   16,
 
 		MaxBodySize:   1 << 20,
 		ReadTimeout:   60 * time.Second,
@@ -363,6 +367,7 @@ var settings = []setting{
 	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key", func(c *Config) *int { return &c.KeyConcurrency }),
 	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
 	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
+	intSetting("max_transfers", "SANDBOX_MAX_TRANSFERS", "file downloads and uploads in progress at once (then: busy)", func(c *Config) *int { return &c.MaxTransfers }),
 	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
 		get: func(c *Config) string {
 			if c.APIKeys != "" {

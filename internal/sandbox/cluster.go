@@ -66,6 +66,8 @@ const (
 	OpMakeDir    = "make_dir"
 	OpMoveFile   = "move_file"
 	OpLifetime   = "lifetime"
+	// OpReadRange reads a chunk of a file from Offset (a download).
+	OpReadRange = "read_range"
 )
 
 // PeerCall is a session request one replica forwards to the replica that
@@ -88,6 +90,16 @@ type PeerCall struct {
 	// Lifetime is OpLifetime's new lifetime, from now.
 	Lifetime time.Duration `json:"lifetime,omitempty"`
 	Data     []byte        `json:"data,omitempty"`
+	// Offset is where OpReadRange reads from; Classify asks it whether
+	// the file is text.
+	Offset   int64 `json:"offset,omitempty"`
+	Classify bool  `json:"classify,omitempty"`
+	// Append: OpWriteFile adds Data to the end of the file (a chunk of an
+	// upload) instead of replacing it.
+	Append bool `json:"append,omitempty"`
+	// EmptyDir: OpDeleteFile removes Path only if it is an empty
+	// directory (a failed upload's clean-up).
+	EmptyDir bool `json:"empty_dir,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
 }
@@ -289,15 +301,34 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	case OpClose:
 		return struct{}{}, s.CloseSession(ctx, id, call.Owner)
 	case OpWriteFile:
+		if call.Append {
+			// A later chunk of an upload: the forwarder's first chunk was
+			// admitted (and counted against the caller's rate).
+			return s.appendFile(ctx, id, call.Owner, call.Path, call.Data)
+		}
 		return s.WriteFile(ctx, id, call.Owner, call.Path, call.Data)
 	case OpReadFile:
 		return s.ReadFile(ctx, id, call.Owner, call.Path)
+	case OpReadRange:
+		if call.Offset == 0 {
+			// A download's first chunk is admitted (and counted against the
+			// caller's rate) once; the rest are parts of it.
+			release, err := s.admit(ctx, false)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+		}
+		return s.readChunk(id, call.Owner, call.Path, call.Offset, call.Classify)
 	case OpListFiles:
 		if call.Depth > 0 {
 			return s.ListDir(ctx, id, call.Owner, call.Path, call.Depth)
 		}
 		return s.ListFiles(ctx, id, call.Owner, call.Path)
 	case OpDeleteFile:
+		if call.EmptyDir {
+			return struct{}{}, s.removeEmptyDir(id, call.Owner, call.Path)
+		}
 		return struct{}{}, s.DeleteFile(ctx, id, call.Owner, call.Path)
 	case OpStatFile:
 		return s.StatFile(ctx, id, call.Owner, call.Path)

@@ -242,8 +242,45 @@ func sandboxUID(se *session) int {
 	return -1
 }
 
-// ReadFile returns the contents of path in a session's workspace.
+// appendFile adds data to the end of an existing file (a later chunk of
+// an upload forwarded from another replica), within the file-size and
+// workspace limits.
+func (s *Service) appendFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
+	r, se, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fileError(p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
+	}
+	if fi.Size()+int64(len(data)) > s.cfg.MaxFileSize {
+		return nil, fmt.Errorf("%w: %q would be over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, s.cfg.MaxFileSize)
+	}
+	if err := s.checkRoom(ctx, r, se, int64(len(data))); err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(data); err != nil {
+		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
+	}
+	return stat(r, rel)
+}
+
+// ReadFile returns the contents of path in a session's workspace, whole
+// (up to SANDBOX_MAX_FILE_SIZE); it holds a transfer slot while it reads.
+// Downloads use OpenFile, which streams.
 func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, error) {
+	slot, err := s.acquireTransfer()
+	if err != nil {
+		return nil, err
+	}
+	defer slot()
 	if r := s.remote(id); r != "" {
 		return forward[[]byte](ctx, s, r, PeerCall{Op: OpReadFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "read")
 	}
@@ -340,6 +377,19 @@ func (s *Service) deleteFile(ctx context.Context, id, owner, p string) error {
 		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
 	}
 	return fileError(p, r.RemoveAll(ctx, rel))
+}
+
+// removeEmptyDir removes a directory of the workspace if it is empty.
+func (s *Service) removeEmptyDir(id, owner, p string) error {
+	r, _, rel, err := s.root(id, owner, p)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if rel == "." {
+		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
+	}
+	return fileError(p, r.RemoveEmptyDir(rel))
 }
 
 func stat(r *wsfs.Root, rel string) (*FileInfo, error) {

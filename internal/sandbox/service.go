@@ -54,6 +54,9 @@ type Service struct {
 	importCache  importCache
 	spares       spares
 	cluster      Cluster // the other replicas, or nil
+	// transfers holds a token per file download or upload in progress
+	// (SANDBOX_MAX_TRANSFERS).
+	transfers chan struct{}
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -68,6 +71,7 @@ func New(cfg policy.Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
 	s.logp.Store(slog.Default())
+	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
 	s.drain.init()
 	switch {
 	case cfg.Isolation == policy.IsolationGVisor:

@@ -25,3 +25,9 @@ func (*Root) List(context.Context, string, ListLimits) (Listing, error) {
 }
 func (*Root) Usage(context.Context, int, int) (int64, error) { return 0, errors.ErrUnsupported }
 func (*Root) Space() (int64, int64, error)                   { return 0, 0, errors.ErrUnsupported }
+func (*Root) CreateTemp(string, string, uint32) (*os.File, string, error) {
+	return nil, "", errors.ErrUnsupported
+}
+func (*Root) Remove(string) error            { return errors.ErrUnsupported }
+func (*Root) RemoveEmptyDir(string) error    { return errors.ErrUnsupported }
+func (*Root) Resolve(string) (string, error) { return "", errors.ErrUnsupported }
