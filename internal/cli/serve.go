@@ -19,6 +19,7 @@ import (
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/cluster"
 	"github.com/codecage/codecage/internal/e2b"
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
@@ -180,27 +181,24 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 			api.ServeHTTP(w, r)
 		})
 	}
-	l, err := net.Listen("tcp", addr)
+	door := doorSettings(cfg, e2bAddr != "", log)
+	l, err := frontdoor.Listen("rest", addr, door, log, m.ConnectionRefused)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
+	m.OpenConnections("rest", l.Open)
 	var e2bSrv *http.Server
 	if e2bAddr != "" {
-		el, err := net.Listen("tcp", e2bAddr)
+		el, err := frontdoor.Listen("e2b", e2bAddr, door, log, m.ConnectionRefused)
 		if err != nil {
 			fmt.Fprintln(stderr, "codecage serve: --e2b-listen:", err)
 			return exitUsage
 		}
-		e2bSrv = &http.Server{
-			Handler:           e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log}),
-			ReadHeaderTimeout: 10 * time.Second,
-			// No write timeout: a command's stream lasts as long as it runs
-			// (bounded by SANDBOX_MAX_COMMAND_TIMEOUT).
-			IdleTimeout:    2 * time.Minute,
-			MaxHeaderBytes: 64 << 10,
-			ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+		m.OpenConnections("e2b", el.Open)
+		// The same door as REST's: E2B's streams (process output, runCode)
+		// clear the write timeout, as REST's event streams do.
+		e2bSrv = frontdoor.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log}), door, log)
 		go func() { _ = e2bSrv.Serve(el) }()
 		defer e2bSrv.Close()
 		log.Info("serving the E2B API", "addr", el.Addr().String(), "hint", "E2B_API_URL=E2B_SANDBOX_URL=http://"+el.Addr().String())
@@ -208,22 +206,14 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := frontdoor.NewServer(handler, door, log)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	log.Info("codecage serving", "addr", l.Addr().String(), "keys", keys.Len(), "rate_limit", rateText(cfg, keys.Len()),
-		"max_concurrent", cfg.MaxConcurrent, "queue", cfg.QueueSize, "queue_timeout", cfg.QueueTimeout.String(), "audit_db", auditPath,
+		"max_concurrent", cfg.MaxConcurrent, "queue", cfg.QueueSize, "max_connections", door.MaxConns, "max_connections_per_client", door.MaxConnsPerClient, "queue_timeout", cfg.QueueTimeout.String(), "audit_db", auditPath,
 		"rest", "/execute", "docs", "/docs", "mcp", "/mcp", "sse", "/mcp/sse", "metrics", "/metrics")
 	fmt.Fprintf(stdout, "codecage serving on http://%s (REST at /, docs at /docs, MCP at /mcp, SSE at /mcp/sse)\n", l.Addr())
 	select {
@@ -247,6 +237,23 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	shutdown(srv, svc, cancelBase, cfg.ShutdownGrace, log)
 	return exitOK
+}
+
+// doorSettings are the listeners' timeouts and connection caps, the caps
+// lowered to fit half the open-file limit (raised to its hard limit first)
+// so that a flood of connections leaves the sandboxes their descriptors.
+func doorSettings(cfg policy.Config, withE2B bool, log *slog.Logger) frontdoor.Settings {
+	listeners := 1
+	if withE2B {
+		listeners = 2
+	}
+	fds := frontdoor.RaiseFileLimit()
+	door := frontdoor.WithinFileLimit(frontdoor.SettingsFrom(cfg), listeners, fds)
+	if door.MaxConns < cfg.MaxConnections {
+		log.Warn("the open-file limit lowers SANDBOX_MAX_CONNECTIONS (half of it is kept for sandboxes); raise the limit (ulimit -n, LimitNOFILE=) to allow more",
+			"open_file_limit", fds, "max_connections", door.MaxConns, "asked", cfg.MaxConnections)
+	}
+	return door
 }
 
 // shutdown stops accepting connections, lets running executions finish

@@ -27,6 +27,7 @@ type server struct {
 	stderr *strings.Builder
 	exited chan error
 	state  string // its SANDBOX_STATE_DIR, when the test set one
+	e2bURL string // its E2B listener's, with SANDBOX_E2B_LISTEN
 }
 
 func startServe(t *testing.T, env ...string) *server {
@@ -70,8 +71,14 @@ func startServeOn(t testing.TB, addr string, env ...string) *server {
 		t.Fatalf("serve printed nothing; stderr:\n%s", s.stderr)
 	}
 	first := lines.Text()
-	for strings.Contains(first, "E2B API") && lines.Scan() {
-		first = lines.Text() // the E2B surface's line, when it is on, comes first
+	// With SANDBOX_E2B_LISTEN, the E2B listener's line comes first.
+	if i := strings.Index(first, "E2B API on http://"); i >= 0 {
+		s.e2bURL = strings.Fields(first[i+len("E2B API on "):])[0]
+		if !lines.Scan() {
+			go func() { s.exited <- cmd.Wait() }()
+			t.Fatalf("serve printed one line; stderr:\n%s", s.stderr)
+		}
+		first = lines.Text()
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, out)

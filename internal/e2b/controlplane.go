@@ -293,12 +293,13 @@ func matches(labels, want map[string]string) bool {
 	return true
 }
 
-// decodeBody reads an optional JSON body.
+// decodeBody reads an optional JSON body (admitBody bounded and checked
+// it).
 func decodeBody(r *http.Request, v any) error {
 	if r.Body == nil {
 		return nil
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil && err.Error() != "EOF" {
 		return fmt.Errorf("the body is not the JSON this call takes: %v", err)
 	}

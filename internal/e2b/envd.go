@@ -24,21 +24,24 @@ import (
 // and Filesystem services over the Connect protocol (JSON).
 func (s *Server) envdRoutes() {
 	m := s.envd
-	opts := []connect.HandlerOption{connect.WithCodec(jsonCodec{})}
+	opts := s.connectOptions()
 	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	m.HandleFunc("GET /files", s.download)
 	m.HandleFunc("POST /files", s.upload)
-	m.Handle("/process.Process/Start", connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...))
-	m.Handle("/process.Process/Connect", connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...))
-	m.Handle("/process.Process/List", connect.NewUnaryHandler("/process.Process/List", s.listProcs, opts...))
-	m.Handle("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
-	m.Handle("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))
-	m.Handle("/process.Process/CloseStdin", connect.NewUnaryHandler("/process.Process/CloseStdin", s.closeStdin, opts...))
-	m.Handle("/filesystem.Filesystem/Stat", connect.NewUnaryHandler("/filesystem.Filesystem/Stat", s.stat, opts...))
-	m.Handle("/filesystem.Filesystem/ListDir", connect.NewUnaryHandler("/filesystem.Filesystem/ListDir", s.listDir, opts...))
-	m.Handle("/filesystem.Filesystem/MakeDir", connect.NewUnaryHandler("/filesystem.Filesystem/MakeDir", s.makeDir, opts...))
-	m.Handle("/filesystem.Filesystem/Move", connect.NewUnaryHandler("/filesystem.Filesystem/Move", s.move, opts...))
-	m.Handle("/filesystem.Filesystem/Remove", connect.NewUnaryHandler("/filesystem.Filesystem/Remove", s.remove, opts...))
+	// Each procedure behind the Connect door (body limits, client errors);
+	// the process streams last as long as their process.
+	rpc := func(name string, h http.Handler) { m.Handle(name, s.connectDoor(h)) }
+	rpc("/process.Process/Start", streaming(connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...)))
+	rpc("/process.Process/Connect", streaming(connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...)))
+	rpc("/process.Process/List", connect.NewUnaryHandler("/process.Process/List", s.listProcs, opts...))
+	rpc("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
+	rpc("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))
+	rpc("/process.Process/CloseStdin", connect.NewUnaryHandler("/process.Process/CloseStdin", s.closeStdin, opts...))
+	rpc("/filesystem.Filesystem/Stat", connect.NewUnaryHandler("/filesystem.Filesystem/Stat", s.stat, opts...))
+	rpc("/filesystem.Filesystem/ListDir", connect.NewUnaryHandler("/filesystem.Filesystem/ListDir", s.listDir, opts...))
+	rpc("/filesystem.Filesystem/MakeDir", connect.NewUnaryHandler("/filesystem.Filesystem/MakeDir", s.makeDir, opts...))
+	rpc("/filesystem.Filesystem/Move", connect.NewUnaryHandler("/filesystem.Filesystem/Move", s.move, opts...))
+	rpc("/filesystem.Filesystem/Remove", connect.NewUnaryHandler("/filesystem.Filesystem/Remove", s.remove, opts...))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// Connect reads a JSON body's code: unimplemented, not "not found".
 		w.Header().Set("Content-Type", "application/json")

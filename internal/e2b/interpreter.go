@@ -18,7 +18,7 @@ import (
 func (s *Server) interpreterRoutes() {
 	m := s.interp
 	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	m.HandleFunc("POST /execute", s.execute)
+	m.Handle("POST /execute", streaming(http.HandlerFunc(s.execute)))
 	m.HandleFunc("POST /contexts", s.createContext)
 	m.HandleFunc("GET /contexts", s.listContexts)
 	m.HandleFunc("DELETE /contexts/{id}", s.removeContext)
@@ -125,7 +125,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isPython(body.Language) {
-		http.Error(w, "language "+body.Language+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
+		http.Error(w, "language "+sandbox.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
 		return
 	}
 	req := sandbox.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
@@ -136,7 +136,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		_, ok := x.contexts[body.ContextID]
 		x.mu.Unlock()
 		if !ok {
-			http.Error(w, "context "+body.ContextID+" not found", http.StatusNotFound)
+			http.Error(w, "context "+sandbox.Quote(body.ContextID)+" not found", http.StatusNotFound)
 			return
 		}
 		req.Context = body.ContextID
@@ -255,7 +255,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isPython(body.Language) {
-		http.Error(w, "language "+body.Language+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
+		http.Error(w, "language "+sandbox.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
 		return
 	}
 	if body.Cwd == "" {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // The envd messages, in the Connect protocol's JSON form (the protobuf
@@ -129,7 +131,7 @@ func (e *enum) UnmarshalJSON(b []byte) error {
 	}
 	var n int
 	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("enum: %s", b)
+		return fmt.Errorf("enum: %s is neither a name nor a number", sandbox.Quote(string(b)))
 	}
 	*e = enum(strconv.Itoa(n))
 	return nil
@@ -144,6 +146,12 @@ func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(b []byte, v any) error {
 	if len(b) == 0 {
 		return nil // an empty message
+	}
+	// Text that is not valid Unicode is refused naming its field, as on
+	// REST and MCP (the decoder would replace it with U+FFFD). The
+	// message is checked as it arrives, inflated.
+	if err := sandbox.CheckJSONText(b); err != nil {
+		return err
 	}
 	return json.Unmarshal(b, v)
 }

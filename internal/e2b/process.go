@@ -228,7 +228,7 @@ func describe(sel selector) string {
 		return "pid " + strconv.Itoa(int(*sel.PID))
 	}
 	if sel.Tag != nil {
-		return "tag " + strconv.Quote(*sel.Tag)
+		return "tag " + sandbox.Quote(*sel.Tag)
 	}
 	return "(no pid or tag)"
 }
@@ -271,7 +271,7 @@ func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]
 	switch req.Msg.Signal {
 	case "SIGNAL_SIGKILL", "SIGNAL_SIGTERM", "9", "15":
 	default:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %q: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", req.Msg.Signal))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %s: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", sandbox.Quote(string(req.Msg.Signal))))
 	}
 	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
 	if err != nil {

@@ -111,6 +111,9 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox
 		owner, c.Key = name, name
 	}
 	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyOwner, owner)
+	if !s.admitBody(w, r) {
+		return "body refused"
+	}
 	// ServeHTTP, not the handler Handler returns: it sets the path values.
 	_, pattern := s.control.Handler(r)
 	s.control.ServeHTTP(w, r.WithContext(ctx))
@@ -132,12 +135,12 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		mux = s.interp
 	default:
 		// Only the daemon and the interpreter listen in a codecage sandbox.
-		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+port+" is not open", http.StatusBadGateway)
+		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+sandbox.Quote(port)+" is not open", http.StatusBadGateway)
 		return "sandbox port"
 	}
 	owner, ok := s.sandboxOwner(r, id, port)
 	if !ok {
-		msg := "the sandbox's access token is missing or not valid for sandbox " + id
+		msg := "the sandbox's access token is missing or not valid for sandbox " + sandbox.Quote(id)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = json.NewEncoder(w).Encode(map[string]any{"code": "unauthenticated", "message": msg})
@@ -151,11 +154,14 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	if _, err := s.svc.GetSession(ctx, id, owner); err != nil {
 		if errors.Is(err, sandbox.ErrSessionNotFound) || errors.Is(err, sandbox.ErrSessionLost) {
 			s.boxes.drop(id)
-			http.Error(w, "sandbox "+id+" is not running (killed, timed out or never created)", http.StatusBadGateway)
+			http.Error(w, "sandbox "+sandbox.Quote(id)+" is not running (killed, timed out or never created)", http.StatusBadGateway)
 			return "sandbox gone"
 		}
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return "sandbox error"
+	}
+	if port == portInterpreter && !s.admitBody(w, r) {
+		return port + " body refused"
 	}
 	ctx = context.WithValue(ctx, keySandbox, sandboxRef{id: id, owner: owner})
 	_, pattern := mux.Handler(r)

@@ -1,7 +1,9 @@
 // Package frontdoor holds what the HTTP surfaces (REST and MCP in
-// internal/httpapi, E2B in internal/e2b) share at their door: a response
-// writer that remembers the status, for the request's log line and its
-// count. It knows nothing of the service.
+// internal/httpapi, E2B in internal/e2b) share at their door: the HTTP
+// server's timeouts and header limit, listeners that cap open connections
+// (in all and per client address) within the file descriptors left to
+// sandboxes, and a response writer that remembers the status, for the
+// request's log line and its count. It knows nothing of the service.
 package frontdoor
 
 import "net/http"

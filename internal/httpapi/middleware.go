@@ -59,6 +59,14 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			}
 			c.Key = name
 		}
+		if r.ContentLength > s.cfg.MaxBodySize {
+			// Refused before a byte of it is read (the connection then
+			// closes): a client announcing more than the limit is not
+			// waited for.
+			writeProblem(rec, tooLargeProblem(s.cfg.MaxBodySize))
+			s.finish(rec, r, c, "", start)
+			return
+		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodySize)
 		}
@@ -91,8 +99,7 @@ func (s *Server) checkBody(r *http.Request) *Problem {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return newProblem(http.StatusRequestEntityTooLarge, sandbox.KindTooLarge,
-				fmt.Sprintf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", s.cfg.MaxBodySize))
+			return tooLargeProblem(s.cfg.MaxBodySize)
 		}
 		return newProblem(http.StatusBadRequest, sandbox.KindInvalidRequest, "could not read the request body: "+err.Error())
 	}
@@ -101,6 +108,11 @@ func (s *Server) checkBody(r *http.Request) *Problem {
 		return problemFor(err)
 	}
 	return nil
+}
+
+func tooLargeProblem(limit int64) *Problem {
+	return newProblem(http.StatusRequestEntityTooLarge, sandbox.KindTooLarge,
+		fmt.Sprintf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit))
 }
 
 // isJSON reports whether a Content-Type is JSON (application/json or a

@@ -32,6 +32,7 @@ type Metrics struct {
 	sessionOps *prometheus.CounterVec
 	denied     *prometheus.CounterVec
 	requests   *prometheus.CounterVec
+	refused    *prometheus.CounterVec
 }
 
 // New registers the instruments, and gauges read from svc at each scrape.
@@ -59,6 +60,7 @@ func New(svc *sandbox.Service) *Metrics {
 	m.sessionOps = counter("sandbox_session_operations_total", "Session and workspace file operations by action and outcome.", "action", "outcome")
 	m.denied = counter("sandbox_requests_denied_total", "Requests refused before any work, by reason (unauthorized, rate_limited, busy, too_large, shutting_down).", "reason")
 	m.requests = counter("sandbox_http_requests_total", "HTTP requests by route and status code.", "route", "code")
+	m.refused = counter("sandbox_connections_refused_total", "Connections closed as soon as accepted, by listener and reason (listener_full, client_full: SANDBOX_MAX_CONNECTIONS, SANDBOX_MAX_CONNECTIONS_PER_CLIENT).", "listener", "reason")
 	m.reg.MustRegister(&serviceCollector{svc: svc})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -75,6 +77,19 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Denied counts a request refused before it reached the service (a bad
 // or missing API key, an oversized body).
 func (m *Metrics) Denied(reason string) { m.denied.WithLabelValues(reason).Inc() }
+
+// ConnectionRefused counts a connection over a listener's cap.
+func (m *Metrics) ConnectionRefused(listener, reason string) {
+	m.refused.WithLabelValues(listener, reason).Inc()
+}
+
+// OpenConnections exports the connections open on a listener, read at
+// each scrape.
+func (m *Metrics) OpenConnections(listener string, open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandbox_connections_open",
+		Help: "Connections open on a listener.", ConstLabels: prometheus.Labels{"listener": listener}},
+		func() float64 { return float64(open()) }))
+}
 
 // HTTPRequest counts an answered HTTP request; route is its pattern, so
 // the label stays bounded.

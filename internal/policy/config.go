@@ -115,6 +115,13 @@ type Config struct {
 	LogFormat     string // text or json
 	LogLevel      string // debug, info, warn, error
 
+	// Every listener's door (codecage serve): a keep-alive connection idle
+	// IdleTimeout is closed; at most MaxConnections are open on a listener,
+	// MaxConnectionsPerClient from one client address.
+	IdleTimeout             time.Duration
+	MaxConnections          int
+	MaxConnectionsPerClient int
+
 	// Cluster (several replicas, one service): see internal/cluster.
 	ReplicaURL  string // where the other replicas reach this one; "" = a single server
 	ReplicaName string // for people; "" = the host name
@@ -229,6 +236,12 @@ func DefaultConfig() Config {
 		AuditBuffer:   4096,
 		LogFormat:     "text",
 		LogLevel:      "info",
+
+		// Room for many agents' keep-alive pools, far below the open-file
+		// limit (half of which is kept for sandboxes anyway).
+		IdleTimeout:             30 * time.Second,
+		MaxConnections:          1024,
+		MaxConnectionsPerClient: 256,
 
 		AllowedCommands: DefaultCommands,
 		CommandTimeout:  120 * time.Second,
@@ -380,6 +393,9 @@ var settings = []setting{
 	sizeSetting("max_body_size", "SANDBOX_MAX_BODY_SIZE", "largest HTTP request body", func(c *Config) *int64 { return &c.MaxBodySize }),
 	durationSetting("read_timeout", "SANDBOX_READ_TIMEOUT", "time to read an HTTP request, seconds", func(c *Config) *time.Duration { return &c.ReadTimeout }),
 	durationSetting("write_timeout", "SANDBOX_WRITE_TIMEOUT", "time to answer a non-streaming HTTP request, seconds", func(c *Config) *time.Duration { return &c.WriteTimeout }),
+	durationSetting("idle_timeout", "SANDBOX_IDLE_TIMEOUT", "time an idle keep-alive HTTP connection is kept, seconds", func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	intSetting("max_connections", "SANDBOX_MAX_CONNECTIONS", "open connections per listener (REST and MCP, E2B), within half the open-file limit; more are closed at once", func(c *Config) *int { return &c.MaxConnections }),
+	intSetting("max_connections_per_client", "SANDBOX_MAX_CONNECTIONS_PER_CLIENT", "open connections per listener from one client address", func(c *Config) *int { return &c.MaxConnectionsPerClient }),
 	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
 	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
 	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),

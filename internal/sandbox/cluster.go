@@ -264,7 +264,7 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 		id = call.Install.SessionID
 	}
 	if call.Op != OpList && (id == "" || s.remote(id) != "" || !strings.HasSuffix(id, "-"+s.cluster.Self())) {
-		return nil, fmt.Errorf("%w: %q is not a session of replica %s", ErrSessionNotFound, id, s.cluster.Self())
+		return nil, fmt.Errorf("%w: %s is not a session of replica %s", ErrSessionNotFound, Quote(id), s.cluster.Self())
 	}
 	ctx = WithCaller(ctx, Caller{Key: call.Key, Surface: call.Surface, RemoteAddr: call.RemoteAddr})
 	if !call.Stream {

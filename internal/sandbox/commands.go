@@ -177,7 +177,7 @@ func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[s
 	if req.WorkingDir != "" && req.WorkingDir != "/" && req.WorkingDir != "." {
 		rel, err := workspacePath(req.WorkingDir, home)
 		if err != nil {
-			return bad("working_dir %q must be a directory inside the workspace (%s)", req.WorkingDir, home)
+			return bad("working_dir %s must be a directory inside the workspace (%s)", Quote(req.WorkingDir), home)
 		}
 		if rel != "." {
 			dir = home + "/" + rel
@@ -195,6 +195,9 @@ func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[s
 	env := make([]string, 0, len(vars))
 	for _, k := range sortedKeys(vars) {
 		env = append(env, k+"="+vars[k])
+	}
+	if err := checkArgList(req.Command, req.Argv, env); err != nil {
+		return 0, nil, "", err
 	}
 	return timeout, env, dir, nil
 }
@@ -215,9 +218,9 @@ func checkEnv(env map[string]string) error {
 		v := env[k]
 		switch {
 		case !envName.MatchString(k):
-			return bad("environment variable name %q is not valid", k)
+			return bad("environment variable name %s is not valid", Quote(k))
 		case strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "PYTHON"):
-			return bad("environment variable %s is not allowed (loader and interpreter variables, LD_* and PYTHON*, are refused)", k)
+			return bad("environment variable %s is not allowed (loader and interpreter variables, LD_* and PYTHON*, are refused)", Quote(k))
 		case strings.ContainsRune(v, 0) || !utf8.ValidString(v) || len(v) > 32<<10:
 			return bad("environment variable %s: the value must be UTF-8 text without NUL, at most 32 KiB", k)
 		}

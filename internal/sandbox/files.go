@@ -80,7 +80,7 @@ func fileInfo(e wsfs.Entry) FileInfo {
 // concern: wsfs refuses any that leads out.
 func workspacePath(p, home string) (string, error) {
 	if p == "" || len(p) > 4096 || strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
-		return "", fmt.Errorf("%w: %q", ErrBadPath, p)
+		return "", fmt.Errorf("%w: %s", ErrBadPath, Quote(p))
 	}
 	if strings.HasPrefix(p, "/") {
 		p = path.Clean(p)
@@ -89,7 +89,7 @@ func workspacePath(p, home string) (string, error) {
 			rel, ok = strings.CutPrefix(p, jail.WorkspaceDir)
 		}
 		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
-			return "", fmt.Errorf("%w: %q is outside the workspace (%s)", ErrBadPath, p, home)
+			return "", fmt.Errorf("%w: %s is outside the workspace (%s)", ErrBadPath, Quote(p), home)
 		}
 		p = strings.TrimPrefix(rel, "/")
 		if p == "" {
@@ -98,7 +98,7 @@ func workspacePath(p, home string) (string, error) {
 	}
 	clean := path.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%w: %q leaves the workspace", ErrBadPath, p)
+		return "", fmt.Errorf("%w: %s leaves the workspace", ErrBadPath, Quote(p))
 	}
 	return clean, nil
 }

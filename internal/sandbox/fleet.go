@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
@@ -101,6 +102,10 @@ func (s *Service) fleetError(ctx context.Context, err error) error {
 		return ctx.Err()
 	case errors.Is(err, ErrInvalidRequest):
 		return err
+	case errors.Is(err, syscall.E2BIG):
+		// What checkArgList did not foresee (a smaller stack limit): still
+		// the caller's arguments.
+		return fmt.Errorf("%w: argument list too long for the kernel (E2BIG): %v", ErrInvalidRequest, err)
 	}
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
 }

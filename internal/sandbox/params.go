@@ -125,7 +125,7 @@ func DecodeContent(content, encoding string) ([]byte, error) {
 		}
 		return data, nil
 	}
-	return nil, fmt.Errorf("%w: encoding %q (want utf-8 or base64)", ErrInvalidRequest, encoding)
+	return nil, fmt.Errorf("%w: encoding %s (want utf-8 or base64)", ErrInvalidRequest, Quote(encoding))
 }
 
 // FileContent is a file read from a workspace: text when it is valid
@@ -154,7 +154,7 @@ func ParseMemory(s string) (int64, error) {
 	}
 	n, err := policy.ParseSize(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: memory_limit %q: %v", ErrInvalidRequest, s, err)
+		return 0, fmt.Errorf("%w: memory_limit %s: %v", ErrInvalidRequest, Quote(s), err)
 	}
 	return n, nil
 }

@@ -276,7 +276,7 @@ func checkRunShape(req Request) error {
 	if len(req.Context) > 64 || strings.ContainsFunc(req.Context, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
 	}) {
-		return fmt.Errorf("%w: context %q: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, req.Context)
+		return fmt.Errorf("%w: context %s: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, Quote(req.Context))
 	}
 	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
 		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)

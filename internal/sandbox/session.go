@@ -250,7 +250,7 @@ func (s *Service) checkSessionShape(req SessionRequest) error {
 	}
 	for k, v := range req.Labels {
 		if len(k) > 256 || len(v) > 4096 || !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
-			return fmt.Errorf("%w: label %q: names and values must be UTF-8 text without NUL, at most 256 and 4096 bytes", ErrInvalidRequest, k)
+			return fmt.Errorf("%w: label %s: names and values must be UTF-8 text without NUL, at most 256 and 4096 bytes", ErrInvalidRequest, Quote(k))
 		}
 	}
 	return nil
@@ -415,7 +415,7 @@ func (s *Service) session(id, owner string) (*session, error) {
 	defer s.sessions.mu.Unlock()
 	se, ok := s.sessions.byID[id]
 	if !ok || se.owner != owner {
-		return nil, fmt.Errorf("%w: %q", ErrSessionNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, Quote(id))
 	}
 	return se, nil
 }
