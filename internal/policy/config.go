@@ -605,13 +605,27 @@ func durationSetting(key, env, usage string, field func(*Config) *time.Duration)
 	return setting{Key: key, Env: env, Usage: usage,
 		get: func(c *Config) string { return strconv.FormatFloat(field(c).Seconds(), 'f', -1, 64) },
 		set: func(c *Config, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "s"), 64)
-			if err != nil || f <= 0 || f > 86400 {
-				return errors.New("want a number of seconds between 0 and 86400")
+			d, err := ParseSeconds(v)
+			if err != nil {
+				return err
 			}
-			*field(c) = time.Duration(f * float64(time.Second))
+			*field(c) = d
 			return nil
 		}}
+}
+
+// MaxSeconds bounds every duration setting: a day is longer than any run.
+const MaxSeconds = 86400
+
+// ParseSeconds reads a duration in seconds ("30", "1.5", "30s"), above 0
+// and at most MaxSeconds. NaN and infinities are refused: converted to a
+// time.Duration they would wrap to a negative one.
+func ParseSeconds(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "s"), 64)
+	if err != nil || !(f > 0 && f <= MaxSeconds) { // NaN fails too
+		return 0, fmt.Errorf("want a number of seconds between 0 and %d", MaxSeconds)
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // MinCPUCores and MaxCPUCores bound a CPU bandwidth setting: the kernel
@@ -764,6 +778,10 @@ func listSetting(key, env, usage string, field func(*Config) *[]string) setting 
 		}}
 }
 
+// MaxSize bounds every size setting (1 PiB): far above any machine, far
+// below where int64 arithmetic on it could overflow.
+const MaxSize = 1 << 50
+
 // ParseSize reads a byte size: "1048576", "512k", "128m", "4g" (binary units).
 func ParseSize(v string) (int64, error) {
 	s := strings.ToLower(strings.TrimSpace(v))
@@ -782,7 +800,7 @@ func ParseSize(v string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n <= 0 || n*float64(mult) > 1<<50 {
+	if err != nil || !(n > 0 && n*float64(mult) <= MaxSize) { // NaN fails too
 		return 0, errors.New("want a positive size such as 1048576, 512k, 128m or 4g")
 	}
 	return int64(n * float64(mult)), nil

@@ -136,6 +136,11 @@ func TestLoadPrecedenceAndErrors(t *testing.T) {
 		{"SANDBOX_PYTHON": "python3"},
 		{"SANDBOX_DEFAULT_PROFILES": "gpu"},
 		{"SANDBOX_DEFAULT_PROFILES": "network"}, // not enabled
+		// Values that would wrap around once converted.
+		{"SANDBOX_MAX_TIMEOUT": "NaN"},
+		{"SANDBOX_PIP_TIMEOUT": "+Inf"},
+		{"SANDBOX_MAX_CODE_SIZE": "NaN"},
+		{"SANDBOX_MAX_BODY_SIZE": "Inf"},
 	}
 	for _, e := range bad {
 		_, err := Load("", func(k string) string { return e[k] }, nil)
