@@ -93,9 +93,9 @@ type Config struct {
 	StateDir string
 
 	// Callers' limits (HTTP and MCP surfaces; per API key).
-	RateLimit      float64 // requests per second per key (0: off; RateAuto: see ResolveRate)
+	RateLimit      float64 // requests per second per key (0: off; RateAuto: see ResolveCallerLimits)
 	RateBurst      int
-	KeyConcurrency int // requests running at once per key
+	KeyConcurrency int // requests running at once per key (0: off, as on a server without keys)
 	MaxConcurrent  int // requests running at once in all
 	QueueSize      int // requests that may wait for a slot
 
@@ -142,19 +142,25 @@ type Config struct {
 
 // RateAuto, the default SANDBOX_RATE_LIMIT, is DefaultKeyRate per API key
 // when the server has keys, and no rate limit when it has none (see
-// ResolveRate).
+// ResolveCallerLimits).
 const RateAuto = -1
 
 // DefaultKeyRate is the per-key rate (requests per second) that RateAuto
 // means on a server with API keys.
 const DefaultKeyRate = 20
 
-// ResolveRate settles RateAuto for a server with or without API keys.
-// Without keys the server listens on loopback only and has one caller, its
-// operator: a burst (an evaluation loop, say) waits in the queue for a
-// slot rather than being refused; the concurrency limits still protect
-// the machine. With keys, each key is held to DefaultKeyRate.
-func (c *Config) ResolveRate(haveKeys bool) {
+// ResolveCallerLimits settles the per-key limits for a server with or
+// without API keys. Without keys the server listens on loopback only and
+// has one caller, its operator: a burst (an evaluation loop, say) waits in
+// the global queue (SANDBOX_QUEUE_SIZE, SANDBOX_QUEUE_TIMEOUT) for a slot
+// rather than being refused, so neither the rate (when auto) nor the
+// per-key concurrency applies; the global cap and the bounded queue still
+// protect the machine. With keys, each key is held to its concurrency and
+// to DefaultKeyRate when the rate is auto.
+func (c *Config) ResolveCallerLimits(haveKeys bool) {
+	if !haveKeys {
+		c.KeyConcurrency = 0 // per key means per caller: one caller here, governed by the global cap
+	}
 	if c.RateLimit != RateAuto {
 		return
 	}
@@ -360,7 +366,7 @@ var settings = []setting{
 			return nil
 		}},
 	intSetting("rate_burst", "SANDBOX_RATE_BURST", "requests an API key may make at once before the rate applies", func(c *Config) *int { return &c.RateBurst }),
-	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key", func(c *Config) *int { return &c.KeyConcurrency }),
+	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key, beyond which a key's request is refused (429); without API keys it does not apply", func(c *Config) *int { return &c.KeyConcurrency }),
 	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
 	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
 	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
