@@ -65,7 +65,7 @@ type Recorder struct {
 	// failing is the error of the last write when it lost its events
 	// (nil once a write succeeds), for readiness: see Failing.
 	failing atomic.Pointer[error]
-	maxCode     atomic.Int64  // an event's code is cut beyond this (LimitCode)
+	maxCode atomic.Int64 // an event's code is cut beyond this (LimitCode)
 }
 
 // NewRecorder starts a recorder that buffers up to buffer events (1024
