@@ -62,10 +62,10 @@ type Recorder struct {
 	errors      atomic.Uint64
 	unreported  atomic.Uint64 // dropped since the last audit_dropped record
 	unavailable atomic.Bool   // the store is unreachable; the writer waits
+	maxCode     atomic.Int64  // an event's code is cut beyond this (LimitCode)
 	// failing is the error of the last write when it lost its events
 	// (nil once a write succeeds), for readiness: see Failing.
 	failing atomic.Pointer[error]
-	maxCode atomic.Int64 // an event's code is cut beyond this (LimitCode)
 }
 
 // NewRecorder starts a recorder that buffers up to buffer events (1024
