@@ -94,8 +94,17 @@ func OpenPostgres(ctx context.Context, dsn string, timeout time.Duration) (*Post
 		s.db.Close()
 		return nil, err
 	}
+	if err := s.checkColumns(ctx, postgresColumns); err != nil {
+		s.db.Close()
+		return nil, err
+	}
 	return s, nil
 }
+
+// postgresColumns lists the events table's columns, in the schema the
+// connection uses.
+const postgresColumns = `SELECT column_name FROM information_schema.columns
+	WHERE table_schema = current_schema() AND table_name = 'codecage_audit_events'`
 
 // OpenPostgresReadOnly connects for reading, without migrating: for
 // `codecage audit`, which must not change the schema under the servers.
@@ -111,6 +120,8 @@ func OpenPostgresReadOnly(ctx context.Context, dsn string, timeout time.Duration
 		err = fmt.Errorf("audit: %s has no audit schema (a server creates it when it starts)", s.name)
 	case v > postgresSchemaVersion:
 		err = fmt.Errorf("audit: %s has schema version %d, newer than this program's %d", s.name, v, postgresSchemaVersion)
+	default:
+		err = s.checkColumns(ctx, postgresColumns)
 	}
 	if err != nil {
 		s.db.Close()

@@ -63,6 +63,9 @@ type Recorder struct {
 	unreported  atomic.Uint64 // dropped since the last audit_dropped record
 	unavailable atomic.Bool   // the store is unreachable; the writer waits
 	maxCode     atomic.Int64  // an event's code is cut beyond this (LimitCode)
+	// failing is the error of the last write when it lost its events
+	// (nil once a write succeeds), for readiness: see Failing.
+	failing atomic.Pointer[error]
 }
 
 // NewRecorder starts a recorder that buffers up to buffer events (1024
@@ -289,6 +292,7 @@ func (r *Recorder) write(batch []Event) error {
 		err = r.store.Append(ctx, events)
 		cancel()
 		if err == nil {
+			r.failing.Store(nil)
 			if r.unavailable.Swap(false) {
 				r.log.Info("audit: the store is back; buffered events written", "events", len(batch))
 			}
@@ -312,5 +316,18 @@ func (r *Recorder) write(batch []Event) error {
 	}
 	r.unreported.Add(lost)
 	r.drop(uint64(len(batch)))
+	r.failing.Store(&err)
 	return err
+}
+
+// Failing returns the error of the last write when the store refused it
+// and its events were lost (a full disk, a database file deleted, a table
+// that is not the log's), or nil when the last write succeeded: the log
+// is not being kept, which a readiness check must say. An unreachable
+// store is Unavailable instead (its events wait in the buffer).
+func (r *Recorder) Failing() error {
+	if p := r.failing.Load(); p != nil {
+		return fmt.Errorf("the last audit write failed and its events were dropped (%d dropped so far): %w", r.dropped.Load(), *p)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,6 +59,8 @@ const busyTimeoutMS = 5000
 type SQLite struct {
 	sqlDB
 	path string
+	// opened is the file as it was opened for writing (nil read-only).
+	opened os.FileInfo
 }
 
 // sqliteDialect reads security events with SQLite's JSON functions.
@@ -104,8 +107,21 @@ func OpenSQLite(path string) (*SQLite, error) {
 		s.db.Close()
 		return nil, err
 	}
+	if err := s.checkColumns(context.Background(), sqliteColumns); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	// What the connections have open, to notice the path no longer
+	// leading to it (see checkFile).
+	if s.opened, err = os.Stat(abs); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
 	return s, nil
 }
+
+// sqliteColumns lists the events table's columns.
+const sqliteColumns = `SELECT name FROM pragma_table_info('events')`
 
 // OpenSQLiteReadOnly opens an existing audit database for reading only. It
 // never creates the file: a missing database is an error wrapping
@@ -135,11 +151,14 @@ func OpenSQLiteReadOnly(path string) (*SQLite, error) {
 	case v > schemaVersion:
 		err = fmt.Errorf("audit: %s has schema version %d, newer than this program's %d", abs, v, schemaVersion)
 	}
+	if err == nil {
+		s.readVersion(v)
+		err = s.checkColumns(context.Background(), sqliteColumns)
+	}
 	if err != nil {
 		s.db.Close()
 		return nil, err
 	}
-	s.readVersion(v)
 	return s, nil
 }
 
@@ -200,8 +219,43 @@ func (s *SQLite) migrate(ctx context.Context) error {
 	return tx.Commit()
 }
 
-// Ping checks that the database answers, for readiness probes.
+// ErrFileGone: the database file was deleted or replaced while open.
+// SQLite goes on writing to the file it has open, which no path leads to
+// any more: every event would be lost when the server stops.
+var ErrFileGone = errors.New("the audit database file was deleted or replaced while open")
+
+// checkFile reports whether the path still leads to the file opened.
+func (s *SQLite) checkFile() error {
+	if s.opened == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("audit: %s: %w (it no longer exists): events written now reach no file on disk; restart the server to start a new log", s.path, ErrFileGone)
+	case err != nil:
+		return fmt.Errorf("audit: %s: %w", s.path, err)
+	case !os.SameFile(fi, s.opened):
+		return fmt.Errorf("audit: %s: %w (another file is there now): events written now reach no file on disk; restart the server to open the new one", s.path, ErrFileGone)
+	}
+	return nil
+}
+
+// Append writes events in one transaction, unless the database file is no
+// longer where it was opened.
+func (s *SQLite) Append(ctx context.Context, events []Event) error {
+	if err := s.checkFile(); err != nil {
+		return err
+	}
+	return s.sqlDB.Append(ctx, events)
+}
+
+// Ping checks that the database answers and is still the file at its
+// path, for readiness probes.
 func (s *SQLite) Ping(ctx context.Context) error {
+	if err := s.checkFile(); err != nil {
+		return err
+	}
 	var v int
 	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("audit: %s: %w", s.path, err)

@@ -31,13 +31,19 @@ func addCodeInput(fs *flag.FlagSet, verb string) *codeInput {
 // the command line the user is the operator, so what they ask for is
 // allowed. It returns a nil service and the exit status on failure.
 func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, cmd string) (string, *sandbox.Service, int) {
-	src, err := readSource(in.code, fs.Args(), stdin)
+	in.config.allow(in.profiles, in.imports)
+	oneShot(in.config)
+	cfg, ok := loadConfig(in.config, stderr, cmd)
+	if !ok {
+		return "", nil, exitUsage
+	}
+	// The code is read after the configuration, so that no more than its
+	// limit is ever read.
+	src, err := readSource(in.code, fs.Args(), stdin, cfg.MaxCodeSize)
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: %v\n", cmd, err)
 		return "", nil, exitUsage
 	}
-	in.config.allow(in.profiles, in.imports)
-	oneShot(in.config)
-	svc, status := newService(in.config, stderr, cmd)
+	svc, status := startService(cfg, stderr, cmd)
 	return src, svc, status
 }

@@ -158,14 +158,18 @@ func startUpstream(cfg policy.Config, svc *sandbox.Service, log *slog.Logger) (c
 	return func() { _ = m.Close() }, nil
 }
 
-// auditReadiness is the audit log's readiness check. An SQLite log that
-// cannot be read fails it: the fault is this replica's own disk. A shared
-// PostgreSQL that is down does not: every replica would leave the Service
-// at once, while runs can go on with their events held in the recorder's
-// buffer (and, past it, counted as dropped).
+// auditReadiness is the audit log's readiness check. It fails while the
+// log is not being kept: the last write was refused and its events lost
+// (a full disk, a table that is not the log's), or, for SQLite, the file
+// cannot be read or is no longer at its path (deleted while open). A
+// shared PostgreSQL that is merely down does not fail it: every replica
+// would leave the Service at once, while runs can go on with their events
+// held in the recorder's buffer (and, past it, counted as dropped).
 func auditReadiness(ctx context.Context, store auditStore, rec *audit.Recorder) string {
-	if _, shared := store.(*audit.Postgres); shared {
-		return "ok"
+	if _, shared := store.(*audit.Postgres); !shared {
+		if err := store.Ping(ctx); err != nil {
+			return errText(err)
+		}
 	}
-	return errText(store.Ping(ctx))
+	return errText(rec.Failing())
 }

@@ -12,9 +12,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
-
-	"golang.org/x/term"
 
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -38,9 +35,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		memMB    = fs.Int64("max-memory-mb", 0, "memory limit of this run in MiB (default: the configured default)")
-		cpuSec   = fs.Float64("max-cpu-time-sec", 0, "CPU-time limit of this run in seconds")
-		printLen = fs.Int64("max-print-length", 0, "cap on stdout and stderr of this run, each, in bytes")
+		memBytes = sizeFlag(fs, "max-memory-mb", "m", "memory limit of this run in MiB, or a size such as 1g (default: the configured default)")
+		cpuTime  = secondsFlag(fs, "max-cpu-time-sec", "CPU-time limit of this run in seconds")
+		printLen = sizeFlag(fs, "max-print-length", "", "cap on stdout and stderr of this run, each, in bytes")
 		asJSON   = fs.Bool("json", false, "print one JSON result object")
 		gvisor   = fs.Bool("use-container", false, "run under gVisor (runsc) instead of the native jail")
 		tools    listFlag
@@ -78,8 +75,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
 		Code:         src,
-		CPUTime:      seconds(*cpuSec),
-		MemoryBytes:  *memMB << 20,
+		CPUTime:      *cpuTime,
+		MemoryBytes:  *memBytes,
 		OutputBytes:  *printLen,
 		Profiles:     in.profiles,
 		UseContainer: *gvisor,
@@ -151,25 +148,4 @@ func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-func readSource(code string, args []string, stdin io.Reader) (string, error) {
-	switch {
-	case code != "" && len(args) > 0:
-		return "", errors.New("give the code with --code or as a file, not both")
-	case code != "":
-		return code, nil
-	case len(args) > 1:
-		return "", errors.New("only one file may be given")
-	case len(args) == 1 && args[0] != "-":
-		b, err := os.ReadFile(args[0])
-		return string(b), err
-	}
-	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return "", errors.New("no code given: use --code, a file, or pipe the code to standard input")
-	}
-	b, err := io.ReadAll(stdin)
-	return string(b), err
 }

@@ -119,7 +119,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
-	cfg.ResolveRate(keys.Len() > 0)
+	cfg.ResolveCallerLimits(keys.Len() > 0)
 	if addr != *listen {
 		log.Warn("no API keys configured: listening on loopback only; set SANDBOX_API_KEYS (or SANDBOX_API_KEYS_FILE) to serve beyond this host", "asked", *listen, "listen", addr)
 	} else if keys.Len() == 0 {

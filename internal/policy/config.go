@@ -93,9 +93,9 @@ type Config struct {
 	StateDir string
 
 	// Callers' limits (HTTP and MCP surfaces; per API key).
-	RateLimit      float64 // requests per second per key (0: off; RateAuto: see ResolveRate)
+	RateLimit      float64 // requests per second per key (0: off; RateAuto: see ResolveCallerLimits)
 	RateBurst      int
-	KeyConcurrency int // requests running at once per key
+	KeyConcurrency int // requests running at once per key (0: off, as on a server without keys)
 	MaxConcurrent  int // requests running at once in all
 	QueueSize      int // requests that may wait for a slot
 	// MaxTransfers bounds the file downloads and uploads in progress at
@@ -152,19 +152,25 @@ type Config struct {
 
 // RateAuto, the default SANDBOX_RATE_LIMIT, is DefaultKeyRate per API key
 // when the server has keys, and no rate limit when it has none (see
-// ResolveRate).
+// ResolveCallerLimits).
 const RateAuto = -1
 
 // DefaultKeyRate is the per-key rate (requests per second) that RateAuto
 // means on a server with API keys.
 const DefaultKeyRate = 20
 
-// ResolveRate settles RateAuto for a server with or without API keys.
-// Without keys the server listens on loopback only and has one caller, its
-// operator: a burst (an evaluation loop, say) waits in the queue for a
-// slot rather than being refused; the concurrency limits still protect
-// the machine. With keys, each key is held to DefaultKeyRate.
-func (c *Config) ResolveRate(haveKeys bool) {
+// ResolveCallerLimits settles the per-key limits for a server with or
+// without API keys. Without keys the server listens on loopback only and
+// has one caller, its operator: a burst (an evaluation loop, say) waits in
+// the global queue (SANDBOX_QUEUE_SIZE, SANDBOX_QUEUE_TIMEOUT) for a slot
+// rather than being refused, so neither the rate (when auto) nor the
+// per-key concurrency applies; the global cap and the bounded queue still
+// protect the machine. With keys, each key is held to its concurrency and
+// to DefaultKeyRate when the rate is auto.
+func (c *Config) ResolveCallerLimits(haveKeys bool) {
+	if !haveKeys {
+		c.KeyConcurrency = 0 // per key means per caller: one caller here, governed by the global cap
+	}
 	if c.RateLimit != RateAuto {
 		return
 	}
@@ -377,7 +383,7 @@ var settings = []setting{
 			return nil
 		}},
 	intSetting("rate_burst", "SANDBOX_RATE_BURST", "requests an API key may make at once before the rate applies", func(c *Config) *int { return &c.RateBurst }),
-	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key", func(c *Config) *int { return &c.KeyConcurrency }),
+	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key, beyond which a key's request is refused (429); without API keys it does not apply", func(c *Config) *int { return &c.KeyConcurrency }),
 	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
 	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
 	intSetting("max_transfers", "SANDBOX_MAX_TRANSFERS", "file downloads and uploads in progress at once (then: busy)", func(c *Config) *int { return &c.MaxTransfers }),
@@ -626,13 +632,27 @@ func durationSetting(key, env, usage string, field func(*Config) *time.Duration)
 	return setting{Key: key, Env: env, Usage: usage,
 		get: func(c *Config) string { return strconv.FormatFloat(field(c).Seconds(), 'f', -1, 64) },
 		set: func(c *Config, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "s"), 64)
-			if err != nil || f <= 0 || f > 86400 {
-				return errors.New("want a number of seconds between 0 and 86400")
+			d, err := ParseSeconds(v)
+			if err != nil {
+				return err
 			}
-			*field(c) = time.Duration(f * float64(time.Second))
+			*field(c) = d
 			return nil
 		}}
+}
+
+// MaxSeconds bounds every duration setting: a day is longer than any run.
+const MaxSeconds = 86400
+
+// ParseSeconds reads a duration in seconds ("30", "1.5", "30s"), above 0
+// and at most MaxSeconds. NaN and infinities are refused: converted to a
+// time.Duration they would wrap to a negative one.
+func ParseSeconds(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), "s"), 64)
+	if err != nil || !(f > 0 && f <= MaxSeconds) { // NaN fails too
+		return 0, fmt.Errorf("want a number of seconds between 0 and %d", MaxSeconds)
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
 
 // MinCPUCores and MaxCPUCores bound a CPU bandwidth setting: the kernel
@@ -785,6 +805,10 @@ func listSetting(key, env, usage string, field func(*Config) *[]string) setting 
 		}}
 }
 
+// MaxSize bounds every size setting (1 PiB): far above any machine, far
+// below where int64 arithmetic on it could overflow.
+const MaxSize = 1 << 50
+
 // ParseSize reads a byte size: "1048576", "512k", "128m", "4g" (binary units).
 func ParseSize(v string) (int64, error) {
 	s := strings.ToLower(strings.TrimSpace(v))
@@ -803,7 +827,7 @@ func ParseSize(v string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n <= 0 || n*float64(mult) > 1<<50 {
+	if err != nil || !(n > 0 && n*float64(mult) <= MaxSize) { // NaN fails too
 		return 0, errors.New("want a positive size such as 1048576, 512k, 128m or 4g")
 	}
 	return int64(n * float64(mult)), nil

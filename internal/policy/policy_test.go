@@ -136,6 +136,11 @@ func TestLoadPrecedenceAndErrors(t *testing.T) {
 		{"SANDBOX_PYTHON": "python3"},
 		{"SANDBOX_DEFAULT_PROFILES": "gpu"},
 		{"SANDBOX_DEFAULT_PROFILES": "network"}, // not enabled
+		// Values that would wrap around once converted.
+		{"SANDBOX_MAX_TIMEOUT": "NaN"},
+		{"SANDBOX_PIP_TIMEOUT": "+Inf"},
+		{"SANDBOX_MAX_CODE_SIZE": "NaN"},
+		{"SANDBOX_MAX_BODY_SIZE": "Inf"},
 	}
 	for _, e := range bad {
 		_, err := Load("", func(k string) string { return e[k] }, nil)
@@ -273,17 +278,22 @@ func TestRateLimitDependsOnKeys(t *testing.T) {
 		t.Fatalf("default: %v, gate %v", c.RateLimit, c.AccessLimits().Rate)
 	}
 	without, with := c, c
-	without.ResolveRate(false)
-	with.ResolveRate(true)
+	without.ResolveCallerLimits(false)
+	with.ResolveCallerLimits(true)
 	if without.RateLimit != 0 || with.RateLimit != DefaultKeyRate {
 		t.Fatalf("without keys %v, with keys %v", without.RateLimit, with.RateLimit)
+	}
+	// Without keys the one caller's burst queues for the global cap; a key
+	// keeps its own concurrency limit.
+	if without.AccessLimits().PerKey != 0 || with.AccessLimits().PerKey != c.KeyConcurrency || without.AccessLimits().Queue != c.QueueSize {
+		t.Fatalf("per-key concurrency without keys %d, with keys %d", without.AccessLimits().PerKey, with.AccessLimits().PerKey)
 	}
 	// A rate the operator set is kept either way.
 	set, err := Load("", func(k string) string { return map[string]string{"SANDBOX_RATE_LIMIT": "5"}[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set.ResolveRate(false)
+	set.ResolveCallerLimits(false)
 	if set.RateLimit != 5 {
 		t.Fatalf("set: %v", set.RateLimit)
 	}

@@ -82,6 +82,7 @@ func New(cfg policy.Config) (*Service, error) {
 	case cfg.EnableContainerMode:
 		go gvisor.Probe(s.gvisorRuntime()) // answered before the first use_container run or /info asks
 	}
+	s.reclaimWorkspaces()
 	s.loadLayer()
 	s.fleet = s.newFleet()
 	s.startSpares()

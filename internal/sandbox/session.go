@@ -88,8 +88,11 @@ type session struct {
 	dir     string // host directory of the workspace
 	// quota: dir is a tmpfs of its own, whose size is the workspace's
 	// limit (the file API asks the kernel how full it is).
-	quota   bool
-	site    string // host directory of its installed packages
+	quota bool
+	site  string // host directory of its installed packages
+	// claim is the lock that marks dir and site as this process's
+	// (wsowner_linux.go), so a restart can reclaim a dead one's.
+	claim   *os.File
 	uid     int    // host uid of its sandboxes (0: each its own, rootless)
 	backend string // "native" or "gvisor"
 	created time.Time
@@ -330,6 +333,11 @@ func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Ti
 // gets it from the fleet (a new slot, a spare's, or the session's own).
 func (s *Service) startSession(ctx context.Context, se *session, start fleet.Launch) error {
 	if se.dir == "" {
+		claim, err := claimWorkspaces(s.cfg.StateDir, se.id)
+		if err != nil {
+			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		}
+		se.claim = claim // dropSession releases it
 		dir, quota, err := newWorkspace(s.cfg.StateDir, se.id, s.cfg.WorkspaceMax)
 		if err != nil {
 			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
@@ -689,6 +697,8 @@ func (s *Service) dropSession(se *session) {
 	if se.site != "" {
 		removeWorkspace(se.site)
 	}
+	releaseWorkspaces(se.claim)
+	se.claim = nil
 	if se.uid != 0 {
 		jail.ReleaseUID(se.uid)
 		se.uid = 0
