@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // envdRoutes are the daemon's: health, files over HTTP, and the Process
@@ -26,8 +27,11 @@ func (s *Server) envdRoutes() {
 	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	m.HandleFunc("GET /files", s.download)
 	m.HandleFunc("POST /files", s.upload)
-	m.Handle("/process.Process/Start", connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...))
-	m.Handle("/process.Process/Connect", connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...))
+	// A process's stream ends when its client stops reading (the process
+	// goes on: its output waits in its log for a later Connect).
+	perWrite := s.svc.Config().StreamWriteTimeout
+	m.Handle("/process.Process/Start", streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...), perWrite))
+	m.Handle("/process.Process/Connect", streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...), perWrite))
 	m.Handle("/process.Process/List", connect.NewUnaryHandler("/process.Process/List", s.listProcs, opts...))
 	m.Handle("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
 	m.Handle("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))

@@ -112,6 +112,11 @@ type Config struct {
 	LogFormat     string // text or json
 	LogLevel      string // debug, info, warn, error
 
+	// StreamWriteTimeout bounds each write of a stream (run output, MCP
+	// notifications, E2B and peer streams): a client that stops reading
+	// loses its connection then, and its run never waits for it.
+	StreamWriteTimeout time.Duration
+
 	// Cluster (several replicas, one service): see internal/cluster.
 	ReplicaURL  string // where the other replicas reach this one; "" = a single server
 	ReplicaName string // for people; "" = the host name
@@ -225,6 +230,8 @@ func DefaultConfig() Config {
 		AuditBuffer:   4096,
 		LogFormat:     "text",
 		LogLevel:      "info",
+
+		StreamWriteTimeout: 10 * time.Second,
 
 		AllowedCommands: DefaultCommands,
 		CommandTimeout:  120 * time.Second,
@@ -375,6 +382,7 @@ var settings = []setting{
 	sizeSetting("max_body_size", "SANDBOX_MAX_BODY_SIZE", "largest HTTP request body", func(c *Config) *int64 { return &c.MaxBodySize }),
 	durationSetting("read_timeout", "SANDBOX_READ_TIMEOUT", "time to read an HTTP request, seconds", func(c *Config) *time.Duration { return &c.ReadTimeout }),
 	durationSetting("write_timeout", "SANDBOX_WRITE_TIMEOUT", "time to answer a non-streaming HTTP request, seconds", func(c *Config) *time.Duration { return &c.WriteTimeout }),
+	durationSetting("stream_write_timeout", "SANDBOX_STREAM_WRITE_TIMEOUT", "time one write of a stream may take before its client is dropped, seconds", func(c *Config) *time.Duration { return &c.StreamWriteTimeout }),
 	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
 	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
 	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),
