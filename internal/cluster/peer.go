@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // The peer protocol: one POST to PeerPath per forwarded request. The
@@ -190,9 +191,10 @@ func (n *Node) Handler(svc *sandbox.Service, maxBody int64) http.Handler {
 			return
 		}
 		// The answer starts at once (so the caller's header timeout never
-		// counts the run), and lasts as long as the run.
+		// counts the run), and lasts as long as the run; each write is
+		// bounded, so a replica that stops reading is dropped.
+		w = streamwrite.Wrap(w, svc.Config().StreamWriteTimeout)
 		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Time{})
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
 		_ = rc.Flush()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // envdRoutes are the daemon's: health, files over HTTP, and the Process
@@ -29,10 +30,13 @@ func (s *Server) envdRoutes() {
 	m.HandleFunc("GET /files", s.download)
 	m.HandleFunc("POST /files", s.upload)
 	// Each procedure behind the Connect door (body limits, client errors);
-	// the process streams last as long as their process.
+	// the process streams last as long as their process, and end when
+	// their client stops reading (the process goes on: its output waits in
+	// its log for a later Connect).
+	perWrite := s.svc.Config().StreamWriteTimeout
 	rpc := func(name string, h http.Handler) { m.Handle(name, s.connectDoor(h)) }
-	rpc("/process.Process/Start", streaming(connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...)))
-	rpc("/process.Process/Connect", streaming(connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...)))
+	rpc("/process.Process/Start", streaming(streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...), perWrite)))
+	rpc("/process.Process/Connect", streaming(streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...), perWrite)))
 	rpc("/process.Process/List", connect.NewUnaryHandler("/process.Process/List", s.listProcs, opts...))
 	rpc("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
 	rpc("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // interpreterRoutes are the code interpreter's: /execute and contexts.
@@ -54,7 +55,10 @@ type ndjson struct {
 
 const headerWait = time.Second
 
-func newNDJSON(w http.ResponseWriter) *ndjson {
+// newNDJSON writes to w, each write within perWrite: a client that stops
+// reading loses the answer then (its run and sandbox never wait for it).
+func newNDJSON(w http.ResponseWriter, perWrite time.Duration) *ndjson {
+	w = streamwrite.Wrap(w, perWrite)
 	n := &ndjson{w: w, rc: http.NewResponseController(w)}
 	n.timer = time.AfterFunc(headerWait, func() {
 		n.mu.Lock()
@@ -141,7 +145,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Context = body.ContextID
 	}
-	out := newNDJSON(w)
+	out := newNDJSON(w, s.svc.Config().StreamWriteTimeout)
 	defer out.done()
 	var streamed [2]int
 	req.OnOutput = func(stream, line string) {

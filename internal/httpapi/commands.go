@@ -36,7 +36,7 @@ func (s *Server) commandRoutes() {
 		if err != nil {
 			return nil, problemFor(err)
 		}
-		return stream(in.Accept, func(onOutput func(stream, line string)) (any, error) {
+		return s.stream(in.Accept, func(onOutput func(stream, line string)) (any, error) {
 			req.OnOutput = onOutput
 			return s.svc.RunCommand(ctx, req)
 		})

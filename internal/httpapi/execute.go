@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // ExecuteInput is POST /execute: the execute_code parameters, and Accept
@@ -44,7 +45,8 @@ func (s *Server) executeRoutes() {
 	resultSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(sandbox.Result{}), true, "ExecuteResult")
 	lineSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(StreamLine{}), true, "StreamLine")
 	problemSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
-	streamDoc := "With Accept: text/event-stream, events `stdout` and `stderr` carry a StreamLine each as the code prints, then one `result` event carries the ExecuteResult (or one `error` event a Problem)."
+	streamDoc := "With Accept: text/event-stream, events `stdout` and `stderr` carry a StreamLine each as the code prints, then one `result` event carries the ExecuteResult (or one `error` event a Problem). " +
+		"The run never waits for the client: lines a slow client has not taken past a bound are left out of the stream (the result's output_dropped counts them; its stdout and stderr hold them all)."
 	responses := func() map[string]*huma.Response {
 		return map[string]*huma.Response{"200": {
 			Description: "The execution's result. Failures of the code (exceptions, limits, crashes) are results with success false; errors are for requests that could not run.",
@@ -84,7 +86,7 @@ func (s *Server) executeRoutes() {
 // execute runs req and answers with JSON, or with an event stream when
 // the client accepts one.
 func (s *Server) execute(ctx context.Context, req sandbox.Request, accept string) (*huma.StreamResponse, error) {
-	return stream(accept, func(onOutput func(stream, line string)) (any, error) {
+	return s.stream(accept, func(onOutput func(stream, line string)) (any, error) {
 		req.OnOutput = onOutput
 		return s.svc.Execute(ctx, req)
 	})
@@ -92,8 +94,10 @@ func (s *Server) execute(ctx context.Context, req sandbox.Request, accept string
 
 // stream runs run and answers with its result as JSON, or, when the
 // client accepts an event stream, with its output lines as they come and
-// then the result.
-func stream(accept string, run func(onOutput func(stream, line string)) (any, error)) (*huma.StreamResponse, error) {
+// then the result. The run never waits for the client (the service queues
+// its lines); each write of the stream is bounded, so a client that stops
+// reading loses its connection.
+func (s *Server) stream(accept string, run func(onOutput func(stream, line string)) (any, error)) (*huma.StreamResponse, error) {
 	if !strings.Contains(accept, "text/event-stream") {
 		res, err := run(nil)
 		if err != nil {
@@ -107,6 +111,7 @@ func stream(accept string, run func(onOutput func(stream, line string)) (any, er
 	}
 	return &huma.StreamResponse{Body: func(hc huma.Context) {
 		_, w := humago.Unwrap(hc)
+		w = streamwrite.Wrap(w, s.cfg.StreamWriteTimeout)
 		ev := &eventWriter{w: w, rc: http.NewResponseController(w)}
 		// The stream starts with the first line, or after a moment without
 		// one: a request refused at once still gets a plain problem answer.
@@ -150,8 +155,7 @@ func (e *eventWriter) startLocked() {
 	}
 	e.started = true
 	// A stream lasts as long as the run: the server's write timeout is for
-	// ordinary answers.
-	_ = e.rc.SetWriteDeadline(time.Time{})
+	// ordinary answers; each write of the stream has its own (streamwrite).
 	h := e.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

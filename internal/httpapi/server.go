@@ -21,6 +21,7 @@ import (
 	"github.com/codecage/codecage/internal/metrics"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/streamwrite"
 )
 
 // Options configure a Server.
@@ -113,7 +114,9 @@ func newServer(svc *sandbox.Service, cfg policy.Config, o Options) *Server {
 		s.mux.Handle("GET /metrics", o.Metrics.Handler())
 	}
 	if o.MCP != nil {
-		s.mux.Handle("/mcp", s.mcpAuth(o.MCP))
+		// Progress notifications stream a run's output: each write is
+		// bounded, as REST's event streams are.
+		s.mux.Handle("/mcp", s.mcpAuth(streamwrite.Handler(o.MCP, cfg.StreamWriteTimeout)))
 	}
 	if o.MCPSSE != nil {
 		s.mux.Handle("/mcp/sse", s.mcpAuth(o.MCPSSE))

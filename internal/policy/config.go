@@ -121,6 +121,10 @@ type Config struct {
 	IdleTimeout             time.Duration
 	MaxConnections          int
 	MaxConnectionsPerClient int
+	// StreamWriteTimeout bounds each write of a stream (run output, MCP
+	// notifications, E2B and peer streams): a client that stops reading
+	// loses its connection then, and its run never waits for it.
+	StreamWriteTimeout time.Duration
 
 	// Cluster (several replicas, one service): see internal/cluster.
 	ReplicaURL  string // where the other replicas reach this one; "" = a single server
@@ -248,6 +252,7 @@ func DefaultConfig() Config {
 		IdleTimeout:             30 * time.Second,
 		MaxConnections:          1024,
 		MaxConnectionsPerClient: 256,
+		StreamWriteTimeout:      10 * time.Second,
 
 		AllowedCommands: DefaultCommands,
 		CommandTimeout:  120 * time.Second,
@@ -402,6 +407,7 @@ var settings = []setting{
 	durationSetting("idle_timeout", "SANDBOX_IDLE_TIMEOUT", "time an idle keep-alive HTTP connection is kept, seconds", func(c *Config) *time.Duration { return &c.IdleTimeout }),
 	intSetting("max_connections", "SANDBOX_MAX_CONNECTIONS", "open connections per listener (REST and MCP, E2B), within half the open-file limit; more are closed at once", func(c *Config) *int { return &c.MaxConnections }),
 	intSetting("max_connections_per_client", "SANDBOX_MAX_CONNECTIONS_PER_CLIENT", "open connections per listener from one client address", func(c *Config) *int { return &c.MaxConnectionsPerClient }),
+	durationSetting("stream_write_timeout", "SANDBOX_STREAM_WRITE_TIMEOUT", "time one write of a stream may take before its client is dropped, seconds", func(c *Config) *time.Duration { return &c.StreamWriteTimeout }),
 	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
 	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
 	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),

@@ -571,7 +571,13 @@ def _figures():
     images = []
     budget = _MAX_IMAGE_BYTES
     try:
-        for num in plt.get_fignums()[:_MAX_FIGURES]:
+        nums = plt.get_fignums()
+        if len(nums) > _MAX_FIGURES:
+            # Said as the figures over the size budget are: never silently.
+            extra = nums[_MAX_FIGURES:]
+            named = ", ".join(str(n) for n in extra[:10]) + (", ..." if len(extra) > 10 else "")
+            print("codecage: %d figures left out (%s): at most %d are returned" % (len(extra), named, _MAX_FIGURES), file=sys.stderr)
+        for num in nums[:_MAX_FIGURES]:
             buf = io.BytesIO()
             plt.figure(num).savefig(buf, format="png")
             data = buf.getvalue()

@@ -39,7 +39,8 @@ type CommandRequest struct {
 	// it in a fresh, empty one.
 	SessionID string
 	Owner     string
-	OnOutput  func(stream, line string) `json:"-"`
+	// OnOutput: as Request's.
+	OnOutput func(stream, line string) `json:"-"`
 	// OnStart, if set, is called once the command's sandbox runs it (a
 	// refused request never calls it).
 	OnStart func() `json:"-"`
@@ -62,6 +63,9 @@ type CommandResult struct {
 	Resources     Resources   `json:"resources"`
 	Backend       string      `json:"backend"`
 	Isolation     jail.Layers `json:"isolation"`
+
+	// OutputDropped: as Result's.
+	OutputDropped *OutputDropped `json:"output_dropped"`
 }
 
 // commandSet is the resolved minimal root of the command jail, computed
@@ -246,6 +250,17 @@ func sortedKeys(m map[string]string) []string {
 // workspace and /tmp as Linux does (it has no Landlock): see
 // commandBackend.
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
+	sink := newOutputSink(req.OnOutput)
+	req.OnOutput = sink.onOutput()
+	res, err := s.runCommandRequest(ctx, req)
+	if dropped := sink.finish(drainWait); res != nil {
+		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	}
+	return res, err
+}
+
+// runCommandRequest is RunCommand with its output behind a sink.
+func (s *Service) runCommandRequest(ctx context.Context, req CommandRequest) (*CommandResult, error) {
 	if r := s.remote(req.SessionID); r != "" {
 		fwd := req
 		fwd.OnOutput, fwd.OnStart = nil, nil

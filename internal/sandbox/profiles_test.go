@@ -265,6 +265,30 @@ plt.bar(["a", "b"], [3, 5])`})
 	}
 }
 
+// Figures past the count limit are left out as those past the size
+// limit are: named in stderr, never silently (issue 24, item 19).
+func TestFiguresPastTheCountLimitAreReported(t *testing.T) {
+	svc := allProfilesService(t)
+	res := execute(t, svc, sandbox.Request{Profiles: []string{"data_science"}, Code: `import matplotlib.pyplot as plt
+for i in range(13):
+    plt.figure(figsize=(1, 1), dpi=20)
+    plt.plot([0, i])`})
+	if !res.Success || len(res.Images) != 10 {
+		t.Fatalf("images %d, error %+v, stderr %q", len(res.Images), res.Error, res.Stderr)
+	}
+	want := "codecage: 3 figures left out (11, 12, 13): at most 10 are returned\n"
+	if !strings.Contains(res.Stderr, want) {
+		t.Fatalf("stderr %q does not report the figures left out (%q)", res.Stderr, want)
+	}
+	// Ten figures: nothing to report.
+	res = execute(t, svc, sandbox.Request{Profiles: []string{"data_science"}, Code: `import matplotlib.pyplot as plt
+for i in range(10):
+    plt.figure(figsize=(1, 1), dpi=20)`})
+	if len(res.Images) != 10 || strings.Contains(res.Stderr, "left out") {
+		t.Fatalf("images %d, stderr %q", len(res.Images), res.Stderr)
+	}
+}
+
 func TestDataScienceGetsItsOwnMemoryDefault(t *testing.T) {
 	svc := allProfilesService(t)
 	// 300 MB would be far over the basic default of 128 MiB.

@@ -104,6 +104,20 @@ func (s *Service) Config() policy.Config { return s.cfg }
 // limits, crashes) are reported in the Result; the error is for requests
 // that cannot run at all.
 func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
+	// The sink outlives the run: when the run returns, its slot and its
+	// session are free whatever the client reads, and only this request
+	// waits (a bounded time) for the last lines to reach the client.
+	sink := newOutputSink(req.OnOutput)
+	req.OnOutput = sink.onOutput()
+	res, err := s.executeRequest(ctx, req)
+	if dropped := sink.finish(drainWait); res != nil {
+		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	}
+	return res, err
+}
+
+// executeRequest is Execute with its output behind a sink.
+func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, error) {
 	if r := s.remote(req.SessionID); r != "" {
 		fwd := req
 		fwd.OnOutput = nil

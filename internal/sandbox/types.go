@@ -62,7 +62,9 @@ type Request struct {
 	// (Result.Display), as a notebook shows them.
 	Display bool `json:",omitempty"`
 	// OnOutput, if set, receives the output as it comes, a line at a time
-	// ("stdout" or "stderr"); the Result still carries all of it.
+	// ("stdout" or "stderr"), from a goroutine of its own: a slow OnOutput
+	// never holds the run, and past a bound the later lines are left out
+	// (Result.OutputDropped). The Result still carries all of it.
 	OnOutput func(stream, line string) `json:"-"`
 }
 
@@ -88,10 +90,14 @@ type Result struct {
 	OOMKilled     bool    `json:"oom_killed"`
 	Truncated     bool    `json:"truncated"`
 	// Limit names the limit that ended the run, or is null.
-	Limit     *string     `json:"limit"`
-	Resources Resources   `json:"resources"`
-	Backend   string      `json:"backend"`
-	Isolation jail.Layers `json:"isolation"`
+	Limit *string `json:"limit"`
+	// OutputDropped counts the lines a stream of the output (OnOutput)
+	// left out because its client read too slowly, or is null; Stdout and
+	// Stderr still hold them.
+	OutputDropped *OutputDropped `json:"output_dropped"`
+	Resources     Resources      `json:"resources"`
+	Backend       string         `json:"backend"`
+	Isolation     jail.Layers    `json:"isolation"`
 }
 
 // ErrorInfo describes why a run failed: an exception of the code, or a
