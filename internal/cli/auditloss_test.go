@@ -10,12 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 
 	"github.com/codecage/codecage/internal/audit"
 )
@@ -51,23 +51,6 @@ func waitReadiness(t *testing.T, url string, want func(status int, check string)
 	return status, check
 }
 
-// auditMetric reads a counter of /metrics.
-func auditMetric(t *testing.T, url, name string) int {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("/metrics has no %s", name)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
-}
-
 // auditRows counts the rows on disk of the audit database at path.
 func auditRows(t *testing.T, path string) int {
 	t.Helper()
@@ -101,7 +84,7 @@ func TestAuditDatabaseDeletedWhileServing(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); auditRows(t, db) == 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	written := auditMetric(t, s.url, "sandbox_audit_events_written_total")
+	written := probe.Metric(t, s.url, "sandbox_audit_events_written_total")
 	if err := os.Remove(db); err != nil {
 		t.Fatal(err)
 	}
@@ -112,17 +95,17 @@ func TestAuditDatabaseDeletedWhileServing(t *testing.T) {
 	if status != 503 || !strings.Contains(check, "deleted or replaced") || !strings.Contains(check, db) {
 		t.Errorf("after the file was deleted: /ready %d, audit_log %q (want 503 naming the file and what happened)", status, check)
 	}
-	for deadline := time.Now().Add(10 * time.Second); auditMetric(t, s.url, "sandbox_audit_events_dropped_total") < 3 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); probe.Metric(t, s.url, "sandbox_audit_events_dropped_total") < 3 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := auditMetric(t, s.url, "sandbox_audit_events_dropped_total"); n < 3 {
-		t.Errorf("dropped_total %d after 3 executions with no file to keep them", n)
+	if n := probe.Metric(t, s.url, "sandbox_audit_events_dropped_total"); n < 3 {
+		t.Errorf("dropped_total %v after 3 executions with no file to keep them", n)
 	}
-	if n := auditMetric(t, s.url, "sandbox_audit_errors_total"); n == 0 {
+	if n := probe.Metric(t, s.url, "sandbox_audit_errors_total"); n == 0 {
 		t.Error("errors_total 0 after writes to a deleted file")
 	}
-	if n := auditMetric(t, s.url, "sandbox_audit_events_written_total"); n != written {
-		t.Errorf("written_total went from %d to %d with no file on disk", written, n)
+	if n := probe.Metric(t, s.url, "sandbox_audit_events_written_total"); n != written {
+		t.Errorf("written_total went from %v to %v with no file on disk", written, n)
 	}
 	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file is back at %s: %v", db, err)
@@ -172,7 +155,7 @@ func TestAuditFullDiskTurnsReadinessRed(t *testing.T) {
 	if status != 503 || !strings.Contains(check, "dropped") || !strings.Contains(check, "full") {
 		t.Errorf("disk full: /ready %d, audit_log %q (want 503 saying events are dropped, and why)", status, check)
 	}
-	if n := auditMetric(t, s.url, "sandbox_audit_events_dropped_total"); n == 0 {
+	if n := probe.Metric(t, s.url, "sandbox_audit_events_dropped_total"); n == 0 {
 		t.Error("dropped_total 0 with a full disk")
 	}
 	if n := auditRows(t, db); n != rowsBefore {

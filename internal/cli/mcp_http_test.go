@@ -6,35 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// metric sums the samples of one metric in /metrics (all its labels).
-func metric(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	ms := regexp.MustCompile(`(?m)^`+name+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1)
-	if ms == nil {
-		t.Fatalf("no %s in /metrics", name)
-	}
-	sum := 0.0
-	for _, m := range ms {
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		sum += v
-	}
-	return sum
-}
+	"github.com/codecage/codecage/internal/probe"
+)
 
 func postJSON(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
 	t.Helper()
@@ -60,7 +39,7 @@ func postJSON(t *testing.T, url, body string, header map[string]string) (*http.R
 // socket is still open, and the server's goroutines are back to baseline.
 func TestMCPSSEStalledClientIsDropped(t *testing.T) {
 	s := startServe(t)
-	base := metric(t, s.url, "go_goroutines")
+	base := probe.Metric(t, s.url, "go_goroutines")
 	host := strings.TrimPrefix(s.url, "http://")
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
@@ -104,7 +83,7 @@ func TestMCPSSEStalledClientIsDropped(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, _ := postJSON(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
-		g := metric(t, s.url, "go_goroutines")
+		g := probe.Metric(t, s.url, "go_goroutines")
 		if resp.StatusCode == http.StatusNotFound && g <= base+5 {
 			break
 		}
@@ -140,7 +119,7 @@ func TestMCPDeleteCancelsCalls(t *testing.T) {
 		got <- answer{body, time.Now()}
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, s.url, "sandbox_pool_in_use") < 1 {
+	for probe.Metric(t, s.url, "sandbox_pool_in_use") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the call never started")
 		}
@@ -173,9 +152,9 @@ func TestMCPDeleteCancelsCalls(t *testing.T) {
 	}
 	// The run's sandbox is given back: the pool has none in use.
 	deadline = time.Now().Add(5 * time.Second)
-	for metric(t, s.url, "sandbox_pool_in_use") > 0 {
+	for probe.Metric(t, s.url, "sandbox_pool_in_use") > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("5 s after the DELETE the run still holds its sandbox (pool in use %v)", metric(t, s.url, "sandbox_pool_in_use"))
+			t.Fatalf("5 s after the DELETE the run still holds its sandbox (pool in use %v)", probe.Metric(t, s.url, "sandbox_pool_in_use"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 )
 
 // openFDs counts a process's open file descriptors, from the host.
@@ -26,25 +28,6 @@ func openFDs(t *testing.T, pid int) int {
 }
 
 func hostOf(url string) string { return strings.TrimPrefix(url, "http://") }
-
-// metricLine is the value of a /metrics line that starts with prefix, -1 when
-// there is none.
-func metricLine(t *testing.T, url, prefix string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			return f
-		}
-	}
-	return -1
-}
 
 // A flood of connections from one client address is held at the caps on
 // every listener: the server's descriptors stay bounded (counted in
@@ -96,10 +79,10 @@ func TestServeConnectionFloodLeavesRoomForRuns(t *testing.T) {
 		t.Errorf("a run during the flood: %d %+v", resp.StatusCode, res)
 	}
 	for _, l := range []string{"rest", "e2b"} {
-		if n := metricLine(t, s.url, `sandbox_connections_refused_total{listener="`+l+`",reason="client_full"}`); n < flood-20-5 {
+		if n := probe.MetricLine(t, s.url, `sandbox_connections_refused_total{listener="`+l+`",reason="client_full"}`); n < flood-20-5 {
 			t.Errorf("%s: %v connections counted as refused, want about %d", l, n, flood-20)
 		}
-		if n := metricLine(t, s.url, `sandbox_connections_open{listener="`+l+`"}`); n < 0 || n > 21+1 {
+		if n := probe.MetricLine(t, s.url, `sandbox_connections_open{listener="`+l+`"}`); n < 0 || n > 21+1 {
 			t.Errorf("%s: %v connections open, want at most the per-client cap and this scrape", l, n)
 		}
 	}

@@ -8,9 +8,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/e2b"
@@ -57,7 +58,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	}
 	req.WriteString("\r\n" + string(body))
 	opened := time.Now()
-	stalled := dialStalled(t, host, req.String())
+	stalled := probe.DialStalled(t, host, req.String())
 
 	// The next runCode, once the first has started, on the same sandbox.
 	deadline := time.Now().Add(10 * time.Second)
@@ -122,7 +123,7 @@ func TestStalledProcessStreamIsClosed(t *testing.T) {
 	host := strings.TrimPrefix(srv, "http://")
 	req := fmt.Sprintf("POST /process.Process/Start HTTP/1.1\r\nHost: %s\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\n"+
 		"E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: 49983\r\nX-Access-Token: %s\r\nContent-Length: %d\r\n\r\n%s", host, id, token, len(body), body)
-	stalled := dialStalled(t, host, req)
+	stalled := probe.DialStalled(t, host, req)
 	// The command is quick; its 9 MB of events wait for the client, which
 	// never reads: the write deadline (1 s) ends the stream.
 	time.Sleep(5 * time.Second)
@@ -147,24 +148,4 @@ func newHTTPServer(t *testing.T, h http.Handler) string {
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return "http://" + ln.Addr().String()
-}
-
-// dialStalled opens a connection with a tiny receive buffer and sends req
-// on it; the caller never reads, as a client that stopped reading.
-func dialStalled(t *testing.T, addr, req string) net.Conn {
-	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		_ = rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

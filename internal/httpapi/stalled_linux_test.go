@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -20,26 +21,6 @@ import (
 // stalledCode prints 600,000 empty lines (600 KB, under the output limit;
 // tens of MB as events) then sleeps into its time limit.
 const stalledCode = "import time\nfor i in range(600000):\n    print()\ntime.sleep(1000)\n"
-
-// dialStalled opens a connection with a tiny receive buffer and sends req
-// on it; the caller never reads, as a client that stopped reading.
-func dialStalled(t *testing.T, addr, req string) net.Conn {
-	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		_ = rc.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func postRequest(host, path, body string, header map[string]string) string {
 	var b strings.Builder
@@ -119,7 +100,7 @@ func TestStalledEventStreamsReleaseTheirSlots(t *testing.T) {
 	opened := time.Now()
 	for range streams {
 		path := "/execute"
-		conns = append(conns, dialStalled(t, host, postRequest(host, path, string(body), map[string]string{"Accept": "text/event-stream"})))
+		conns = append(conns, probe.DialStalled(t, host, postRequest(host, path, string(body), map[string]string{"Accept": "text/event-stream"})))
 	}
 	waitSlots(t, ts, streams, 10*time.Second)
 	freed := waitSlots(t, ts, 0, limit+10*time.Second)
@@ -147,7 +128,7 @@ func TestSlowEventStreamReportsDroppedLines(t *testing.T) {
 	ts := startServer(t, "", nil) // the default per-write deadline (10 s)
 	host := strings.TrimPrefix(ts.URL, "http://")
 	body, _ := json.Marshal(map[string]any{"code": fmt.Sprintf("for i in range(%d):\n    print()\n", lines), "timeout": 20})
-	c := dialStalled(t, host, postRequest(host, "/execute", string(body), map[string]string{"Accept": "text/event-stream"}))
+	c := probe.DialStalled(t, host, postRequest(host, "/execute", string(body), map[string]string{"Accept": "text/event-stream"}))
 	waitSlots(t, ts, 1, 10*time.Second)
 	waitSlots(t, ts, 0, 20*time.Second) // the run ends though the client reads nothing
 	time.Sleep(time.Second)
@@ -215,7 +196,7 @@ func TestStalledMCPProgressReleasesItsSlot(t *testing.T) {
 	mcpPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr)
 	args, _ := json.Marshal(map[string]any{"code": stalledCode, "timeout": limit.Seconds()})
 	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":%s,"_meta":{"progressToken":"p1"}}}`, args)
-	c := dialStalled(t, host, postRequest(host, "/mcp", call, hdr))
+	c := probe.DialStalled(t, host, postRequest(host, "/mcp", call, hdr))
 	opened := time.Now()
 	waitSlots(t, ts, 1, 10*time.Second)
 	freed := waitSlots(t, ts, 0, limit+10*time.Second)
