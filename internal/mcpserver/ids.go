@@ -1,8 +1,10 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -178,6 +180,9 @@ func (m *idMap) cancelParams(params json.RawMessage) json.RawMessage {
 // mapped call gets the client's id back (and a JSON-RPC code for a
 // code-0 error); anything else is returned as it is.
 func (m *idMap) restore(data []byte) []byte {
+	if out, ok := m.restoreResult(data); ok {
+		return out
+	}
 	msg, err := jsonrpc.DecodeMessage(data)
 	if err != nil {
 		return data
@@ -191,6 +196,44 @@ func (m *idMap) restore(data []byte) []byte {
 		return data
 	}
 	return m.encodeAnswer(resp, sent)
+}
+
+// sdkResultPrefix starts every result the SDK encodes (its wire struct's
+// field order: jsonrpc, id, then result).
+var sdkResultPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+
+// restoreResult is restore's quick path for a result in the SDK's own
+// encoding: the token's digits are replaced by the client's id without
+// decoding the result (which may be megabytes of output).
+func (m *idMap) restoreResult(data []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(data, sdkResultPrefix)
+	if !ok {
+		return nil, false
+	}
+	n := 0
+	for n < len(rest) && n < 16 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || !bytes.HasPrefix(rest[n:], []byte(`,"result":`)) {
+		return nil, false
+	}
+	tok, err := strconv.ParseInt(string(rest[:n]), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	m.mu.Lock()
+	sent, ok := m.takeLocked(tok)
+	if ok && sent.method == "initialize" {
+		m.initialized = true
+	}
+	m.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	out := make([]byte, 0, len(data)-n+len(sent.raw))
+	out = append(out, sdkResultPrefix...)
+	out = append(out, sent.raw...)
+	return append(out, rest[n:]...), true
 }
 
 // encodeAnswer is the wire form of resp with the client's own id. An
