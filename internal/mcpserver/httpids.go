@@ -22,7 +22,9 @@ import (
 // streamable HTTP (answerWriter, JSON body or SSE events), the GET stream
 // on legacy SSE (the sseWriter's rewrite hook). Nothing valid is refused:
 // an id that is not a string, a number or null is invalid JSON-RPC, and
-// the ids of responses the client POSTs are the server's own.
+// the ids of responses the client POSTs are the server's own. (The
+// streamable handler has no event store: a replayed event, which would
+// carry the token, cannot happen.)
 
 // idSessions are the id maps of one HTTP transport by session id.
 // Streamable HTTP keeps a map while POSTs of its session are in flight
