@@ -159,21 +159,3 @@ func TestMCPDeleteCancelsCalls(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-// Item 17 of issue 24 over HTTP: an id the SDK would change is refused
-// with -32600 naming it (over stdio such ids round-trip exactly).
-func TestMCPHTTPRefusesInexactIDs(t *testing.T) {
-	s := startServe(t)
-	for _, path := range []string{"/mcp", "/mcp/sse?sessionid=x"} {
-		for _, id := range []string{"1180591620717411303424", "9007199254740993", "1.5"} {
-			resp, body := postJSON(t, s.url+path, `{"jsonrpc":"2.0","id":`+id+`,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
-			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, id) {
-				t.Errorf("POST %s with id %s: %d %q", path, id, resp.StatusCode, body)
-			}
-		}
-	}
-	resp, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":9007199254740992,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":9007199254740992`) {
-		t.Errorf("2^53 is exact and must be served: %d %q", resp.StatusCode, body)
-	}
-}

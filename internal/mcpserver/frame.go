@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -114,17 +113,6 @@ func validID(id json.RawMessage) bool {
 		return true
 	}
 	return string(id) == "null"
-}
-
-// exactID reports whether the SDK gives id back as it came: strings,
-// null, and integers it holds exactly (it decodes numbers through
-// float64), written the way it writes them.
-func exactID(id json.RawMessage) bool {
-	if id == nil || id[0] == '"' || string(id) == "null" {
-		return true
-	}
-	n, err := strconv.ParseInt(string(id), 10, 64)
-	return err == nil && n <= 1<<53 && n >= -(1<<53) && strconv.FormatInt(n, 10) == string(id)
 }
 
 // quoteID is id for an error message, cut to maxQuotedID bytes.

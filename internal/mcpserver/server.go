@@ -76,9 +76,9 @@ func humanSize(n int64) string {
 // The sandbox sessions are codecage's own ids in tool arguments, which the
 // service forwards to the replica that holds them.
 //
-// Both handlers refuse ids the SDK would change (checkBodies); DELETE /mcp
-// ends the session's calls first (streamableHandler); each SSE stream is
-// bounded (sseHandler).
+// Both handlers give ids back exactly as sent (idHandler maps them, as
+// stdio does); DELETE /mcp ends the session's calls first
+// (streamableHandler); each SSE stream is bounded (sseHandler).
 func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
 	if log == nil {
 		log = slog.Default()
@@ -106,8 +106,10 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 		opts = &mcp.StreamableHTTPOptions{Stateless: true}
 	}
 	streamable = &streamableHandler{inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts), calls: inflight, posts: newPosts()}
-	sse = &sseHandler{inner: mcp.NewSSEHandler(sseServer, nil), calls: inflight, log: log}
-	return checkBodies(streamable), checkBodies(sse)
+	sseIDs := newIDSessions()
+	sse = &sseHandler{inner: mcp.NewSSEHandler(sseServer, nil), calls: inflight, ids: sseIDs, log: log}
+	return &idHandler{next: streamable, sessions: newIDSessions(), stateless: stateless},
+		&idHandler{next: sse, sessions: sseIDs, legacy: true}
 }
 
 // toolError turns a service error into the text a model can act on. The

@@ -31,6 +31,9 @@ type sseWriter struct {
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	drop func(error) // called once, when the client is dropped
+	// rewrite, when set, sees each event the SDK writes (one per Write)
+	// before it is queued: it restores the client's ids.
+	rewrite func([]byte) []byte
 
 	wmu sync.Mutex // the real writer: the drain goroutine, or WriteHeader
 
@@ -43,8 +46,8 @@ type sseWriter struct {
 	done    chan struct{}
 }
 
-func newSSEWriter(w http.ResponseWriter, drop func(error)) *sseWriter {
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), drop: drop, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newSSEWriter(w http.ResponseWriter, drop func(error), rewrite func([]byte) []byte) *sseWriter {
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), drop: drop, rewrite: rewrite, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.drain()
 	return s
 }
@@ -59,6 +62,10 @@ func (s *sseWriter) WriteHeader(code int) {
 
 // Write queues p; it never waits for the client.
 func (s *sseWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.rewrite != nil {
+		p = s.rewrite(p)
+	}
 	s.mu.Lock()
 	if s.failed != nil {
 		err := s.failed
@@ -73,7 +80,7 @@ func (s *sseWriter) Write(p []byte) (int, error) {
 	s.unsent += len(p)
 	s.mu.Unlock()
 	s.signal()
-	return len(p), nil
+	return n, nil
 }
 
 // Flush is the drain's job: it flushes after each write.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,44 +140,15 @@ func (c *stdioConn) deliver(r readResult) bool {
 // accept checks one frame: a bad one is answered here and nil returned;
 // a good one becomes the message the SDK reads, with calls renumbered.
 func (c *stdioConn) accept(line []byte) jsonrpc.Message {
-	f, bad := checkFrame(line)
+	msg, _, bad := c.ids.inbound(line)
 	if bad != nil {
 		c.refuse(bad)
 		return nil
 	}
-	switch {
-	case f.isResp:
-		msg, err := jsonrpc.DecodeMessage(line)
-		if err != nil { // an answer to nothing the server asked: nobody to tell
-			c.log.Warn("mcp stdio: dropped a malformed response frame", "err", err)
-			return nil
-		}
-		return msg
-	case f.isCall:
-		return &jsonrpc.Request{ID: c.ids.add(f.id, f.method), Method: f.method, Params: f.params}
-	case f.method == "notifications/cancelled":
-		params, ok := c.cancelParams(f.params)
-		if !ok {
-			return nil // cancels nothing in flight
-		}
-		return &jsonrpc.Request{Method: f.method, Params: params}
+	if msg == nil { // an answer to nothing the server asked: nobody to tell
+		c.log.Warn("mcp stdio: dropped a malformed response frame")
 	}
-	return &jsonrpc.Request{Method: f.method, Params: f.params}
-}
-
-// cancelParams points a cancellation at the call's own id.
-func (c *stdioConn) cancelParams(params json.RawMessage) (json.RawMessage, bool) {
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil || p["requestId"] == nil {
-		return nil, false
-	}
-	id, ok := c.ids.token(p["requestId"])
-	if !ok {
-		return nil, false
-	}
-	p["requestId"], _ = json.Marshal(id.Raw())
-	out, err := json.Marshal(p)
-	return out, err == nil
+	return msg
 }
 
 func (c *stdioConn) refuse(bad *frameError) {
