@@ -92,9 +92,12 @@ func TestRootless(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = []string{rootlessProbeEnv + "=1", "PATH=/usr/bin:/bin"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		raw, err = cmd.CombinedOutput()
+		// The results are stdout; the service's log lines go to stderr.
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		raw, err = cmd.Output()
 		if err != nil {
-			t.Fatalf("rootless probe: %v\n%s", err, raw)
+			t.Fatalf("rootless probe: %v\n%s%s", err, raw, stderr.String())
 		}
 	}
 	var res map[string]*sandbox.Result
