@@ -67,11 +67,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		addr := hostOf(c.RemoteAddr())
 		if reason := l.admit(addr); reason != "" {
+			// Counted before the close, so that whoever sees the reset
+			// also sees it counted.
+			l.refuse(addr, reason)
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			_ = c.Close()
-			l.refuse(addr, reason)
 			continue
 		}
 		return &conn{Conn: c, l: l, addr: addr}, nil

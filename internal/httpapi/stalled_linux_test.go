@@ -67,6 +67,12 @@ func waitSlots(t *testing.T, ts *testServer, want int, within time.Duration) tim
 	}
 }
 
+// burstCode prints 3 MB of empty lines at once, then sleeps into its time
+// limit: with an output limit above it, the answer (events, then a result
+// holding it all) is larger than the kernel's socket buffers, so the
+// server's writes to a client that stopped reading block.
+const burstCode = "import sys, time\nsys.stdout.write('\\n' * 3000000)\nsys.stdout.flush()\ntime.sleep(1000)\n"
+
 // wantClosed checks that the server has closed c: what is buffered reads,
 // then EOF or a reset, not a read that waits.
 func wantClosed(t *testing.T, c net.Conn, what string) {
@@ -94,8 +100,7 @@ func TestStalledEventStreamsReleaseTheirSlots(t *testing.T) {
 		c.OutputSize, c.MaxOutput = 8<<20, 8<<20
 	})
 	host := strings.TrimPrefix(ts.URL, "http://")
-	code := "import sys, time\nsys.stdout.write('\\n' * 3000000)\nsys.stdout.flush()\ntime.sleep(1000)\n"
-	body, _ := json.Marshal(map[string]any{"code": code, "timeout": limit.Seconds()})
+	body, _ := json.Marshal(map[string]any{"code": burstCode, "timeout": limit.Seconds()})
 	var conns []net.Conn
 	opened := time.Now()
 	for range streams {
@@ -170,7 +175,10 @@ func TestSlowEventStreamReportsDroppedLines(t *testing.T) {
 // holds its slot no longer than its limit.
 func TestStalledMCPProgressReleasesItsSlot(t *testing.T) {
 	const limit = 2 * time.Second
-	ts := startServer(t, "", func(c *policy.Config) { c.StreamWriteTimeout = time.Second })
+	ts := startServer(t, "", func(c *policy.Config) {
+		c.StreamWriteTimeout = time.Second
+		c.OutputSize, c.MaxOutput = 8<<20, 8<<20 // see burstCode
+	})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	mcpPost := func(body string, hdr map[string]string) *http.Response {
 		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
@@ -194,7 +202,7 @@ func TestStalledMCPProgressReleasesItsSlot(t *testing.T) {
 	}
 	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25", "Accept": "application/json, text/event-stream"}
 	mcpPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr)
-	args, _ := json.Marshal(map[string]any{"code": stalledCode, "timeout": limit.Seconds()})
+	args, _ := json.Marshal(map[string]any{"code": burstCode, "timeout": limit.Seconds()})
 	call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":%s,"_meta":{"progressToken":"p1"}}}`, args)
 	c := probe.DialStalled(t, host, postRequest(host, "/mcp", call, hdr))
 	opened := time.Now()
