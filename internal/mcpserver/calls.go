@@ -28,6 +28,9 @@ type inflight struct {
 // mcpSessionKey keys a streamable session's calls.
 type mcpSessionKey string
 
+// mcpPostKey keys the calls of one POST to /mcp (see postHeader).
+type mcpPostKey string
+
 // sseClientKey is the context key of a legacy SSE client.
 type sseClientKey struct{}
 
@@ -38,6 +41,7 @@ type sseClient struct{}
 var (
 	errSessionDeleted = errors.New("the MCP session was deleted (DELETE /mcp)")
 	errClientGone     = errors.New("the SSE client's stream ended")
+	errRequestGone    = errors.New("the client's request ended before its answer")
 )
 
 // codeSessionClosed is the JSON-RPC code of a call ended by its session's
@@ -46,37 +50,47 @@ const codeSessionClosed = -32004
 
 func newCalls() *calls { return &calls{m: map[any]map[*inflight]struct{}{}} }
 
-// middleware registers each tools/call under its session or SSE client,
+// middleware registers each tools/call under its session or SSE client
+// and its POST,
 // and turns a call ended by the session's end into a JSON-RPC error.
 func (c *calls) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/call" {
 			return next(ctx, method, req)
 		}
-		var key any
+		var keys []any
 		if cl, ok := ctx.Value(sseClientKey{}).(*sseClient); ok {
-			key = cl
+			keys = append(keys, cl)
 		} else if ss := req.GetSession(); ss != nil {
 			if ss, ok := ss.(*mcp.ServerSession); ok && ss.ID() != "" {
-				key = mcpSessionKey(ss.ID())
+				keys = append(keys, mcpSessionKey(ss.ID()))
 			}
 		}
-		if key == nil {
-			return next(ctx, method, req)
-		}
 		user := ""
-		if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
-			user = ex.TokenInfo.UserID
+		if ex := req.GetExtra(); ex != nil {
+			if ex.TokenInfo != nil {
+				user = ex.TokenInfo.UserID
+			}
+			if p := ex.Header.Get(postHeader); p != "" {
+				keys = append(keys, mcpPostKey(p))
+			}
+		}
+		if keys == nil {
+			return next(ctx, method, req)
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		call := &inflight{cancel: cancel, user: user}
-		c.add(key, call)
+		for _, k := range keys {
+			c.add(k, call)
+		}
 		defer func() {
-			c.remove(key, call)
+			for _, k := range keys {
+				c.remove(k, call)
+			}
 			cancel(nil)
 		}()
 		res, err := next(ctx, method, req)
-		if cause := context.Cause(ctx); errors.Is(cause, errSessionDeleted) || errors.Is(cause, errClientGone) {
+		if cause := context.Cause(ctx); errors.Is(cause, errSessionDeleted) || errors.Is(cause, errClientGone) || errors.Is(cause, errRequestGone) {
 			return nil, &jsonrpc.Error{Code: codeSessionClosed, Message: "canceled: " + cause.Error()}
 		}
 		return res, err
@@ -115,6 +129,16 @@ func (c *calls) cancel(key any, user string, cause error) int {
 		}
 	}
 	return n
+}
+
+// cancelAll ends every call of key, and says how many.
+func (c *calls) cancelAll(key any, cause error) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for call := range c.m[key] {
+		call.cancel(cause)
+	}
+	return len(c.m[key])
 }
 
 // posts counts the POSTs in flight per streamable session, so that a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -12,6 +14,12 @@ import (
 // deleteGrace bounds how long DELETE /mcp lets the answers of the calls
 // it canceled go out before the SDK closes the session.
 const deleteGrace = 5 * time.Second
+
+// postHeader carries, from streamableHandler to the calls' middleware
+// (the SDK gives a handler its POST's header), the POST a call came in.
+const postHeader = "Codecage-Mcp-Post"
+
+var postSeq atomic.Uint64
 
 // streamableHandler is the SDK's streamable handler with DELETE /mcp
 // ending the session's calls first (the SDK's close would wait for them,
@@ -23,6 +31,16 @@ type streamableHandler struct {
 }
 
 func (h *streamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		// The SDK answers a POST's calls on that POST only, and does not
+		// end them when its client goes (a client that cancels often
+		// closes the request before its notifications/cancelled is read):
+		// a call still running when the POST's handler returns has no one
+		// to answer, so it is ended. Set here, never taken from the client.
+		post := strconv.FormatUint(postSeq.Add(1), 10)
+		r.Header.Set(postHeader, post)
+		defer h.calls.cancelAll(mcpPostKey(post), errRequestGone)
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
 		switch r.Method {
