@@ -51,6 +51,11 @@ func (p *player) mask(v any) any {
 			v[i] = p.mask(x)
 		}
 	case string:
+		var inner any // JSON as text (MCP's text content): masked too
+		if strings.HasPrefix(v, "{") && json.Unmarshal([]byte(v), &inner) == nil {
+			b, _ := json.Marshal(p.mask(inner))
+			return string(b)
+		}
 		return p.replace(v)
 	}
 	return v

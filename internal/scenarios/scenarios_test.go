@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 const (
 	runLimit   = 4 * time.Second
 	idleWithin = 2500 * time.Millisecond
+	// cancelAfter is how long a cancelling client waits once its run
+	// holds a slot: the sandbox has started and the code runs.
+	cancelAfter = 500 * time.Millisecond
 )
 
 // The API keys every surface accepts; steps name them by their owner.

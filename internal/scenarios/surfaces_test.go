@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/codecage/codecage/internal/probe"
 )
 
 // player plays one scenario's steps on one surface.
@@ -40,6 +38,7 @@ func (p *player) do(ctx context.Context, st step) string {
 		answer, id := p.openSession(ctx, on, key)
 		if id != "" {
 			p.s, p.names[id] = id, "$s"
+			answer = strings.ReplaceAll(answer, id, "$s")
 		}
 		if on != p.on {
 			answer = "(on " + on + ")\n" + answer
@@ -50,6 +49,12 @@ func (p *player) do(ctx context.Context, st step) string {
 		if id == "$s" {
 			id = p.s
 		}
+		if id == "" && p.on == "e2b" { // E2B runs code in a sandbox only
+			if answer := p.box(ctx, key); answer != "" {
+				return "opening a sandbox to run in: " + answer
+			}
+			id = p.boxes[key]
+		}
 		if st.args["cancel"] == "yes" {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
@@ -58,6 +63,7 @@ func (p *player) do(ctx context.Context, st step) string {
 				for p.svc.Running() == 0 && ctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond)
 				}
+				time.Sleep(cancelAfter)
 				cancel()
 			}()
 		}
@@ -113,17 +119,8 @@ func (p *player) execute(ctx context.Context, key, session, code string) string 
 		answer, _ := p.call(ctx, "POST", p.rest+"/execute", []byte(body), bearer(key))
 		return answer
 	}
-	// E2B runs code in a sandbox only: the key's own, opened here unseen
-	// when the step names none, or one reached as the SDK's connect does.
-	if session == "" {
-		if session = p.boxes[key]; session == "" {
-			answer, id := p.openSession(ctx, "e2b", key)
-			if id == "" {
-				return "opening a sandbox to run in: " + answer
-			}
-			session, p.boxes[key], p.names[id] = id, id, "$box"
-		}
-	}
+	// E2B: a sandbox the key did not open here is reached as the SDK's
+	// connect does.
 	token, ok := p.tokens[session+" "+key]
 	if !ok {
 		answer, m := p.call(ctx, "POST", p.e2b+"/sandboxes/"+session+"/connect", []byte(`{"timeout": 300}`), apiKey(key))
@@ -135,6 +132,20 @@ func (p *player) execute(ctx context.Context, key, session, code string) string 
 	answer, _ := p.call(ctx, "POST", p.e2b+"/execute", []byte(body+"}"),
 		map[string]string{"E2b-Sandbox-Id": session, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
 	return answer
+}
+
+// box opens the sandbox a key's E2B code runs in when a step names none,
+// unseen in the answers; it returns the answer when that fails.
+func (p *player) box(ctx context.Context, key string) string {
+	if p.boxes[key] != "" {
+		return ""
+	}
+	answer, id := p.openSession(ctx, "e2b", key)
+	if id == "" {
+		return answer
+	}
+	p.boxes[key], p.names[id] = id, "$box"
+	return ""
 }
 
 func (p *player) list(ctx context.Context, key string) string {
@@ -150,17 +161,17 @@ func (p *player) list(ctx context.Context, key string) string {
 	return answer
 }
 
-// idle judges from outside the run: the service's slots and the
-// sandboxes /metrics counts.
+// idle judges from outside the run, by the service's counters that
+// /metrics exports (sandbox_requests_running, sandbox_budget_in_use).
 func (p *player) idle() string {
 	deadline := time.Now().Add(idleWithin)
 	for {
-		running, sandboxes := p.svc.Running(), probe.Metric(p.t, p.rest, "sandbox_budget_in_use")
-		if running == 0 && int(sandboxes) <= len(p.opened) {
+		running, sandboxes, sessions := p.svc.Running(), p.svc.Budget().InUse, p.svc.SessionCount()
+		if running == 0 && sandboxes <= sessions {
 			return "idle: no run holds a slot, no sandbox beyond the open sessions'"
 		}
 		if time.Now().After(deadline) {
-			return fmt.Sprintf("busy after %v: %d runs hold a slot, %v sandboxes for %d open sessions", idleWithin, running, sandboxes, len(p.opened))
+			return fmt.Sprintf("busy after %v: %d runs hold a slot, %d sandboxes for %d sessions", idleWithin, running, sandboxes, sessions)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -181,7 +192,9 @@ func (p *player) closeAll() {
 	}
 }
 
-func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + keys[key]} }
+func bearer(key string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + keys[key]}
+}
 func apiKey(key string) map[string]string { return map[string]string{"X-API-KEY": keys[key]} }
 
 // call makes one HTTP request and renders its answer: the status, then
