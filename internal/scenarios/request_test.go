@@ -1,0 +1,63 @@
+package scenarios_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A step is one line of a scenario's -- request -- section: an operation
+// and its arguments, name=value, the value bare or a Go string literal
+// (which is how a scenario writes bytes that are not valid UTF-8:
+// code="print('\xff')"). The operations, each run the way the surface
+// under test does it:
+//
+//	session key=K [on=rest|mcp|e2b]   opens a session as K (on the named surface,
+//	                                  else the one under test); later steps call it $s
+//	execute key=K code=C [session=S] [cancel=yes]
+//	                                  runs C; cancel=yes drops the request once
+//	                                  the run holds a slot, as a client that gives up
+//	list key=K                        the sessions K sees
+//	idle                              waits (a bound) until no run holds a slot and no
+//	                                  sandbox exists beyond the open sessions'
+type step struct {
+	line string
+	op   string
+	args map[string]string
+}
+
+func parseSteps(text string) ([]step, error) {
+	var steps []step
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		op, rest, _ := strings.Cut(line, " ")
+		st := step{line: line, op: op, args: map[string]string{}}
+		for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
+			name, value, ok := strings.Cut(rest, "=")
+			if !ok || name == "" || strings.ContainsAny(name, " \"") {
+				return nil, fmt.Errorf("%q: want name=value at %q", line, rest)
+			}
+			if strings.HasPrefix(value, `"`) {
+				q, err := strconv.QuotedPrefix(value)
+				if err != nil {
+					return nil, fmt.Errorf("%q: %v", line, err)
+				}
+				st.args[name], _ = strconv.Unquote(q)
+				rest = value[len(q):]
+			} else {
+				v, after, _ := strings.Cut(value, " ")
+				st.args[name], rest = v, after
+			}
+		}
+		switch op {
+		case "session", "execute", "list", "idle":
+		default:
+			return nil, fmt.Errorf("%q: unknown operation %q", line, op)
+		}
+		steps = append(steps, st)
+	}
+	return steps, nil
+}
