@@ -51,8 +51,8 @@ const codeSessionClosed = -32004
 func newCalls() *calls { return &calls{m: map[any]map[*inflight]struct{}{}} }
 
 // middleware registers each tools/call under its session or SSE client
-// and its POST,
-// and turns a call ended by the session's end into a JSON-RPC error.
+// and its POST, and turns a call ended by the session's or the client's
+// end into a JSON-RPC error.
 func (c *calls) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/call" {
