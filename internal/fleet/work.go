@@ -12,7 +12,8 @@ import (
 
 // This file is the one place where a description of work becomes the
 // sandbox it runs in (runc keeps one specconv the same way): every
-// jail.Spec and every jail.Limits of the program is filled here. The
+// jail.Spec and jail.Limits the program hands the backends is filled here
+// (a zygote's and each kind of work's; the fleet then only adjusts them). The
 // service decides what a request needs (its limits within the operator's
 // bounds, its profiles, its workspace, its network); the fleet decides
 // what that means to the jail.
@@ -107,6 +108,27 @@ func (w Work) Spec() Spec {
 		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
 	}
 	return spec
+}
+
+// zygoteSpec is the zygote of a class whose sandboxes are cell: its own
+// Python, which forks the cells, sees what they see.
+func zygoteSpec(interpreter string, cell Spec) Spec {
+	lim := cell.Limits
+	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
+	lim.CPUTime = 365 * 24 * time.Hour
+	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
+	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
+	// The zygote's own Python, which forks; cells run in their own cgroups.
+	lim.CPUCores = max(cell.Limits.CPUCores, 1)
+	return Spec{
+		Argv:             runtime.ZygoteArgv(interpreter),
+		Env:              runtime.ZygoteEnv(cell.Env),
+		ReadOnlyBinds:    cell.ReadOnlyBinds,
+		Binds:            cell.Binds,
+		Limits:           lim,
+		Nested:           true,
+		SeqPacketChannel: true,
+	}
 }
 
 // proxyEnv points the usual proxy variables at the sandbox's proxy.
