@@ -19,9 +19,8 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/dataset"
-	"github.com/codecage/codecage/internal/gvisor"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/pool"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -94,7 +93,7 @@ type Report struct {
 	Print1OverBare float64  `json:"print1_p50_over_bare_python_p50"`
 	Targets        []Target `json:"targets"`
 	// GVisor is the gVisor backend the use_container rows ran on.
-	GVisor gvisor.Availability `json:"gvisor"`
+	GVisor fleet.GVisorAvailability `json:"gvisor"`
 	// GVisorMemory is the idle memory of a ready gVisor sandbox, in bytes.
 	GVisorMemory int64 `json:"gvisor_idle_memory_bytes"`
 }
@@ -524,7 +523,7 @@ func waitFull(ctx context.Context, svc *sandbox.Service, want map[string]int, ti
 	}
 }
 
-func full(stats map[string]pool.Stats, want map[string]int) bool {
+func full(stats map[string]fleet.PoolStats, want map[string]int) bool {
 	for class, n := range want {
 		if stats[class].Ready < n {
 			return false

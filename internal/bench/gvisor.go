@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codecage/codecage/internal/gvisor"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -28,7 +28,7 @@ func (b *bencher) gvisorRuns() int { return max(5, b.n/10) }
 // and the idle memory of a ready gVisor sandbox.
 func (b *bencher) gvisor(ctx context.Context) error {
 	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle", "gvisor_numpy_cold"}
-	info := gvisor.Probe(gvisor.Runtime{Runsc: b.cfg.Runsc, Platform: b.cfg.GVisorPlatform})
+	info := fleet.ProbeGVisor(b.cfg.Runsc, b.cfg.GVisorPlatform)
 	if !info.Available {
 		for _, k := range keys {
 			b.rep.Rows = append(b.rep.Rows, Row{Key: k, Case: "use_container " + k, Clients: 1, Skipped: "gVisor unavailable: " + info.Error})

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -45,7 +45,7 @@ func (p SandboxProcess) Sandbox() string {
 
 // SandboxProcesses lists the host processes that belong to sandboxes
 // started by this process: descendants of it that run as a sandbox uid
-// (root mode gives each sandbox a uid of its own from jail.HostUIDBase on) or in
+// (root mode gives each sandbox a uid of its own from the fleet's uid span) or in
 // another pid namespace (rootless mode). Sandboxes of other codecage
 // processes on the host are left out.
 func SandboxProcesses() []SandboxProcess {
@@ -82,7 +82,7 @@ func SandboxProcesses() []SandboxProcess {
 		if err != nil {
 			continue
 		}
-		inRange := jail.InUIDSpan(p.uid)
+		inRange := fleet.InUIDSpan(p.uid)
 		if !inRange && ns == selfNS {
 			continue
 		}

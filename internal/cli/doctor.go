@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -10,12 +8,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/codecage/codecage/internal/gvisor"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 )
 
 // doctorCmd reports every isolation layer and fails if a required one is
@@ -32,7 +27,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage doctor:", err)
 		return exitUsage
 	}
-	h := jail.ProbeHost()
+	h := fleet.ProbeHost()
 	ok := true
 	line := func(status, name, detail string) {
 		fmt.Fprintf(stdout, "%-5s %-18s %s\n", status, name, detail)
@@ -64,7 +59,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	// built (a container's masked /proc, its read-only /proc/sys, an LSM
 	// denying mounts): only building one tells.
 	if h.Usable() == nil {
-		if err := probeSandbox(); err != nil {
+		if err := fleet.ProbeSandbox(); err != nil {
 			ok = false
 			line("FAIL", "sandbox", err.Error()+sandboxHint(err.Error())+" (required)")
 		} else {
@@ -74,21 +69,22 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	if os.Geteuid() == 0 && !hasCapability(capSysAdmin) {
 		line("warn", "workspaces", "no CAP_SYS_ADMIN here (as in a container): session workspaces are plain directories under SANDBOX_STATE_DIR, their size checked by the file API and RLIMIT_FSIZE per file, not capped by a tmpfs (give the container an emptyDir with a sizeLimit)")
 	}
-	mode := fmt.Sprintf("root: one host uid per sandbox and per zygote cell, from %d (%d of them), leased host-wide in blocks under %s", jail.HostUIDBase, jail.HostUIDCount, jail.UIDLeaseDir)
+	uidBase, uidCount, uidLeases := fleet.UIDSpan()
+	mode := fmt.Sprintf("root: one host uid per sandbox and per zygote cell, from %d (%d of them), leased host-wide in blocks under %s", uidBase, uidCount, uidLeases)
 	if h.Rootless {
 		mode = "rootless: the sandbox runs as your uid"
 	}
 	line("info", "mode", mode)
-	out, err := exec.Command(runtime.DefaultInterpreter, "-I", "-c", "import sys; print(sys.version.split()[0])").Output()
+	out, err := exec.Command(fleet.DefaultInterpreter, "-I", "-c", "import sys; print(sys.version.split()[0])").Output()
 	if err != nil {
 		ok = false
-		line("FAIL", "interpreter", runtime.DefaultInterpreter+": "+err.Error()+" (required)")
+		line("FAIL", "interpreter", fleet.DefaultInterpreter+": "+err.Error()+" (required)")
 	} else {
-		line("ok", "interpreter", runtime.DefaultInterpreter+" "+strings.TrimSpace(string(out)))
+		line("ok", "interpreter", fleet.DefaultInterpreter+" "+strings.TrimSpace(string(out)))
 	}
 	// gVisor is the optional second backend, required only when it is the
 	// default (SANDBOX_ISOLATION=gvisor).
-	gv := gvisor.Probe(gvisor.Runtime{Runsc: cfg.Runsc, Platform: cfg.GVisorPlatform})
+	gv := fleet.ProbeGVisor(cfg.Runsc, cfg.GVisorPlatform)
 	switch {
 	case gv.Available:
 		detail := fmt.Sprintf("%s (%s), platform %s of %s, a sandbox in %.2f s (use_container, SANDBOX_ISOLATION=gvisor)",
@@ -113,31 +109,6 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
-}
-
-// probeSandbox builds the smallest sandbox there is, /bin/true in it, the
-// way every run builds one.
-func probeSandbox() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stderr bytes.Buffer
-	sb, err := jail.Start(ctx, jail.Spec{Argv: []string{"/bin/true"}, Stderr: &stderr})
-	if err != nil {
-		return err
-	}
-	sb.Arm(ctx, 20*time.Second, 20*time.Second)
-	exit := sb.Wait()
-	if exit.ExitCode != 0 || exit.Limit != jail.LimitNone {
-		msg := fmt.Sprintf("/bin/true in a sandbox exited %d", exit.ExitCode)
-		if exit.Limit != jail.LimitNone {
-			msg += ", limit " + string(exit.Limit)
-		}
-		if e := strings.TrimSpace(stderr.String()); e != "" {
-			msg += ": " + e
-		}
-		return fmt.Errorf("%s", msg)
-	}
-	return nil
 }
 
 // The container settings that lift each restriction, as Docker (and

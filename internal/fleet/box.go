@@ -63,6 +63,12 @@ type nativeBox struct{ *jail.Sandbox }
 
 func (b nativeBox) Channel() io.ReadWriteCloser { return b.Sandbox.Channel() }
 
+// NewGVisorStarter starts sandboxes under gVisor with runsc on platform
+// (empty: the pinned runsc, and the platform that works here).
+func NewGVisorStarter(runsc, platform string) GVisorStarter {
+	return GVisorStarter{Runtime: gvisor.Runtime{Runsc: runsc, Platform: platform}}
+}
+
 // GVisorStarter starts sandboxes under gVisor with the runtime rt.
 type GVisorStarter struct{ Runtime gvisor.Runtime }
 

@@ -12,6 +12,12 @@
 // [runtime.Exchange]), collects the output, and decides when the run is
 // over, whatever the kind of sandbox.
 //
+// The fleet turns a description of the work ([Work]: a run, a session,
+// a command, pip, the analyzer, a pooled sandbox) into the jail's spec and
+// limits, in work.go and nowhere else, and re-exports the facts of the
+// layers below that the layers above need (facts.go): only the fleet
+// imports the jail, gVisor, the harness and the pools.
+//
 // The fleet knows jails, gVisor, pools and the harness's protocol. It
 // knows nothing of requests as users send them, profiles, sessions'
 // workspaces, audit, metrics or surfaces: those are the service's

@@ -33,22 +33,7 @@ const cellSetupTimeout = 20 * time.Second
 // up to cells cells at once (the fleet's budget bounds them); it starts at
 // the first fork.
 func newZygote(interpreter string, cell jail.Spec, cells int) *zygote {
-	lim := cell.Limits
-	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
-	lim.CPUTime = 365 * 24 * time.Hour
-	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
-	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
-	// The zygote's own Python, which forks; cells run in their own cgroups.
-	lim.CPUCores = max(cell.Limits.CPUCores, 1)
-	z := &zygote{spec: jail.Spec{
-		Argv:             runtime.ZygoteArgv(interpreter),
-		Env:              runtime.ZygoteEnv(cell.Env),
-		ReadOnlyBinds:    cell.ReadOnlyBinds,
-		Binds:            cell.Binds,
-		Limits:           lim,
-		Nested:           true,
-		SeqPacketChannel: true,
-	}}
+	z := &zygote{spec: zygoteSpec(interpreter, cell)}
 	if !jail.ProbeHost().Rootless {
 		z.uids = newCellUIDs(cells)
 		z.spec.CellUIDs = len(z.uids.used)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // SandboxProcesses lists host processes running as a uid of a block this
@@ -19,7 +19,7 @@ import (
 // included, one from there), as "pid name". Sandboxes of other codecage
 // processes on the host are left out.
 func SandboxProcesses() []string {
-	ranges := jail.LeasedUIDRanges()
+	ranges := fleet.LeasedUIDRanges()
 	return processes(func(uid int) bool {
 		for _, r := range ranges {
 			if uid >= r[0] && uid < r[1] {
@@ -33,7 +33,7 @@ func SandboxProcesses() []string {
 // HostSandboxProcesses lists host processes running as any sandbox uid,
 // whichever codecage process started them (a server run as a child
 // process, say), as "pid name".
-func HostSandboxProcesses() []string { return processes(jail.InUIDSpan) }
+func HostSandboxProcesses() []string { return processes(fleet.InUIDSpan) }
 
 // processes lists, as "pid Name:\tname", the processes with a real,
 // effective, saved or filesystem uid that match.

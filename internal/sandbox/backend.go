@@ -3,8 +3,7 @@ package sandbox
 import (
 	"fmt"
 
-	"github.com/codecage/codecage/internal/gvisor"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -21,23 +20,19 @@ func (s *Service) backendFor(useContainer bool) (string, error) {
 	if !c.EnableContainerMode {
 		return "", fmt.Errorf("%w: use_container needs container mode, which this server does not enable (SANDBOX_ENABLE_CONTAINER_MODE=true)", ErrInvalidRequest)
 	}
-	if info := gvisor.Probe(s.gvisorRuntime()); !info.Available {
+	if info := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform); !info.Available {
 		return "", fmt.Errorf("%w: use_container: the gVisor backend does not work on this host: %s", ErrUnavailable, info.Error)
 	}
 	return policy.IsolationGVisor, nil
 }
 
-func (s *Service) gvisorRuntime() gvisor.Runtime {
-	return gvisor.Runtime{Runsc: s.cfg.Runsc, Platform: s.cfg.GVisorPlatform}
-}
-
 // layersOf reports the layers a run on backend gets. Under gVisor the
 // code faces gVisor's kernel, filtered by the jail's seccomp rules, with no
 // Landlock; cgroups bound gVisor's processes on the host.
-func layersOf(backend string) jail.Layers {
-	l := jail.ProbeHost().Layers()
+func layersOf(backend string) fleet.Layers {
+	l := fleet.ProbeHost().Layers()
 	if backend != policy.IsolationGVisor {
 		return l
 	}
-	return jail.Layers{Cgroup: l.Cgroup, Seccomp: true, Warnings: []string{}}
+	return fleet.Layers{Cgroup: l.Cgroup, Seccomp: true, Warnings: []string{}}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/access"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // A session lives in the process that created it: its interpreter is a
@@ -177,7 +177,7 @@ func (e *remoteError) Unwrap() error { return e.err }
 
 // newSessionID makes a session id naming this replica.
 func (s *Service) newSessionID() string {
-	id := "s" + jail.NewID()
+	id := "s" + fleet.NewID()
 	if s.cluster != nil {
 		id += "-" + s.cluster.Self()
 	}

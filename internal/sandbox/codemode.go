@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/bounded"
-	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
@@ -104,10 +104,10 @@ func (s *Service) runTools(ctx context.Context, scope []string) ([]upstream.Tool
 // parameters named and ordered as in the stub the model reads
 // (upstream.Signature): required ones first, in the schema's order, then
 // the optional ones by name.
-func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
-	out := make([]runtime.ToolSpec, 0, len(tools))
+func toolSpecs(tools []upstream.Tool) []fleet.ToolSpec {
+	out := make([]fleet.ToolSpec, 0, len(tools))
 	for _, t := range tools {
-		spec := runtime.ToolSpec{Server: t.Server, Name: t.Name, Py: upstream.PythonName(t.Name), Doc: upstream.Signature(t)}
+		spec := fleet.ToolSpec{Server: t.Server, Name: t.Name, Py: upstream.PythonName(t.Name), Doc: upstream.Signature(t)}
 		pyOf := map[string]string{}
 		for py, name := range upstream.ArgNames(t) {
 			pyOf[name] = py
@@ -134,7 +134,7 @@ func toolSpecs(tools []upstream.Tool) []runtime.ToolSpec {
 			if py == "" {
 				py = upstream.PythonName(name)
 			}
-			p := runtime.ToolParam{Name: name, Py: py, Required: isRequired[name]}
+			p := fleet.ToolParam{Name: name, Py: py, Required: isRequired[name]}
 			if prop, ok := props[name].(map[string]any); ok && !p.Required {
 				if d, ok := prop["default"]; ok {
 					b, _ := json.Marshal(d)
@@ -164,21 +164,21 @@ const maxRefusedPerRun = 32
 // audit), except that of the calls over the budget only the first
 // maxRefusedPerRun are: done, called when the run is over, sums up the
 // rest in one event.
-func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) (handle runtime.ToolHandler, done func()) {
+func (s *Service) toolCaller(ctx context.Context, tools []upstream.Tool, execID *string) (handle fleet.ToolHandler, done func()) {
 	allowed := map[string]bool{}
 	for _, t := range tools {
 		allowed[t.QualifiedName()] = true
 	}
 	var calls atomic.Int64
 	over := bounded.NewQuota(maxRefusedPerRun)
-	handle = func(c *runtime.ToolCall) runtime.ToolResult {
+	handle = func(c *fleet.ToolCall) fleet.ToolResult {
 		start := time.Now()
-		res := runtime.ToolResult{ID: c.ID}
+		res := fleet.ToolResult{ID: c.ID}
 		name := bounded.String(c.Tool, maxName)
 		// The name is in the event once, as its code; details and
 		// security events do not repeat it.
 		ev := Event{Kind: EventToolCall, ExecutionID: *execID, Code: name}
-		finish := func(outcome, detail string) runtime.ToolResult {
+		finish := func(outcome, detail string) fleet.ToolResult {
 			ev.Outcome, ev.Detail, ev.Duration = outcome, detail, time.Since(start)
 			if outcome == "denied" {
 				ev.SecurityEvents = []string{"tool_denied"}

@@ -13,8 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/gvisor"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -49,20 +47,20 @@ type CommandRequest struct {
 // CommandResult is run_command's result: the seed's fields, and those of an
 // execution's result that apply.
 type CommandResult struct {
-	Success       bool        `json:"success"`
-	ExecutionID   string      `json:"execution_id"`
-	ExitCode      int         `json:"exit_code"`
-	Stdout        string      `json:"stdout"`
-	Stderr        string      `json:"stderr"`
-	ExecutionTime float64     `json:"execution_time"`
-	TimedOut      bool        `json:"timed_out"`
-	Error         *string     `json:"error"`
-	OOMKilled     bool        `json:"oom_killed"`
-	Truncated     bool        `json:"truncated"`
-	Limit         *string     `json:"limit"`
-	Resources     Resources   `json:"resources"`
-	Backend       string      `json:"backend"`
-	Isolation     jail.Layers `json:"isolation"`
+	Success       bool         `json:"success"`
+	ExecutionID   string       `json:"execution_id"`
+	ExitCode      int          `json:"exit_code"`
+	Stdout        string       `json:"stdout"`
+	Stderr        string       `json:"stderr"`
+	ExecutionTime float64      `json:"execution_time"`
+	TimedOut      bool         `json:"timed_out"`
+	Error         *string      `json:"error"`
+	OOMKilled     bool         `json:"oom_killed"`
+	Truncated     bool         `json:"truncated"`
+	Limit         *string      `json:"limit"`
+	Resources     Resources    `json:"resources"`
+	Backend       string       `json:"backend"`
+	Isolation     fleet.Layers `json:"isolation"`
 
 	// OutputDropped: as Result's.
 	OutputDropped *OutputDropped `json:"output_dropped"`
@@ -72,7 +70,7 @@ type CommandResult struct {
 // once: it depends only on the operator's list.
 type commandSet struct {
 	once     sync.Once
-	programs *jail.Programs
+	programs *fleet.Programs
 	err      error
 }
 
@@ -81,7 +79,7 @@ var dataFor = map[string][]string{
 	"file": {"/usr/lib/file/magic.mgc", "/usr/share/misc/magic.mgc", "/etc/magic"},
 }
 
-func (s *Service) commandPrograms() (*jail.Programs, error) {
+func (s *Service) commandPrograms() (*fleet.Programs, error) {
 	s.commands.once.Do(func() {
 		names := append([]string{"sh"}, s.cfg.AllowedCommands...)
 		var data []string
@@ -100,7 +98,7 @@ func (s *Service) commandPrograms() (*jail.Programs, error) {
 				present = append(present, d)
 			}
 		}
-		s.commands.programs, s.commands.err = jail.ResolvePrograms(names, present)
+		s.commands.programs, s.commands.err = fleet.ResolvePrograms(names, present)
 	})
 	return s.commands.programs, s.commands.err
 }
@@ -111,7 +109,7 @@ func pythonStdlib(commands []string) string {
 		if c != "python3" && !strings.HasPrefix(c, "python3.") {
 			continue
 		}
-		for _, dir := range jail.ProgramSearchPath {
+		for _, dir := range fleet.ProgramSearchPath {
 			real, err := filepath.EvalSymlinks(filepath.Join(dir, c))
 			if err == nil {
 				lib := "/usr/lib/" + filepath.Base(real) // /usr/bin/python3.11 -> /usr/lib/python3.11
@@ -190,7 +188,7 @@ func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[s
 	if err := checkEnv(req.Env); err != nil {
 		return 0, nil, "", err
 	}
-	vars := map[string]string{"PATH": "/usr/bin:/bin", "HOME": home, "USER": jail.UserOf(home), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+	vars := map[string]string{"PATH": "/usr/bin:/bin", "HOME": home, "USER": fleet.UserOf(home), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
 	for _, m := range []map[string]string{sessionEnv, req.Env} {
 		for k, v := range m {
 			vars[k] = v
@@ -327,9 +325,9 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		s.addIdleCPU(idle)
 		defer se.cpu.end(lease, s.cfg.IdleCPU, s.log())
 	}
-	home, sessionEnv := jail.WorkspaceDir, map[string]string(nil)
+	home, sessionEnv := fleet.WorkspaceDir, map[string]string(nil)
 	if se != nil {
-		home, sessionEnv = jail.HomeOf(se.req.Home), se.req.Env
+		home, sessionEnv = fleet.HomeOf(se.req.Home), se.req.Env
 	}
 	timeout, env, dir, err := s.checkCommand(req, home, sessionEnv)
 	if err != nil {
@@ -346,22 +344,13 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if len(req.Argv) > 0 {
 		argv = append([]string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec "$@"`, "sh", dir}, req.Argv...)
 	}
-	spec := jail.Spec{
-		ID:       jail.NewID(),
-		Argv:     argv,
-		Env:      env,
-		Home:     home,
-		Programs: programs,
-		Limits: jail.Limits{
-			Timeout: timeout, CPUTime: timeout, CPUCores: s.cfg.CPULimit, MemoryBytes: s.cfg.MemoryLimit, OutputBytes: s.cfg.OutputSize,
-			MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: s.cfg.MaxFileSize, OpenFiles: s.cfg.MaxOpenFiles,
-			TmpBytes: s.cfg.TmpSize, WorkspaceBytes: s.cfg.WorkspaceMax,
-		},
-	}
-	spec.Stdout, spec.Stderr = out.Writers()
+	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: env, Home: home, Programs: programs,
+		Limits: s.caps().Command(timeout)}
+	work.Stdout, work.Stderr = out.Writers()
 	if se != nil {
-		spec.Workspace, spec.HostUID = workspace, uid
+		work.Workspace, work.HostUID = workspace, uid
 	}
+	spec := work.Spec()
 	backend := s.commandBackend(se)
 	lease, err := s.fleet.Start(ctx, backend, spec)
 	if err != nil {
@@ -375,12 +364,12 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		ExecutionID: spec.ID, ExitCode: exit.ExitCode,
 		Stdout:        out.Stdout(),
 		Stderr:        out.Stderr(),
-		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == jail.LimitTimeout,
+		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == fleet.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
 		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: idle.Seconds()},
 		Backend:   backend, Isolation: layersOf(backend),
 	}
-	if exit.Limit != jail.LimitNone {
+	if exit.Limit != fleet.LimitNone {
 		name := string(exit.Limit)
 		r.Limit = &name
 		msg := limitError(exit.Limit, spec.Limits.WithDefaults()).Message
@@ -388,7 +377,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	} else if msg := commandError(r, s.cfg.AllowedCommands, home); msg != "" {
 		r.Error = &msg
 	}
-	r.Success = exit.Limit == jail.LimitNone && r.ExitCode == 0
+	r.Success = exit.Limit == fleet.LimitNone && r.ExitCode == 0
 	return r, nil
 }
 
@@ -399,7 +388,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 // (Debian's of 2022 maps it: its commands stay on the native jail).
 func (s *Service) commandBackend(se *session) string {
 	gv := (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == policy.IsolationGVisor)
-	if gv && gvisor.Probe(s.gvisorRuntime()).EnforcesNoexec {
+	if gv && fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform).EnforcesNoexec {
 		return fleet.GVisor
 	}
 	return fleet.Native

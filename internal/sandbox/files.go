@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/wsfs"
 )
 
@@ -86,7 +86,7 @@ func workspacePath(p, home string) (string, error) {
 		p = path.Clean(p)
 		rel, ok := strings.CutPrefix(p, home)
 		if !ok {
-			rel, ok = strings.CutPrefix(p, jail.WorkspaceDir)
+			rel, ok = strings.CutPrefix(p, fleet.WorkspaceDir)
 		}
 		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
 			return "", fmt.Errorf("%w: %s is outside the workspace (%s)", ErrBadPath, Quote(p), home)
@@ -124,7 +124,7 @@ func (s *Service) root(id, owner, p string) (*wsfs.Root, *session, string, error
 }
 
 // homeOf is where se's workspace is in its sandbox.
-func homeOf(se *session) string { return jail.HomeOf(se.req.Home) }
+func homeOf(se *session) string { return fleet.HomeOf(se.req.Home) }
 
 func fileError(p string, err error) error {
 	switch {

@@ -7,10 +7,7 @@ import (
 	"syscall"
 
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/pool"
-	"github.com/codecage/codecage/internal/runtime"
 )
 
 // ErrBusy means every sandbox is in use and none freed up in time.
@@ -25,58 +22,50 @@ func (s *Service) newFleet() *fleet.Fleet {
 	// Python runs.
 	starters := map[string]fleet.Starter{fleet.Native: fleet.NativeStarter{}}
 	if c.GVisorInUse() {
-		starters[fleet.GVisor] = fleet.GVisorStarter{Runtime: s.gvisorRuntime()}
+		starters[fleet.GVisor] = fleet.NewGVisorStarter(c.Runsc, c.GVisorPlatform)
 	}
 	var classes []fleet.ClassSpec
-	add := func(backend, name string, ready int, memory int64, env, binds []string) {
+	add := func(backend, name string, ready int, memory int64, dataScience bool) {
 		if backend == fleet.Native && c.Isolation == policy.IsolationGVisor {
 			return // no Python run is native
 		}
 		classes = append(classes, fleet.ClassSpec{Backend: backend, Name: name, Ready: ready, Zygote: c.Zygote,
-			Spec: jail.Spec{Argv: runtime.Argv(c.Interpreter), Env: env, ReadOnlyBinds: binds, Binds: s.layerBinds, Limits: s.classLimits(memory)}})
+			Spec: s.pooledWork(memory, dataScience).Spec()})
 	}
-	dsEnv, dsBinds := preloadedDataScience()
-	add(fleet.Native, policy.Basic, c.PoolSize, c.MemoryLimit, runtime.Env(), nil)
+	add(fleet.Native, policy.Basic, c.PoolSize, c.MemoryLimit, false)
 	// gVisor takes a few hundred milliseconds to boot: without its pools
 	// every use_container run would wait for one.
-	add(fleet.GVisor, policy.Basic, c.GVisorPoolSize, c.MemoryLimit, runtime.Env(), nil)
+	add(fleet.GVisor, policy.Basic, c.GVisorPoolSize, c.MemoryLimit, false)
 	if c.EnableDataScience {
-		add(fleet.Native, policy.DataScience, c.DataPoolSize, c.DataMemory, dsEnv, dsBinds)
-		add(fleet.GVisor, policy.DataScience, c.GVisorDataPoolSize, c.DataMemory, dsEnv, dsBinds)
+		add(fleet.Native, policy.DataScience, c.DataPoolSize, c.DataMemory, true)
+		add(fleet.GVisor, policy.DataScience, c.GVisorDataPoolSize, c.DataMemory, true)
 	}
 	return fleet.New(fleet.Config{MaxSandboxes: c.MaxSandboxes, QueueTimeout: c.QueueTimeout, Interpreter: c.Interpreter,
 		Starters: starters, Classes: classes})
 }
 
-// preloadedDataScience is the environment and binds of a pooled
-// data_science sandbox: numpy and pandas are imported once, before any
-// request, so the run's own "import numpy" costs nothing.
-func preloadedDataScience() (env, binds []string) {
-	env, binds = runtime.DataScienceEnv(runtime.Env())
-	return append(env, "CODECAGE_PRELOAD=numpy,pandas"), binds
+// pooledWork is a pooled sandbox of a class: it waits up to
+// SANDBOX_POOL_MAX_IDLE until a run arms its own limits. A data_science
+// one imports numpy and pandas once, before any request, so the run's own
+// "import numpy" costs nothing.
+func (s *Service) pooledWork(memory int64, dataScience bool) fleet.Work {
+	c := s.cfg
+	return fleet.Work{Kind: fleet.Pooled, Interpreter: c.Interpreter, Layer: s.layerBinds,
+		Limits:      s.caps().Pooled(c.PoolMaxIdle, c.CPUTime, memory),
+		DataScience: dataScience, Preload: dataScience}
 }
 
-// classLimits are the limits a pooled sandbox starts with.
-func (s *Service) classLimits(memory int64) jail.Limits {
+// caps are the operator's bounds every sandbox shares.
+func (s *Service) caps() fleet.Caps {
 	c := s.cfg
-	return jail.Limits{
-		Timeout:        c.PoolMaxIdle, // until a run arms its own
-		CPUTime:        c.CPUTime,     // per-process rlimit; runs arm a budget
-		CPUCores:       c.CPULimit,
-		MemoryBytes:    memory,
-		OutputBytes:    c.OutputSize,
-		MaxProcesses:   c.MaxProcesses,
-		FileSizeBytes:  c.MaxFileSize,
-		OpenFiles:      c.MaxOpenFiles,
-		TmpBytes:       c.TmpSize,
-		WorkspaceBytes: c.WorkspaceMax,
-	}
+	return fleet.Caps{CPUCores: c.CPULimit, Memory: c.MemoryLimit, Output: c.OutputSize, MaxProcesses: c.MaxProcesses,
+		FileSize: c.MaxFileSize, OpenFiles: c.MaxOpenFiles, Tmp: c.TmpSize, Workspace: c.WorkspaceMax}
 }
 
 // sandboxFor returns a sandbox for a stateless run: a pooled one when a
 // pool serves such a run (never a network run: each has its own proxy,
-// set at start), else one started from spec.
-func (s *Service) sandboxFor(ctx context.Context, backend string, features policy.Features, l jail.Limits, spec jail.Spec) (*fleet.Lease, error) {
+// set at start), else one started for the work.
+func (s *Service) sandboxFor(ctx context.Context, backend string, features policy.Features, l fleet.Limits, work fleet.Work) (*fleet.Lease, error) {
 	if !features.Network {
 		class := policy.Basic
 		if features.DataScience {
@@ -87,7 +76,7 @@ func (s *Service) sandboxFor(ctx context.Context, backend string, features polic
 			return lease, s.fleetError(ctx, err)
 		}
 	}
-	lease, err := s.fleet.Start(ctx, backend, spec)
+	lease, err := s.fleet.Start(ctx, backend, work.Spec())
 	return lease, s.fleetError(ctx, err)
 }
 
@@ -120,9 +109,9 @@ func (s *Service) Close() {
 
 // PoolStats reports each pool by class name, and the spare sessions of
 // each backend as "session/native" and "session/gvisor".
-func (s *Service) PoolStats() map[string]pool.Stats { return s.fleet.Stats() }
+func (s *Service) PoolStats() map[string]fleet.PoolStats { return s.fleet.Stats() }
 
 // Budget reports SANDBOX_MAX_SANDBOXES: its size, the sandboxes that hold
 // a slot of it (running, starting, ready in a pool, sessions), and the
 // callers queued for one.
-func (s *Service) Budget() pool.BudgetStats { return s.fleet.Budget() }
+func (s *Service) Budget() fleet.BudgetStats { return s.fleet.Budget() }

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/codecage/codecage/internal/gvisor"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -90,7 +89,7 @@ type ContainerMode struct {
 	Default string `json:"default"`
 	// GVisor is what the probe found: runsc's version and platform, or why
 	// it does not work here.
-	GVisor gvisor.Availability `json:"gvisor"`
+	GVisor fleet.GVisorAvailability `json:"gvisor"`
 }
 
 // NetworkInfo describes the network profile's egress.
@@ -101,14 +100,14 @@ type NetworkInfo struct {
 
 // IsolationInfo is what doctor reports: the layers every run gets here.
 type IsolationInfo struct {
-	jail.Layers
+	fleet.Layers
 	Backend       string `json:"backend"`
 	Interpreter   string `json:"interpreter"`
 	PythonVersion string `json:"python_version"`
 }
 
 func (s *Service) containerMode() ContainerMode {
-	gv := gvisor.Probe(s.gvisorRuntime())
+	gv := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform)
 	return ContainerMode{Available: gv.Available, Enabled: s.cfg.EnableContainerMode || s.cfg.Isolation == policy.IsolationGVisor,
 		Default: s.cfg.Isolation, GVisor: gv}
 }
@@ -132,7 +131,7 @@ func (s *Service) Info() Info {
 		Network:        NetworkInfo{Enabled: c.EnableNetwork, Allow: nonNil(c.NetworkAllow)},
 		AllowedImports: c.AllowedImports,
 		Isolation: IsolationInfo{
-			Layers:        jail.ProbeHost().Layers(),
+			Layers:        fleet.ProbeHost().Layers(),
 			Backend:       s.cfg.Isolation,
 			Interpreter:   c.Interpreter,
 			PythonVersion: pythonVersion(c.Interpreter),

@@ -9,13 +9,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 )
 
 // The operator's package layer (codecage packages install): one directory
-// of packages, bound read-only into every sandbox at runtime.PackagesDir,
+// of packages, bound read-only into every sandbox at fleet.PackagesDir,
 // whose modules every run may import.
 
 const layerID = "packages"
@@ -35,7 +34,7 @@ func (s *Service) loadLayer() {
 	if len(pkgs) == 0 {
 		return
 	}
-	s.layerBinds = []jail.Bind{{Host: dir, Path: runtime.PackagesDir}}
+	s.layerBinds = []fleet.Bind{{Host: dir, Path: fleet.PackagesDir}}
 	for _, p := range pkgs {
 		for _, m := range p.Modules {
 			if !slices.Contains(s.layerModules, m) {
@@ -88,12 +87,12 @@ func (s *Service) InstallLayerPackage(ctx context.Context, pkg, version string) 
 	if os.Geteuid() == 0 {
 		// pip runs as a sandbox uid: the layer is that uid's while it does
 		// (others read it; nothing in a sandbox writes it afterwards).
-		uid, err := jail.ReserveUID()
+		uid, err := fleet.ReserveUID()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		se.uid = uid
-		defer jail.ReleaseUID(uid)
+		defer fleet.ReleaseUID(uid)
 		_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 			if err == nil {
 				_ = os.Lchown(p, se.uid, se.uid)

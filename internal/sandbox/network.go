@@ -2,27 +2,20 @@ package sandbox
 
 import (
 	"net"
-	"strconv"
 	"sync"
 
 	"github.com/codecage/codecage/internal/egress"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // proxyPort is where the egress proxy appears on the sandbox's loopback.
 const proxyPort = 3128
 
-// proxyEnv points every common HTTP client in the sandbox at the proxy.
-func proxyEnv() []string {
-	url := "http://127.0.0.1:" + strconv.Itoa(proxyPort)
-	return []string{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url, "NO_PROXY=", "no_proxy="}
-}
-
 // startEgress runs a proxy for one sandbox: connections to the sandbox's
 // 127.0.0.1:3128 arrive through the jail's Forward and are served under the
 // operator's allow list; refused, when set, hears of each host it refuses.
 // The caller closes the proxy when the run (or the session) ends.
-func (s *Service) startEgress(label string, refused func(host string)) (*egress.Proxy, *jail.Forward) {
+func (s *Service) startEgress(label string, refused func(host string)) (*egress.Proxy, *fleet.Forward) {
 	l := newConnListener()
 	opts := egress.Options{Label: label, Logger: s.log()}
 	if refused != nil {
@@ -34,7 +27,7 @@ func (s *Service) startEgress(label string, refused func(host string)) (*egress.
 	}
 	p := egress.New(s.egress, opts)
 	go p.Serve(l)
-	return p, &jail.Forward{Port: proxyPort, Handle: l.deliver}
+	return p, &fleet.Forward{Port: proxyPort, Handle: l.deliver}
 }
 
 // connListener is a net.Listener fed with connections handed over by the

@@ -19,7 +19,6 @@ import (
 
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -160,13 +159,13 @@ func (s *Service) installInto(ctx context.Context, se *session, r policy.Require
 	}
 	res.ExecutionID = id
 	res.Log = tail(log, 4096)
-	if exit.Limit == jail.LimitTimeout || exit.Limit == jail.LimitCPU {
+	if exit.Limit == fleet.LimitTimeout || exit.Limit == fleet.LimitCPU {
 		return fail(InstallTimeout, fmt.Sprintf("pip did not finish within %s (SANDBOX_PIP_TIMEOUT)", s.cfg.PipTimeout))
 	}
-	if exit.Limit == jail.LimitCanceled {
+	if exit.Limit == fleet.LimitCanceled {
 		return fail(InstallFailed, "canceled")
 	}
-	if exit.ExitCode != 0 || exit.Limit != jail.LimitNone {
+	if exit.ExitCode != 0 || exit.Limit != fleet.LimitNone {
 		kind, msg := pipFailure(log, r, s.cfg)
 		return fail(kind, msg)
 	}
@@ -226,43 +225,34 @@ func (s *Service) installInto(ctx context.Context, se *session, r policy.Require
 }
 
 // runPip runs pip in a jail on the session's package directory.
-func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement) (string, jail.Exit, string, error) {
+func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement) (string, fleet.Exit, string, error) {
 	var out bytes.Buffer
 	w := &lockedBuffer{b: &out}
-	argv := []string{s.cfg.Interpreter, "-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-		"--no-cache-dir", "--only-binary=:all:", "--upgrade", "--progress-bar", "off", "--target", jail.WorkspaceDir}
-	spec := jail.Spec{
-		ID:        jail.NewID(),
-		Env:       []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"},
-		Workspace: se.site,
-		HostUID:   se.uid,
-		Limits: jail.Limits{
-			Timeout: s.cfg.PipTimeout, CPUTime: s.cfg.PipTimeout, CPUCores: s.cfg.CPULimit, MemoryBytes: max(s.cfg.MemoryLimit, 512<<20),
-			OutputBytes: 1 << 20, MaxProcesses: s.cfg.MaxProcesses, FileSizeBytes: max(s.cfg.PipMaxDownload, s.cfg.PipMaxInstall),
-			OpenFiles: s.cfg.MaxOpenFiles, TmpBytes: s.cfg.PipMaxDownload, WorkspaceBytes: s.cfg.PipMaxInstall,
-		},
-		Stdout: w, Stderr: w,
-	}
+	argv := []string{"-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+		"--no-cache-dir", "--only-binary=:all:", "--upgrade", "--progress-bar", "off", "--target", fleet.WorkspaceDir}
+	work := fleet.Work{Kind: fleet.Pip, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Workspace: se.site, HostUID: se.uid,
+		Limits: s.caps().Pip(s.cfg.PipTimeout, s.cfg.PipMaxDownload, s.cfg.PipMaxInstall),
+		Stdout: w, Stderr: w}
 	if s.cfg.PipFindLinks != "" {
 		argv = append(argv, "--no-index", "--find-links", wheelhouseInside)
-		spec.Binds = []jail.Bind{{Host: s.cfg.PipFindLinks, Path: wheelhouseInside}}
+		work.Binds = []fleet.Bind{{Host: s.cfg.PipFindLinks, Path: wheelhouseInside}}
 	} else {
 		pol, err := indexPolicy(s.cfg.PipIndexURL)
 		if err != nil {
-			return "", jail.Exit{}, "", fmt.Errorf("%w: SANDBOX_PIP_INDEX_URL: %v", ErrUnavailable, err)
+			return "", fleet.Exit{}, "", fmt.Errorf("%w: SANDBOX_PIP_INDEX_URL: %v", ErrUnavailable, err)
 		}
 		l := newConnListener()
-		proxy := egress.New(pol, egress.Options{Label: spec.ID, Logger: s.log()})
+		proxy := egress.New(pol, egress.Options{Label: work.ID, Logger: s.log()})
 		go proxy.Serve(l)
 		defer proxy.Close()
-		spec.Forward = &jail.Forward{Port: proxyPort, Handle: l.deliver}
-		spec.Env = append(spec.Env, proxyEnv()...)
+		work.Forward = &fleet.Forward{Port: proxyPort, Handle: l.deliver}
 		argv = append(argv, "--index-url", s.cfg.PipIndexURL)
 	}
-	spec.Argv = append(argv, "--", r.String())
+	work.Argv = append(argv, "--", r.String())
+	spec := work.Spec()
 	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {
-		return "", jail.Exit{}, "", s.fleetError(ctx, err)
+		return "", fleet.Exit{}, "", s.fleetError(ctx, err)
 	}
 	exit := lease.WaitProgram()
 	return w.String(), exit, spec.ID, nil

@@ -16,10 +16,7 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/gvisor"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
@@ -47,8 +44,8 @@ type Service struct {
 	obsMu        sync.RWMutex
 	observer     Observer
 	drain        drain
-	commands     commandSet  // the command jail's programs
-	layerBinds   []jail.Bind // the operator's package layer, when it has packages
+	commands     commandSet   // the command jail's programs
+	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
 	layerModules []string
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
 	importCache  importCache
@@ -62,7 +59,7 @@ type Service struct {
 // New returns a service for the operator's configuration, or an error
 // wrapping [ErrUnavailable] when this host cannot build the required sandbox.
 func New(cfg policy.Config) (*Service, error) {
-	if err := jail.ProbeHost().Usable(); err != nil {
+	if err := fleet.ProbeHost().Usable(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	eg, err := egress.ParsePolicy(strings.Join(cfg.NetworkAllow, ","))
@@ -76,11 +73,11 @@ func New(cfg policy.Config) (*Service, error) {
 	switch {
 	case cfg.Isolation == policy.IsolationGVisor:
 		// Every run needs it: refuse to start rather than fail each run.
-		if gv := gvisor.Probe(s.gvisorRuntime()); !gv.Available {
+		if gv := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform); !gv.Available {
 			return nil, fmt.Errorf("%w: SANDBOX_ISOLATION=gvisor, but gVisor does not work here: %s", ErrUnavailable, gv.Error)
 		}
 	case cfg.EnableContainerMode:
-		go gvisor.Probe(s.gvisorRuntime()) // answered before the first use_container run or /info asks
+		go fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform) // answered before the first use_container run or /info asks
 	}
 	s.reclaimWorkspaces()
 	s.loadLayer()
@@ -198,28 +195,19 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
-	spec := jail.Spec{
-		ID:     jail.NewID(),
-		Argv:   runtime.Argv(s.cfg.Interpreter),
-		Env:    runtime.Env(),
-		Limits: limits,
-		Binds:  s.layerBinds,
-	}
-	if features.DataScience {
-		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
-	}
+	work := fleet.Work{Kind: fleet.Run, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Limits: limits,
+		Layer: s.layerBinds, DataScience: features.DataScience}
 	if features.Network {
-		proxy, fwd := s.startEgress(spec.ID, refused.add)
+		proxy, fwd := s.startEgress(work.ID, refused.add)
 		defer proxy.Close()
-		spec.Forward = fwd
-		spec.Env = append(spec.Env, proxyEnv()...)
+		work.Forward = fwd
 	}
-	lease, err := s.sandboxFor(ctx, backend, features, limits, spec)
+	lease, err := s.sandboxFor(ctx, backend, features, limits, work)
 	if err != nil {
 		return nil, "", err
 	}
 	defer lease.Release()
-	rreq := runtime.Request{
+	rreq := fleet.HarnessRequest{
 		Code:           req.Code,
 		AllowedImports: imports.Modules,
 		Profile:        imports.Label(),
@@ -230,7 +218,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		Env:            req.Env,
 		Display:        req.Display,
 	}
-	var handler runtime.ToolHandler
+	var handler fleet.ToolHandler
 	id := lease.ID()
 	if len(tools) > 0 {
 		var done func()
@@ -244,7 +232,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 // limits turns the request's limits and the operator's defaults and bounds
 // into the jail's limits; a run with the data_science feature gets its
 // memory default.
-func (s *Service) limits(req Request, features policy.Features) (jail.Limits, error) {
+func (s *Service) limits(req Request, features policy.Features) (fleet.Limits, error) {
 	c := s.cfg
 	checks := []error{
 		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
@@ -253,26 +241,20 @@ func (s *Service) limits(req Request, features policy.Features) (jail.Limits, er
 		policy.CheckBytes("output_limit", req.OutputBytes, 1, c.MaxOutput),
 	}
 	if err := errors.Join(checks...); err != nil {
-		return jail.Limits{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return fleet.Limits{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	l := jail.Limits{
-		Timeout:        pick(req.Timeout, c.Timeout),
-		MemoryBytes:    pick(req.MemoryBytes, c.MemoryLimit),
-		OutputBytes:    pick(req.OutputBytes, c.OutputSize),
-		CPUCores:       c.CPULimit,
-		MaxProcesses:   c.MaxProcesses,
-		FileSizeBytes:  c.MaxFileSize,
-		OpenFiles:      c.MaxOpenFiles,
-		TmpBytes:       c.TmpSize,
-		WorkspaceBytes: c.WorkspaceMax,
+	n := fleet.Need{
+		Timeout: pick(req.Timeout, c.Timeout),
+		Memory:  pick(req.MemoryBytes, c.MemoryLimit),
+		Output:  pick(req.OutputBytes, c.OutputSize),
 	}
 	if req.MemoryBytes == 0 && features.DataScience {
-		l.MemoryBytes = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
+		n.Memory = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
 	}
 	// A run that may take longer than the default CPU time may also use it,
 	// unless it asks for less.
-	l.CPUTime = pick(req.CPUTime, min(max(c.CPUTime, l.Timeout), c.MaxCPUTime))
-	return l, nil
+	n.CPUTime = pick(req.CPUTime, min(max(c.CPUTime, n.Timeout), c.MaxCPUTime))
+	return s.caps().Run(n), nil
 }
 
 func pick[T int64 | time.Duration](v, def T) T {
@@ -318,7 +300,7 @@ func (s *Service) checkCode(code string) error {
 }
 
 // buildResult turns a run's outcome into its result.
-func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
+func buildResult(id, backend string, o fleet.Outcome, lim fleet.Limits) *Result {
 	exit, rep := o.Exit, o.Reply
 	r := &Result{
 		ExecutionID:   id,
@@ -328,7 +310,7 @@ func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
 		Variables:     []string{},
 		ExitCode:      exit.ExitCode,
 		ExecutionTime: exit.Duration.Seconds(),
-		TimedOut:      exit.Limit == jail.LimitTimeout,
+		TimedOut:      exit.Limit == fleet.LimitTimeout,
 		OOMKilled:     exit.OOMKilled,
 		Truncated:     exit.Truncated,
 		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
@@ -352,12 +334,12 @@ func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
 			r.Error = &ErrorInfo{Type: rep.Error.Type, Message: rep.Error.Message, Traceback: rep.Error.Traceback, Line: rep.Error.Line, Column: rep.Error.Column}
 			// Without a memory cgroup the address-space limit surfaces as
 			// a MemoryError: it is still the memory limit.
-			if rep.Error.Type == "MemoryError" && limit == jail.LimitNone {
-				limit = jail.LimitMemory
+			if rep.Error.Type == "MemoryError" && limit == fleet.LimitNone {
+				limit = fleet.LimitMemory
 			}
 		}
 	}
-	if limit != jail.LimitNone {
+	if limit != fleet.LimitNone {
 		name := string(limit)
 		r.Limit = &name
 		if rep == nil || r.Error == nil {
@@ -366,27 +348,27 @@ func buildResult(id, backend string, o fleet.Outcome, lim jail.Limits) *Result {
 	} else if r.Error == nil && rep == nil {
 		r.Error = exitError(exit)
 	}
-	r.Success = r.Error == nil && r.ExitCode == 0 && limit == jail.LimitNone
+	r.Success = r.Error == nil && r.ExitCode == 0 && limit == fleet.LimitNone
 	return r
 }
 
-func limitError(l jail.Limit, lim jail.Limits) *ErrorInfo {
+func limitError(l fleet.Limit, lim fleet.Limits) *ErrorInfo {
 	switch l {
-	case jail.LimitTimeout:
+	case fleet.LimitTimeout:
 		return &ErrorInfo{Type: "TimeoutError", Message: fmt.Sprintf("execution exceeded the wall-clock limit of %s and was killed", lim.Timeout)}
-	case jail.LimitCPU:
+	case fleet.LimitCPU:
 		return &ErrorInfo{Type: "CPUTimeLimitExceeded", Message: fmt.Sprintf("execution exceeded the CPU-time limit of %s and was killed", lim.CPUTime)}
-	case jail.LimitMemory:
+	case fleet.LimitMemory:
 		return &ErrorInfo{Type: "MemoryError", Message: fmt.Sprintf("execution exceeded the memory limit of %d MiB and was killed", lim.MemoryBytes>>20)}
-	case jail.LimitOutput:
+	case fleet.LimitOutput:
 		return &ErrorInfo{Type: "OutputLimitExceeded", Message: fmt.Sprintf("output exceeded the limit of %d bytes per stream; the run was stopped and its output truncated", lim.OutputBytes)}
-	case jail.LimitCanceled:
+	case fleet.LimitCanceled:
 		return &ErrorInfo{Type: "Canceled", Message: "execution was canceled"}
 	}
 	return &ErrorInfo{Type: "LimitExceeded", Message: string(l)}
 }
 
-func exitError(exit jail.Exit) *ErrorInfo {
+func exitError(exit fleet.Exit) *ErrorInfo {
 	if exit.Signal != 0 {
 		name := syscall.Signal(exit.Signal).String()
 		return &ErrorInfo{Type: "Crash", Message: fmt.Sprintf("the interpreter was killed by signal %d (%s)", exit.Signal, name)}

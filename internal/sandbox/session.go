@@ -15,9 +15,7 @@ import (
 
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 )
 
 // Session errors.
@@ -84,7 +82,7 @@ type session struct {
 	owner   string
 	req     SessionRequest
 	imports policy.ImportPolicy
-	limits  jail.Limits
+	limits  fleet.Limits
 	dir     string // host directory of the workspace
 	// quota: dir is a tmpfs of its own, whose size is the workspace's
 	// limit (the file API asks the kernel how full it is).
@@ -236,7 +234,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 // checkSessionShape refuses a session's home, environment, lifetime or
 // labels that are not what they should be.
 func (s *Service) checkSessionShape(req SessionRequest) error {
-	if err := jail.CheckHome(req.Home); err != nil {
+	if err := fleet.CheckHome(req.Home); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRequest, strings.TrimPrefix(err.Error(), "jail: "))
 	}
 	if err := checkEnv(req.Env); err != nil {
@@ -351,7 +349,7 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 		if os.Geteuid() == 0 {
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
-			if uid, err = jail.ReserveUID(); err != nil {
+			if uid, err = fleet.ReserveUID(); err != nil {
 				removeWorkspace(dir)
 				removeWorkspace(site)
 				return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -361,24 +359,9 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 		se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
 		se.lifeMu.Unlock()
 	}
-	spec := jail.Spec{
-		ID:        jail.NewID(),
-		Argv:      runtime.Argv(s.cfg.Interpreter),
-		Env:       runtime.Env(),
-		Workspace: se.dir,
-		Binds:     append([]jail.Bind{{Host: se.site, Path: runtime.SiteDir}}, s.layerBinds...),
-		HostUID:   se.uid,
-		Limits:    se.limits,
-		Home:      se.req.Home,
-	}
-	if se.req.Home != "" || len(se.req.Env) > 0 {
-		spec.Env = sessionEnv(spec.Env, homeOf(se), se.req.Env)
-	}
-	spec.Limits.Timeout = s.cfg.SessionMaxLifetime
-	spec.Limits.CPUTime = s.cfg.SessionMaxLifetime // per-process rlimit; each request arms its own budget
-	if se.imports.Uses(policy.DataScience) {
-		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
-	}
+	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter,
+		Workspace: se.dir, Site: se.site, Layer: s.layerBinds, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
+		Limits: se.limits, Lifetime: s.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := s.startEgress(se.id, func(host string) {
@@ -386,9 +369,9 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 				r.add(host)
 			}
 		})
-		se.proxy, spec.Forward = proxy, fwd
-		spec.Env = append(spec.Env, proxyEnv()...)
+		se.proxy, work.Forward = proxy, fwd
 	}
+	spec := work.Spec()
 	if se.uid != 0 {
 		// gVisor's harness starts in the workspace: it must be the
 		// session's before the sandbox starts.
@@ -409,7 +392,7 @@ func (s *Service) startSession(ctx context.Context, se *session, start fleet.Lau
 	uid := lease.HostUID()
 	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
 	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
-		lease.Kill(jail.LimitNone)
+		lease.Kill(fleet.LimitNone)
 		lease.Wait()
 		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 	}
@@ -438,7 +421,7 @@ func (se *session) closeProxy() {
 
 // executeInSession runs req in its session's interpreter; refused collects
 // the hosts its egress proxy refuses meanwhile.
-func (s *Service) executeInSession(ctx context.Context, req Request, limits jail.Limits, refused *refusals) (*Result, error) {
+func (s *Service) executeInSession(ctx context.Context, req Request, limits fleet.Limits, refused *refusals) (*Result, error) {
 	se, err := s.session(req.SessionID, req.Owner)
 	if err != nil {
 		return nil, err
@@ -462,7 +445,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 	idle := se.cpu.begin(lease, s.cfg.CPULimit, s.log())
 	s.addIdleCPU(idle)
 	lease.Arm(ctx, limits.Timeout, limits.CPUTime)
-	rreq := runtime.Request{
+	rreq := fleet.HarnessRequest{
 		Code:           req.Code,
 		AllowedImports: se.imports.Modules,
 		Profile:        se.imports.Label(),
@@ -476,7 +459,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits jail
 		Env:            req.Env,
 		Display:        req.Display,
 	}
-	var handler runtime.ToolHandler
+	var handler fleet.ToolHandler
 	if len(tools) > 0 {
 		rreq.Tools = toolSpecs(tools)
 		var done func()
@@ -532,28 +515,9 @@ func (se *session) startCommand(ctx context.Context) (context.Context, string, i
 	return ctx, se.dir, se.uid, done, nil
 }
 
-// sessionEnv is the harness's environment in a session with its own home
-// or variables.
-func sessionEnv(base []string, home string, vars map[string]string) []string {
-	m := map[string]string{}
-	for _, kv := range base {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	m["HOME"], m["USER"] = home, jail.UserOf(home)
-	for k, v := range vars {
-		m[k] = v
-	}
-	out := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
-		out = append(out, k+"="+m[k])
-	}
-	return out
-}
-
-func endReason(e jail.Exit) string {
+func endReason(e fleet.Exit) string {
 	switch {
-	case e.Limit != jail.LimitNone:
+	case e.Limit != fleet.LimitNone:
 		return "killed at the " + string(e.Limit) + " limit"
 	case e.Signal != 0:
 		return fmt.Sprintf("the interpreter was killed by signal %d", e.Signal)
@@ -590,7 +554,7 @@ func (se *session) info(cfg policy.Config) SessionInfo {
 		exp = time.Unix(0, d)
 	}
 	info := SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
-		Runs: se.runs, Ended: se.ended, Home: jail.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
+		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
 	se.last.Store(&info)
 	return info
 }
@@ -633,7 +597,7 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 	}
 	s.addIdleCPU(se.cpu.settle(lease))
 	// The same slot: a restart needs no room in the budget.
-	replace := func(ctx context.Context, _ string, spec jail.Spec) (*fleet.Lease, error) {
+	replace := func(ctx context.Context, _ string, spec fleet.Spec) (*fleet.Lease, error) {
 		return lease, lease.Replace(ctx, spec)
 	}
 	if err := s.startSession(ctx, se, replace); err != nil {
@@ -673,7 +637,7 @@ func (s *Service) dropSession(se *session) {
 	lease := se.sandbox()
 	if lease != nil {
 		s.addIdleCPU(se.cpu.settle(lease))
-		lease.Kill(jail.LimitCanceled) // a request in progress ends now, not at its timeout
+		lease.Kill(fleet.LimitCanceled) // a request in progress ends now, not at its timeout
 	}
 	se.lifeMu.Lock()
 	if se.expiry != nil {
@@ -700,7 +664,7 @@ func (s *Service) dropSession(se *session) {
 	releaseWorkspaces(se.claim)
 	se.claim = nil
 	if se.uid != 0 {
-		jail.ReleaseUID(se.uid)
+		fleet.ReleaseUID(se.uid)
 		se.uid = 0
 	}
 	if se.ended == "" {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 )
 
@@ -22,7 +21,7 @@ import (
 type spares struct {
 	byBackend map[string]*fleet.Kept[*session]
 	imports   policy.ImportPolicy // the spares' shape
-	limits    jail.Limits
+	limits    fleet.Limits
 }
 
 // startSpares starts keeping spare sessions for each backend in use.
@@ -76,7 +75,7 @@ func (s *Service) startSpares() {
 // fits reports whether a session of this import policy and limits
 // is what a spare session is (whether its profiles were named or came by
 // default does not matter to a session: it gets them whole).
-func (sp *spares) fits(imports policy.ImportPolicy, limits jail.Limits) bool {
+func (sp *spares) fits(imports policy.ImportPolicy, limits fleet.Limits) bool {
 	imports.Defaulted = sp.imports.Defaulted
 	return limits == sp.limits && reflect.DeepEqual(imports, sp.imports)
 }
@@ -102,7 +101,7 @@ func (s *Service) returnSpare(se *session) { s.dropSession(se) }
 // newSpare starts a session of the spares' shape on backend.
 func (s *Service) newSpare(backend string, launch fleet.Launch) (*session, error) {
 	now := time.Now()
-	se := &session{id: "s" + jail.NewID(), imports: s.spares.imports, limits: s.spares.limits, created: now, used: now, backend: backend}
+	se := &session{id: "s" + fleet.NewID(), imports: s.spares.imports, limits: s.spares.limits, created: now, used: now, backend: backend}
 	if err := s.startSession(context.Background(), se, launch); err != nil {
 		s.dropSession(se)
 		return nil, err

@@ -5,8 +5,12 @@
 // returns one result object, whatever the surface.
 //
 // It never starts, counts or stops a sandbox itself: every sandbox comes
-// from its fleet (internal/fleet) as a lease, built from a jail.Spec the
-// service describes. It knows nothing of HTTP, MCP or flags.
+// from its fleet (internal/fleet) as a lease, built from a [fleet.Work]
+// the service describes (what the request needs: its limits, profiles,
+// workspace, network). It imports neither the jail, gVisor, the harness
+// nor the pools: the fleet re-exports the facts it needs of them
+// (internal/archtest holds the rule). It knows nothing of HTTP, MCP or
+// flags.
 package sandbox
 
 import (
@@ -14,8 +18,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/codecage/codecage/internal/jail"
-	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // Request asks for one stateless execution.
@@ -78,7 +81,7 @@ type Result struct {
 	ResultType  *string         `json:"result_type"`
 	Variables   []string        `json:"variables"`
 	// Images are the figures left open at the end of the run, as PNG.
-	Images []runtime.Image `json:"images"`
+	Images []fleet.Image `json:"images"`
 	// Display is the last value by MIME type ("text/plain", "text/html",
 	// "image/png" in base64, ...), when the request asked for it.
 	Display  map[string]string `json:"display,omitempty"`
@@ -97,7 +100,7 @@ type Result struct {
 	OutputDropped *OutputDropped `json:"output_dropped"`
 	Resources     Resources      `json:"resources"`
 	Backend       string         `json:"backend"`
-	Isolation     jail.Layers    `json:"isolation"`
+	Isolation     fleet.Layers   `json:"isolation"`
 }
 
 // ErrorInfo describes why a run failed: an exception of the code, or a

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/runtime"
 )
 
 // Validation is validate_code's answer: the analysis of the code, its
 // findings and whether it would pass the run's import policy.
-type Validation = runtime.Validation
+type Validation = fleet.Validation
 
 // ValidateRequest asks whether code would pass the policy of a run with
 // these profiles and imports, without running it.
@@ -22,10 +21,6 @@ type ValidateRequest struct {
 	Profiles       []string
 	AllowedImports []string
 }
-
-// validateLimits bound the analyzer: parsing is quick, but the source is
-// untrusted (deep nesting can make the parser itself expensive).
-var validateLimits = jail.Limits{Timeout: 15 * time.Second, CPUTime: 15 * time.Second, MemoryBytes: 512 << 20}
 
 // Validate analyzes code statically with Python's own parser, inside a
 // sandbox: the server never parses untrusted code itself.
@@ -73,17 +68,11 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*Validatio
 	if err != nil {
 		return nil, "", err
 	}
-	limits := validateLimits
-	limits.CPUCores = s.cfg.CPULimit
-	lease, err := s.fleet.Start(ctx, backend, jail.Spec{
-		Argv:   runtime.ValidatorArgv(s.cfg.Interpreter),
-		Env:    runtime.Env(),
-		Limits: limits,
-	})
+	lease, err := s.fleet.Start(ctx, backend, fleet.Work{Kind: fleet.Validate, Interpreter: s.cfg.Interpreter, Limits: s.caps().Validate()}.Spec())
 	if err != nil {
 		return nil, "", s.fleetError(ctx, err)
 	}
-	v, exit, err := lease.Validate(runtime.ValidateRequest{
+	v, exit, err := lease.Validate(fleet.ValidateRequest{
 		Code: req.Code, AllowedImports: imports.Modules, Profile: imports.Label(),
 		Profiles: profiles, Enabled: s.cfg.EnabledProfiles(), Settings: settings,
 	})

@@ -1,0 +1,126 @@
+package fleet
+
+import (
+	"github.com/codecage/codecage/internal/gvisor"
+	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/pool"
+	"github.com/codecage/codecage/internal/runtime"
+)
+
+// The facts of the layers below that the layers above need: the fleet
+// re-exports them, so that nothing above it imports the jail, gVisor, the
+// harness or the pools (internal/archtest holds the rule). They are
+// aliases, not copies: a result that carries Layers is the jail's Layers,
+// in the same JSON.
+
+// What a sandbox is given and what it ends with.
+type (
+	// Spec is everything a sandbox is built from; only work.go fills one.
+	Spec = jail.Spec
+	// Limits bound one sandbox; only work.go fills one.
+	Limits = jail.Limits
+	// Limit names the limit that ended a sandbox, or none.
+	Limit = jail.Limit
+	// Exit is how a sandbox's program ended.
+	Exit = jail.Exit
+	// Bind is a host directory seen inside a sandbox.
+	Bind = jail.Bind
+	// Forward carries a sandbox's connections to one port to the host.
+	Forward = jail.Forward
+	// Programs are the host programs a command jail shows.
+	Programs = jail.Programs
+	// Layers are the isolation layers a sandbox runs under.
+	Layers = jail.Layers
+	// Host is what this host's kernel offers the jail.
+	Host = jail.Host
+)
+
+// The limits that can end a sandbox.
+const (
+	LimitNone     = jail.LimitNone
+	LimitTimeout  = jail.LimitTimeout
+	LimitCPU      = jail.LimitCPU
+	LimitMemory   = jail.LimitMemory
+	LimitOutput   = jail.LimitOutput
+	LimitCanceled = jail.LimitCanceled
+)
+
+// WorkspaceDir is the workspace's path inside a sandbox.
+const WorkspaceDir = jail.WorkspaceDir
+
+// ProgramSearchPath is where a command's program names are looked up.
+var ProgramSearchPath = jail.ProgramSearchPath
+
+// NewID is a new sandbox or execution id.
+func NewID() string { return jail.NewID() }
+
+// HomeOf is the home directory a session's home setting means.
+func HomeOf(home string) string { return jail.HomeOf(home) }
+
+// UserOf is the user name a home directory implies.
+func UserOf(home string) string { return jail.UserOf(home) }
+
+// CheckHome refuses a home directory a sandbox cannot have.
+func CheckHome(home string) error { return jail.CheckHome(home) }
+
+// ResolvePrograms finds the named host programs and the data they need.
+func ResolvePrograms(names, data []string) (*Programs, error) {
+	return jail.ResolvePrograms(names, data)
+}
+
+// ProbeHost is what this host offers the jail, probed once per process.
+func ProbeHost() Host { return jail.ProbeHost() }
+
+// The host uids of sandboxes: one reserved per session, leased host-wide.
+
+// ReserveUID reserves one host uid for the sandboxes of one owner.
+func ReserveUID() (int, error) { return jail.ReserveUID() }
+
+// ReleaseUID returns a uid ReserveUID gave.
+func ReleaseUID(uid int) { jail.ReleaseUID(uid) }
+
+// InUIDSpan reports whether uid is one sandboxes run as on this host.
+func InUIDSpan(uid int) bool { return jail.InUIDSpan(uid) }
+
+// LeasedUIDRanges are the uid blocks this process holds, [first, end).
+func LeasedUIDRanges() [][2]int { return jail.LeasedUIDRanges() }
+
+// UIDSpan is the host uids sandboxes run as, and where their leases live.
+func UIDSpan() (base, count int, leaseDir string) {
+	return jail.HostUIDBase, jail.HostUIDCount, jail.UIDLeaseDir
+}
+
+// GVisorAvailability describes the gVisor backend on this host.
+type GVisorAvailability = gvisor.Availability
+
+// ProbeGVisor runs (once per runsc and platform) a gVisor sandbox and
+// says what it found.
+func ProbeGVisor(runsc, platform string) GVisorAvailability {
+	return gvisor.Probe(gvisor.Runtime{Runsc: runsc, Platform: platform})
+}
+
+// The counts of the pools and of the sandbox budget.
+type (
+	PoolStats   = pool.Stats
+	BudgetStats = pool.BudgetStats
+)
+
+// The harness's side of a run: what a request carries, what the code's
+// tool calls are, what comes back.
+type (
+	HarnessRequest  = runtime.Request
+	ToolSpec        = runtime.ToolSpec
+	ToolParam       = runtime.ToolParam
+	ToolCall        = runtime.ToolCall
+	ToolResult      = runtime.ToolResult
+	ToolHandler     = runtime.ToolHandler
+	Image           = runtime.Image
+	Validation      = runtime.Validation
+	ValidateRequest = runtime.ValidateRequest
+)
+
+// DefaultInterpreter is the Python the harness runs under by default.
+const DefaultInterpreter = runtime.DefaultInterpreter
+
+// PackagesDir is where the operator's package layer is seen inside a sandbox.
+const PackagesDir = runtime.PackagesDir

@@ -1,0 +1,245 @@
+package fleet
+
+import (
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codecage/codecage/internal/runtime"
+)
+
+// This file is the one place where a description of work becomes the
+// sandbox it runs in (runc keeps one specconv the same way): every
+// jail.Spec and jail.Limits the program hands the backends is filled here
+// (a zygote's and each kind of work's; the fleet then only adjusts them). The
+// service decides what a request needs (its limits within the operator's
+// bounds, its profiles, its workspace, its network); the fleet decides
+// what that means to the jail.
+
+// Kind is what a sandbox is for.
+type Kind uint8
+
+// The kinds of work.
+const (
+	Pooled   Kind = iota + 1 // the harness, waiting in a pool for runs
+	Run                      // one stateless Python run
+	Session                  // a session's interpreter, on its workspace
+	Command                  // one shell command or program
+	Pip                      // pip, installing into a session's package directory
+	Validate                 // the static analyzer
+)
+
+// Work describes one sandbox to build.
+type Work struct {
+	Kind Kind
+	// ID names the sandbox (audit rows, egress logs); empty for pooled
+	// sandboxes and the analyzer, which get none.
+	ID string
+	// Interpreter is the Python the harness, the analyzer or pip runs under.
+	Interpreter string
+	// Argv is the program of a Command, and pip's arguments after the
+	// interpreter for Pip.
+	Argv []string
+	// Env is a Command's whole environment; the other kinds get theirs
+	// from the kind.
+	Env []string
+	// Limits bound the sandbox: from one of Caps' methods. A session's
+	// sandbox lives up to Lifetime; each request arms its own budget.
+	Limits   Limits
+	Lifetime time.Duration
+	// DataScience shows the data-science packages; Preload imports numpy
+	// and pandas before any request (pooled data_science sandboxes).
+	DataScience, Preload bool
+	// Layer is the operator's package layer, read-only (runs, sessions,
+	// pools); Binds are further host directories (pip's wheelhouse).
+	Layer, Binds []Bind
+	// Workspace is the host directory seen at WorkspaceDir; Site, a
+	// session's package directory; HostUID the uid the sandbox runs as
+	// (0: one of its own).
+	Workspace, Site string
+	HostUID         int
+	// Home is a session's home setting, or a command's home directory;
+	// Vars are a session's own environment variables.
+	Home string
+	Vars map[string]string
+	// Programs are the host programs a command jail shows.
+	Programs *Programs
+	// Forward carries the sandbox's connections to its proxy (network
+	// runs, sessions and pip), whose address the sandbox's environment names.
+	Forward *Forward
+	// Stdout and Stderr receive a Command's or pip's output.
+	Stdout, Stderr io.Writer
+}
+
+// Spec is the sandbox the work runs in.
+func (w Work) Spec() Spec {
+	spec := Spec{ID: w.ID, Limits: w.Limits, Forward: w.Forward, Stdout: w.Stdout, Stderr: w.Stderr}
+	switch w.Kind {
+	case Pooled, Run:
+		spec.Argv, spec.Env, spec.Binds = runtime.Argv(w.Interpreter), runtime.Env(), w.Layer
+	case Session:
+		spec.Argv, spec.Env = runtime.Argv(w.Interpreter), runtime.Env()
+		spec.Workspace, spec.HostUID, spec.Home = w.Workspace, w.HostUID, w.Home
+		spec.Binds = append([]Bind{{Host: w.Site, Path: runtime.SiteDir}}, w.Layer...)
+		if w.Home != "" || len(w.Vars) > 0 {
+			spec.Env = sessionEnv(spec.Env, HomeOf(w.Home), w.Vars)
+		}
+		spec.Limits.Timeout = w.Lifetime
+		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
+	case Command:
+		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
+		spec.Workspace, spec.HostUID = w.Workspace, w.HostUID
+	case Pip:
+		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
+		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}
+		spec.Workspace, spec.HostUID, spec.Binds = w.Workspace, w.HostUID, w.Binds
+	case Validate:
+		spec.Argv, spec.Env = runtime.ValidatorArgv(w.Interpreter), runtime.Env()
+	}
+	if w.DataScience {
+		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
+	}
+	if w.Preload {
+		spec.Env = append(spec.Env, "CODECAGE_PRELOAD=numpy,pandas")
+	}
+	if w.Forward != nil {
+		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
+	}
+	return spec
+}
+
+// zygoteSpec is the zygote of a class whose sandboxes are cell: its own
+// Python, which forks the cells, sees what they see.
+func zygoteSpec(interpreter string, cell Spec) Spec {
+	lim := cell.Limits
+	lim.Timeout = 365 * 24 * time.Hour // lives as long as the service
+	lim.CPUTime = 365 * 24 * time.Hour
+	lim.MemoryBytes = max(cell.Limits.MemoryBytes, 256<<20) // the zygote alone; cells have their own cgroups
+	lim.MaxProcesses = 256                                  // cells in their first instant, before they move out
+	// The zygote's own Python, which forks; cells run in their own cgroups.
+	lim.CPUCores = max(cell.Limits.CPUCores, 1)
+	return Spec{
+		Argv:             runtime.ZygoteArgv(interpreter),
+		Env:              runtime.ZygoteEnv(cell.Env),
+		ReadOnlyBinds:    cell.ReadOnlyBinds,
+		Binds:            cell.Binds,
+		Limits:           lim,
+		Nested:           true,
+		SeqPacketChannel: true,
+	}
+}
+
+// proxyEnv points the usual proxy variables at the sandbox's proxy.
+func proxyEnv(port int) []string {
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	return []string{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url, "NO_PROXY=", "no_proxy="}
+}
+
+// sessionEnv is base with the session's home and its own variables, in
+// a stable order.
+func sessionEnv(base []string, home string, vars map[string]string) []string {
+	m := map[string]string{}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	m["HOME"], m["USER"] = home, UserOf(home)
+	for k, v := range vars {
+		m[k] = v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, 0, len(m))
+	for _, k := range keys {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}
+
+// Caps are the operator's bounds that every sandbox shares, whatever the
+// work (SANDBOX_CPU_LIMIT, SANDBOX_MEMORY_LIMIT, ...).
+type Caps struct {
+	CPUCores     float64
+	Memory       int64 // the default memory limit
+	Output       int64 // the default cap on stdout and stderr, each
+	MaxProcesses int
+	FileSize     int64
+	OpenFiles    int
+	Tmp          int64
+	Workspace    int64
+}
+
+// Need is what a run or a session asks of its limits, already checked
+// against the operator's maxima and given its defaults by the service.
+type Need struct {
+	Timeout, CPUTime time.Duration
+	Memory, Output   int64
+}
+
+// Run are the limits of a run or a session.
+func (c Caps) Run(n Need) Limits {
+	return Limits{
+		Timeout:        n.Timeout,
+		CPUTime:        n.CPUTime,
+		MemoryBytes:    n.Memory,
+		OutputBytes:    n.Output,
+		CPUCores:       c.CPUCores,
+		MaxProcesses:   c.MaxProcesses,
+		FileSizeBytes:  c.FileSize,
+		OpenFiles:      c.OpenFiles,
+		TmpBytes:       c.Tmp,
+		WorkspaceBytes: c.Workspace,
+	}
+}
+
+// Pooled are the limits a pooled sandbox starts with: it waits up to idle
+// until a run arms its own; cpu is the per-process rlimit (runs arm a
+// budget).
+func (c Caps) Pooled(idle, cpu time.Duration, memory int64) Limits {
+	return Limits{
+		Timeout:        idle,
+		CPUTime:        cpu,
+		CPUCores:       c.CPUCores,
+		MemoryBytes:    memory,
+		OutputBytes:    c.Output,
+		MaxProcesses:   c.MaxProcesses,
+		FileSizeBytes:  c.FileSize,
+		OpenFiles:      c.OpenFiles,
+		TmpBytes:       c.Tmp,
+		WorkspaceBytes: c.Workspace,
+	}
+}
+
+// Command are the limits of a command that may run up to timeout.
+func (c Caps) Command(timeout time.Duration) Limits {
+	return Limits{
+		Timeout: timeout, CPUTime: timeout, CPUCores: c.CPUCores, MemoryBytes: c.Memory, OutputBytes: c.Output,
+		MaxProcesses: c.MaxProcesses, FileSizeBytes: c.FileSize, OpenFiles: c.OpenFiles,
+		TmpBytes: c.Tmp, WorkspaceBytes: c.Workspace,
+	}
+}
+
+// Pip are the limits of one pip install: download bytes of scratch space
+// (its downloads), install bytes of package directory.
+func (c Caps) Pip(timeout time.Duration, download, install int64) Limits {
+	return Limits{
+		Timeout: timeout, CPUTime: timeout, CPUCores: c.CPUCores, MemoryBytes: max(c.Memory, 512<<20),
+		OutputBytes: 1 << 20, MaxProcesses: c.MaxProcesses, FileSizeBytes: max(download, install),
+		OpenFiles: c.OpenFiles, TmpBytes: download, WorkspaceBytes: install,
+	}
+}
+
+// Validate are the analyzer's limits: parsing is quick, but the source is
+// untrusted (deep nesting can make the parser itself expensive).
+func (c Caps) Validate() Limits {
+	return Limits{Timeout: 15 * time.Second, CPUTime: 15 * time.Second, MemoryBytes: 512 << 20, CPUCores: c.CPUCores}
+}
+
+// ProbeSandbox builds the smallest sandbox there is, /bin/true in it,
+// the way every run builds one: the doctor's proof that this host can.
+func ProbeSandbox() error { return probeSandbox() }
