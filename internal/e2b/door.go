@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/api"
 )
 
 // admitBody is the door of the plain HTTP routes (the control plane, the
@@ -40,7 +40,7 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) bool {
 		}
 		return false
 	}
-	if err := sandbox.CheckJSONText(body); err != nil {
+	if err := api.CheckJSONText(body); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -104,7 +105,7 @@ func (s *Server) checkBody(r *http.Request) *Problem {
 		return newProblem(http.StatusBadRequest, sandbox.KindInvalidRequest, "could not read the request body: "+err.Error())
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err := sandbox.CheckJSONText(body); err != nil {
+	if err := api.CheckJSONText(body); err != nil {
 		return problemFor(err)
 	}
 	return nil

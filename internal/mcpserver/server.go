@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -159,7 +160,7 @@ func (e *toolErr) Unwrap() error { return e.err }
 func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		if req != nil && req.Params != nil {
-			if err := sandbox.CheckJSONText(req.Params.Arguments); err != nil {
+			if err := api.CheckJSONText(req.Params.Arguments); err != nil {
 				var zero Out
 				return nil, zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: toolError(err).Error()}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -23,7 +24,7 @@ type tools struct {
 }
 
 // ExecuteInput are execute_code's arguments (shared with POST /execute).
-type ExecuteInput = sandbox.ExecuteParams
+type ExecuteInput = api.ExecuteParams
 
 // ExecuteOutput is execute_code's structured result: the same object as
 // codecage run --json and the REST API return.
@@ -143,7 +144,7 @@ func writeFileInputSchema() *jsonschema.Schema {
 	if err != nil {
 		panic(err)
 	}
-	s.Properties["encoding"].Enum = sandbox.FileEncodings
+	s.Properties["encoding"].Enum = api.FileEncodings
 	return s
 }
 
@@ -197,7 +198,7 @@ func (t *tools) caller(ctx context.Context, req *mcp.CallToolRequest) context.Co
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	r, err := in.Request(t.svc.Config(), t.owner(req))
+	r, err := in.Request(t.svc.Config().MaxTimeout, t.owner(req))
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
@@ -288,7 +289,7 @@ func summary(r *sandbox.Result) string {
 }
 
 // InstallInput are pip_install's arguments (shared with POST /pip_install).
-type InstallInput = sandbox.InstallParams
+type InstallInput = api.InstallParams
 
 func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *sandbox.InstallResult, error) {
 	res, err := t.svc.PipInstall(t.caller(ctx, req), in.Request(t.owner(req)))
@@ -327,7 +328,7 @@ func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ N
 }
 
 // CommandInput are run_command's arguments (shared with POST /commands).
-type CommandInput = sandbox.CommandParams
+type CommandInput = api.CommandParams
 
 func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *sandbox.CommandResult, error) {
 	r, err := in.Request(t.owner(req))
@@ -352,7 +353,7 @@ func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in Com
 }
 
 // ValidateInput are validate_code's arguments (shared with POST /validate).
-type ValidateInput = sandbox.ValidateParams
+type ValidateInput = api.ValidateParams
 
 func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *sandbox.Validation, error) {
 	v, err := t.svc.Validate(t.caller(ctx, req), in.Request())
@@ -370,7 +371,7 @@ func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (
 }
 
 // SessionInput opens a session (shared with POST /sessions).
-type SessionInput = sandbox.SessionParams
+type SessionInput = api.SessionParams
 
 func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
 	r, err := in.Request(t.owner(req))
@@ -427,7 +428,7 @@ type WriteFileInput struct {
 }
 
 func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *sandbox.FileInfo, error) {
-	data, err := sandbox.DecodeContent(in.Content, in.Encoding)
+	data, err := api.DecodeContent(in.Content, in.Encoding)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
