@@ -119,16 +119,13 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 // from the server's state.
 func toolError(err error) error {
 	kind := sandbox.ErrorKind(err)
-	var prefix string
-	switch kind {
-	case sandbox.KindInvalidRequest, sandbox.KindBadPath:
-		prefix = "invalid request"
-	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindShuttingDown:
-		prefix = strings.ReplaceAll(kind, "_", " ")
-	case sandbox.KindCanceled:
-		return errors.New("canceled")
-	default:
+	prefix := api.StatusOfKind(kind).MCP
+	switch {
+	case prefix == "":
 		return err
+	case kind == sandbox.KindCanceled:
+		// How it was canceled is the server's business: the category says it.
+		return errors.New(prefix)
 	}
 	// The service's errors start with their sentinel's words ("invalid
 	// request: ", "sandbox busy: "): say the category once.

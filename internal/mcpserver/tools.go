@@ -165,19 +165,16 @@ func executeOutputSchema() *jsonschema.Schema {
 // else the MCP session (each HTTP client connection has its own; stdio has
 // one client), which keeps one client out of another's sessions.
 func (t *tools) owner(req *mcp.CallToolRequest) string {
-	if t.key != "" {
-		return sandbox.KeyOwner(t.key)
+	key, conn := t.key, ""
+	if req != nil {
+		if ex := req.Extra; key == "" && ex != nil && ex.TokenInfo != nil {
+			key = ex.TokenInfo.UserID
+		}
+		if req.Session != nil {
+			conn = "mcp:" + req.Session.ID()
+		}
 	}
-	if req == nil {
-		return ""
-	}
-	if ex := req.Extra; ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
-		return sandbox.KeyOwner(ex.TokenInfo.UserID)
-	}
-	if req.Session == nil {
-		return ""
-	}
-	return "mcp:" + req.Session.ID()
+	return api.Owner(key, conn)
 }
 
 // caller tells the service who asks and through which transport.
