@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -26,26 +27,13 @@ type tools struct {
 // ExecuteInput are execute_code's arguments (shared with POST /execute).
 type ExecuteInput = api.ExecuteParams
 
-// ExecuteOutput is execute_code's structured result: the same object as
-// codecage run --json and the REST API return.
+// ExecuteOutput is execute_code's structured result: the service's one
+// Result, the same object as codecage run --json and the REST API return
+// (its schema is inferred from it, so a new field reaches MCP too), except
+// that the figures are counted here and sent as image content.
 type ExecuteOutput struct {
-	Success       bool               `json:"success"`
-	ExecutionID   string             `json:"execution_id"`
-	Stdout        string             `json:"stdout"`
-	Stderr        string             `json:"stderr"`
-	Result        any                `json:"result"`
-	ResultType    *string            `json:"result_type"`
-	Variables     []string           `json:"variables"`
-	ExitCode      int                `json:"exit_code"`
-	Error         *sandbox.ErrorInfo `json:"error"`
-	ExecutionTime float64            `json:"execution_time"`
-	TimedOut      bool               `json:"timed_out"`
-	OOMKilled     bool               `json:"oom_killed"`
-	Truncated     bool               `json:"truncated"`
-	Limit         *string            `json:"limit"`
-	Resources     sandbox.Resources  `json:"resources"`
-	Backend       string             `json:"backend"`
-	Images        int                `json:"images" jsonschema:"Number of figures returned as image content."`
+	sandbox.Result
+	Images int `json:"images" jsonschema:"Number of figures returned as image content."`
 }
 
 func (t *tools) register(s *mcp.Server) {
@@ -157,6 +145,11 @@ func executeOutputSchema() *jsonschema.Schema {
 		panic(err)
 	}
 	s.Properties["result"] = &jsonschema.Schema{Description: "The value of the code's last expression: the value itself when it is JSON, else its repr as a string; null when there is none."}
+	// Inference leaves out a json.RawMessage field: it is required all
+	// the same, where Result has it (after stderr).
+	if i := slices.Index(s.Required, "stderr"); i >= 0 && !slices.Contains(s.Required, "result") {
+		s.Required = slices.Insert(s.Required, i+1, "result")
+	}
 	return s
 }
 
@@ -204,13 +197,8 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in Execut
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
-	out := ExecuteOutput{
-		Success: res.Success, ExecutionID: res.ExecutionID, Stdout: res.Stdout, Stderr: res.Stderr,
-		ResultType: res.ResultType, Variables: res.Variables, ExitCode: res.ExitCode, Error: res.Error,
-		ExecutionTime: res.ExecutionTime, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, Truncated: res.Truncated,
-		Limit: res.Limit, Resources: res.Resources, Backend: res.Backend, Images: len(res.Images),
-	}
-	_ = json.Unmarshal(res.Result, &out.Result)
+	out := ExecuteOutput{Result: *res, Images: len(res.Images)}
+	out.Result.Images = nil // shadowed by the count: the figures go as image content
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(res)}}, IsError: !res.Success}
 	for _, img := range res.Images {
 		raw, err := base64.StdEncoding.DecodeString(img.Data)
