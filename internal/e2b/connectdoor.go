@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/codecage/codecage/internal/api"
 )
 
 // The door of envd's Connect procedures. A request body is bounded by
@@ -41,22 +43,9 @@ func (s *Server) connectOptions() []connect.HandlerOption {
 func (s *Server) connectDoor(h http.Handler) http.Handler {
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := s.svc.Config().MaxBodySize
-		if r.ContentLength > limit {
-			// The rest of the body is never read: the connection goes.
-			w.Header().Set("Connection", "close")
-			_ = errs.Write(w, r, tooLarge(r.ContentLength, limit))
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		body, err := api.ReadBody(w, r, s.svc.Config().MaxBodySize)
 		if err != nil {
-			var big *http.MaxBytesError
-			if errors.As(err, &big) {
-				_ = errs.Write(w, r, tooLarge(-1, limit))
-			} else {
-				_ = errs.Write(w, r, connect.NewError(connect.CodeInvalidArgument,
-					fmt.Errorf("the request body could not be read (%v): send it whole, once", err)))
-			}
+			_ = errs.Write(w, r, connect.NewError(api.StatusOf(err).Connect, err))
 			return
 		}
 		if enveloped(r.Header.Get("Content-Type")) {
@@ -69,15 +58,6 @@ func (s *Server) connectDoor(h http.Handler) http.Handler {
 		r.ContentLength = int64(len(body))
 		h.ServeHTTP(w, r)
 	})
-}
-
-func tooLarge(size, limit int64) error {
-	if size < 0 {
-		return connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit))
-	}
-	return connect.NewError(connect.CodeResourceExhausted,
-		fmt.Errorf("the request body is %d bytes, over the limit of %d (SANDBOX_MAX_BODY_SIZE)", size, limit))
 }
 
 // enveloped reports whether a content type frames its messages in

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -109,20 +109,21 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		lifetime = time.Duration(*body.Timeout) * time.Second
 	}
-	owner := ownerOf(r.Context())
 	info, err := s.svc.CreateSession(r.Context(), sandbox.SessionRequest{
-		Owner: owner, Profiles: profilesFor(body.TemplateID), Home: Home, Env: body.EnvVars,
+		Owner: ownerOf(r.Context()), Profiles: profilesFor(body.TemplateID), Home: Home, Env: body.EnvVars,
 		Lifetime: lifetime, Labels: body.Metadata, Template: body.TemplateID,
 	})
 	if err != nil {
 		s.serviceError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, s.created(info, owner))
+	writeJSON(w, http.StatusCreated, s.created(info, keyOf(r.Context())))
 }
 
-func (s *Server) created(info *sandbox.SessionInfo, owner string) sandboxCreated {
-	token := s.tokens.issue(info.ID, owner)
+// created answers a new or resumed sandbox, with the access token of the
+// key that asked.
+func (s *Server) created(info *sandbox.SessionInfo, key string) sandboxCreated {
+	token := s.tokens.issue(info.ID, key)
 	return sandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
 		EnvdAccessToken: token, TrafficAccessToken: token}
 }
@@ -154,7 +155,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*sandbox.Sessi
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if info, ok := s.session(w, r); ok {
 		d := s.detail(*info)
-		d.EnvdAccessToken = s.tokens.issue(info.ID, ownerOf(r.Context()))
+		d.EnvdAccessToken = s.tokens.issue(info.ID, keyOf(r.Context()))
 		writeJSON(w, http.StatusOK, d)
 	}
 }
@@ -210,7 +211,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, s.created(info, ownerOf(r.Context())))
+	writeJSON(w, http.StatusOK, s.created(info, keyOf(r.Context())))
 }
 
 // list answers Sandbox.list: the key's running sandboxes, filtered by
@@ -308,21 +309,9 @@ func decodeBody(r *http.Request, v any) error {
 
 // serviceError answers a control-plane call the service refused.
 func (s *Server) serviceError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindInvalidRequest, sandbox.KindBadPath:
-		status = http.StatusBadRequest
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindSessionEnded:
-		status = http.StatusNotFound
-	case sandbox.KindTooManySessions, sandbox.KindRateLimited:
-		status = http.StatusTooManyRequests
-		if d := access.RetryAfter(err); d > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds()+0.999)))
-		} else {
-			w.Header().Set("Retry-After", "1")
-		}
-	case sandbox.KindBusy, sandbox.KindShuttingDown, sandbox.KindUnavailable:
-		status = http.StatusServiceUnavailable
+	st := api.StatusOf(err)
+	if st.E2BRetry {
+		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter(err)))
 	}
-	writeAPIError(w, status, err.Error())
+	writeAPIError(w, st.E2B, err.Error())
 }

@@ -2,12 +2,10 @@ package e2b
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/api"
 )
 
 // admitBody is the door of the plain HTTP routes (the control plane, the
@@ -19,31 +17,17 @@ import (
 // the route. (envd's Connect procedures have connectDoor; file uploads
 // their own, larger, limit.)
 func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) bool {
-	limit := s.svc.Config().MaxBodySize
-	if r.ContentLength > limit {
-		w.Header().Set("Connection", "close") // the body is never read
-		writeAPIError(w, http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("the request body is %d bytes, over the limit of %d (SANDBOX_MAX_BODY_SIZE)", r.ContentLength, limit))
-		return false
+	body, err := api.ReadBody(w, r, s.svc.Config().MaxBodySize)
+	if err == nil {
+		err = api.CheckJSONText(body)
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return true
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		var big *http.MaxBytesError
-		if errors.As(err, &big) {
-			writeAPIError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit))
-		} else {
-			writeAPIError(w, http.StatusBadRequest, "the request body could not be read: "+err.Error())
-		}
+		// Both ports refuse a body as the control plane does (413, 400).
+		writeAPIError(w, api.StatusOf(err).E2B, err.Error())
 		return false
 	}
-	if err := sandbox.CheckJSONText(body); err != nil {
-		writeAPIError(w, http.StatusBadRequest, err.Error())
-		return false
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	return true
 }

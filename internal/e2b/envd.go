@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/streamwrite"
@@ -90,45 +91,11 @@ func entry(fi *sandbox.FileInfo) *entryInfo {
 }
 
 // daemonStatus is the HTTP status of a service error in a sandbox's
-// daemons (/files, /execute, contexts), as envd and the SDK read them: a
-// sandbox that is gone is a 502 ("not running"), a refusal for load 429.
-func daemonStatus(err error) int {
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindFileNotFound:
-		return http.StatusNotFound
-	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
-		return http.StatusBadRequest
-	case sandbox.KindTooLarge:
-		return http.StatusInsufficientStorage
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindSessionEnded:
-		return http.StatusBadGateway
-	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindTooManySessions:
-		return http.StatusTooManyRequests
-	case sandbox.KindShuttingDown, sandbox.KindUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
+// daemons (/files, /execute, contexts), as envd and the SDK read them.
+func daemonStatus(err error) int { return api.StatusOf(err).Envd }
 
 // rpcError turns a service error into a Connect error the SDK maps.
-func rpcError(err error) error {
-	code := connect.CodeInternal
-	switch sandbox.ErrorKind(err) {
-	case sandbox.KindFileNotFound:
-		code = connect.CodeNotFound
-	case sandbox.KindBadPath, sandbox.KindInvalidRequest:
-		code = connect.CodeInvalidArgument
-	case sandbox.KindTooLarge:
-		code = connect.CodeResourceExhausted
-	case sandbox.KindSessionNotFound, sandbox.KindSessionLost, sandbox.KindBusy, sandbox.KindUnavailable, sandbox.KindShuttingDown:
-		code = connect.CodeUnavailable
-	case sandbox.KindRateLimited:
-		code = connect.CodeResourceExhausted
-	case sandbox.KindCanceled:
-		code = connect.CodeCanceled
-	}
-	return connect.NewError(code, err)
-}
+func rpcError(err error) error { return connect.NewError(api.StatusOf(err).Connect, err) }
 
 func (s *Server) stat(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
 	ref := sandboxOf(ctx)

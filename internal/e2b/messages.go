@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -150,7 +151,7 @@ func (jsonCodec) Unmarshal(b []byte, v any) error {
 	// Text that is not valid Unicode is refused naming its field, as on
 	// REST and MCP (the decoder would replace it with U+FFFD). The
 	// message is checked as it arrives, inflated.
-	if err := sandbox.CheckJSONText(b); err != nil {
+	if err := api.CheckJSONText(b); err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)

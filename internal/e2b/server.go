@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/metrics"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -75,7 +76,7 @@ func New(svc *sandbox.Service, o Options) *Server {
 type ctxKey int
 
 const (
-	keyOwner ctxKey = iota
+	keyName ctxKey = iota
 	keySandbox
 )
 
@@ -96,7 +97,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox.Caller) string {
-	owner := ""
+	key := ""
 	if s.keys.Len() > 0 {
 		name, ok := s.keys.Lookup(r.Header.Get("X-API-KEY"))
 		if !ok {
@@ -108,9 +109,9 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox
 			s.denied(r, *c, msg)
 			return "unauthorized"
 		}
-		owner, c.Key = name, name
+		key, c.Key = name, name
 	}
-	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyOwner, owner)
+	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyName, key)
 	if !s.admitBody(w, r) {
 		return "body refused"
 	}
@@ -138,7 +139,7 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+sandbox.Quote(port)+" is not open", http.StatusBadGateway)
 		return "sandbox port"
 	}
-	owner, ok := s.sandboxOwner(r, id, port)
+	key, ok := s.sandboxKey(r, id, port)
 	if !ok {
 		msg := "the sandbox's access token is missing or not valid for sandbox " + sandbox.Quote(id)
 		w.Header().Set("Content-Type", "application/json")
@@ -147,7 +148,8 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		s.denied(r, *c, msg)
 		return "sandbox unauthorized"
 	}
-	c.Key = owner
+	c.Key = key
+	owner := api.Owner(key, "")
 	ctx := sandbox.WithCaller(r.Context(), *c)
 	// A sandbox that is gone (killed, timed out, never was) answers 502
 	// to everything, as E2B's proxy does: the SDK reads it as "not running".
@@ -169,9 +171,10 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	return port + " " + pattern
 }
 
-// sandboxOwner checks the request's access token (or, for /files, a URL
-// signature) and returns the sandbox's owner.
-func (s *Server) sandboxOwner(r *http.Request, id, port string) (string, bool) {
+// sandboxKey checks the request's access token (or, for /files, a URL
+// signature) and returns the name of the key the sandbox belongs to ("" on
+// a server without keys).
+func (s *Server) sandboxKey(r *http.Request, id, port string) (string, bool) {
 	token := r.Header.Get("X-Access-Token")
 	if token == "" && port == portInterpreter {
 		// The SDK sends the context calls this header only.
@@ -192,10 +195,16 @@ func (s *Server) sandboxOwner(r *http.Request, id, port string) (string, bool) {
 	return "", false
 }
 
-func ownerOf(ctx context.Context) string {
-	o, _ := ctx.Value(keyOwner).(string)
-	return o
+// keyOf is the name of the control-plane request's API key ("" on a
+// server without keys): what its sandboxes' access tokens carry.
+func keyOf(ctx context.Context) string {
+	k, _ := ctx.Value(keyName).(string)
+	return k
 }
+
+// ownerOf is the owner of the control-plane request's sandboxes: the same
+// as the key's sessions over REST and MCP (api.Owner).
+func ownerOf(ctx context.Context) string { return api.Owner(keyOf(ctx), "") }
 
 func sandboxOf(ctx context.Context) sandboxRef {
 	ref, _ := ctx.Value(keySandbox).(sandboxRef)

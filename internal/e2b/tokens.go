@@ -11,7 +11,8 @@ import (
 )
 
 // tokens makes and checks the access tokens of sandboxes. A token names
-// the sandbox's owner (the API key's name) and is signed with the
+// the sandbox's owner by its API key's name ("" without keys; the session
+// owner is api.Owner of it) and is signed with the
 // server's secret over the sandbox id and that owner: any replica that
 // shares the secret can check it, and nothing is stored.
 type tokens struct{ secret []byte }

@@ -7,13 +7,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // CommandInput is POST /commands.
 type CommandInput struct {
 	Accept string `header:"Accept" doc:"application/json (default), or text/event-stream for output lines as they come, then the result."`
-	Body   sandbox.CommandParams
+	Body   api.CommandParams
 }
 
 func (s *Server) commandRoutes() {

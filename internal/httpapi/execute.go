@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
@@ -22,7 +23,7 @@ import (
 // to choose a JSON result or an event stream.
 type ExecuteInput struct {
 	Accept string `header:"Accept" doc:"application/json (default) for the result object; text/event-stream for stdout and stderr lines as they come, then the result."`
-	Body   sandbox.ExecuteParams
+	Body   api.ExecuteParams
 }
 
 // SessionExecuteInput is POST /sessions/{id}/execute.
@@ -63,7 +64,7 @@ func (s *Server) executeRoutes() {
 		Description: "Runs the code in a fresh sandbox (or in a session's interpreter with session_id) and returns stdout, stderr, the value of the last expression, figures as PNG images, and what ended the run. " + streamDoc,
 		Responses:   responses(), Errors: errs, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *ExecuteInput) (*huma.StreamResponse, error) {
-		req, err := in.Body.Request(s.cfg, owner(ctx))
+		req, err := in.Body.Request(s.cfg.MaxTimeout, owner(ctx))
 		if err != nil {
 			return nil, problemFor(err)
 		}
@@ -75,7 +76,7 @@ func (s *Server) executeRoutes() {
 		Description: "Runs the code in the session's interpreter: variables, imports and /workspace files persist between calls. The same as POST /execute with session_id. " + streamDoc,
 		Responses:   responses(), Errors: errs, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *SessionExecuteInput) (*huma.StreamResponse, error) {
-		req, err := sandbox.ExecuteParams{Code: in.Body.Code, Timeout: in.Body.Timeout, SessionID: in.ID}.Request(s.cfg, owner(ctx))
+		req, err := api.ExecuteParams{Code: in.Body.Code, Timeout: in.Body.Timeout, SessionID: in.ID}.Request(s.cfg.MaxTimeout, owner(ctx))
 		if err != nil {
 			return nil, problemFor(err)
 		}

@@ -2,14 +2,13 @@ package httpapi
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -59,11 +58,8 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			}
 			c.Key = name
 		}
-		if r.ContentLength > s.cfg.MaxBodySize {
-			// Refused before a byte of it is read (the connection then
-			// closes): a client announcing more than the limit is not
-			// waited for.
-			writeProblem(rec, tooLargeProblem(s.cfg.MaxBodySize))
+		if err := api.CheckLength(rec, r, s.cfg.MaxBodySize); err != nil {
+			writeProblem(rec, problemFor(err))
 			s.finish(rec, r, c, "", start)
 			return
 		}
@@ -78,7 +74,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			}
 		}
 		if c.Surface == sandbox.SurfaceREST && r.ContentLength != 0 && isJSON(r.Header.Get("Content-Type")) {
-			if p := s.checkBody(r); p != nil {
+			if p := s.checkBody(rec, r); p != nil {
 				writeProblem(rec, p)
 				s.finish(rec, r, c, "", start)
 				return
@@ -94,25 +90,16 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 // a string in it is not valid Unicode: the decoder would quietly replace
 // the bad bytes, and the code would fail as if the caller had sent other
 // code. The body is put back for the route.
-func (s *Server) checkBody(r *http.Request) *Problem {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return tooLargeProblem(s.cfg.MaxBodySize)
-		}
-		return newProblem(http.StatusBadRequest, sandbox.KindInvalidRequest, "could not read the request body: "+err.Error())
+func (s *Server) checkBody(w http.ResponseWriter, r *http.Request) *Problem {
+	body, err := api.ReadBody(w, r, s.cfg.MaxBodySize)
+	if err == nil {
+		err = api.CheckJSONText(body)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err := sandbox.CheckJSONText(body); err != nil {
+	if err != nil {
 		return problemFor(err)
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	return nil
-}
-
-func tooLargeProblem(limit int64) *Problem {
-	return newProblem(http.StatusRequestEntityTooLarge, sandbox.KindTooLarge,
-		fmt.Sprintf("the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit))
 }
 
 // isJSON reports whether a Content-Type is JSON (application/json or a

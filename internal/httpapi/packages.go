@@ -6,12 +6,13 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // InstallInput is POST /pip_install.
 type InstallInput struct {
-	Body sandbox.InstallParams
+	Body api.InstallParams
 }
 
 // InstallOutput is pip_install's result.

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -59,25 +59,6 @@ func newProblem(status int, kind, detail string) *Problem {
 	return &Problem{Type: ProblemTypePrefix + kind, Title: http.StatusText(status), Status: status, Detail: detail, Kind: kind, headers: http.Header{}}
 }
 
-// kindStatus maps the service's error kinds to HTTP statuses: the one
-// place where they are.
-var kindStatus = map[string]int{
-	sandbox.KindInvalidRequest:  http.StatusBadRequest,
-	sandbox.KindBadPath:         http.StatusBadRequest,
-	sandbox.KindFileNotFound:    http.StatusNotFound,
-	sandbox.KindTooLarge:        http.StatusRequestEntityTooLarge,
-	sandbox.KindSessionNotFound: http.StatusNotFound,
-	sandbox.KindSessionLost:     http.StatusGone, // its replica is gone, and the session with it
-	sandbox.KindSessionEnded:    http.StatusConflict,
-	sandbox.KindTooManySessions: http.StatusConflict,
-	sandbox.KindRateLimited:     http.StatusTooManyRequests,
-	sandbox.KindBusy:            http.StatusServiceUnavailable,
-	sandbox.KindUnavailable:     http.StatusServiceUnavailable,
-	sandbox.KindShuttingDown:    http.StatusServiceUnavailable,
-	sandbox.KindCanceled:        499, // the client went away; nobody reads it
-	sandbox.KindInternal:        http.StatusInternalServerError,
-}
-
 // problemFor turns a service error into a problem document.
 func problemFor(err error) *Problem {
 	var p *Problem
@@ -85,24 +66,19 @@ func problemFor(err error) *Problem {
 		return p
 	}
 	kind := sandbox.ErrorKind(err)
-	status, ok := kindStatus[kind]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	p = newProblem(status, kind, err.Error())
+	st := api.StatusOfKind(kind)
+	p = newProblem(st.REST, kind, err.Error())
 	if kind == sandbox.KindCanceled {
 		p.Detail = "the request was canceled"
 	}
-	if d := access.RetryAfter(err); d > 0 {
-		p.setRetry(d)
-	} else if kind == sandbox.KindBusy || kind == sandbox.KindShuttingDown {
-		p.setRetry(time.Second)
+	if access.RetryAfter(err) > 0 || st.RESTRetry {
+		p.setRetry(api.RetryAfter(err))
 	}
 	return p
 }
 
-func (p *Problem) setRetry(d time.Duration) {
-	p.RetryAfter = int(d / time.Second)
+func (p *Problem) setRetry(seconds int) {
+	p.RetryAfter = seconds
 	p.headers.Set("Retry-After", strconv.Itoa(p.RetryAfter))
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -22,7 +23,7 @@ func (s *Server) routes() {
 
 // ValidateInput is POST /validate.
 type ValidateInput struct {
-	Body sandbox.ValidateParams
+	Body api.ValidateParams
 }
 
 // ValidateOutput is validate_code's answer.

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/httpapi/docs"
 	"github.com/codecage/codecage/internal/metrics"
 	"github.com/codecage/codecage/internal/policy"
@@ -164,8 +165,6 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // owner is who owns the sessions of the request's caller: its key, or
 // everyone local when the server has no keys.
 func owner(ctx context.Context) string {
-	if c, ok := sandbox.CallerFrom(ctx); ok && c.Key != "" {
-		return sandbox.KeyOwner(c.Key)
-	}
-	return ""
+	c, _ := sandbox.CallerFrom(ctx)
+	return api.Owner(c.Key, "")
 }

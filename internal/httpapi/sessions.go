@@ -6,6 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -16,7 +17,7 @@ type SessionIDInput struct {
 
 // CreateSessionInput is POST /sessions.
 type CreateSessionInput struct {
-	Body sandbox.SessionParams
+	Body api.SessionParams
 }
 
 // SessionOutput is a session's description.
@@ -138,7 +139,7 @@ func (s *Server) sessionRoutes() {
 		Description: "Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...), within the per-file and per-workspace size limits.",
 		Errors:      []int{400, 401, 404, 413, 422, 429}, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *WriteFileInput) (*FileInfoOutput, error) {
-		data, err := sandbox.DecodeContent(in.Body.Content, in.Body.Encoding)
+		data, err := api.DecodeContent(in.Body.Content, in.Body.Encoding)
 		if err != nil {
 			return nil, problemFor(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -118,16 +119,13 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 // from the server's state.
 func toolError(err error) error {
 	kind := sandbox.ErrorKind(err)
-	var prefix string
-	switch kind {
-	case sandbox.KindInvalidRequest, sandbox.KindBadPath:
-		prefix = "invalid request"
-	case sandbox.KindBusy, sandbox.KindRateLimited, sandbox.KindShuttingDown:
-		prefix = strings.ReplaceAll(kind, "_", " ")
-	case sandbox.KindCanceled:
-		return errors.New("canceled")
-	default:
+	prefix := api.StatusOfKind(kind).MCP
+	switch {
+	case prefix == "":
 		return err
+	case kind == sandbox.KindCanceled:
+		// How it was canceled is the server's business: the category says it.
+		return errors.New(prefix)
 	}
 	// The service's errors start with their sentinel's words ("invalid
 	// request: ", "sandbox busy: "): say the category once.
@@ -159,7 +157,7 @@ func (e *toolErr) Unwrap() error { return e.err }
 func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		if req != nil && req.Params != nil {
-			if err := sandbox.CheckJSONText(req.Params.Arguments); err != nil {
+			if err := api.CheckJSONText(req.Params.Arguments); err != nil {
 				var zero Out
 				return nil, zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: toolError(err).Error()}
 			}

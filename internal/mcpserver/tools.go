@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -23,28 +25,15 @@ type tools struct {
 }
 
 // ExecuteInput are execute_code's arguments (shared with POST /execute).
-type ExecuteInput = sandbox.ExecuteParams
+type ExecuteInput = api.ExecuteParams
 
-// ExecuteOutput is execute_code's structured result: the same object as
-// codecage run --json and the REST API return.
+// ExecuteOutput is execute_code's structured result: the service's one
+// Result, the same object as codecage run --json and the REST API return
+// (its schema is inferred from it, so a new field reaches MCP too), except
+// that the figures are counted here and sent as image content.
 type ExecuteOutput struct {
-	Success       bool               `json:"success"`
-	ExecutionID   string             `json:"execution_id"`
-	Stdout        string             `json:"stdout"`
-	Stderr        string             `json:"stderr"`
-	Result        any                `json:"result"`
-	ResultType    *string            `json:"result_type"`
-	Variables     []string           `json:"variables"`
-	ExitCode      int                `json:"exit_code"`
-	Error         *sandbox.ErrorInfo `json:"error"`
-	ExecutionTime float64            `json:"execution_time"`
-	TimedOut      bool               `json:"timed_out"`
-	OOMKilled     bool               `json:"oom_killed"`
-	Truncated     bool               `json:"truncated"`
-	Limit         *string            `json:"limit"`
-	Resources     sandbox.Resources  `json:"resources"`
-	Backend       string             `json:"backend"`
-	Images        int                `json:"images" jsonschema:"Number of figures returned as image content."`
+	sandbox.Result
+	Images int `json:"images" jsonschema:"Number of figures returned as image content."`
 }
 
 func (t *tools) register(s *mcp.Server) {
@@ -143,7 +132,7 @@ func writeFileInputSchema() *jsonschema.Schema {
 	if err != nil {
 		panic(err)
 	}
-	s.Properties["encoding"].Enum = sandbox.FileEncodings
+	s.Properties["encoding"].Enum = api.FileEncodings
 	return s
 }
 
@@ -156,6 +145,11 @@ func executeOutputSchema() *jsonschema.Schema {
 		panic(err)
 	}
 	s.Properties["result"] = &jsonschema.Schema{Description: "The value of the code's last expression: the value itself when it is JSON, else its repr as a string; null when there is none."}
+	// Inference leaves out a json.RawMessage field: it is required all
+	// the same, where Result has it (after stderr).
+	if i := slices.Index(s.Required, "stderr"); i >= 0 && !slices.Contains(s.Required, "result") {
+		s.Required = slices.Insert(s.Required, i+1, "result")
+	}
 	return s
 }
 
@@ -164,19 +158,16 @@ func executeOutputSchema() *jsonschema.Schema {
 // else the MCP session (each HTTP client connection has its own; stdio has
 // one client), which keeps one client out of another's sessions.
 func (t *tools) owner(req *mcp.CallToolRequest) string {
-	if t.key != "" {
-		return sandbox.KeyOwner(t.key)
+	key, conn := t.key, ""
+	if req != nil {
+		if ex := req.Extra; key == "" && ex != nil && ex.TokenInfo != nil {
+			key = ex.TokenInfo.UserID
+		}
+		if req.Session != nil {
+			conn = "mcp:" + req.Session.ID()
+		}
 	}
-	if req == nil {
-		return ""
-	}
-	if ex := req.Extra; ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
-		return sandbox.KeyOwner(ex.TokenInfo.UserID)
-	}
-	if req.Session == nil {
-		return ""
-	}
-	return "mcp:" + req.Session.ID()
+	return api.Owner(key, conn)
 }
 
 // caller tells the service who asks and through which transport.
@@ -197,7 +188,7 @@ func (t *tools) caller(ctx context.Context, req *mcp.CallToolRequest) context.Co
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	r, err := in.Request(t.svc.Config(), t.owner(req))
+	r, err := in.Request(t.svc.Config().MaxTimeout, t.owner(req))
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
@@ -206,13 +197,8 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in Execut
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}
-	out := ExecuteOutput{
-		Success: res.Success, ExecutionID: res.ExecutionID, Stdout: res.Stdout, Stderr: res.Stderr,
-		ResultType: res.ResultType, Variables: res.Variables, ExitCode: res.ExitCode, Error: res.Error,
-		ExecutionTime: res.ExecutionTime, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, Truncated: res.Truncated,
-		Limit: res.Limit, Resources: res.Resources, Backend: res.Backend, Images: len(res.Images),
-	}
-	_ = json.Unmarshal(res.Result, &out.Result)
+	out := ExecuteOutput{Result: *res, Images: len(res.Images)}
+	out.Result.Images = nil // shadowed by the count: the figures go as image content
 	result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(res)}}, IsError: !res.Success}
 	for _, img := range res.Images {
 		raw, err := base64.StdEncoding.DecodeString(img.Data)
@@ -288,7 +274,7 @@ func summary(r *sandbox.Result) string {
 }
 
 // InstallInput are pip_install's arguments (shared with POST /pip_install).
-type InstallInput = sandbox.InstallParams
+type InstallInput = api.InstallParams
 
 func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *sandbox.InstallResult, error) {
 	res, err := t.svc.PipInstall(t.caller(ctx, req), in.Request(t.owner(req)))
@@ -327,7 +313,7 @@ func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ N
 }
 
 // CommandInput are run_command's arguments (shared with POST /commands).
-type CommandInput = sandbox.CommandParams
+type CommandInput = api.CommandParams
 
 func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *sandbox.CommandResult, error) {
 	r, err := in.Request(t.owner(req))
@@ -352,7 +338,7 @@ func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in Com
 }
 
 // ValidateInput are validate_code's arguments (shared with POST /validate).
-type ValidateInput = sandbox.ValidateParams
+type ValidateInput = api.ValidateParams
 
 func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *sandbox.Validation, error) {
 	v, err := t.svc.Validate(t.caller(ctx, req), in.Request())
@@ -370,7 +356,7 @@ func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (
 }
 
 // SessionInput opens a session (shared with POST /sessions).
-type SessionInput = sandbox.SessionParams
+type SessionInput = api.SessionParams
 
 func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
 	r, err := in.Request(t.owner(req))
@@ -427,7 +413,7 @@ type WriteFileInput struct {
 }
 
 func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *sandbox.FileInfo, error) {
-	data, err := sandbox.DecodeContent(in.Content, in.Encoding)
+	data, err := api.DecodeContent(in.Content, in.Encoding)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

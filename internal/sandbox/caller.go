@@ -43,7 +43,3 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	return c, ok
 }
-
-// KeyOwner is the owner of the sessions an API key creates: the same on
-// every surface, so that a key sees its sessions over REST and MCP alike.
-func KeyOwner(name string) string { return "key:" + name }

@@ -128,39 +128,16 @@ func PeerErrorOf(err error) *PeerError {
 	return pe
 }
 
-// Err rebuilds the error: the owner's message, classified by its kind.
+// Err rebuilds the error: the owner's message, classified by its kind
+// (KindError), with the two differences a forwarded failure has.
 func (pe *PeerError) Err() error {
-	var base error
+	base := KindError(pe.Kind)
 	switch pe.Kind {
-	case KindInvalidRequest:
-		base = ErrInvalidRequest
-	case KindBadPath:
-		base = ErrBadPath
-	case KindFileNotFound:
-		base = ErrFileNotFound
-	case KindTooLarge:
-		base = ErrTooLarge
-	case KindSessionNotFound:
-		base = ErrSessionNotFound
-	case KindSessionEnded:
-		base = ErrSessionEnded
-	case KindSessionLost:
-		base = ErrSessionLost
-	case KindTooManySessions:
-		base = ErrTooManySessions
 	case KindRateLimited:
 		base = &access.DeniedError{Err: access.ErrRateLimited, Msg: pe.Message, RetryAfter: time.Duration(pe.RetryAfter * float64(time.Second))}
-	case KindBusy:
-		base = ErrBusy
 	case KindShuttingDown:
 		// The owner is stopping: its sessions go with it.
 		base = ErrSessionLost
-	case KindUnavailable:
-		base = ErrUnavailable
-	case KindCanceled:
-		base = context.Canceled
-	default:
-		base = errors.New("internal error")
 	}
 	return &remoteError{msg: pe.Message, err: base}
 }

@@ -94,7 +94,7 @@ func (s *Service) runTools(ctx context.Context, scope []string) ([]upstream.Tool
 			}
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%w: no upstream tool %q (list_code_tools lists them)", ErrInvalidRequest, want)
+			return nil, fmt.Errorf("%w: no upstream tool %q among the code tools this server lists", ErrInvalidRequest, want)
 		}
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,25 @@ import (
 // UTF-8 while it was sent (the code rewrote it): the answer cannot be
 // finished truthfully and is cut.
 var ErrChangedDuringRead = errors.New("the file changed while it was read")
+
+// FileContent is a file read from a workspace: text when it is valid
+// UTF-8 without NUL bytes, else base64 (never one \u0000 escape per byte);
+// Encoding says which. Content comes last: a download streams it.
+type FileContent struct {
+	Path     string `json:"path"`
+	Size     int    `json:"size" doc:"The file's size in bytes."`
+	Encoding string `json:"encoding" enum:"utf-8,base64" doc:"utf-8: content is the text; base64: the file is binary (not valid UTF-8, or holds NUL bytes) and content is its bytes in standard base64."`
+	Content  string `json:"content"`
+}
+
+// EncodeContent returns data as a FileContent.
+func EncodeContent(path string, data []byte) FileContent {
+	out := FileContent{Path: path, Size: len(data), Encoding: "utf-8", Content: string(data)}
+	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	}
+	return out
+}
 
 // WriteContentJSON writes d as a FileContent JSON document (one line),
 // streaming the content through fixed buffers: base64 unless d.Text (open

@@ -64,3 +64,47 @@ func ErrorKind(err error) string {
 	}
 	return KindInternal
 }
+
+// Kinds lists every error kind ErrorKind returns, for the surfaces' tables
+// (a test there fails on a kind a transport has no answer for).
+var Kinds = []string{
+	KindInvalidRequest, KindBadPath, KindFileNotFound, KindTooLarge,
+	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
+	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
+}
+
+// KindError is ErrorKind's inverse: the error a kind is classified from,
+// for rebuilding a failure that crossed a wire (PeerError) as one every
+// surface classifies as if it had happened here. Written beside
+// ErrorKind, so that the two stay in step.
+func KindError(kind string) error {
+	switch kind {
+	case KindInvalidRequest:
+		return ErrInvalidRequest
+	case KindBadPath:
+		return ErrBadPath
+	case KindFileNotFound:
+		return ErrFileNotFound
+	case KindTooLarge:
+		return ErrTooLarge
+	case KindSessionNotFound:
+		return ErrSessionNotFound
+	case KindSessionEnded:
+		return ErrSessionEnded
+	case KindSessionLost:
+		return ErrSessionLost
+	case KindTooManySessions:
+		return ErrTooManySessions
+	case KindRateLimited:
+		return access.ErrRateLimited
+	case KindBusy:
+		return ErrBusy
+	case KindShuttingDown:
+		return ErrShuttingDown
+	case KindUnavailable:
+		return ErrUnavailable
+	case KindCanceled:
+		return context.Canceled
+	}
+	return errors.New("internal error")
+}

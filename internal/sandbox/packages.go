@@ -116,7 +116,7 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	if req.SessionID == "" {
-		return nil, fmt.Errorf("%w: pip_install needs a session_id: packages go into that session's own package directory (create_session first); the operator installs packages for every sandbox with codecage packages install", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: installing a package needs a session_id: packages go into that session's own package directory (create a session first); the operator installs packages for every sandbox with codecage packages install", ErrInvalidRequest)
 	}
 	se, err := s.session(req.SessionID, req.Owner)
 	if err != nil {
@@ -313,7 +313,7 @@ func (s *Service) precheck(ctx context.Context, r policy.Requirement) (kind, msg
 	}
 	switch {
 	case len(wheels) == 0 && len(sdists) > 0:
-		return InstallNoWheel, fmt.Sprintf("%s is published only as source (%s); pip_install takes wheels only, since building from source runs the package's own code at install time", r.Name, sdists[0])
+		return InstallNoWheel, fmt.Sprintf("%s is published only as source (%s); only wheels are installed, since building from source runs the package's own code at install time", r.Name, sdists[0])
 	case len(wheels) == 0:
 		return InstallNotFound, fmt.Sprintf("no package %q in %s", r.Name, where)
 	}

@@ -540,7 +540,7 @@ func (se *session) alive() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s %s; restart it (restart_session) to keep its files, or create a new one", ErrSessionEnded, se.id, se.ended)
+	return fmt.Errorf("%w: %s %s; restart the session to keep its files, or create a new one", ErrSessionEnded, se.id, se.ended)
 }
 
 // info describes the session; call with mu. The description is kept for

@@ -1,14 +1,13 @@
-package sandbox
+package api
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // The parameter objects below are the wire shapes shared by the MCP tools
@@ -28,16 +27,17 @@ type ExecuteParams struct {
 	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
 }
 
-// Request checks the parameters and turns them into a Request for owner.
-func (p ExecuteParams) Request(cfg policy.Config, owner string) (Request, error) {
+// Request checks the parameters and turns them into a sandbox.Request for
+// owner; maxTimeout is the server's, for the message.
+func (p ExecuteParams) Request(maxTimeout time.Duration, owner string) (sandbox.Request, error) {
 	if p.Timeout < 0 || p.Timeout > 86400 {
-		return Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", ErrInvalidRequest, p.Timeout, cfg.MaxTimeout.Seconds())
+		return sandbox.Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", sandbox.ErrInvalidRequest, p.Timeout, maxTimeout.Seconds())
 	}
 	mem, err := ParseMemory(p.MemoryLimit)
 	if err != nil {
-		return Request{}, err
+		return sandbox.Request{}, err
 	}
-	return Request{
+	return sandbox.Request{
 		Code:           p.Code,
 		Timeout:        time.Duration(p.Timeout * float64(time.Second)),
 		MemoryBytes:    mem,
@@ -59,12 +59,12 @@ type CommandParams struct {
 	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
 }
 
-// Request checks the parameters and turns them into a CommandRequest.
-func (p CommandParams) Request(owner string) (CommandRequest, error) {
+// Request checks the parameters and turns them into a sandbox.CommandRequest.
+func (p CommandParams) Request(owner string) (sandbox.CommandRequest, error) {
 	if p.Timeout < 0 || p.Timeout > 86400 {
-		return CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", ErrInvalidRequest, p.Timeout)
+		return sandbox.CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", sandbox.ErrInvalidRequest, p.Timeout)
 	}
-	return CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
+	return sandbox.CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
 		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner}, nil
 }
 
@@ -75,9 +75,9 @@ type InstallParams struct {
 	SessionID string `json:"session_id" jsonschema:"The session to install into (from create_session): its later runs can import the package; other sessions cannot." doc:"The session to install into (from POST /sessions): its later runs can import the package; other sessions cannot."`
 }
 
-// Request turns the parameters into an InstallRequest.
-func (p InstallParams) Request(owner string) InstallRequest {
-	return InstallRequest{Package: p.Package, Version: p.Version, SessionID: p.SessionID, Owner: owner}
+// Request turns the parameters into a sandbox.InstallRequest.
+func (p InstallParams) Request(owner string) sandbox.InstallRequest {
+	return sandbox.InstallRequest{Package: p.Package, Version: p.Version, SessionID: p.SessionID, Owner: owner}
 }
 
 // ValidateParams are the arguments of validate_code and POST /validate.
@@ -87,9 +87,9 @@ type ValidateParams struct {
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Check against this import list instead." doc:"Check against this import list instead."`
 }
 
-// Request turns the parameters into a ValidateRequest.
-func (p ValidateParams) Request() ValidateRequest {
-	return ValidateRequest{Code: p.Code, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports}
+// Request turns the parameters into a sandbox.ValidateRequest.
+func (p ValidateParams) Request() sandbox.ValidateRequest {
+	return sandbox.ValidateRequest{Code: p.Code, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports}
 }
 
 // SessionParams are the arguments of create_session and POST /sessions.
@@ -100,13 +100,13 @@ type SessionParams struct {
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
 }
 
-// Request checks the parameters and turns them into a SessionRequest.
-func (p SessionParams) Request(owner string) (SessionRequest, error) {
+// Request checks the parameters and turns them into a sandbox.SessionRequest.
+func (p SessionParams) Request(owner string) (sandbox.SessionRequest, error) {
 	mem, err := ParseMemory(p.MemoryLimit)
 	if err != nil {
-		return SessionRequest{}, err
+		return sandbox.SessionRequest{}, err
 	}
-	return SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
+	return sandbox.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
 }
 
 // FileEncodings are the encodings of file contents on the wire.
@@ -121,30 +121,11 @@ func DecodeContent(content, encoding string) ([]byte, error) {
 	case "base64":
 		data, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
-			return nil, fmt.Errorf("%w: content is not base64: %v", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: content is not base64: %v", sandbox.ErrInvalidRequest, err)
 		}
 		return data, nil
 	}
-	return nil, fmt.Errorf("%w: encoding %s (want utf-8 or base64)", ErrInvalidRequest, Quote(encoding))
-}
-
-// FileContent is a file read from a workspace: text when it is valid
-// UTF-8 without NUL bytes, else base64 (never one \u0000 escape per byte);
-// Encoding says which. Content comes last: a download streams it.
-type FileContent struct {
-	Path     string `json:"path"`
-	Size     int    `json:"size" doc:"The file's size in bytes."`
-	Encoding string `json:"encoding" enum:"utf-8,base64" doc:"utf-8: content is the text; base64: the file is binary (not valid UTF-8, or holds NUL bytes) and content is its bytes in standard base64."`
-	Content  string `json:"content"`
-}
-
-// EncodeContent returns data as a FileContent.
-func EncodeContent(path string, data []byte) FileContent {
-	out := FileContent{Path: path, Size: len(data), Encoding: "utf-8", Content: string(data)}
-	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
-	}
-	return out
+	return nil, fmt.Errorf("%w: encoding %s (want utf-8 or base64)", sandbox.ErrInvalidRequest, sandbox.Quote(encoding))
 }
 
 // ParseMemory reads a memory limit such as 256m ("" is the default, 0).
@@ -154,7 +135,7 @@ func ParseMemory(s string) (int64, error) {
 	}
 	n, err := policy.ParseSize(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: memory_limit %s: %v", ErrInvalidRequest, Quote(s), err)
+		return 0, fmt.Errorf("%w: memory_limit %s: %v", sandbox.ErrInvalidRequest, sandbox.Quote(s), err)
 	}
 	return n, nil
 }

@@ -1,9 +1,11 @@
-package sandbox
+package api
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/codecage/codecage/internal/sandbox"
 )
 
 func TestCheckJSONText(t *testing.T) {
@@ -36,7 +38,7 @@ func TestCheckJSONText(t *testing.T) {
 	}
 	for _, c := range bad {
 		err := CheckJSONText([]byte(c.doc))
-		if err == nil || !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !errors.Is(err, sandbox.ErrInvalidRequest) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.doc, err, c.want)
 		}
 	}
