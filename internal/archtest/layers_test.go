@@ -16,11 +16,12 @@ import (
 // shared are leaves of the graph (decisions, helpers, wire formats) that
 // any layer may import and that import no layered package.
 const (
-	backend = iota // jail, gvisor, runtime (the harness), pool
-	fleet          // builds every sandbox from a description of the work
-	service        // the request service
-	surface        // REST, MCP, E2B, the peer protocol, the CLI and its tools
-	command        // the binary: re-exec init, then the CLI
+	backend  = iota // jail, gvisor, runtime (the harness), pool
+	fleet           // builds every sandbox from a description of the work
+	service         // the request service
+	contract        // the wire contract the surfaces share: params, input checks, owner rule, status tables
+	surface         // REST, MCP, E2B, the peer protocol, the CLI and its tools
+	command         // the binary: re-exec init, then the CLI
 )
 
 var layers = map[string]int{
@@ -32,6 +33,7 @@ var layers = map[string]int{
 	"internal/fleet":        fleet,
 	"internal/sandbox":      service,
 	"internal/leftovers":    service, // reads the fleet's uid facts from the host side, for tests and bench
+	"internal/api":          contract,
 	"internal/httpapi":      surface,
 	"internal/mcpserver":    surface,
 	"internal/e2b":          surface,
