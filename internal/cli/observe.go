@@ -143,19 +143,19 @@ func closeAudit(rec *audit.Recorder, store audit.Store, log *slog.Logger) {
 }
 
 // startUpstream connects the upstream MCP servers of code mode, when the
-// operator configured some (SANDBOX_TOOLS_CONFIG); close is never nil.
-func startUpstream(cfg policy.Config, svc *sandbox.Service, log *slog.Logger) (close func(), err error) {
+// operator configured some (SANDBOX_TOOLS_CONFIG): nil without them; close
+// is never nil.
+func startUpstream(cfg policy.Config, log *slog.Logger) (m *upstream.Manager, close func(), err error) {
 	if cfg.ToolsConfig == "" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	uc, err := upstream.LoadConfig(cfg.ToolsConfig)
 	if err != nil {
-		return nil, fmt.Errorf("SANDBOX_TOOLS_CONFIG: %w", err)
+		return nil, nil, fmt.Errorf("SANDBOX_TOOLS_CONFIG: %w", err)
 	}
-	m := upstream.NewManager(uc, log)
-	svc.SetUpstream(m)
+	m = upstream.NewManager(uc, log)
 	log.Info("code mode: upstream MCP servers", "servers", len(uc.Servers), "config", cfg.ToolsConfig)
-	return func() { _ = m.Close() }, nil
+	return m, func() { _ = m.Close() }, nil
 }
 
 // auditReadiness is the audit log's readiness check. It fails while the

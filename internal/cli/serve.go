@@ -41,12 +41,6 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
-	svc, code := startService(cfg, stderr, "mcp")
-	if svc == nil {
-		return code
-	}
-	defer svc.Close()
-	svc.SetLogger(log)
 	observers := sandbox.Observers{logObserver{log}}
 	// An MCP client starts this command itself: a log it cannot open is
 	// reported, not fatal (serve, run by an operator, refuses to start).
@@ -57,13 +51,17 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		observers = append(observers, auditObserver{rec: rec, code: cfg.AuditCode})
 		log.Debug("audit log", "path", path)
 	}
-	svc.SetObserver(observers)
-	stopUpstream, err := startUpstream(cfg, svc, log)
+	up, stopUpstream, err := startUpstream(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage mcp:", err)
 		return exitUsage
 	}
 	defer stopUpstream()
+	svc, code := startService(cfg, &sandbox.Options{Log: log, Observer: observers, Upstream: up}, stderr, "mcp")
+	if svc == nil {
+		return code
+	}
+	defer svc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	server := mcpserver.New(svc, log)
@@ -131,13 +129,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return exitInternal
 	}
 	defer closeAudit(rec, store, log)
-	svc, code := startService(cfg, stderr, "serve")
-	if svc == nil {
-		return code
-	}
-	defer svc.Close()
-	svc.SetLogger(log)
-	stopUpstream, err := startUpstream(cfg, svc, log)
+	up, stopUpstream, err := startUpstream(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
@@ -148,17 +140,25 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage serve:", err)
 		return exitUsage
 	}
-	var internal http.Handler
 	replica := ""
+	opts := &sandbox.Options{Log: log, Upstream: up}
 	if node != nil {
-		svc.SetCluster(node)
-		internal = node.Handler(svc, 2*cfg.MaxBodySize+1<<20)
+		opts.Cluster = node
 		replica = node.Name()
 		defer func() { // for an early return; harmless after the Leave below
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = node.Leave(ctx)
 		}()
+	}
+	svc, code := startService(cfg, opts, stderr, "serve")
+	if svc == nil {
+		return code
+	}
+	defer svc.Close()
+	var internal http.Handler
+	if node != nil {
+		internal = node.Handler(svc, 2*cfg.MaxBodySize+1<<20)
 		log.Info("joined the cluster", "replica", node.Self(), "name", node.Name(), "url", cfg.ReplicaURL, "peers", len(node.Peers(context.Background())))
 	}
 	m := metrics.New(svc)
