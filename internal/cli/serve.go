@@ -78,8 +78,6 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", envOr("SANDBOX_LISTEN", "127.0.0.1:8001"), "address to listen on, also $SANDBOX_LISTEN (beyond loopback only with API keys)")
-	e2bListen := fs.String("e2b-listen", os.Getenv("SANDBOX_E2B_LISTEN"), "serve the E2B SDKs' API (set E2B_API_URL and E2B_SANDBOX_URL to it) on this address too, also $SANDBOX_E2B_LISTEN; off when empty")
 	cf := addConfigFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -89,6 +87,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(cfg, stderr)
+	listen, e2bListen := &cfg.Listen, &cfg.E2BListen // --listen, --e2b-listen: settings, so a --config file sets them too
 	keys, err := loadKeys(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage serve:", err)
@@ -331,14 +330,6 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// envOr is the environment variable's value, or def when it is unset.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // checkClusterConfig refuses a cluster setting that cannot work, before

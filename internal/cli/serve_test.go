@@ -38,11 +38,17 @@ func startServe(t *testing.T, env ...string) *server {
 // startServeOn starts serve listening on addr.
 func startServeOn(t testing.TB, addr string, env ...string) *server {
 	t.Helper()
+	return startServeArgs(t, []string{"serve", "--listen", addr}, env...)
+}
+
+// startServeArgs starts the command line args (serve and its flags).
+func startServeArgs(t testing.TB, args []string, env ...string) *server {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "serve", "--listen", addr)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
