@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/codecage/codecage/internal/sandbox"
+	root "github.com/codecage/codecage/internal/server" // the composition root; "server" names a test type here
 )
 
 // codeInput is what run and validate share: the code (--code, a file, or
@@ -53,7 +54,7 @@ func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, 
 	stopUpstream := func() {}
 	if in.tools {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if opts.Upstream, stopUpstream, err = startUpstream(cfg, log); err != nil {
+		if opts.Upstream, stopUpstream, err = root.StartUpstream(cfg, log); err != nil {
 			fmt.Fprintf(stderr, "codecage %s: %v\n", cmd, err)
 			return "", nil, nil, exitUsage
 		}
