@@ -37,15 +37,9 @@ type Config struct {
 	WorkspaceMax int64
 	MaxCodeSize  int64
 
-	EnableDataScience bool
-	EnableNetwork     bool
-	EnableFilesystem  bool
-	// AllowedImports overrides every profile's modules; nil means no
-	// override, ["*"] switches the import policy off.
-	AllowedImports []string
-	// DefaultProfiles are the profiles of a request that names none; nil
-	// means every enabled profile (DefaultProfileSet).
-	DefaultProfiles []string
+	// Operator is what requests may ask for (profiles, imports): the part
+	// the import decisions read.
+	Operator
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
 	// EnableContainerMode allows use_container (the gVisor backend).
@@ -271,43 +265,6 @@ func DefaultConfig() Config {
 		ToolsMaxResult: 256 << 10,
 		ToolsTimeout:   30 * time.Second,
 	}
-}
-
-// ProfileEnabled reports whether the operator enabled profile name.
-func (c *Config) ProfileEnabled(name string) bool {
-	switch name {
-	case Basic:
-		return true
-	case DataScience:
-		return c.EnableDataScience
-	case Network:
-		return c.EnableNetwork
-	case Filesystem:
-		return c.EnableFilesystem
-	}
-	return false
-}
-
-// DefaultProfileSet is what a request that names no profile gets:
-// SANDBOX_DEFAULT_PROFILES when set, else every profile the operator
-// enabled. Enabling a profile is what makes its modules importable; an
-// agent that sends only code need not know profiles exist.
-func (c *Config) DefaultProfileSet() []string {
-	if c.DefaultProfiles != nil {
-		return c.DefaultProfiles
-	}
-	return c.EnabledProfiles()
-}
-
-// EnabledProfiles lists the enabled profiles in their usual order.
-func (c *Config) EnabledProfiles() []string {
-	var out []string
-	for _, p := range Profiles {
-		if c.ProfileEnabled(p.Name) {
-			out = append(out, p.Name)
-		}
-	}
-	return out
 }
 
 // setting is one configuration value, named the same way in every source:
