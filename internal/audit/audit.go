@@ -114,14 +114,12 @@ type DurationStats struct {
 	Max   time.Duration `json:"max_ns"`
 }
 
-// DefaultPath is where the audit database lives unless configured:
-// $SANDBOX_AUDIT_DB, else $XDG_STATE_HOME/codecage/audit.db, else
+// DefaultPath is where the audit database lives unless configured
+// (SANDBOX_AUDIT_DB, read by the config loader):
+// $XDG_STATE_HOME/codecage/audit.db, else
 // ~/.local/state/codecage/audit.db, else /var/lib/codecage/audit.db when
 // there is no home directory (a system service).
 func DefaultPath() string {
-	if p := os.Getenv("SANDBOX_AUDIT_DB"); p != "" {
-		return p
-	}
 	// The XDG spec says relative values are invalid and must be ignored.
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "codecage", "audit.db")

@@ -172,7 +172,7 @@ func newBencher(opts Options) (*bencher, error) {
 	}
 	cfg.EnableDataScience = true
 	if opts.NewService == nil {
-		opts.NewService = sandbox.New
+		opts.NewService = func(cfg policy.Config) (*sandbox.Service, error) { return sandbox.New(cfg, nil) }
 	}
 	if opts.PoolTimeout <= 0 {
 		opts.PoolTimeout = DefaultPoolTimeout

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/audit"
+	"github.com/codecage/codecage/internal/policy"
 )
 
 const auditUsage = `Usage:
@@ -59,7 +61,7 @@ func auditFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *bool) {
 		fmt.Fprint(stderr, auditUsage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	db := fs.String("db", audit.DefaultPath(), "the audit database: a file, or a postgres:// URL")
+	db := fs.String("db", "", "the audit database: a file, or a postgres:// URL (default $SANDBOX_AUDIT_DB, else "+audit.DefaultPath()+")")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return fs, db, asJSON
 }
@@ -67,6 +69,14 @@ func auditFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *bool) {
 // auditOpenRO opens the database read-only; a missing one is reported, not
 // created, since only the server should decide where the log lives.
 func auditOpenRO(path string, stderr io.Writer) (audit.Store, int) {
+	if path == "" {
+		v, err := policy.EnvValue("audit_db", os.Getenv)
+		if err != nil {
+			fmt.Fprintln(stderr, "codecage audit:", err)
+			return nil, exitUsage
+		}
+		path = cmp.Or(v, audit.DefaultPath())
+	}
 	if audit.IsPostgres(path) {
 		s, err := audit.OpenPostgresReadOnly(context.Background(), path, 10*time.Second)
 		if err != nil {

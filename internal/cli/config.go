@@ -43,11 +43,7 @@ func (c *configFlags) load() (policy.Config, error) {
 			values[f.Name] = f.Value.String()
 		}
 	})
-	file := c.file
-	if file == "" {
-		file = os.Getenv("SANDBOX_CONFIG")
-	}
-	return policy.Load(file, os.Getenv, values)
+	return policy.Load(c.file, os.Getenv, values)
 }
 
 func lookupKey(flagName string) (string, bool) {

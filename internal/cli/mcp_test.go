@@ -63,7 +63,7 @@ func TestMCPOverHTTPAndSSE(t *testing.T) {
 	cfg := policy.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

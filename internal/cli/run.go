@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -57,20 +56,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			in.config.extra["enable_container_mode"] = "true"
 		}
 	}
-	src, svc, status := in.start(fs, stdin, stderr, "run")
+	in.tools = true // code mode: the code's tools object, as under serve and mcp
+	src, svc, stopService, status := in.start(fs, stdin, stderr, "run")
 	if svc == nil {
 		return status
 	}
-	defer svc.Close()
-	// Code mode: the code's tools object, as under serve and mcp. Logs go
-	// to stderr, warnings only: stdout is the code's.
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stopUpstream, err := startUpstream(svc.Config(), svc, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "codecage run:", err)
-		return exitUsage
-	}
-	defer stopUpstream()
+	defer stopService()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := svc.Execute(ctx, sandbox.Request{
@@ -120,7 +111,7 @@ func newService(cf *configFlags, stderr io.Writer, cmd string) (*sandbox.Service
 	if !ok {
 		return nil, exitUsage
 	}
-	return startService(cfg, stderr, cmd)
+	return startService(cfg, nil, stderr, cmd)
 }
 
 // loadConfig loads the configuration, or reports why not.
@@ -135,8 +126,8 @@ func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (policy.Config, b
 
 // startService starts the service, or reports why not and returns the
 // exit status.
-func startService(cfg policy.Config, stderr io.Writer, cmd string) (*sandbox.Service, int) {
-	svc, err := sandbox.New(cfg)
+func startService(cfg policy.Config, opts *sandbox.Options, stderr io.Writer, cmd string) (*sandbox.Service, int) {
+	svc, err := sandbox.New(cfg, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: %v (run \"codecage doctor\")\n", cmd, err)
 		return nil, exitInternal

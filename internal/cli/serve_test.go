@@ -38,11 +38,17 @@ func startServe(t *testing.T, env ...string) *server {
 // startServeOn starts serve listening on addr.
 func startServeOn(t testing.TB, addr string, env ...string) *server {
 	t.Helper()
+	return startServeArgs(t, []string{"serve", "--listen", addr}, env...)
+}
+
+// startServeArgs starts the command line args (serve and its flags).
+func startServeArgs(t testing.TB, args []string, env ...string) *server {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "serve", "--listen", addr)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -233,30 +239,6 @@ func TestServeSIGTERMDuringExecutions(t *testing.T) {
 	}
 	if cgs := leftovers.Cgroups(pid); len(cgs) > 0 {
 		t.Fatalf("cgroups left: %v", cgs)
-	}
-}
-
-func TestBindAddress(t *testing.T) {
-	for _, c := range []struct {
-		listen string
-		keys   bool
-		want   string
-	}{
-		{"127.0.0.1:8001", false, "127.0.0.1:8001"},
-		{"[::1]:8001", false, "[::1]:8001"},
-		{"localhost:9", false, "localhost:9"},
-		{"0.0.0.0:8001", false, "127.0.0.1:8001"},
-		{":8001", false, "127.0.0.1:8001"},
-		{"10.1.2.3:80", false, "127.0.0.1:80"},
-		{"0.0.0.0:8001", true, "0.0.0.0:8001"},
-	} {
-		got, err := bindAddress(c.listen, c.keys)
-		if err != nil || got != c.want {
-			t.Errorf("bindAddress(%q, %v) = %q, %v; want %q", c.listen, c.keys, got, err, c.want)
-		}
-	}
-	if _, err := bindAddress("nonsense", false); err == nil {
-		t.Error("bad address accepted")
 	}
 }
 

@@ -22,11 +22,11 @@ func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if status, ok := parse(fs, args); !ok {
 		return status
 	}
-	src, svc, status := in.start(fs, stdin, stderr, "validate")
+	src, svc, stop, status := in.start(fs, stdin, stderr, "validate")
 	if svc == nil {
 		return status
 	}
-	defer svc.Close()
+	defer stop()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	v, err := svc.Validate(ctx, sandbox.ValidateRequest{Code: src, Profiles: in.profiles})

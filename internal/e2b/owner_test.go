@@ -38,7 +38,7 @@ func TestAKeySeesItsE2BSandboxOverRESTAndMCP(t *testing.T) {
 	cfg := policy.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func newServer(t *testing.T) (*httptest.Server, *sandbox.Service) {
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

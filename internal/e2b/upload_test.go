@@ -74,7 +74,7 @@ func TestMultipartUploadIsAllOrNothing(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.WorkspaceMax = 2 << 20
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

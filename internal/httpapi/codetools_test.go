@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
@@ -31,10 +32,9 @@ func TestCodeToolsREST(t *testing.T) {
 		hs.CloseClientConnections()
 		hs.Close()
 	}()
-	ts := startServer(t, "", nil)
 	m := upstream.NewManager(upstream.Config{Servers: map[string]upstream.ServerConfig{"up": {URL: hs.URL}}}, nil)
 	defer m.Close()
-	ts.svc.SetUpstream(m)
+	ts := startServerOpts(t, "", nil, &sandbox.Options{Upstream: m})
 
 	var list struct {
 		Tools []struct{ Name, Signature string } `json:"tools"`

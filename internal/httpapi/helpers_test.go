@@ -54,6 +54,12 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 
 func startServer(t testing.TB, keys string, edit func(*policy.Config)) *testServer {
 	t.Helper()
+	return startServerOpts(t, keys, edit, nil)
+}
+
+// startServerOpts is startServer with the service's options.
+func startServerOpts(t testing.TB, keys string, edit func(*policy.Config), opts *sandbox.Options) *testServer {
+	t.Helper()
 	cfg := policy.DefaultConfig()
 	cfg.PoolSize = 2
 	cfg.DataPoolSize = 0
@@ -61,7 +67,7 @@ func startServer(t testing.TB, keys string, edit func(*policy.Config)) *testServ
 	if edit != nil {
 		edit(&cfg)
 	}
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("sandbox.New: %v", err)
 	}

@@ -22,7 +22,7 @@ func httpServers(t *testing.T, stateless bool) (streamable, sse http.Handler, ur
 	cfg := policy.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

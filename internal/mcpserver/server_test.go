@@ -36,7 +36,7 @@ func connect(t *testing.T, edit ...func(*policy.Config)) *mcp.ClientSession {
 	for _, e := range edit {
 		e(&cfg)
 	}
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
 	cfg := policy.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,15 +37,9 @@ type Config struct {
 	WorkspaceMax int64
 	MaxCodeSize  int64
 
-	EnableDataScience bool
-	EnableNetwork     bool
-	EnableFilesystem  bool
-	// AllowedImports overrides every profile's modules; nil means no
-	// override, ["*"] switches the import policy off.
-	AllowedImports []string
-	// DefaultProfiles are the profiles of a request that names none; nil
-	// means every enabled profile (DefaultProfileSet).
-	DefaultProfiles []string
+	// Operator is what requests may ask for (profiles, imports): the part
+	// the import decisions read.
+	Operator
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
 	// EnableContainerMode allows use_container (the gVisor backend).
@@ -103,6 +97,8 @@ type Config struct {
 	MaxTransfers int
 
 	// Server settings (codecage serve).
+	Listen        string // REST, MCP and metrics; beyond loopback only with API keys
+	E2BListen     string // the E2B SDKs' API too, when set
 	APIKeys       string // "name:key,..."; never printed
 	APIKeysFile   string
 	MaxBodySize   int64
@@ -238,6 +234,7 @@ func DefaultConfig() Config {
 		QueueSize:      64,
 		MaxTransfers:   16,
 
+		Listen:        "127.0.0.1:8001",
 		MaxBodySize:   1 << 20,
 		ReadTimeout:   60 * time.Second,
 		WriteTimeout:  360 * time.Second,
@@ -268,43 +265,6 @@ func DefaultConfig() Config {
 		ToolsMaxResult: 256 << 10,
 		ToolsTimeout:   30 * time.Second,
 	}
-}
-
-// ProfileEnabled reports whether the operator enabled profile name.
-func (c *Config) ProfileEnabled(name string) bool {
-	switch name {
-	case Basic:
-		return true
-	case DataScience:
-		return c.EnableDataScience
-	case Network:
-		return c.EnableNetwork
-	case Filesystem:
-		return c.EnableFilesystem
-	}
-	return false
-}
-
-// DefaultProfileSet is what a request that names no profile gets:
-// SANDBOX_DEFAULT_PROFILES when set, else every profile the operator
-// enabled. Enabling a profile is what makes its modules importable; an
-// agent that sends only code need not know profiles exist.
-func (c *Config) DefaultProfileSet() []string {
-	if c.DefaultProfiles != nil {
-		return c.DefaultProfiles
-	}
-	return c.EnabledProfiles()
-}
-
-// EnabledProfiles lists the enabled profiles in their usual order.
-func (c *Config) EnabledProfiles() []string {
-	var out []string
-	for _, p := range Profiles {
-		if c.ProfileEnabled(p.Name) {
-			out = append(out, p.Name)
-		}
-	}
-	return out
 }
 
 // setting is one configuration value, named the same way in every source:
@@ -392,6 +352,8 @@ var settings = []setting{
 	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
 	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
 	intSetting("max_transfers", "SANDBOX_MAX_TRANSFERS", "file downloads and uploads in progress at once (then: busy)", func(c *Config) *int { return &c.MaxTransfers }),
+	stringSetting("listen", "SANDBOX_LISTEN", "address serve listens on (beyond loopback only with API keys)", func(c *Config) *string { return &c.Listen }),
+	stringSetting("e2b_listen", "SANDBOX_E2B_LISTEN", "serve the E2B SDKs' API (set E2B_API_URL and E2B_SANDBOX_URL to it) on this address too; off when empty", func(c *Config) *string { return &c.E2BListen }),
 	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
 		get: func(c *Config) string {
 			if c.APIKeys != "" {
@@ -480,11 +442,18 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// Load builds the configuration: defaults, then the JSON file (path, if not
-// empty), then the environment (getenv), then flags (key -> value). Every
-// value is validated; the first bad one is returned as a *ConfigError.
+// ConfigFileEnv names the JSON file when --config does not.
+const ConfigFileEnv = "SANDBOX_CONFIG"
+
+// Load builds the configuration: defaults, then the JSON file (path, else
+// $SANDBOX_CONFIG, if either is set), then the environment (getenv), then
+// flags (key -> value). Every value is validated; the first bad one is
+// returned as a *ConfigError.
 func Load(path string, getenv func(string) string, flags map[string]string) (Config, error) {
 	c := DefaultConfig()
+	if path == "" {
+		path = getenv(ConfigFileEnv)
+	}
 	if path != "" {
 		if err := c.loadFile(path); err != nil {
 			return c, err
@@ -512,6 +481,25 @@ func Load(path string, getenv func(string) string, flags map[string]string) (Con
 		}
 	}
 	return c, c.validate()
+}
+
+// EnvValue is one setting's value from the environment alone ("" when
+// unset), validated as Load would: for a command that needs that one
+// setting and not the whole configuration (codecage audit's database).
+func EnvValue(key string, getenv func(string) string) (string, error) {
+	s, ok := lookupSetting(key)
+	if !ok {
+		return "", fmt.Errorf("unknown setting %q", key)
+	}
+	v := getenv(s.Env)
+	if v == "" {
+		return "", nil
+	}
+	c := DefaultConfig()
+	if err := s.set(&c, v); err != nil {
+		return "", &ConfigError{s.Env, v, err}
+	}
+	return v, nil
 }
 
 func lookupSetting(key string) (setting, bool) {

@@ -50,7 +50,7 @@ func TestAllows(t *testing.T) {
 }
 
 func TestResolveImports(t *testing.T) {
-	c := DefaultConfig()
+	c := Operator{} // the operator's defaults: nothing enabled, no override
 	pol, err := c.ResolveImports(nil, nil)
 	if err != nil || !Allows(pol.Modules, "math") || Allows(pol.Modules, "os") || pol.Label() != "basic" {
 		t.Fatalf("default: %v %+v", err, pol)
@@ -180,7 +180,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestSysAndOrdinaryModulesAreBasic(t *testing.T) {
-	c := DefaultConfig()
+	c := Operator{} // the operator's defaults: nothing enabled, no override
 	pol, err := c.ResolveImports(nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestScanImports(t *testing.T) {
 }
 
 func TestFeaturesFollowTheCodeWhenNoProfileIsNamed(t *testing.T) {
-	c := DefaultConfig()
+	c := Operator{} // the operator's defaults: nothing enabled, no override
 	c.EnableDataScience, c.EnableNetwork, c.EnableFilesystem = true, true, true
 	def, err := c.ResolveImports(nil, nil)
 	if err != nil {
@@ -265,7 +265,7 @@ func TestFeaturesFollowTheCodeWhenNoProfileIsNamed(t *testing.T) {
 		t.Errorf("whole: %+v", f)
 	}
 	// Profiles the operator did not enable are never features.
-	plain := DefaultConfig()
+	plain := Operator{} // the operator's defaults: nothing enabled, no override
 	pol, _ := plain.ResolveImports(nil, nil)
 	if f := pol.FeaturesFor("import numpy\nimport urllib.request\n'https://x'"); f.DataScience || f.Network {
 		t.Errorf("nothing enabled: %+v", f)
@@ -323,7 +323,7 @@ func TestScanImportsIsBounded(t *testing.T) {
 	}
 	// A scan miss: the run starts from the basic class and still may
 	// import numpy (the policy allows it).
-	c := DefaultConfig()
+	c := Operator{} // the operator's defaults: nothing enabled, no override
 	c.EnableDataScience = true
 	pol, _ := c.ResolveImports(nil, nil)
 	if f := pol.FeaturesFor(b.String()); f.DataScience {
@@ -336,7 +336,7 @@ func TestScanImportsIsBounded(t *testing.T) {
 }
 
 func BenchmarkFeaturesFor(b *testing.B) {
-	c := DefaultConfig()
+	c := Operator{} // the operator's defaults: nothing enabled, no override
 	c.EnableDataScience, c.EnableNetwork = true, true
 	pol, _ := c.ResolveImports(nil, nil)
 	code := strings.Repeat("def f(x):\n    return sum(i * i for i in range(x))\n", 20) + "import numpy as np\nfrom collections import Counter\nprint(np.arange(10).sum())\n"

@@ -177,7 +177,7 @@ func (p ImportPolicy) Uses(name string) bool { return slices.Contains(p.Profiles
 // come from the request (no profiles: the default set,
 // DefaultProfileSet); asking for more than the operator allows is an error
 // that names the setting that would allow it.
-func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error) {
+func (c *Operator) ResolveImports(profiles, imports []string) (ImportPolicy, error) {
 	defaulted := len(profiles) == 0
 	if defaulted {
 		profiles = c.DefaultProfileSet()
@@ -235,7 +235,7 @@ func (c *Config) ResolveImports(profiles, imports []string) (ImportPolicy, error
 }
 
 // advice says which profile would allow module and how to get it.
-func (c *Config) advice(module string) string {
+func (c *Operator) advice(module string) string {
 	ps := profilesWith(module)
 	if len(ps) == 0 {
 		return "; it is not available in any profile"

@@ -45,10 +45,6 @@ type Cluster interface {
 	Peers(ctx context.Context) []string
 }
 
-// SetCluster makes the service one replica of several. Call it before the
-// service takes requests.
-func (s *Service) SetCluster(c Cluster) { s.cluster = c }
-
 // Peer call operations.
 const (
 	OpExecute    = "execute"

@@ -18,11 +18,6 @@ import (
 // upstream tool (code mode).
 const EventToolCall = "tool_call"
 
-// SetUpstream gives the service the upstream MCP servers whose tools the
-// code may call through its `tools` object. The connections and their
-// credentials stay in this process.
-func (s *Service) SetUpstream(m *upstream.Manager) { s.upstream = m }
-
 // CodeTool describes an upstream tool to a model writing code against it.
 type CodeTool struct {
 	Name        string `json:"name" doc:"server.tool, as tools.<server>.<tool> in code and in execute_code's tools list"`

@@ -103,12 +103,11 @@ func codeModeService(t *testing.T, servers map[string]upstream.ServerConfig) (*s
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()
 	cfg.AllowedImports = []string{policy.AllImports} // the secret hunt reads /proc
-	svc := newServiceWith(t, cfg)
+	cfg.Isolation = testBackend(t)
 	m := upstream.NewManager(upstream.Config{Servers: servers}, nil)
 	t.Cleanup(func() { _ = m.Close() })
-	svc.SetUpstream(m)
 	rec := &recorder{}
-	svc.SetObserver(rec)
+	svc := newServiceOpts(t, cfg, &sandbox.Options{Upstream: m, Observer: rec})
 	return svc, rec
 }
 

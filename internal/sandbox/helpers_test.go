@@ -49,7 +49,13 @@ func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
 // newServiceAsIs keeps cfg's backend whatever the suite runs against.
 func newServiceAsIs(tb testing.TB, cfg policy.Config) *sandbox.Service {
 	tb.Helper()
-	svc, err := sandbox.New(cfg)
+	return newServiceOpts(tb, cfg, nil)
+}
+
+// newServiceOpts is newServiceAsIs with the service's options.
+func newServiceOpts(tb testing.TB, cfg policy.Config, opts *sandbox.Options) *sandbox.Service {
+	tb.Helper()
+	svc, err := sandbox.New(cfg, opts)
 	if err != nil {
 		tb.Fatalf("sandbox.New: %v", err)
 	}

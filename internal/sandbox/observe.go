@@ -60,7 +60,9 @@ func (o Observers) Observe(ev Event) {
 	}
 }
 
-// SetObserver sets who receives the service's events (nil: nobody).
+// SetObserver replaces who receives the service's events (nil: nobody).
+// Unlike the other [Options] it is safe while the service runs, since the
+// server's metrics observe a service that must exist first.
 func (s *Service) SetObserver(o Observer) {
 	s.obsMu.Lock()
 	s.observer = o

@@ -41,7 +41,7 @@ except OSError as e: print("blocked", e.errno)`},
 func rootlessProbe(w io.Writer) int {
 	cfg := policy.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		fmt.Fprintln(w, "service:", err)
 		return 1

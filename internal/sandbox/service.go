@@ -56,9 +56,26 @@ type Service struct {
 	transfers chan struct{}
 }
 
+// Options are what a service is given besides the configuration. Each is
+// fixed at New: nothing is set on a service once it may take requests.
+type Options struct {
+	Log      *slog.Logger      // where the service logs (egress decisions, for one); nil: slog.Default()
+	Observer Observer          // who receives the service's events; nil: nobody (see SetObserver)
+	Cluster  Cluster           // the other replicas; nil: a single server
+	Upstream *upstream.Manager // code mode's upstream MCP servers, whose credentials stay in this process; nil: none
+}
+
 // New returns a service for the operator's configuration, or an error
 // wrapping [ErrUnavailable] when this host cannot build the required sandbox.
-func New(cfg policy.Config) (*Service, error) {
+// opts may be nil.
+func New(cfg policy.Config, opts *Options) (*Service, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	if err := fleet.ProbeHost().Usable(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -66,8 +83,9 @@ func New(cfg policy.Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits())}
-	s.logp.Store(slog.Default())
+	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
+		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
+	s.logp.Store(o.Log)
 	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
 	s.drain.init()
 	switch {
@@ -86,10 +104,6 @@ func New(cfg policy.Config) (*Service, error) {
 	go s.reaper(s.stop)
 	return s, nil
 }
-
-// SetLogger sets where the service logs (egress decisions, for one). It
-// may be called while the service runs.
-func (s *Service) SetLogger(l *slog.Logger) { s.logp.Store(l) }
 
 // log is the service's logger.
 func (s *Service) log() *slog.Logger { return s.logp.Load() }

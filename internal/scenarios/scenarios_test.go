@@ -74,7 +74,7 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	cfg.ResolveCallerLimits(true)
-	svc, err := sandbox.New(cfg)
+	svc, err := sandbox.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

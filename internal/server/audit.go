@@ -1,10 +1,9 @@
-package cli
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
-	"github.com/codecage/codecage/internal/upstream"
 )
 
 // auditObserver writes the service's events to the audit log.
@@ -69,18 +67,6 @@ func (l logObserver) Observe(ev sandbox.Event) {
 		attrs = append(attrs, slog.String("limit", ev.Limit))
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "event", attrs...)
-}
-
-// newLogger builds the server's logger: text or JSON on w, at the level
-// the configuration names.
-func newLogger(cfg policy.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // auditStore is an audit store the server can probe.
@@ -142,22 +128,6 @@ func closeAudit(rec *audit.Recorder, store audit.Store, log *slog.Logger) {
 	}
 }
 
-// startUpstream connects the upstream MCP servers of code mode, when the
-// operator configured some (SANDBOX_TOOLS_CONFIG); close is never nil.
-func startUpstream(cfg policy.Config, svc *sandbox.Service, log *slog.Logger) (close func(), err error) {
-	if cfg.ToolsConfig == "" {
-		return func() {}, nil
-	}
-	uc, err := upstream.LoadConfig(cfg.ToolsConfig)
-	if err != nil {
-		return nil, fmt.Errorf("SANDBOX_TOOLS_CONFIG: %w", err)
-	}
-	m := upstream.NewManager(uc, log)
-	svc.SetUpstream(m)
-	log.Info("code mode: upstream MCP servers", "servers", len(uc.Servers), "config", cfg.ToolsConfig)
-	return func() { _ = m.Close() }, nil
-}
-
 // auditReadiness is the audit log's readiness check. It fails while the
 // log is not being kept: the last write was refused and its events lost
 // (a full disk, a table that is not the log's), or, for SQLite, the file
@@ -172,4 +142,11 @@ func auditReadiness(ctx context.Context, store auditStore, rec *audit.Recorder) 
 		}
 	}
 	return errText(rec.Failing())
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
