@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -133,7 +133,7 @@ func ParseMemory(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	n, err := policy.ParseSize(s)
+	n, err := config.ParseSize(s)
 	if err != nil {
 		return 0, fmt.Errorf("%w: memory_limit %s: %v", sandbox.ErrInvalidRequest, sandbox.Quote(s), err)
 	}

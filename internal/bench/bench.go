@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/dataset"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -48,9 +49,9 @@ type Options struct {
 	// Config is the operator configuration of the service under test; the
 	// zero value means policy.DefaultConfig(). The data_science profile is
 	// enabled whatever it says (the numpy case needs it).
-	Config policy.Config
+	Config config.Config
 	// NewService starts a service (default sandbox.New).
-	NewService func(policy.Config) (*sandbox.Service, error)
+	NewService func(config.Config) (*sandbox.Service, error)
 	// N is the number of sequential print(1) runs (default 200, 20 when
 	// Quick); the concurrent case runs 2N, numpy N/2 and N.
 	N int
@@ -158,7 +159,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 type bencher struct {
 	opts            Options
-	cfg             policy.Config
+	cfg             config.Config
 	n               int
 	clients         int
 	humanEval, mbpp []dataset.Task
@@ -168,11 +169,11 @@ type bencher struct {
 func newBencher(opts Options) (*bencher, error) {
 	cfg := opts.Config
 	if cfg.Interpreter == "" {
-		cfg = policy.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	cfg.EnableDataScience = true
 	if opts.NewService == nil {
-		opts.NewService = func(cfg policy.Config) (*sandbox.Service, error) { return sandbox.New(cfg, nil) }
+		opts.NewService = func(cfg config.Config) (*sandbox.Service, error) { return sandbox.New(cfg, nil) }
 	}
 	if opts.PoolTimeout <= 0 {
 		opts.PoolTimeout = DefaultPoolTimeout
@@ -489,7 +490,7 @@ func firstLine(s string) string {
 }
 
 // wantedPools is the ready count of each pool the configuration starts.
-func wantedPools(cfg policy.Config) map[string]int {
+func wantedPools(cfg config.Config) map[string]int {
 	want := map[string]int{}
 	if cfg.PoolSize > 0 {
 		want[policy.Basic] = cfg.PoolSize

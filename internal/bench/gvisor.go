@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -15,8 +16,8 @@ import (
 
 // gVisor's classes, as PoolStats names them.
 var (
-	gvisorBasic = policy.IsolationGVisor + "/" + policy.Basic
-	gvisorData  = policy.IsolationGVisor + "/" + policy.DataScience
+	gvisorBasic = config.IsolationGVisor + "/" + policy.Basic
+	gvisorData  = config.IsolationGVisor + "/" + policy.DataScience
 )
 
 // gvisorRuns is how many runs each gVisor case makes: a cold gVisor

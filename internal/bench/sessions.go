@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -42,9 +42,9 @@ func sessionJob(svc *sandbox.Service, useContainer bool) job {
 // to back when svc keeps no spares.
 func (b *bencher) sessionRow(ctx context.Context, svc *sandbox.Service, key, name string, useContainer bool) Row {
 	n := b.sessionRuns()
-	backend := policy.IsolationNative
+	backend := config.IsolationNative
 	if useContainer {
-		backend = policy.IsolationGVisor
+		backend = config.IsolationGVisor
 	}
 	class := "session/" + backend
 	var before func(context.Context) error

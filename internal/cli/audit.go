@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/audit"
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 const auditUsage = `Usage:
@@ -70,7 +70,7 @@ func auditFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *bool) {
 // created, since only the server should decide where the log lives.
 func auditOpenRO(path string, stderr io.Writer) (audit.Store, int) {
 	if path == "" {
-		v, err := policy.EnvValue("audit_db", os.Getenv)
+		v, err := config.EnvValue("audit_db", os.Getenv)
 		if err != nil {
 			fmt.Fprintln(stderr, "codecage audit:", err)
 			return nil, exitUsage

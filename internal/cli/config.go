@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // configFlags registers every operator setting as a flag (--timeout,
@@ -22,7 +22,7 @@ type configFlags struct {
 func addConfigFlags(fs *flag.FlagSet) *configFlags {
 	c := &configFlags{fs: fs, extra: map[string]string{}}
 	fs.StringVar(&c.file, "config", "", "JSON configuration file (default $SANDBOX_CONFIG)")
-	for _, s := range policy.SettingKeys() {
+	for _, s := range config.SettingKeys() {
 		fs.String(strings.ReplaceAll(s[0], "_", "-"), "", s[2]+" ("+s[1]+")")
 	}
 	return c
@@ -30,7 +30,7 @@ func addConfigFlags(fs *flag.FlagSet) *configFlags {
 
 // load returns the configuration with flag values over the environment
 // over the file over the defaults.
-func (c *configFlags) load() (policy.Config, error) {
+func (c *configFlags) load() (config.Config, error) {
 	values := map[string]string{}
 	for k, v := range c.extra {
 		values[k] = v
@@ -43,12 +43,12 @@ func (c *configFlags) load() (policy.Config, error) {
 			values[f.Name] = f.Value.String()
 		}
 	})
-	return policy.Load(c.file, os.Getenv, values)
+	return config.Load(c.file, os.Getenv, values)
 }
 
 func lookupKey(flagName string) (string, bool) {
 	key := strings.ReplaceAll(flagName, "-", "_")
-	for _, s := range policy.SettingKeys() {
+	for _, s := range config.SettingKeys() {
 		if s[0] == key {
 			return key, true
 		}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // doctorCmd reports every isolation layer and fails if a required one is
@@ -98,7 +98,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 			detail += "; " + gv.PlatformNote
 		}
 		line("ok", "gvisor", detail)
-	case cfg.Isolation == policy.IsolationGVisor:
+	case cfg.Isolation == config.IsolationGVisor:
 		ok = false
 		line("FAIL", "gvisor", gv.Error+" (required: SANDBOX_ISOLATION=gvisor)")
 	default:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // A run's own limit flags are checked by the configuration loader's
@@ -18,7 +18,7 @@ import (
 func secondsFlag(fs *flag.FlagSet, name, usage string) *time.Duration {
 	d := new(time.Duration)
 	fs.Func(name, usage, func(v string) (err error) {
-		*d, err = policy.ParseSeconds(v)
+		*d, err = config.ParseSeconds(v)
 		return err
 	})
 	return d
@@ -33,7 +33,7 @@ func sizeFlag(fs *flag.FlagSet, name, unit, usage string) *int64 {
 		if _, perr := strconv.ParseFloat(v, 64); perr == nil {
 			v += unit
 		}
-		*n, err = policy.ParseSize(v)
+		*n, err = config.ParseSize(v)
 		return err
 	})
 	return n

@@ -4,12 +4,12 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // newLogger builds the server's logger: text or JSON on w, at the level
 // the configuration names.
-func newLogger(cfg policy.Config, w io.Writer) *slog.Logger {
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}

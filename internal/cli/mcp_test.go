@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -60,7 +60,7 @@ func TestMCPOverStdio(t *testing.T) {
 
 // The HTTP handlers codecage serve mounts, with the SDK's own clients.
 func TestMCPOverHTTPAndSSE(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
 	svc, err := sandbox.New(cfg, nil)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -115,7 +115,7 @@ func newService(cf *configFlags, stderr io.Writer, cmd string) (*sandbox.Service
 }
 
 // loadConfig loads the configuration, or reports why not.
-func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (policy.Config, bool) {
+func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (config.Config, bool) {
 	cfg, err := cf.load()
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: configuration: %v\n", cmd, err)
@@ -126,7 +126,7 @@ func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (policy.Config, b
 
 // startService starts the service, or reports why not and returns the
 // exit status.
-func startService(cfg policy.Config, opts *sandbox.Options, stderr io.Writer, cmd string) (*sandbox.Service, int) {
+func startService(cfg config.Config, opts *sandbox.Options, stderr io.Writer, cmd string) (*sandbox.Service, int) {
 	svc, err := sandbox.New(cfg, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: %v (run \"codecage doctor\")\n", cmd, err)

@@ -13,10 +13,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -35,7 +35,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // bob's key sees nothing of it on any surface. (Before, an E2B sandbox
 // belonged to "alice" and a REST or MCP session to "key:alice".)
 func TestAKeySeesItsE2BSandboxOverRESTAndMCP(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	svc, err := sandbox.New(cfg, nil)

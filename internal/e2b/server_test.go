@@ -16,9 +16,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/jail"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -32,7 +32,7 @@ const aliceKey = "e2b_00112233445566778899"
 // newServer is the E2B surface over a real service, on loopback.
 func newServer(t *testing.T) (*httptest.Server, *sandbox.Service) {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")

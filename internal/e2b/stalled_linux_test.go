@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/probe"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -25,7 +25,7 @@ import (
 // 24, item 2).
 func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	const limit = 2 * time.Second
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.MaxTimeout = limit // runCode's limit: min(60 s, this)
@@ -101,7 +101,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 // A process stream (commands.run) whose client stops reading is closed
 // after the per-write deadline; the process is not held by it.
 func TestStalledProcessStreamIsClosed(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.StreamWriteTimeout = time.Second

@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -70,7 +70,7 @@ func multipartBody(t *testing.T, names []string, size int) (io.Reader, string) {
 // temporary file, and the existing file it would have replaced intact.
 // An upload that fits writes every file, replacing and creating.
 func TestMultipartUploadIsAllOrNothing(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.WorkspaceMax = 2 << 20

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // Settings are the limits every listener of the server shares (REST and
@@ -42,7 +42,7 @@ const (
 // SettingsFrom reads the door's settings from the configuration
 // (SANDBOX_READ_TIMEOUT, SANDBOX_WRITE_TIMEOUT, SANDBOX_IDLE_TIMEOUT,
 // SANDBOX_MAX_CONNECTIONS, SANDBOX_MAX_CONNECTIONS_PER_CLIENT).
-func SettingsFrom(cfg policy.Config) Settings {
+func SettingsFrom(cfg config.Config) Settings {
 	return Settings{
 		ReadHeaderTimeout: min(readHeaderTimeout, cfg.ReadTimeout),
 		ReadTimeout:       cfg.ReadTimeout,

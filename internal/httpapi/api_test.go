@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 type result struct {
@@ -126,7 +126,7 @@ func TestExecute(t *testing.T) {
 }
 
 func TestUseContainer(t *testing.T) {
-	ts := startServer(t, "", func(c *policy.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
+	ts := startServer(t, "", func(c *config.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
 	var r result
 	resp := ts.call(t, "POST", "/execute", "", map[string]any{"code": "print('hi')\n6*7", "use_container": true}, &r)
 	if resp.StatusCode != 200 || !r.Success || r.Stdout != "hi\n" || string(r.Result) != "42" || r.Backend != "gvisor" {
@@ -147,7 +147,7 @@ func TestUseContainer(t *testing.T) {
 }
 
 func TestExecuteErrors(t *testing.T) {
-	ts := startServer(t, "", func(c *policy.Config) { c.MaxBodySize = 4 << 10 })
+	ts := startServer(t, "", func(c *config.Config) { c.MaxBodySize = 4 << 10 })
 	cases := []struct {
 		name   string
 		body   string

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // BenchmarkRESTExecute is POST /execute of print(1) from 8 clients through
@@ -21,7 +21,7 @@ import (
 // measure of the scheduler's work that the host's noise does not blur as
 // it does CPU time.
 func BenchmarkRESTExecute(b *testing.B) {
-	ts := startServer(b, "", func(c *policy.Config) { c.PoolSize = 4 })
+	ts := startServer(b, "", func(c *config.Config) { c.PoolSize = 4 })
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	do := func() {
 		resp, err := client.Post(ts.URL+"/execute", "application/json", bytes.NewReader([]byte(`{"code":"print(1)"}`)))

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -13,7 +13,7 @@ import (
 // directory wider than a listing; a write at the bottom and a listing take
 // milliseconds, and the listing says it is truncated.
 func TestFilesOnAPlantedTreeOverREST(t *testing.T) {
-	ts := startServer(t, "", func(c *policy.Config) { c.EnableFilesystem = true })
+	ts := startServer(t, "", func(c *config.Config) { c.EnableFilesystem = true })
 	var se struct {
 		ID string `json:"session_id"`
 	}

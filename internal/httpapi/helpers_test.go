@@ -17,11 +17,11 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/audit"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -52,15 +52,15 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 	a.rec.Record(e)
 }
 
-func startServer(t testing.TB, keys string, edit func(*policy.Config)) *testServer {
+func startServer(t testing.TB, keys string, edit func(*config.Config)) *testServer {
 	t.Helper()
 	return startServerOpts(t, keys, edit, nil)
 }
 
 // startServerOpts is startServer with the service's options.
-func startServerOpts(t testing.TB, keys string, edit func(*policy.Config), opts *sandbox.Options) *testServer {
+func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts *sandbox.Options) *testServer {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.PoolSize = 2
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()

@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/httpapi"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // snakeCase is the one way a JSON field is named on every surface.
@@ -62,7 +62,7 @@ func asJSON(t *testing.T, v any) any {
 // Every field of every REST body (the OpenAPI document) and of every MCP
 // tool's input and output (the schemas a real client lists) is snake_case.
 func TestEveryFieldIsSnakeCase(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableDataScience, cfg.EnableNetwork, cfg.EnableFilesystem, cfg.EnableContainerMode = true, true, true, true
 	bad := badFieldNames(asJSON(t, httpapi.Document(cfg, true)), "openapi")
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/pipfixture"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -112,7 +113,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestRateLimit(t *testing.T) {
-	ts := startServer(t, twoKeys, func(c *policy.Config) { c.RateLimit = 0.2; c.RateBurst = 3 })
+	ts := startServer(t, twoKeys, func(c *config.Config) { c.RateLimit = 0.2; c.RateBurst = 3 })
 	var limited *http.Response
 	for i := range 6 {
 		resp := ts.call(t, "GET", "/sessions/snosuch/files", aliceKey, nil, nil)
@@ -148,7 +149,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestConcurrencyLimitPerKey(t *testing.T) {
-	ts := startServer(t, twoKeys, func(c *policy.Config) { c.KeyConcurrency = 2; c.RateLimit = 0 })
+	ts := startServer(t, twoKeys, func(c *config.Config) { c.KeyConcurrency = 2; c.RateLimit = 0 })
 	// Two runs hold alice's slots until the test releases them.
 	var se struct {
 		ID string `json:"session_id"`
@@ -236,7 +237,7 @@ func TestMetricsChangeAfterExecutions(t *testing.T) {
 	if limits != 1 {
 		t.Errorf("limits hit %g, want 1", limits)
 	}
-	if v := value(after, "sandbox_budget_slots"); v != float64(policy.DefaultConfig().MaxSandboxes) {
+	if v := value(after, "sandbox_budget_slots"); v != float64(config.DefaultConfig().MaxSandboxes) {
 		t.Errorf("sandbox_budget_slots %g, want SANDBOX_MAX_SANDBOXES", v)
 	}
 	if v := value(after, "sandbox_budget_in_use"); v < 1 || v > value(after, "sandbox_budget_slots") {
@@ -286,7 +287,7 @@ func TestPipInstallREST(t *testing.T) {
 	if _, err := pipfixture.Wheel(wh, "restlib", "0.9", pipfixture.WheelOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, twoKeys, func(c *policy.Config) { c.PipFindLinks = wh })
+	ts := startServer(t, twoKeys, func(c *config.Config) { c.PipFindLinks = wh })
 	var se struct {
 		ID string `json:"session_id"`
 	}
@@ -327,7 +328,7 @@ func TestPipInstallREST(t *testing.T) {
 // What a session's code leaves running between requests is reported in
 // the next result (resources.idle_cpu_seconds) and added up in /metrics.
 func TestSessionIdleCPUInResultAndMetrics(t *testing.T) {
-	ts := startServer(t, "", func(c *policy.Config) {
+	ts := startServer(t, "", func(c *config.Config) {
 		c.AllowedImports = []string{policy.AllImports}
 		c.IdleCPU = 0.05
 	})

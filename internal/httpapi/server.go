@@ -18,9 +18,9 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/httpapi/docs"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
@@ -50,7 +50,7 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	svc     *sandbox.Service
-	cfg     policy.Config
+	cfg     config.Config
 	keys    *access.Keys
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -69,7 +69,7 @@ func New(svc *sandbox.Service, o Options) *Server {
 
 // Document returns the OpenAPI document of the API a server with this
 // configuration serves (codecage openapi), without starting anything.
-func Document(cfg policy.Config, withKeys bool) *huma.OpenAPI {
+func Document(cfg config.Config, withKeys bool) *huma.OpenAPI {
 	o := Options{}
 	if withKeys {
 		o.Keys, _ = access.ParseKeys("doc:0123456789abcdef")
@@ -77,7 +77,7 @@ func Document(cfg policy.Config, withKeys bool) *huma.OpenAPI {
 	return newServer(nil, cfg, o).OpenAPI()
 }
 
-func newServer(svc *sandbox.Service, cfg policy.Config, o Options) *Server {
+func newServer(svc *sandbox.Service, cfg config.Config, o Options) *Server {
 	useProblems()
 	s := &Server{svc: svc, cfg: cfg, keys: o.Keys, metrics: o.Metrics, log: o.Log, ready: o.Ready,
 		started: time.Now(), version: o.Version, mux: http.NewServeMux()}

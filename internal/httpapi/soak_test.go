@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/leftovers"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // TestSoak: 2,000 executions from 16 concurrent clients leave the server's
 // goroutines, descriptors, heap and cgroups where they were.
 func TestSoak(t *testing.T) {
-	ts := startServer(t, "", func(c *policy.Config) { c.RateLimit = 0; c.KeyConcurrency = 16 })
+	ts := startServer(t, "", func(c *config.Config) { c.RateLimit = 0; c.KeyConcurrency = 16 })
 	run := func(n, clients int) int64 {
 		var failed atomic.Int64
 		var next atomic.Int64

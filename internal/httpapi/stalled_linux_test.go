@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/probe"
-
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // stalledCode prints 600,000 empty lines (600 KB, under the output limit;
@@ -92,7 +91,7 @@ func wantClosed(t *testing.T, c net.Conn, what string) {
 // the per-write deadline (issue 24, item 2).
 func TestStalledEventStreamsReleaseTheirSlots(t *testing.T) {
 	const streams, limit = 3, 2 * time.Second
-	ts := startServer(t, "", func(c *policy.Config) {
+	ts := startServer(t, "", func(c *config.Config) {
 		c.MaxConcurrent, c.QueueTimeout = streams, time.Second
 		c.StreamWriteTimeout = time.Second
 		// A result larger than the kernel's socket buffers, so that the
@@ -175,7 +174,7 @@ func TestSlowEventStreamReportsDroppedLines(t *testing.T) {
 // holds its slot no longer than its limit.
 func TestStalledMCPProgressReleasesItsSlot(t *testing.T) {
 	const limit = 2 * time.Second
-	ts := startServer(t, "", func(c *policy.Config) {
+	ts := startServer(t, "", func(c *config.Config) {
 		c.StreamWriteTimeout = time.Second
 		c.OutputSize, c.MaxOutput = 8<<20, 8<<20 // see burstCode
 	})

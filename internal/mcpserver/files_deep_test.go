@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // list_files on a workspace the code filled wider and deeper than a
 // listing: at most MaxListedFiles entries, truncated, in milliseconds.
 func TestListFilesIsBoundedAndSaysSo(t *testing.T) {
-	cs := connect(t, func(c *policy.Config) { c.EnableFilesystem = true })
+	cs := connect(t, func(c *config.Config) { c.EnableFilesystem = true })
 	r := call(t, cs, "create_session", map[string]any{"profile": "filesystem"})
 	id, _ := structured(t, r)["session_id"].(string)
 	if r.IsError || id == "" {

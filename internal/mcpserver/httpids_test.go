@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -19,7 +19,7 @@ const initParams = `"params":{"protocolVersion":"2025-06-18","capabilities":{},"
 
 func httpServers(t *testing.T, stateless bool) (streamable, sse http.Handler, url string) {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
 	svc, err := sandbox.New(cfg, nil)

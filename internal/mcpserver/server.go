@@ -18,7 +18,7 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -42,7 +42,7 @@ func newServer(svc *sandbox.Service, log *slog.Logger, key string) *mcp.Server {
 }
 
 // instructions tell a model what this server is for and how to use it.
-func instructions(c policy.Config) string {
+func instructions(c config.Config) string {
 	return fmt.Sprintf(`Runs Python 3 code in an isolated sandbox (no network unless the network profile is enabled, no host files, %s memory, %gs timeout by default).
 Use execute_code for one-off code: print what you want to see, or end with an expression (its value is returned). Nothing persists between execute_code calls.
 Use create_session, then execute_code with session_id, to keep variables, imports and files between calls, like a notebook; the session's workspace (/workspace) is reachable with write_file, read_file and list_files.

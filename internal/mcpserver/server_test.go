@@ -14,9 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -27,9 +27,9 @@ func TestMain(m *testing.M) {
 
 // connect starts the real service and server and a real client over the
 // SDK's in-memory transport.
-func connect(t *testing.T, edit ...func(*policy.Config)) *mcp.ClientSession {
+func connect(t *testing.T, edit ...func(*config.Config)) *mcp.ClientSession {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableDataScience = true
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.DataPoolSize = 1, 1
@@ -183,7 +183,7 @@ func TestSessionAcrossCalls(t *testing.T) {
 }
 
 func TestUseContainerRunsUnderGVisor(t *testing.T) {
-	cs := connect(t, func(c *policy.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
+	cs := connect(t, func(c *config.Config) { c.EnableContainerMode = true; c.GVisorPoolSize, c.GVisorDataPoolSize = 1, 0 })
 	res := call(t, cs, "execute_code", map[string]any{"code": "print('hi')\n6*7", "use_container": true})
 	out := structured(t, res)
 	if res.IsError || out["backend"] != "gvisor" || out["stdout"] != "hi\n" || out["result"] != float64(42) {
@@ -253,7 +253,7 @@ func abbreviate(v any) string {
 }
 
 func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
 	svc, err := sandbox.New(cfg, nil)

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -115,7 +115,7 @@ func ptr[T any](v T) *T { return &v }
 // executeInputSchema adds bounds to the inferred schema. Profiles and
 // memory sizes are checked by the service, whose errors say what would
 // work (a pattern failure would not).
-func executeInputSchema(c policy.Config) *jsonschema.Schema {
+func executeInputSchema(c config.Config) *jsonschema.Schema {
 	s, err := jsonschema.For[ExecuteInput](nil)
 	if err != nil {
 		panic(err)

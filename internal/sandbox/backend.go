@@ -3,19 +3,19 @@ package sandbox
 import (
 	"fmt"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // backendFor picks the backend of a request: gVisor when the operator made
 // it the default, or when the request asks for it and container mode is on.
 func (s *Service) backendFor(useContainer bool) (string, error) {
 	c := s.cfg
-	if c.Isolation == policy.IsolationGVisor {
-		return policy.IsolationGVisor, nil
+	if c.Isolation == config.IsolationGVisor {
+		return config.IsolationGVisor, nil
 	}
 	if !useContainer {
-		return policy.IsolationNative, nil
+		return config.IsolationNative, nil
 	}
 	if !c.EnableContainerMode {
 		return "", fmt.Errorf("%w: use_container needs container mode, which this server does not enable (SANDBOX_ENABLE_CONTAINER_MODE=true)", ErrInvalidRequest)
@@ -23,7 +23,7 @@ func (s *Service) backendFor(useContainer bool) (string, error) {
 	if info := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform); !info.Available {
 		return "", fmt.Errorf("%w: use_container: the gVisor backend does not work on this host: %s", ErrUnavailable, info.Error)
 	}
-	return policy.IsolationGVisor, nil
+	return config.IsolationGVisor, nil
 }
 
 // layersOf reports the layers a run on backend gets. Under gVisor the
@@ -31,7 +31,7 @@ func (s *Service) backendFor(useContainer bool) (string, error) {
 // Landlock; cgroups bound gVisor's processes on the host.
 func layersOf(backend string) fleet.Layers {
 	l := fleet.ProbeHost().Layers()
-	if backend != policy.IsolationGVisor {
+	if backend != config.IsolationGVisor {
 		return l
 	}
 	return fleet.Layers{Cgroup: l.Cgroup, Seccomp: true, Warnings: []string{}}

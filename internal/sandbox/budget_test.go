@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -19,14 +20,14 @@ import (
 // told busy until a session closes. Idle pooled sandboxes give their slot
 // up instead of making anyone wait.
 func TestBudgetCountsEveryKindOfSandbox(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.MaxSandboxes = 2
 	cfg.PoolSize, cfg.DataPoolSize = 1, 0
 	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize = 1, 0
 	cfg.GVisorPoolSize, cfg.GVisorDataPoolSize = 0, 0
 	cfg.QueueTimeout = 300 * time.Millisecond
 	backend, class := testBackend(t), policy.Basic
-	if backend == policy.IsolationGVisor {
+	if backend == config.IsolationGVisor {
 		cfg.PoolSize, cfg.GVisorPoolSize, cfg.GVisorSessionPoolSize = 0, 1, 1
 		class = "gvisor/" + policy.Basic
 	}
@@ -71,7 +72,7 @@ func TestBudgetCountsEveryKindOfSandbox(t *testing.T) {
 	busy("a third session", err)
 	_, err = svc.Validate(ctx, sandbox.ValidateRequest{Code: "1"})
 	busy("validate", err)
-	if backend == policy.IsolationNative {
+	if backend == config.IsolationNative {
 		_, err = svc.RunCommand(ctx, sandbox.CommandRequest{Command: "true"})
 		busy("a command", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
@@ -63,9 +64,9 @@ func TestZygoteCellsHaveTheirOwnUIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("root mode only: rootless cells share the caller's uid")
 	}
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
-	cfg.Isolation = policy.IsolationNative
+	cfg.Isolation = config.IsolationNative
 	cfg.Zygote = true
 	cfg.PoolSize, cfg.DataPoolSize, cfg.GVisorPoolSize, cfg.GVisorDataPoolSize = 2, 0, 0, 0
 	svc := newServiceAsIs(t, cfg)

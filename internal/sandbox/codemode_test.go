@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/upstream"
@@ -98,7 +99,7 @@ func (r *recorder) count(kind, outcome string) int {
 
 func codeModeService(t *testing.T, servers map[string]upstream.ServerConfig) (*sandbox.Service, *recorder) {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.PoolSize = 1
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // EventCommand is the event kind of run_command.
@@ -387,7 +387,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 // refuses code from noexec mounts, on which the allow-list rests there
 // (Debian's of 2022 maps it: its commands stay on the native jail).
 func (s *Service) commandBackend(se *session) string {
-	gv := (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == policy.IsolationGVisor)
+	gv := (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == config.IsolationGVisor)
 	if gv && fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform).EnforcesNoexec {
 		return fleet.GVisor
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -81,7 +81,7 @@ func TestRunCommandWhitelist(t *testing.T) {
 		t.Fatalf("no clear error: %+v", r)
 	}
 	// An operator's list replaces the default.
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedCommands = []string{"echo"}
 	small := newServiceWith(t, cfg)
 	if r := runCmd(t, small, sandbox.CommandRequest{Command: "echo ok; ls"}); r.Stdout != "ok\n" || r.ExitCode != 127 {

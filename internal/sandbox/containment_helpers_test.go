@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -220,7 +220,7 @@ func expectResponsive(t *testing.T, svc *sandbox.Service) {
 // (CODECAGE_TEST_BACKEND=gvisor). Where gVisor's kernel answers an attack
 // differently from the host's (another errno, or an /proc entry of its own
 // init), a row states both expectations and why.
-func onGVisor() bool { return os.Getenv("CODECAGE_TEST_BACKEND") == policy.IsolationGVisor }
+func onGVisor() bool { return os.Getenv("CODECAGE_TEST_BACKEND") == config.IsolationGVisor }
 
 // either returns native, or gv when the suite runs against gVisor.
 func either(native, gv []string) []string {

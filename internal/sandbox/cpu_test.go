@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -192,7 +193,7 @@ print("spun")
 
 func TestCPULimitBoundsARun(t *testing.T) {
 	h := findHostCgroups(t)
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.CPULimit, cfg.IdleCPU = 0.5, 0.05
 	svc := newServiceWith(t, cfg)
@@ -234,7 +235,7 @@ func TestCPULimitBoundsARun(t *testing.T) {
 func TestSessionIdleAllowance(t *testing.T) {
 	h := findHostCgroups(t)
 	const idleCores = 0.05
-	svc := sessionService(t, func(c *policy.Config) {
+	svc := sessionService(t, func(c *config.Config) {
 		c.AllowedImports = []string{policy.AllImports}
 		c.CPULimit, c.IdleCPU = 1, idleCores
 		c.DataPoolSize, c.SessionPoolSize, c.GVisorPoolSize, c.GVisorDataPoolSize, c.GVisorSessionPoolSize = 0, 0, 0, 0, 0

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -20,7 +20,7 @@ func BenchmarkFileOpsAtDepth(b *testing.B) {
 	for _, depth := range []int{10, 1000} {
 		b.Run("depth="+strconv.Itoa(depth), func(b *testing.B) {
 			state := b.TempDir()
-			cfg := policy.DefaultConfig()
+			cfg := config.DefaultConfig()
 			cfg.EnableFilesystem, cfg.StateDir, cfg.PoolSize = true, state, 0
 			svc := newServiceWith(b, cfg)
 			ctx := context.Background()

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -135,7 +135,7 @@ func within(t *testing.T, name string, limit time.Duration, op func(ctx context.
 // stops when its request is canceled.
 func TestFileOpsCostFollowThePathNotTheTree(t *testing.T) {
 	state := t.TempDir()
-	svc := sessionService(t, func(c *policy.Config) { c.StateDir = state })
+	svc := sessionService(t, func(c *config.Config) { c.StateDir = state })
 	id := newSession(t, svc, "", "filesystem")
 	ws := filepath.Join(state, "sessions", id)
 	if os.Geteuid() != 0 {

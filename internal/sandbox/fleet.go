@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -26,7 +27,7 @@ func (s *Service) newFleet() *fleet.Fleet {
 	}
 	var classes []fleet.ClassSpec
 	add := func(backend, name string, ready int, memory int64, dataScience bool) {
-		if backend == fleet.Native && c.Isolation == policy.IsolationGVisor {
+		if backend == fleet.Native && c.Isolation == config.IsolationGVisor {
 			return // no Python run is native
 		}
 		classes = append(classes, fleet.ClassSpec{Backend: backend, Name: name, Ready: ready, Zygote: c.Zygote,

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -260,7 +260,7 @@ func TestImportPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSucceed(t, res)
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{"importlib"}
 	res, err = newServiceWith(t, cfg).Execute(context.Background(), sandbox.Request{Code: "import importlib\nimportlib.import_module('subprocess')"})
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -111,7 +111,7 @@ func TestGVisorSessionCommandsRunUnderGVisor(t *testing.T) {
 // gVisor session's commands stay on the native command jail.
 func TestOldRunscKeepsCommandsNative(t *testing.T) {
 	const debian = "/usr/bin/runsc"
-	svc := containerService(t, func(c *policy.Config) { c.Runsc = debian })
+	svc := containerService(t, func(c *config.Config) { c.Runsc = debian })
 	if gv := svc.Info().ContainerMode.GVisor; !gv.Available || gv.EnforcesNoexec {
 		t.Fatalf("%s: %+v", debian, gv)
 	}

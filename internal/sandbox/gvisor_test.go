@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
@@ -21,13 +22,13 @@ import (
 // containerService is a native-by-default service whose requests may ask
 // for gVisor (use_container). It fails, never skips, without a working
 // runsc: scripts/setup.sh installs it.
-func containerService(t *testing.T, edit ...func(*policy.Config)) *sandbox.Service {
+func containerService(t *testing.T, edit ...func(*config.Config)) *sandbox.Service {
 	t.Helper()
 	if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
 		t.Fatalf("gVisor does not work on this host (scripts/setup.sh installs runsc): %s", info.Error)
 	}
-	cfg := policy.DefaultConfig()
-	cfg.Isolation = policy.IsolationNative
+	cfg := config.DefaultConfig()
+	cfg.Isolation = config.IsolationNative
 	cfg.EnableContainerMode = true
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
@@ -82,14 +83,14 @@ func TestUseContainerSelectsTheBackend(t *testing.T) {
 		t.Fatalf("memory: %v %+v", err, res)
 	}
 	// Without container mode, asking is a clear error.
-	off := containerService(t, func(c *policy.Config) { c.EnableContainerMode = false; c.GVisorPoolSize = 0 })
+	off := containerService(t, func(c *config.Config) { c.EnableContainerMode = false; c.GVisorPoolSize = 0 })
 	_, err = off.Execute(ctx, sandbox.Request{Code: "1", UseContainer: true})
 	if !errors.Is(err, sandbox.ErrInvalidRequest) || !strings.Contains(err.Error(), "SANDBOX_ENABLE_CONTAINER_MODE") {
 		t.Fatalf("container mode off: %v", err)
 	}
 	// The network profile under gVisor: the proxy is the only way out
 	// (scripts/test.sh runs the whole network test against gVisor too).
-	net := containerService(t, func(c *policy.Config) { c.EnableNetwork = true })
+	net := containerService(t, func(c *config.Config) { c.EnableNetwork = true })
 	res, err = net.Execute(ctx, sandbox.Request{UseContainer: true, Profiles: []string{"network"}, Code: `import socket, os
 def direct(host, port):
     try:
@@ -111,7 +112,7 @@ s.sendall(b"CONNECT 10.1.2.3:443 HTTP/1.1\r\nHost: 10.1.2.3:443\r\n\r\n")
 
 func TestGVisorSessionWithFilesAndPipInstall(t *testing.T) {
 	wh := wheelhouse(t)
-	svc := containerService(t, func(c *policy.Config) { c.PipFindLinks = wh; c.PipMaxDownload = 2 << 20 })
+	svc := containerService(t, func(c *config.Config) { c.PipFindLinks = wh; c.PipMaxDownload = 2 << 20 })
 	ctx := context.Background()
 	rec := &recorder{}
 	svc.SetObserver(rec)
@@ -220,8 +221,8 @@ func TestGVisorIsolationRunsTheAnalyzer(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	svc := containerService(t, func(c *policy.Config) {
-		c.Isolation, c.Runsc = policy.IsolationGVisor, wrapper
+	svc := containerService(t, func(c *config.Config) {
+		c.Isolation, c.Runsc = config.IsolationGVisor, wrapper
 		c.GVisorPoolSize, c.GVisorSessionPoolSize = 0, 0 // nothing else boots
 	})
 	rec := &recorder{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
@@ -20,7 +21,7 @@ import (
 // off (SANDBOX_ALLOWED_IMPORTS=*): the containment tests test the jail alone.
 func newService(tb testing.TB) *sandbox.Service {
 	tb.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.MemoryLimit = 256 << 20
 	return newServiceWith(tb, cfg)
@@ -30,7 +31,7 @@ func newService(tb testing.TB) *sandbox.Service {
 // basic profile's import policy applies.
 func newPolicyService(tb testing.TB) *sandbox.Service {
 	tb.Helper()
-	return newServiceWith(tb, policy.DefaultConfig())
+	return newServiceWith(tb, config.DefaultConfig())
 }
 
 // services are the services of the running test: their warm pools are
@@ -40,20 +41,20 @@ var services struct {
 	list []*sandbox.Service
 }
 
-func newServiceWith(tb testing.TB, cfg policy.Config) *sandbox.Service {
+func newServiceWith(tb testing.TB, cfg config.Config) *sandbox.Service {
 	tb.Helper()
 	cfg.Isolation = testBackend(tb)
 	return newServiceAsIs(tb, cfg)
 }
 
 // newServiceAsIs keeps cfg's backend whatever the suite runs against.
-func newServiceAsIs(tb testing.TB, cfg policy.Config) *sandbox.Service {
+func newServiceAsIs(tb testing.TB, cfg config.Config) *sandbox.Service {
 	tb.Helper()
 	return newServiceOpts(tb, cfg, nil)
 }
 
 // newServiceOpts is newServiceAsIs with the service's options.
-func newServiceOpts(tb testing.TB, cfg policy.Config, opts *sandbox.Options) *sandbox.Service {
+func newServiceOpts(tb testing.TB, cfg config.Config, opts *sandbox.Options) *sandbox.Service {
 	tb.Helper()
 	svc, err := sandbox.New(cfg, opts)
 	if err != nil {
@@ -72,9 +73,9 @@ func newServiceOpts(tb testing.TB, cfg policy.Config, opts *sandbox.Options) *sa
 func testBackend(tb testing.TB) string {
 	b := os.Getenv("CODECAGE_TEST_BACKEND")
 	switch b {
-	case "", policy.IsolationNative:
-		return policy.IsolationNative
-	case policy.IsolationGVisor:
+	case "", config.IsolationNative:
+		return config.IsolationNative
+	case config.IsolationGVisor:
 		if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
 			tb.Fatalf("CODECAGE_TEST_BACKEND=gvisor, but gVisor does not work here: %s", info.Error)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -108,7 +109,7 @@ type IsolationInfo struct {
 
 func (s *Service) containerMode() ContainerMode {
 	gv := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform)
-	return ContainerMode{Available: gv.Available, Enabled: s.cfg.EnableContainerMode || s.cfg.Isolation == policy.IsolationGVisor,
+	return ContainerMode{Available: gv.Available, Enabled: s.cfg.EnableContainerMode || s.cfg.Isolation == config.IsolationGVisor,
 		Default: s.cfg.Isolation, GVisor: gv}
 }
 
@@ -145,7 +146,7 @@ func (s *Service) Info() Info {
 		Blocked: nonNil(c.BlockedPackages), Layer: s.LayerPackages()}
 	allowed, missing := s.CommandsInfo()
 	info.Commands = CommandsInfo{Allowed: nonNil(allowed), Missing: nonNil(missing),
-		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds(), Backend: policy.IsolationNative}
+		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds(), Backend: config.IsolationNative}
 	for _, p := range policy.Profiles {
 		info.SecurityProfiles[p.Name] = ProfileInfo{Enabled: c.ProfileEnabled(p.Name), Setting: p.Setting, Modules: p.Modules}
 	}

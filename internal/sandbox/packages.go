@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -93,7 +94,7 @@ func (s *Service) PipInstall(ctx context.Context, req InstallRequest) (*InstallR
 	ev := Event{Kind: EventInstall, ExecutionID: res.ExecutionID, Code: strings.TrimSpace(req.Package + " " + req.Version),
 		Outcome: "success", Duration: time.Since(start), Detail: res.Message, Action: "session:" + req.SessionID}
 	if res.ExecutionID != "" {
-		ev.Backend = policy.IsolationNative // pip runs in the native jail
+		ev.Backend = config.IsolationNative // pip runs in the native jail
 	}
 	if res.Error != nil {
 		ev.Outcome = *res.Error
@@ -376,7 +377,7 @@ func indexFiles(ctx context.Context, index, project string) ([]string, bool) {
 }
 
 // pipFailure names a failed install from pip's output.
-func pipFailure(log string, r policy.Requirement, cfg policy.Config) (string, string) {
+func pipFailure(log string, r policy.Requirement, cfg config.Config) (string, string) {
 	switch {
 	case strings.Contains(log, "No space left on device") || strings.Contains(log, "Errno 28") || strings.Contains(log, "File too large"):
 		return InstallTooLarge, fmt.Sprintf("%s is too large: downloads are limited to %d bytes (SANDBOX_PIP_MAX_DOWNLOAD) and a session's packages to %d (SANDBOX_PIP_MAX_INSTALL)", r.Name, cfg.PipMaxDownload, cfg.PipMaxInstall)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/pipfixture"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -33,8 +33,8 @@ func wheelhouse(t *testing.T) string {
 	return dir
 }
 
-func installService(t *testing.T, edit func(*policy.Config)) *sandbox.Service {
-	cfg := policy.DefaultConfig()
+func installService(t *testing.T, edit func(*config.Config)) *sandbox.Service {
+	cfg := config.DefaultConfig()
 	cfg.PoolSize = 1
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()
@@ -46,7 +46,7 @@ func installService(t *testing.T, edit func(*policy.Config)) *sandbox.Service {
 
 func TestPipInstallFromWheelhouse(t *testing.T) {
 	wh := wheelhouse(t)
-	svc := installService(t, func(c *policy.Config) { c.PipFindLinks = wh })
+	svc := installService(t, func(c *config.Config) { c.PipFindLinks = wh })
 	ctx := context.Background()
 	a, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o"})
 	if err != nil {
@@ -136,7 +136,7 @@ func TestPipInstallFromIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idx.Close()
-	svc := installService(t, func(c *policy.Config) { c.PipIndexURL = idx.URL })
+	svc := installService(t, func(c *config.Config) { c.PipIndexURL = idx.URL })
 	ctx := context.Background()
 	se, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "o"})
 	if err != nil {

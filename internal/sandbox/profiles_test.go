@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -22,7 +23,7 @@ import (
 // allProfilesService enables every profile, as an operator would.
 func allProfilesService(t *testing.T) *sandbox.Service {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableDataScience, cfg.EnableNetwork, cfg.EnableFilesystem = true, true, true
 	return newServiceWith(t, cfg)
 }
@@ -72,7 +73,7 @@ func TestProfilesAllowAndRefuse(t *testing.T) {
 // class its code's imports call for (numpy preloaded, its memory default),
 // or the basic one, as fast as ever, when it imports nothing of theirs.
 func TestEnabledProfilesNeedNoName(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableDataScience, cfg.EnableFilesystem = true, true
 	svc := newServiceWith(t, cfg)
 	basic, data := policy.Basic, policy.DataScience
@@ -207,7 +208,7 @@ func TestRequestAskingForMoreThanAllowed(t *testing.T) {
 }
 
 func TestOperatorOverride(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{"math", "os"}
 	svc := newServiceWith(t, cfg)
 	if res := execute(t, svc, sandbox.Request{Code: "import math, os\nos.getcwd()"}); !res.Success || string(res.Result) != `"/workspace"` {
@@ -324,7 +325,7 @@ for p in ("/usr/x", "/etc/x", "/x"):
 }
 
 func TestInfoMatchesTheConfiguration(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableDataScience = true
 	cfg.Timeout = 12 * time.Second
 	cfg.MemoryLimit = 200 << 20
@@ -372,7 +373,7 @@ func egressServers(t *testing.T) (srv, other *httptest.Server, hits *atomic.Int3
 func TestNetworkProfileGoesThroughTheEgressProxy(t *testing.T) {
 	srv, other, hits := egressServers(t)
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{addr}
 	svc := newServiceWith(t, cfg)
@@ -428,7 +429,7 @@ import requests
 // security events.
 func TestNetworkProfileNeedsNoName(t *testing.T) {
 	srv, other, hits := egressServers(t)
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
 	svc := newServiceWith(t, cfg)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -16,7 +16,7 @@ import (
 // as the audit log stores them.
 func TestEgressRefusalsAreCappedWithASummary(t *testing.T) {
 	srv, other, _ := egressServers(t)
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
 	svc := newServiceWith(t, cfg)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -39,7 +40,7 @@ except OSError as e: print("blocked", e.errno)`},
 
 // rootlessProbe runs rootlessCases and prints one JSON result per line.
 func rootlessProbe(w io.Writer) int {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	svc, err := sandbox.New(cfg, nil)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -29,7 +30,7 @@ const MaxResultBytes = 64 << 10
 // policy, results, events, sessions, files, commands, packages, code mode.
 // Every sandbox it needs comes from its fleet, which owns them all.
 type Service struct {
-	cfg    policy.Config
+	cfg    config.Config
 	egress egress.Policy
 	logp   atomic.Pointer[slog.Logger]
 	// idleCPU is the CPU time sessions spent between requests (ns).
@@ -68,7 +69,7 @@ type Options struct {
 // New returns a service for the operator's configuration, or an error
 // wrapping [ErrUnavailable] when this host cannot build the required sandbox.
 // opts may be nil.
-func New(cfg policy.Config, opts *Options) (*Service, error) {
+func New(cfg config.Config, opts *Options) (*Service, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -89,7 +90,7 @@ func New(cfg policy.Config, opts *Options) (*Service, error) {
 	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
 	s.drain.init()
 	switch {
-	case cfg.Isolation == policy.IsolationGVisor:
+	case cfg.Isolation == config.IsolationGVisor:
 		// Every run needs it: refuse to start rather than fail each run.
 		if gv := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform); !gv.Available {
 			return nil, fmt.Errorf("%w: SANDBOX_ISOLATION=gvisor, but gVisor does not work here: %s", ErrUnavailable, gv.Error)
@@ -109,7 +110,7 @@ func New(cfg policy.Config, opts *Options) (*Service, error) {
 func (s *Service) log() *slog.Logger { return s.logp.Load() }
 
 // Config returns the operator's configuration the service runs with.
-func (s *Service) Config() policy.Config { return s.cfg }
+func (s *Service) Config() config.Config { return s.cfg }
 
 // Execute runs req in a fresh sandbox. Failures of the code (exceptions,
 // limits, crashes) are reported in the Result; the error is for requests
@@ -179,7 +180,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		if err != nil {
 			return nil, "", err
 		}
-		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != policy.IsolationGVisor) {
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != config.IsolationGVisor) {
 			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
 		}
 		limits, err := s.limits(req, se.imports.Whole())
@@ -251,7 +252,7 @@ func (s *Service) limits(req Request, features policy.Features) (fleet.Limits, e
 	checks := []error{
 		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
 		policy.CheckDuration("cpu_time", req.CPUTime, c.MaxCPUTime),
-		policy.CheckBytes("memory_limit", req.MemoryBytes, policy.MinMemory, c.MaxMemory),
+		policy.CheckBytes("memory_limit", req.MemoryBytes, config.MinMemory, c.MaxMemory),
 		policy.CheckBytes("output_limit", req.OutputBytes, 1, c.MaxOutput),
 	}
 	if err := errors.Join(checks...); err != nil {

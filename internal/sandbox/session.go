@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -545,7 +546,7 @@ func (se *session) alive() error {
 
 // info describes the session; call with mu. The description is kept for
 // callers that come while a request runs.
-func (se *session) info(cfg policy.Config) SessionInfo {
+func (se *session) info(cfg config.Config) SessionInfo {
 	exp := se.used.Add(cfg.SessionIdleTTL)
 	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
 		exp = hard
@@ -792,7 +793,7 @@ func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInf
 
 // describe is the session as it is now, or, while a request runs in it,
 // as it was when that request began: a description never waits for code.
-func (se *session) describe(cfg policy.Config) SessionInfo {
+func (se *session) describe(cfg config.Config) SessionInfo {
 	if !se.mu.TryLock() {
 		if last := se.last.Load(); last != nil {
 			info := *last

@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/pool"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
-func sessionService(t *testing.T, mutate ...func(*policy.Config)) *sandbox.Service {
+func sessionService(t *testing.T, mutate ...func(*config.Config)) *sandbox.Service {
 	t.Helper()
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.EnableFilesystem = true
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 0
@@ -79,7 +80,7 @@ func TestSessionStatePersists(t *testing.T) {
 }
 
 func TestSessionsDoNotLeak(t *testing.T) {
-	svc := sessionService(t, func(c *policy.Config) { c.PoolSize = 2 })
+	svc := sessionService(t, func(c *config.Config) { c.PoolSize = 2 })
 	a := newSession(t, svc, "alice", "filesystem")
 	b := newSession(t, svc, "bob", "filesystem")
 	inSession(t, svc, a, "alice", "secret = 'alice-only'\nopen('/workspace/a.txt', 'w').write(secret)\nopen('/tmp/t', 'w').write('x')")
@@ -129,7 +130,7 @@ func TestSessionTimeoutEndsItAndRestartKeepsFiles(t *testing.T) {
 }
 
 func TestSessionOutputCapIsPerRequest(t *testing.T) {
-	svc := sessionService(t, func(c *policy.Config) { c.OutputSize = 1000 })
+	svc := sessionService(t, func(c *config.Config) { c.OutputSize = 1000 })
 	id := newSession(t, svc, "")
 	for i := 0; i < 5; i++ { // 5 x 600 bytes: over the cap in total, never in one request
 		res := inSession(t, svc, id, "", "print('x' * 600)")
@@ -140,7 +141,7 @@ func TestSessionOutputCapIsPerRequest(t *testing.T) {
 }
 
 func TestFileAPI(t *testing.T) {
-	svc := sessionService(t, func(c *policy.Config) { c.WorkspaceMax = 1 << 20; c.MaxFileSize = 256 << 10 })
+	svc := sessionService(t, func(c *config.Config) { c.WorkspaceMax = 1 << 20; c.MaxFileSize = 256 << 10 })
 	id := newSession(t, svc, "o", "filesystem")
 	if _, err := svc.WriteFile(context.Background(), id, "o", "data/in.csv", []byte("a,b\n1,2\n")); err != nil {
 		t.Fatal(err)
@@ -249,7 +250,7 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 func TestSessionLimitsAndReaping(t *testing.T) {
 	// The cap, on a service whose sessions never go idle during the test: a
 	// gVisor session takes longer to start than a short TTL.
-	capped := sessionService(t, func(c *policy.Config) {
+	capped := sessionService(t, func(c *config.Config) {
 		c.MaxSessions = 2
 		c.SessionIdleTTL = time.Hour
 	})
@@ -264,7 +265,7 @@ func TestSessionLimitsAndReaping(t *testing.T) {
 	}
 
 	// Reaping frees the slots.
-	svc := sessionService(t, func(c *policy.Config) {
+	svc := sessionService(t, func(c *config.Config) {
 		c.MaxSessions = 2
 		c.SessionIdleTTL = 300 * time.Millisecond
 	})
@@ -307,7 +308,7 @@ func TestClosingASessionEndsARunningRequest(t *testing.T) {
 // which is fresh (nothing of an earlier session), is replaced after use,
 // and is not handed out once it has died waiting.
 func TestSessionSpares(t *testing.T) {
-	allImports := func(c *policy.Config) { c.AllowedImports = []string{policy.AllImports} }
+	allImports := func(c *config.Config) { c.AllowedImports = []string{policy.AllImports} }
 	svc := sessionService(t, allImports)
 	class := "session/" + testBackend(t)
 	waitSpare := func(svc *sandbox.Service) pool.Stats {
@@ -360,7 +361,7 @@ func TestSessionSpares(t *testing.T) {
 
 	// A spare that died waiting (here: its lifetime ran out) is not given
 	// out; the session starts a sandbox of its own.
-	short := sessionService(t, allImports, func(c *policy.Config) { c.SessionMaxLifetime = time.Second })
+	short := sessionService(t, allImports, func(c *config.Config) { c.SessionMaxLifetime = time.Second })
 	waitSpare(short)
 	time.Sleep(1500 * time.Millisecond)
 	id := newSession(t, short, "")

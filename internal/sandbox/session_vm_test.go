@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -134,7 +134,7 @@ func TestSessionFileOpsUnderHome(t *testing.T) {
 // A session with a lifetime ends then, used or not; the lifetime can be
 // moved, within SANDBOX_SESSION_MAX_LIFETIME.
 func TestSessionLifetime(t *testing.T) {
-	svc := sessionService(t, func(c *policy.Config) { c.SessionMaxLifetime = time.Hour })
+	svc := sessionService(t, func(c *config.Config) { c.SessionMaxLifetime = time.Hour })
 	ctx := context.Background()
 	info, err := svc.CreateSession(ctx, sandbox.SessionRequest{Owner: "alice", Lifetime: 300 * time.Millisecond})
 	if err != nil {

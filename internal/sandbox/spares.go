@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -41,11 +42,11 @@ func (s *Service) startSpares() {
 		return
 	}
 	want := map[string]int{}
-	if c.Isolation != policy.IsolationGVisor {
-		want[policy.IsolationNative] = c.SessionPoolSize
+	if c.Isolation != config.IsolationGVisor {
+		want[config.IsolationNative] = c.SessionPoolSize
 	}
 	if c.GVisorInUse() {
-		want[policy.IsolationGVisor] = c.GVisorSessionPoolSize
+		want[config.IsolationGVisor] = c.GVisorSessionPoolSize
 	}
 	for backend, n := range want {
 		if n <= 0 {

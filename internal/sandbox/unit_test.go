@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
@@ -18,7 +19,7 @@ import (
 // decisions (limits, results, the spares' shape) directly.
 
 func TestLimitsFromRequestAndConfig(t *testing.T) {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	s := &Service{cfg: cfg}
 	l, err := s.limits(Request{}, policy.Features{})
 	if err != nil {
@@ -98,7 +99,7 @@ func TestBuildResult(t *testing.T) {
 // A session request fits the spare sessions when it resolves to their
 // shape, however it was spelled.
 func TestSpareFitting(t *testing.T) {
-	s := &Service{cfg: policy.DefaultConfig()}
+	s := &Service{cfg: config.DefaultConfig()}
 	imports, err := s.resolveImports(nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
@@ -44,7 +45,7 @@ func BenchmarkZygoteThroughput(t *testing.B) {
 	}
 	code := "print(1)"
 	var profiles []string
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.SessionPoolSize = 0 // stateless runs only
 	if os.Getenv("CODECAGE_PERF_NUMPY") != "" {
 		cfg.EnableDataScience = true

@@ -23,12 +23,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -64,7 +64,7 @@ type env struct {
 }
 
 func start(t *testing.T) *env {
-	cfg := policy.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0 // sandboxes seen in /metrics are the scenario's own
 	cfg.Timeout, cfg.MaxTimeout = runLimit, runLimit

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/audit"
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -83,7 +83,7 @@ const auditConnectWait = 20 * time.Second
 // openAuditLog opens the audit log and its asynchronous recorder: an
 // SQLite file, or PostgreSQL when SANDBOX_AUDIT_DB is a postgres:// URL.
 // where names it for the log, without a password.
-func openAuditLog(cfg policy.Config, log *slog.Logger) (rec *audit.Recorder, store auditStore, where string, err error) {
+func openAuditLog(cfg config.Config, log *slog.Logger) (rec *audit.Recorder, store auditStore, where string, err error) {
 	path := cfg.AuditDB
 	if path == "" {
 		path = audit.DefaultPath()

@@ -10,12 +10,12 @@ import (
 
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/cluster"
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 )
 
 // checkClusterConfig refuses a cluster setting that cannot work, before
 // anything starts.
-func checkClusterConfig(cfg policy.Config) error {
+func checkClusterConfig(cfg config.Config) error {
 	switch {
 	case cfg.ReplicaURL == "" && cfg.PeerSecret != "":
 		return errors.New("SANDBOX_PEER_SECRET is set but SANDBOX_REPLICA_URL is not: set both to run as one replica of several")
@@ -31,7 +31,7 @@ func checkClusterConfig(cfg policy.Config) error {
 
 // joinCluster joins the replicas registered in the shared PostgreSQL when
 // SANDBOX_REPLICA_URL is set; nil when this server is a single one.
-func joinCluster(cfg policy.Config, store auditStore, log *slog.Logger) (*cluster.Node, error) {
+func joinCluster(cfg config.Config, store auditStore, log *slog.Logger) (*cluster.Node, error) {
 	pg, ok := store.(*audit.Postgres)
 	if cfg.ReplicaURL == "" || !ok {
 		return nil, nil // checkClusterConfig refused a replica URL without PostgreSQL

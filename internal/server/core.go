@@ -11,12 +11,12 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/cluster"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
@@ -30,7 +30,7 @@ type core struct {
 
 // startCore connects the upstream tools, joins the cluster and starts the
 // service with both: they are its options, fixed before it takes requests.
-func startCore(cfg policy.Config, store auditStore, log *slog.Logger) (*core, error) {
+func startCore(cfg config.Config, store auditStore, log *slog.Logger) (*core, error) {
 	c := &core{}
 	up, stopUpstream, err := StartUpstream(cfg, log)
 	if err != nil {
@@ -86,7 +86,7 @@ func (c *core) leave(log *slog.Logger) {
 
 // handlers builds the metrics and the REST handler (MCP over HTTP, and the
 // cluster's internal API, inside), and sets the service's observers.
-func handlers(cfg policy.Config, c *core, keys *access.Keys, rec *audit.Recorder, store auditStore, log *slog.Logger) (http.Handler, *metrics.Metrics) {
+func handlers(cfg config.Config, c *core, keys *access.Keys, rec *audit.Recorder, store auditStore, log *slog.Logger) (http.Handler, *metrics.Metrics) {
 	var internal http.Handler
 	if c.node != nil {
 		internal = c.node.Handler(c.svc, 2*cfg.MaxBodySize+1<<20)
@@ -116,7 +116,7 @@ func handlers(cfg policy.Config, c *core, keys *access.Keys, rec *audit.Recorder
 // serveE2B serves the E2B SDKs' API on addr, behind the same door as
 // REST's: E2B's streams (process output, runCode) clear the write timeout,
 // as REST's event streams do.
-func serveE2B(cfg policy.Config, svc *sandbox.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
+func serveE2B(cfg config.Config, svc *sandbox.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
 	el, err := frontdoor.Listen("e2b", addr, door, log, m.ConnectionRefused)
 	if err != nil {
 		return nil, usage(fmt.Errorf("--e2b-listen: %w", err))

@@ -6,14 +6,14 @@ import (
 	"net"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/frontdoor"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // doorSettings are the listeners' timeouts and connection caps, the caps
 // lowered to fit half the open-file limit (raised to its hard limit first)
 // so that a flood of connections leaves the sandboxes their descriptors.
-func doorSettings(cfg policy.Config, withE2B bool, log *slog.Logger) frontdoor.Settings {
+func doorSettings(cfg config.Config, withE2B bool, log *slog.Logger) frontdoor.Settings {
 	listeners := 1
 	if withE2B {
 		listeners = 2
@@ -28,7 +28,7 @@ func doorSettings(cfg policy.Config, withE2B bool, log *slog.Logger) frontdoor.S
 }
 
 // loadKeys reads SANDBOX_API_KEYS and SANDBOX_API_KEYS_FILE.
-func loadKeys(cfg policy.Config) (*access.Keys, error) {
+func loadKeys(cfg config.Config) (*access.Keys, error) {
 	keys, err := access.ParseKeys(cfg.APIKeys)
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_API_KEYS: %w", err)
@@ -62,7 +62,7 @@ func bindAddress(listen string, haveKeys bool) (string, error) {
 }
 
 // rateText says how callers are rate limited, for the startup line.
-func rateText(cfg policy.Config, keys int) string {
+func rateText(cfg config.Config, keys int) string {
 	switch {
 	case cfg.RateLimit == 0 && keys == 0:
 		return "none (no API keys: one caller; bursts wait in the queue)"

@@ -14,8 +14,8 @@ import (
 	"slices"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/frontdoor"
-	"github.com/codecage/codecage/internal/policy"
 )
 
 // Options are what the command line gives the server besides the
@@ -39,7 +39,7 @@ func usage(err error) error { return &UsageError{err} }
 // (/mcp/sse), metrics and health on cfg.Listen, and the E2B API on
 // cfg.E2BListen when set, until ctx ends; then it shuts down within
 // cfg.ShutdownGrace.
-func Run(ctx context.Context, cfg policy.Config, opts Options) error {
+func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	log, stdout := opts.Log, opts.Stdout
 	if stdout == nil {
 		stdout = io.Discard
@@ -101,7 +101,7 @@ type addresses struct{ rest, e2b string }
 // settle checks the keys, the listeners' addresses and the cluster
 // settings, and settles what follows from them in cfg: E2B's bash, the
 // callers' limits.
-func settle(cfg *policy.Config, log *slog.Logger) (*access.Keys, addresses, error) {
+func settle(cfg *config.Config, log *slog.Logger) (*access.Keys, addresses, error) {
 	var a addresses
 	keys, err := loadKeys(*cfg)
 	if err != nil {

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/sandbox"
 )
 
 // ServeStdio serves MCP over opts.Stdin and opts.Stdout (protocol frames
 // only; logs go to opts.Log) until the client closes stdin or ctx ends.
-func ServeStdio(ctx context.Context, cfg policy.Config, opts Options) error {
+func ServeStdio(ctx context.Context, cfg config.Config, opts Options) error {
 	log := opts.Log
 	observers := sandbox.Observers{logObserver{log}}
 	// An MCP client starts this command itself: a log it cannot open is

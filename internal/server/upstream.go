@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
 // StartUpstream connects the upstream MCP servers of code mode, when the
 // operator configured some (SANDBOX_TOOLS_CONFIG): nil without them; close
 // is never nil.
-func StartUpstream(cfg policy.Config, log *slog.Logger) (m *upstream.Manager, close func(), err error) {
+func StartUpstream(cfg config.Config, log *slog.Logger) (m *upstream.Manager, close func(), err error) {
 	if cfg.ToolsConfig == "" {
 		return nil, func() {}, nil
 	}

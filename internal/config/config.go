@@ -1,4 +1,4 @@
-package policy
+package config
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/policy"
 )
 
 // Config is the operator's configuration. Values come from flags, SANDBOX_*
@@ -39,7 +40,7 @@ type Config struct {
 
 	// Operator is what requests may ask for (profiles, imports): the part
 	// the import decisions read.
-	Operator
+	policy.Operator
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
 	// EnableContainerMode allows use_container (the gVisor backend).
@@ -251,11 +252,11 @@ func DefaultConfig() Config {
 		MaxConnectionsPerClient: 256,
 		StreamWriteTimeout:      10 * time.Second,
 
-		AllowedCommands: DefaultCommands,
+		AllowedCommands: policy.DefaultCommands,
 		CommandTimeout:  120 * time.Second,
 		MaxCommandTime:  300 * time.Second,
 
-		BlockedPackages: DefaultBlockedPackages,
+		BlockedPackages: policy.DefaultBlockedPackages,
 		PipIndexURL:     "https://pypi.org/simple",
 		PipMaxDownload:  256 << 20,
 		PipMaxInstall:   512 << 20,
@@ -583,9 +584,9 @@ func (c *Config) validate() error {
 		return errors.New("SANDBOX_DEFAULT_PROFILES is empty (want e.g. basic, or leave it unset for every enabled profile)")
 	}
 	for _, name := range c.DefaultProfiles {
-		p, ok := LookupProfile(name)
+		p, ok := policy.LookupProfile(name)
 		if !ok {
-			return fmt.Errorf("SANDBOX_DEFAULT_PROFILES: unknown profile %q (known: %s)", name, strings.Join(ProfileNames(), ", "))
+			return fmt.Errorf("SANDBOX_DEFAULT_PROFILES: unknown profile %q (known: %s)", name, strings.Join(policy.ProfileNames(), ", "))
 		}
 		if !c.ProfileEnabled(name) {
 			return fmt.Errorf("SANDBOX_DEFAULT_PROFILES names %s, which is not enabled (%s=true)", name, p.Setting)
