@@ -47,7 +47,7 @@ const (
 // Options say what to measure.
 type Options struct {
 	// Config is the operator configuration of the service under test; the
-	// zero value means policy.DefaultConfig(). The data_science profile is
+	// zero value means config.DefaultConfig(). The data_science profile is
 	// enabled whatever it says (the numpy case needs it).
 	Config config.Config
 	// NewService starts a service (default sandbox.New).

@@ -1,5 +1,6 @@
 // Package cli implements the codecage command line: flags in, calls to the
-// sandbox service, text or JSON out.
+// sandbox service (serve and mcp: to internal/server, which assembles it),
+// text or JSON out.
 package cli
 
 import (

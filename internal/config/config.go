@@ -1,3 +1,8 @@
+// Package config is the operator's configuration: one struct, the table of
+// settings (each named once for the JSON file, the environment and the
+// flags) and the one loader, Load. Nothing else reads SANDBOX_* variables
+// (TestOnlyTheLoaderReadsSandboxVariables). What a request may do is
+// decided in internal/policy, from the parts of Config it is handed.
 package config
 
 import (
@@ -19,6 +24,17 @@ import (
 // Config is the operator's configuration. Values come from flags, SANDBOX_*
 // environment variables and an optional JSON file, in that order of
 // precedence, over the defaults of [DefaultConfig].
+//
+// To add a setting:
+//  1. add a field here, with a comment saying what it bounds or chooses;
+//  2. give it its default in DefaultConfig (or leave the zero value);
+//  3. add one entry to settings below (key, SANDBOX_ variable, usage,
+//     and the typed helper that parses and checks it): that makes the
+//     JSON key, the variable and the --flag, and lists it in -h;
+//  4. check it against other settings in validate, if it must be;
+//  5. add a row to README.md's configuration table;
+//  6. hand the value to whoever needs it (e.g. sandbox.New's cfg, or
+//     server.Run); never read the variable anywhere else.
 type Config struct {
 	Timeout      time.Duration // default wall-clock limit of a run
 	MaxTimeout   time.Duration // the most a request may ask for

@@ -1,6 +1,6 @@
 // Package policy holds what a run may do: profiles and import lists, limits
-// and their bounds, and the operator's configuration. It decides; the jail
-// enforces.
+// and their bounds, commands and packages. It decides, from what the
+// operator allows (Operator, embedded in config.Config); the jail enforces.
 package policy
 
 // BasicModules are the modules of the profile every run has: the standard
