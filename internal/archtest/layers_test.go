@@ -41,12 +41,13 @@ var layers = map[string]int{
 	"internal/metrics":      surface,
 	"internal/bench":        surface,
 	"internal/cli":          surface,
+	"internal/server":       surface, // the composition root of serve and mcp: wires the service, the surfaces, audit, cluster
 	"cmd/codecage":          command,
 	"deploy/image":          command, // builds the container image; imports nothing of the module
 }
 
 var shared = []string{
-	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/dataset",
+	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/config", "internal/dataset",
 	"internal/egress", "internal/frontdoor", "internal/httpapi/docs", "internal/pgtest",
 	"internal/pipfixture", "internal/policy", "internal/probe", "internal/scenarios", "internal/streamwrite",
 	"internal/upstream", "internal/wsfs",
