@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/fleet"
+
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/leftovers"
 )
@@ -232,9 +234,12 @@ func TestServeSIGTERMDuringExecutions(t *testing.T) {
 	if code, out, _ := cli(t, "", "audit", "list", "--db", db, "--backend", "gvisor"); code != 0 || strings.Contains(out, "native") {
 		t.Fatalf("audit list --backend gvisor: %d\n%s", code, out)
 	}
-	// No sandbox left behind: no process of a sandbox uid, no cgroup of
-	// the server's.
-	if procs := leftovers.HostSandboxProcesses(); len(procs) > 0 {
+	// No sandbox left behind: no process of a sandbox uid the server
+	// leased, no cgroup of the server's.
+	if len(fleet.UIDRangesLeasedBy(pid)) == 0 {
+		t.Fatalf("no uid lease names the server (pid %d): the check below would see nothing", pid)
+	}
+	if procs := leftovers.SandboxProcessesOf(pid); len(procs) > 0 {
 		t.Fatalf("sandbox processes left: %v", procs)
 	}
 	if cgs := leftovers.Cgroups(pid); len(cgs) > 0 {

@@ -85,6 +85,9 @@ func InUIDSpan(uid int) bool { return jail.InUIDSpan(uid) }
 // LeasedUIDRanges are the uid blocks this process holds, [first, end).
 func LeasedUIDRanges() [][2]int { return jail.LeasedUIDRanges() }
 
+// UIDRangesLeasedBy are the uid blocks whose lease names pid, [first, end).
+func UIDRangesLeasedBy(pid int) [][2]int { return jail.UIDRangesLeasedBy(pid) }
+
 // UIDSpan is the host uids sandboxes run as, and where their leases live.
 func UIDSpan() (base, count int, leaseDir string) {
 	return jail.HostUIDBase, jail.HostUIDCount, jail.UIDLeaseDir

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -175,4 +179,25 @@ func LeasedUIDRanges() [][2]int {
 	uids.Lock()
 	defer uids.Unlock()
 	return slices.Clone(uids.ever)
+}
+
+// UIDRangesLeasedBy are the [first, end) ranges of the blocks whose lease
+// file names pid as its holder, alive or gone (a lease file keeps the
+// last holder's pid until another process takes the block): what another
+// process, such as a test, reads to judge one server's sandboxes.
+func UIDRangesLeasedBy(pid int) [][2]int {
+	size, _ := uidBlocks()
+	entries, _ := os.ReadDir(UIDLeaseDir)
+	var ranges [][2]int
+	for _, e := range entries {
+		base, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".lock"))
+		if err != nil || !strings.HasSuffix(e.Name(), ".lock") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(UIDLeaseDir, e.Name()))
+		if err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
+			ranges = append(ranges, [2]int{base, base + size})
+		}
+	}
+	return ranges
 }

@@ -18,8 +18,15 @@ import (
 // process leased (root mode gives each of its sandboxes, zygote cells
 // included, one from there), as "pid name". Sandboxes of other codecage
 // processes on the host are left out.
-func SandboxProcesses() []string {
-	ranges := fleet.LeasedUIDRanges()
+func SandboxProcesses() []string { return processesIn(fleet.LeasedUIDRanges()) }
+
+// SandboxProcessesOf lists host processes running as a uid of a block the
+// codecage process pid leased (it may have exited since), as "pid name":
+// the sandboxes a server run as a child process left, and not those of
+// other codecage processes the host runs at the same time.
+func SandboxProcessesOf(pid int) []string { return processesIn(fleet.UIDRangesLeasedBy(pid)) }
+
+func processesIn(ranges [][2]int) []string {
 	return processes(func(uid int) bool {
 		for _, r := range ranges {
 			if uid >= r[0] && uid < r[1] {
