@@ -77,14 +77,34 @@ type SessionInfo struct {
 
 // session is one interpreter kept alive in its own sandbox, like a
 // notebook kernel, with a workspace that outlives a restart.
+//
+// Lock order (the session table's and a session's locks):
+//
+//	sessions.dropping (read, around a whole drop; Close's write waits for the drops)
+//	  sessions.mu
+//	    session.mu (TryLock only: reaper, describe; a blocking Lock only on a
+//	                session no one else can hold yet: a fresh spare, a new session)
+//	      session.lifeMu
+//
+// session.mu is held for a whole run, up to its timeout: a blocking
+// Lock of a published session under sessions.mu would freeze every
+// session for that long. dropSession takes them one after the other, not
+// nested: sessions.mu, then lifeMu, then waits for cmdsDone, then mu.
+// The atomics (deadline, last, touched, lease, refused) exist so that
+// readers need not take mu.
 type session struct {
-	mu      sync.Mutex // one request at a time
+	mu sync.Mutex // one request at a time; protects the fields below unless they say otherwise
+	// id, owner and req are set before the session is in the table (a
+	// spare's under mu and sessions.mu) and not changed after.
 	id      string
 	owner   string
 	req     SessionRequest
 	imports policy.ImportPolicy
 	limits  fleet.Limits
-	dir     string // host directory of the workspace
+	// dir, site, quota and uid are written once, under mu and lifeMu
+	// (startSession), and read under either: commands read them under
+	// lifeMu while code runs under mu.
+	dir string // host directory of the workspace
 	// quota: dir is a tmpfs of its own, whose size is the workspace's
 	// limit (the file API asks the kernel how full it is).
 	quota bool
@@ -104,8 +124,8 @@ type session struct {
 	// last is the latest description (info), for describe.
 	last   atomic.Pointer[SessionInfo]
 	expiry *time.Timer
-	// lifeMu guards expiry, dropped and commands: what callers reach
-	// while code runs under mu.
+	// lifeMu protects expiry, dropped and commands: what callers reach
+	// while code runs under mu. Taken after mu, never before it.
 	lifeMu  sync.Mutex
 	dropped bool
 	// commands are the session's commands running now (they run beside
@@ -130,9 +150,10 @@ type session struct {
 	cpu sessionCPU
 }
 
-// sessions is the service's table of open sessions.
+// sessions is the service's table of open sessions (lock order: at
+// session).
 type sessions struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // protects byID; never held while waiting for a run
 	byID map[string]*session
 	// dropping is held (read) by each drop in progress, which may have
 	// left the table already (an expiry): Close takes it to wait for them.
