@@ -204,18 +204,9 @@ func forward[T any](ctx context.Context, s *Service, replica string, call PeerCa
 // to queue and run it, and a margin. An owner that does not answer by then
 // is reported as unavailable; the caller never waits forever.
 func (s *Service) forwardDeadline(call PeerCall) time.Duration {
-	run := s.cfg.Timeout
-	switch {
-	case call.Execute != nil:
-		run = max(run, call.Execute.Timeout)
-	case call.Command != nil:
-		run = max(run, call.Command.Timeout)
-	case call.Install != nil:
-		run = s.cfg.PipTimeout
-	case call.Op == OpRestart:
-		run = time.Minute // a gVisor sandbox may take seconds to start
-	default:
-		run = 0
+	var run time.Duration
+	if o := ops[call.Op]; o.run != nil {
+		run = o.run(s, call)
 	}
 	return s.cfg.QueueTimeout + run + 30*time.Second
 }
@@ -227,15 +218,7 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	if s.cluster == nil {
 		return nil, fmt.Errorf("%w: this server is not a replica of a cluster", ErrInvalidRequest)
 	}
-	id := call.SessionID
-	switch {
-	case call.Execute != nil:
-		id = call.Execute.SessionID
-	case call.Command != nil:
-		id = call.Command.SessionID
-	case call.Install != nil:
-		id = call.Install.SessionID
-	}
+	id := peerSession(call)
 	if call.Op != OpList && (id == "" || s.remote(id) != "" || !strings.HasSuffix(id, "-"+s.cluster.Self())) {
 		return nil, fmt.Errorf("%w: %s is not a session of replica %s", ErrSessionNotFound, Quote(id), s.cluster.Self())
 	}
@@ -243,76 +226,26 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	if !call.Stream {
 		onOutput = nil
 	}
-	switch call.Op {
-	case OpExecute:
-		if call.Execute == nil {
-			break
-		}
-		req := *call.Execute
-		req.Owner, req.OnOutput = call.Owner, onOutput
-		return s.Execute(ctx, req)
-	case OpCommand:
-		if call.Command == nil {
-			break
-		}
-		req := *call.Command
-		req.Owner, req.OnOutput = call.Owner, onOutput
-		return s.RunCommand(ctx, req)
-	case OpInstall:
-		if call.Install == nil {
-			break
-		}
-		req := *call.Install
-		req.Owner = call.Owner
-		return s.PipInstall(ctx, req)
-	case OpGet:
-		return s.GetSession(ctx, id, call.Owner)
-	case OpList:
-		return s.localSessions(call.Owner), nil
-	case OpRestart:
-		return s.RestartSession(ctx, id, call.Owner)
-	case OpClose:
-		return struct{}{}, s.CloseSession(ctx, id, call.Owner)
-	case OpWriteFile:
-		if call.Append {
-			// A later chunk of an upload: the forwarder's first chunk was
-			// admitted (and counted against the caller's rate).
-			return s.appendFile(ctx, id, call.Owner, call.Path, call.Data)
-		}
-		return s.WriteFile(ctx, id, call.Owner, call.Path, call.Data)
-	case OpReadFile:
-		return s.ReadFile(ctx, id, call.Owner, call.Path)
-	case OpReadRange:
-		if call.Offset == 0 {
-			// A download's first chunk is admitted (and counted against the
-			// caller's rate) once; the rest are parts of it.
-			release, err := s.admit(ctx, false)
-			if err != nil {
-				return nil, err
-			}
-			defer release()
-		}
-		return s.readChunk(id, call.Owner, call.Path, call.Offset, call.Classify)
-	case OpListFiles:
-		if call.Depth > 0 {
-			return s.ListDir(ctx, id, call.Owner, call.Path, call.Depth)
-		}
-		return s.ListFiles(ctx, id, call.Owner, call.Path)
-	case OpDeleteFile:
-		if call.EmptyDir {
-			return struct{}{}, s.removeEmptyDir(id, call.Owner, call.Path)
-		}
-		return struct{}{}, s.DeleteFile(ctx, id, call.Owner, call.Path)
-	case OpStatFile:
-		return s.StatFile(ctx, id, call.Owner, call.Path)
-	case OpMakeDir:
-		return s.MakeDir(ctx, id, call.Owner, call.Path)
-	case OpMoveFile:
-		return s.MoveFile(ctx, id, call.Owner, call.Path, call.To)
-	case OpLifetime:
-		return s.SetSessionLifetime(ctx, id, call.Owner, call.Lifetime)
+	o := ops[call.Op]
+	if o.serve == nil {
+		return nil, errUnknownOp(call.Op)
 	}
-	return nil, fmt.Errorf("%w: unknown peer operation %q", ErrInvalidRequest, call.Op)
+	call.SessionID = id
+	return o.serve(ctx, s, call, onOutput)
+}
+
+// peerSession is the session a peer call is about: the one of its
+// request, for the operations that carry one.
+func peerSession(call PeerCall) string {
+	switch {
+	case call.Execute != nil:
+		return call.Execute.SessionID
+	case call.Command != nil:
+		return call.Command.SessionID
+	case call.Install != nil:
+		return call.Install.SessionID
+	}
+	return call.SessionID
 }
 
 // peerListWait bounds how long listing sessions waits for the other

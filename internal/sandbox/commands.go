@@ -259,46 +259,38 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 
 // runCommandRequest is RunCommand with its output behind a sink.
 func (s *Service) runCommandRequest(ctx context.Context, req CommandRequest) (*CommandResult, error) {
-	if r := s.remote(req.SessionID); r != "" {
-		fwd := req
-		fwd.OnOutput, fwd.OnStart = nil, nil
-		if req.OnStart != nil {
-			req.OnStart() // the other replica runs it: as good as started
-		}
-		return forward[*CommandResult](ctx, s, r, PeerCall{Op: OpCommand, Owner: req.Owner, Command: &fwd}, req.OnOutput, EventCommand, "session:"+req.SessionID)
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, true)
-	if err != nil {
-		s.emitFailure(ctx, EventCommand, "", "", commandLine(req), err, start)
-		return nil, err
-	}
-	defer release()
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	res, err := s.runCommand(ctx, req)
-	if err != nil {
-		s.emitFailure(ctx, EventCommand, "", "", commandLine(req), err, start)
-		return nil, err
-	}
-	ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Backend: res.Backend, Code: commandLine(req), Duration: time.Since(start), Outcome: "success"}
-	switch {
-	case res.Limit != nil:
-		ev.Outcome, ev.Limit = *res.Limit, *res.Limit
-	case !res.Success:
-		ev.Outcome = "error"
-	}
-	if res.Error != nil {
-		ev.Detail = *res.Error
-		if m := notAllowed.FindStringSubmatch(*res.Error); m != nil {
-			ev.SecurityEvents = []string{"command_denied:" + m[1]}
-		}
-	}
-	if req.SessionID != "" {
-		ev.Action = "session:" + req.SessionID
-	}
-	s.emit(ctx, ev)
-	return res, nil
+	fwd := req
+	fwd.OnOutput, fwd.OnStart = nil, nil
+	return do(ctx, s, OpCommand, call[*CommandResult]{
+		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Command: &fwd}, onOutput: req.OnOutput,
+		onForward: func() {
+			if req.OnStart != nil {
+				req.OnStart() // the other replica runs it: as good as started
+			}
+		},
+		forwardAction: "session:" + req.SessionID,
+		code:          commandLine(req),
+		run:           func(ctx context.Context) (*CommandResult, error) { return s.runCommand(ctx, req) },
+		success: func(res *CommandResult, took time.Duration) Event {
+			ev := Event{Kind: EventCommand, ExecutionID: res.ExecutionID, Backend: res.Backend, Code: commandLine(req), Duration: took, Outcome: "success"}
+			switch {
+			case res.Limit != nil:
+				ev.Outcome, ev.Limit = *res.Limit, *res.Limit
+			case !res.Success:
+				ev.Outcome = "error"
+			}
+			if res.Error != nil {
+				ev.Detail = *res.Error
+				if m := notAllowed.FindStringSubmatch(*res.Error); m != nil {
+					ev.SecurityEvents = []string{"command_denied:" + m[1]}
+				}
+			}
+			if req.SessionID != "" {
+				ev.Action = "session:" + req.SessionID
+			}
+			return ev
+		},
+	})
 }
 
 func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {

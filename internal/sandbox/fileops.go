@@ -16,20 +16,17 @@ import (
 // StatFile describes one entry of a session's workspace (a symlink is
 // described, not followed).
 func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpStatFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "stat")
-	}
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	r, _, rel, err := s.root(id, owner, p)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return stat(r, rel)
+	return do(ctx, s, OpStatFile, call[*FileInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
+		run: func(context.Context) (*FileInfo, error) {
+			r, _, rel, err := s.root(id, owner, p)
+			if err != nil {
+				return nil, err
+			}
+			defer r.Close()
+			return stat(r, rel)
+		},
+	})
 }
 
 // ListDir lists a directory of a session's workspace, depth levels deep
@@ -37,40 +34,28 @@ func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo,
 // MaxListedFiles and MaxListBytes: FileList.Truncated says when it stopped
 // at one of them.
 func (s *Service) ListDir(ctx context.Context, id, owner, p string, depth int) (*FileList, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*FileList](ctx, s, r, PeerCall{Op: OpListFiles, Owner: owner, SessionID: id, Path: p, Depth: depth}, nil, EventFile, "list")
-	}
-	if depth < 0 || depth > MaxListDepth {
-		return nil, fmt.Errorf("%w: depth %d is not between 0 (all) and %d", ErrInvalidRequest, depth, MaxListDepth)
-	}
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return s.listDir(ctx, id, owner, p, depth)
+	return do(ctx, s, OpListFiles, call[*FileList]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p, Depth: depth},
+		check: func() error {
+			if depth < 0 || depth > MaxListDepth {
+				return fmt.Errorf("%w: depth %d is not between 0 (all) and %d", ErrInvalidRequest, depth, MaxListDepth)
+			}
+			return nil
+		},
+		run: func(ctx context.Context) (*FileList, error) { return s.listDir(ctx, id, owner, p, depth) },
+	})
 }
 
 // MakeDir creates a directory and its parents in a session's workspace; it
 // reports false when the directory was already there.
 func (s *Service) MakeDir(ctx context.Context, id, owner, p string) (bool, error) {
-	if r := s.remote(id); r != "" {
-		return forward[bool](ctx, s, r, PeerCall{Op: OpMakeDir, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "mkdir")
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "mkdir", "", "", err, start)
-		return false, err
-	}
-	defer release()
-	created, err := s.makeDir(id, owner, p)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "mkdir", "", "", err, start)
-		return false, err
-	}
-	s.emit(ctx, Event{Kind: EventFile, Action: "mkdir", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + p})
-	return created, nil
+	return do(ctx, s, OpMakeDir, call[bool]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
+		run: func(context.Context) (bool, error) { return s.makeDir(id, owner, p) },
+		success: func(_ bool, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "mkdir", Outcome: "success", Duration: took, Detail: id + ": " + p}
+		},
+	})
 }
 
 func (s *Service) makeDir(id, owner, p string) (bool, error) {
@@ -94,23 +79,13 @@ func (s *Service) makeDir(id, owner, p string) (bool, error) {
 // MoveFile renames a file or directory within a session's workspace,
 // creating the destination's parents, and describes it at its new place.
 func (s *Service) MoveFile(ctx context.Context, id, owner, from, to string) (*FileInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpMoveFile, Owner: owner, SessionID: id, Path: from, To: to}, nil, EventFile, "move")
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "move", "", "", err, start)
-		return nil, err
-	}
-	defer release()
-	fi, err := s.moveFile(id, owner, from, to)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "move", "", "", err, start)
-		return nil, err
-	}
-	s.emit(ctx, Event{Kind: EventFile, Action: "move", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + from + " -> " + to})
-	return fi, nil
+	return do(ctx, s, OpMoveFile, call[*FileInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: from, To: to},
+		run: func(context.Context) (*FileInfo, error) { return s.moveFile(id, owner, from, to) },
+		success: func(_ *FileInfo, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "move", Outcome: "success", Duration: took, Detail: id + ": " + from + " -> " + to}
+		},
+	})
 }
 
 func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {

@@ -149,24 +149,14 @@ func fileError(p string, err error) error {
 // WriteFile writes data to path in a session's workspace, creating parent
 // directories, within the file-size and workspace limits.
 func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*FileInfo](ctx, s, r, PeerCall{Op: OpWriteFile, Owner: owner, SessionID: id, Path: p, Data: data}, nil, EventFile, "write")
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "write", "", "", err, start)
-		return nil, err
-	}
-	defer release()
-	fi, err := s.writeFile(ctx, id, owner, p, data)
-	if err != nil {
-		s.emitFailure(ctx, EventFile, "write", "", "", err, start)
-		return nil, err
-	}
-	s.emit(ctx, Event{Kind: EventFile, Action: "write", Outcome: "success", Duration: time.Since(start),
-		Detail: fmt.Sprintf("%s: %s (%d bytes)", id, fi.Path, len(data))})
-	return fi, nil
+	return do(ctx, s, OpWriteFile, call[*FileInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p, Data: data},
+		run: func(ctx context.Context) (*FileInfo, error) { return s.writeFile(ctx, id, owner, p, data) },
+		success: func(fi *FileInfo, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "write", Outcome: "success", Duration: took,
+				Detail: fmt.Sprintf("%s: %s (%d bytes)", id, fi.Path, len(data))}
+		},
+	})
 }
 
 func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
@@ -281,15 +271,10 @@ func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, er
 		return nil, err
 	}
 	defer slot()
-	if r := s.remote(id); r != "" {
-		return forward[[]byte](ctx, s, r, PeerCall{Op: OpReadFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "read")
-	}
-	release, err := s.admit(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return s.readFile(id, owner, p)
+	return do(ctx, s, OpReadFile, call[[]byte]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
+		run: func(context.Context) ([]byte, error) { return s.readFile(id, owner, p) },
+	})
 }
 
 func (s *Service) readFile(id, owner, p string) ([]byte, error) {
@@ -350,20 +335,13 @@ func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (
 
 // DeleteFile removes a file or a directory tree from the workspace.
 func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
-	if r := s.remote(id); r != "" {
-		_, err := forward[struct{}](ctx, s, r, PeerCall{Op: OpDeleteFile, Owner: owner, SessionID: id, Path: p}, nil, EventFile, "delete")
-		return err
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, false)
-	if err == nil {
-		defer release()
-		if err = s.deleteFile(ctx, id, owner, p); err == nil {
-			s.emit(ctx, Event{Kind: EventFile, Action: "delete", Outcome: "success", Duration: time.Since(start), Detail: id + ": " + p})
-			return nil
-		}
-	}
-	s.emitFailure(ctx, EventFile, "delete", "", "", err, start)
+	_, err := do(ctx, s, OpDeleteFile, call[struct{}]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
+		run: func(ctx context.Context) (struct{}, error) { return struct{}{}, s.deleteFile(ctx, id, owner, p) },
+		success: func(_ struct{}, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "delete", Outcome: "success", Duration: took, Detail: id + ": " + p}
+		},
+	})
 	return err
 }
 

@@ -74,41 +74,33 @@ type InstalledPackage struct {
 // proxy, allowed to reach the configured index (or no network at all with
 // a local wheelhouse). The session's later runs can import it.
 func (s *Service) PipInstall(ctx context.Context, req InstallRequest) (*InstallResult, error) {
-	if r := s.remote(req.SessionID); r != "" {
-		return forward[*InstallResult](ctx, s, r, PeerCall{Op: OpInstall, Owner: req.Owner, Install: &req}, nil, EventInstall, "session:"+req.SessionID)
-	}
+	fwd := req
 	start := time.Now()
-	release, err := s.admit(ctx, true)
-	if err != nil {
-		s.emitFailure(ctx, EventInstall, "", "", req.Package, err, start)
-		return nil, err
-	}
-	defer release()
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	res, err := s.pipInstall(ctx, req, start)
-	if err != nil {
-		s.emitFailure(ctx, EventInstall, "", "", req.Package, err, start)
-		return nil, err
-	}
-	ev := Event{Kind: EventInstall, ExecutionID: res.ExecutionID, Code: strings.TrimSpace(req.Package + " " + req.Version),
-		Outcome: "success", Duration: time.Since(start), Detail: res.Message, Action: "session:" + req.SessionID}
-	if res.ExecutionID != "" {
-		ev.Backend = config.IsolationNative // pip runs in the native jail
-	}
-	if res.Error != nil {
-		ev.Outcome = *res.Error
-		if *res.Error == InstallBlocked {
-			ev.SecurityEvents = []string{"package_blocked:" + req.Package}
-		}
-	}
-	for _, w := range res.Warnings {
-		if strings.HasPrefix(w, "typosquat") {
-			ev.SecurityEvents = append(ev.SecurityEvents, "package_typosquat:"+req.Package)
-		}
-	}
-	s.emit(ctx, ev)
-	return res, nil
+	return do(ctx, s, OpInstall, call[*InstallResult]{
+		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Install: &fwd},
+		forwardAction: "session:" + req.SessionID,
+		code:          req.Package,
+		run:           func(ctx context.Context) (*InstallResult, error) { return s.pipInstall(ctx, req, start) },
+		success: func(res *InstallResult, took time.Duration) Event {
+			ev := Event{Kind: EventInstall, ExecutionID: res.ExecutionID, Code: strings.TrimSpace(req.Package + " " + req.Version),
+				Outcome: "success", Duration: took, Detail: res.Message, Action: "session:" + req.SessionID}
+			if res.ExecutionID != "" {
+				ev.Backend = config.IsolationNative // pip runs in the native jail
+			}
+			if res.Error != nil {
+				ev.Outcome = *res.Error
+				if *res.Error == InstallBlocked {
+					ev.SecurityEvents = []string{"package_blocked:" + req.Package}
+				}
+			}
+			for _, w := range res.Warnings {
+				if strings.HasPrefix(w, "typosquat") {
+					ev.SecurityEvents = append(ev.SecurityEvents, "package_typosquat:"+req.Package)
+				}
+			}
+			return ev
+		},
+	})
 }
 
 func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time.Time) (*InstallResult, error) {

@@ -130,40 +130,33 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 
 // executeRequest is Execute with its output behind a sink.
 func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, error) {
-	if r := s.remote(req.SessionID); r != "" {
-		fwd := req
-		fwd.OnOutput = nil
-		return forward[*Result](ctx, s, r, PeerCall{Op: OpExecute, Owner: req.Owner, Execute: &fwd}, req.OnOutput, EventExecute, "session:"+req.SessionID)
-	}
-	start := time.Now()
-	label := strings.Join(req.Profiles, ",")
-	release, err := s.admit(ctx, true)
-	if err != nil {
-		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
-		return nil, err
-	}
-	defer release()
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
+	fwd := req
+	fwd.OnOutput = nil
 	refused := newRefusals()
-	res, profile, err := s.execute(ctx, req, refused)
-	if err != nil {
-		s.emitFailure(ctx, EventExecute, "", label, req.Code, err, start)
-		return nil, err
-	}
-	ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
-		Outcome: res.Outcome(), Duration: time.Since(start), SecurityEvents: securityEvents(res, refused)}
-	if req.SessionID != "" {
-		ev.Action = "session:" + req.SessionID
-	}
-	if res.Limit != nil {
-		ev.Limit = *res.Limit
-	}
-	if res.Error != nil {
-		ev.Detail = res.Error.Type + ": " + res.Error.Message
-	}
-	s.emit(ctx, ev)
-	return res, nil
+	var profile string
+	return do(ctx, s, OpExecute, call[*Result]{
+		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Execute: &fwd}, onOutput: req.OnOutput,
+		forwardAction: "session:" + req.SessionID,
+		profile:       strings.Join(req.Profiles, ","), code: req.Code,
+		run: func(ctx context.Context) (res *Result, err error) {
+			res, profile, err = s.execute(ctx, req, refused)
+			return res, err
+		},
+		success: func(res *Result, took time.Duration) Event {
+			ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
+				Outcome: res.Outcome(), Duration: took, SecurityEvents: securityEvents(res, refused)}
+			if req.SessionID != "" {
+				ev.Action = "session:" + req.SessionID
+			}
+			if res.Limit != nil {
+				ev.Limit = *res.Limit
+			}
+			if res.Error != nil {
+				ev.Detail = res.Error.Type + ": " + res.Error.Message
+			}
+			return ev
+		},
+	})
 }
 
 // execute runs an admitted request; it returns the profile label of the

@@ -77,14 +77,34 @@ type SessionInfo struct {
 
 // session is one interpreter kept alive in its own sandbox, like a
 // notebook kernel, with a workspace that outlives a restart.
+//
+// Lock order (the session table's and a session's locks):
+//
+//	sessions.dropping (read, around a whole drop; Close's write waits for the drops)
+//	  sessions.mu
+//	    session.mu (TryLock only: reaper, describe; a blocking Lock only on a
+//	                session no one else can hold yet: a fresh spare, a new session)
+//	      session.lifeMu
+//
+// session.mu is held for a whole run, up to its timeout: a blocking
+// Lock of a published session under sessions.mu would freeze every
+// session for that long. dropSession takes them one after the other, not
+// nested: sessions.mu, then lifeMu, then waits for cmdsDone, then mu.
+// The atomics (deadline, last, touched, lease, refused) exist so that
+// readers need not take mu.
 type session struct {
-	mu      sync.Mutex // one request at a time
+	mu sync.Mutex // one request at a time; protects the fields below unless they say otherwise
+	// id, owner and req are set before the session is in the table (a
+	// spare's under mu and sessions.mu) and not changed after.
 	id      string
 	owner   string
 	req     SessionRequest
 	imports policy.ImportPolicy
 	limits  fleet.Limits
-	dir     string // host directory of the workspace
+	// dir, site, quota and uid are written once, under mu and lifeMu
+	// (startSession), and read under either: commands read them under
+	// lifeMu while code runs under mu.
+	dir string // host directory of the workspace
 	// quota: dir is a tmpfs of its own, whose size is the workspace's
 	// limit (the file API asks the kernel how full it is).
 	quota bool
@@ -104,8 +124,8 @@ type session struct {
 	// last is the latest description (info), for describe.
 	last   atomic.Pointer[SessionInfo]
 	expiry *time.Timer
-	// lifeMu guards expiry, dropped and commands: what callers reach
-	// while code runs under mu.
+	// lifeMu protects expiry, dropped and commands: what callers reach
+	// while code runs under mu. Taken after mu, never before it.
 	lifeMu  sync.Mutex
 	dropped bool
 	// commands are the session's commands running now (they run beside
@@ -130,9 +150,10 @@ type session struct {
 	cpu sessionCPU
 }
 
-// sessions is the service's table of open sessions.
+// sessions is the service's table of open sessions (lock order: at
+// session).
 type sessions struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // protects byID; never held while waiting for a run
 	byID map[string]*session
 	// dropping is held (read) by each drop in progress, which may have
 	// left the table already (an expiry): Close takes it to wait for them.
@@ -142,24 +163,14 @@ type sessions struct {
 // CreateSession opens a session: a sandbox whose interpreter keeps its
 // variables, imports and functions between requests.
 func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
-	start := time.Now()
-	label := strings.Join(req.Profiles, ",")
-	release, err := s.admit(ctx, true)
-	if err != nil {
-		s.emitFailure(ctx, EventSession, "create", label, "", err, start)
-		return nil, err
-	}
-	defer release()
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	info, err := s.createSession(ctx, req)
-	if err != nil {
-		s.emitFailure(ctx, EventSession, "create", label, "", err, start)
-		return nil, err
-	}
-	s.emit(ctx, Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Backend: info.Backend, Outcome: "success",
-		Duration: time.Since(start), Detail: info.ID})
-	return info, nil
+	return do(ctx, s, opCreate, call[*SessionInfo]{
+		profile: strings.Join(req.Profiles, ","),
+		run:     func(ctx context.Context) (*SessionInfo, error) { return s.createSession(ctx, req) },
+		success: func(info *SessionInfo, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Backend: info.Backend, Outcome: "success",
+				Duration: took, Detail: info.ID}
+		},
+	})
 }
 
 func (s *Service) createSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
@@ -298,18 +309,14 @@ func (s *Service) expireAfter(se *session, d time.Duration) {
 // end (used or not), within SANDBOX_SESSION_MAX_LIFETIME of its start.
 // It returns when the session now ends.
 func (s *Service) SetSessionLifetime(ctx context.Context, id, owner string, d time.Duration) (time.Time, error) {
-	if r := s.remote(id); r != "" {
-		return forward[time.Time](ctx, s, r, PeerCall{Op: OpLifetime, Owner: owner, SessionID: id, Lifetime: d}, nil, EventSession, "lifetime")
-	}
-	start := time.Now()
-	end, err := s.setSessionLifetime(id, owner, d)
-	if err != nil {
-		s.emitFailure(ctx, EventSession, "lifetime", "", "", err, start)
-		return time.Time{}, err
-	}
-	s.emit(ctx, Event{Kind: EventSession, Action: "lifetime", Outcome: "success", Duration: time.Since(start),
-		Detail: fmt.Sprintf("%s: ends at %s", id, end.UTC().Format(time.RFC3339))})
-	return end, nil
+	return do(ctx, s, OpLifetime, call[time.Time]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Lifetime: d},
+		run: func(context.Context) (time.Time, error) { return s.setSessionLifetime(id, owner, d) },
+		success: func(end time.Time, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "lifetime", Outcome: "success", Duration: took,
+				Detail: fmt.Sprintf("%s: ends at %s", id, end.UTC().Format(time.RFC3339))}
+		},
+	})
 }
 
 func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Time, error) {
@@ -563,26 +570,14 @@ func (se *session) info(cfg config.Config) SessionInfo {
 // RestartSession starts a fresh interpreter for a session, keeping its
 // workspace files.
 func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*SessionInfo](ctx, s, r, PeerCall{Op: OpRestart, Owner: owner, SessionID: id}, nil, EventSession, "restart")
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, true)
-	if err != nil {
-		s.emitFailure(ctx, EventSession, "restart", "", "", err, start)
-		return nil, err
-	}
-	defer release()
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	info, err := s.restartSession(ctx, id, owner)
-	if err != nil {
-		s.emitFailure(ctx, EventSession, "restart", "", "", err, start)
-		return nil, err
-	}
-	s.emit(ctx, Event{Kind: EventSession, Action: "restart", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
-		Duration: time.Since(start), Detail: id})
-	return info, nil
+	return do(ctx, s, OpRestart, call[*SessionInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(ctx context.Context) (*SessionInfo, error) { return s.restartSession(ctx, id, owner) },
+		success: func(info *SessionInfo, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "restart", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
+				Duration: took, Detail: id}
+		},
+	})
 }
 
 func (s *Service) restartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
@@ -610,22 +605,19 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 
 // CloseSession ends a session, its sandbox and its workspace.
 func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
-	if r := s.remote(id); r != "" {
-		_, err := forward[struct{}](ctx, s, r, PeerCall{Op: OpClose, Owner: owner, SessionID: id}, nil, EventSession, "close")
-		return err
-	}
-	start := time.Now()
-	release, err := s.admit(ctx, false)
-	if err == nil {
-		defer release()
-		var se *session
-		if se, err = s.session(id, owner); err == nil {
-			s.dropSession(se)
-			s.emit(ctx, Event{Kind: EventSession, Action: "close", Outcome: "success", Duration: time.Since(start), Detail: id})
-			return nil
-		}
-	}
-	s.emitFailure(ctx, EventSession, "close", "", "", err, start)
+	_, err := do(ctx, s, OpClose, call[struct{}]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(context.Context) (struct{}, error) {
+			se, err := s.session(id, owner)
+			if err == nil {
+				s.dropSession(se)
+			}
+			return struct{}{}, err
+		},
+		success: func(_ struct{}, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "close", Outcome: "success", Duration: took, Detail: id}
+		},
+	})
 	return err
 }
 
@@ -780,15 +772,17 @@ func (s *Service) SessionCount() int {
 
 // GetSession describes one of the owner's sessions.
 func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
-	if r := s.remote(id); r != "" {
-		return forward[*SessionInfo](ctx, s, r, PeerCall{Op: OpGet, Owner: owner, SessionID: id}, nil, EventSession, "get")
-	}
-	se, err := s.session(id, owner)
-	if err != nil {
-		return nil, err
-	}
-	info := se.describe(s.cfg)
-	return &info, nil
+	return do(ctx, s, OpGet, call[*SessionInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(context.Context) (*SessionInfo, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				return nil, err
+			}
+			info := se.describe(s.cfg)
+			return &info, nil
+		},
+	})
 }
 
 // describe is the session as it is now, or, while a request runs in it,

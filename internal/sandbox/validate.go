@@ -25,26 +25,21 @@ type ValidateRequest struct {
 // Validate analyzes code statically with Python's own parser, inside a
 // sandbox: the server never parses untrusted code itself.
 func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*Validation, error) {
-	start := time.Now()
-	release, err := s.admit(ctx, true)
-	if err == nil {
-		defer release()
-		var cancel context.CancelFunc
-		ctx, cancel = s.bind(ctx)
-		defer cancel()
-		var v *Validation
-		var backend string
-		if v, backend, err = s.validate(ctx, req); err == nil {
+	var backend string
+	return do(ctx, s, opValidate, call[*Validation]{
+		profile: strings.Join(req.Profiles, ","), code: req.Code,
+		run: func(ctx context.Context) (v *Validation, err error) {
+			v, backend, err = s.validate(ctx, req)
+			return v, err
+		},
+		success: func(v *Validation, took time.Duration) Event {
 			outcome := "valid"
 			if !v.Validation.Valid {
 				outcome = "invalid"
 			}
-			s.emit(ctx, Event{Kind: EventValidate, Profile: strings.Join(req.Profiles, ","), Backend: backend, Code: req.Code, Outcome: outcome, Duration: time.Since(start)})
-			return v, nil
-		}
-	}
-	s.emitFailure(ctx, EventValidate, "", strings.Join(req.Profiles, ","), req.Code, err, start)
-	return nil, err
+			return Event{Kind: EventValidate, Profile: strings.Join(req.Profiles, ","), Backend: backend, Code: req.Code, Outcome: outcome, Duration: took}
+		},
+	})
 }
 
 // validate returns the analysis, and the backend that ran the analyzer.
