@@ -283,6 +283,19 @@ func (s *sqlDB) Stats(ctx context.Context, since time.Time) (Stats, error) {
 		st.First = time.Unix(0, first.Int64).UTC()
 		st.Last = time.Unix(0, last.Int64).UTC()
 	}
+	if err := s.groupCounts(ctx, tx, cond, args, &st); err != nil {
+		return st, wrap(err)
+	}
+	if err := s.executionStats(ctx, tx, cond, args, &st.Executions); err != nil {
+		return st, wrap(err)
+	}
+	return st, nil
+}
+
+// groupCounts fills st's per-kind, outcome, key, surface, replica, backend,
+// limit and security-event counts of the events matching cond, in tx.
+func (s *sqlDB) groupCounts(ctx context.Context, tx *sql.Tx, cond string, args []any, st *Stats) error {
+	table := s.d.table
 	counts := func(query string) (map[string]int64, error) {
 		rows, err := tx.QueryContext(ctx, s.bind(query), args...)
 		if err != nil {
@@ -315,22 +328,28 @@ func (s *sqlDB) Stats(ctx context.Context, since time.Time) (Stats, error) {
 	} {
 		m, err := counts(c.query)
 		if err != nil {
-			return st, wrap(err)
+			return err
 		}
 		*c.dst = m
 	}
+	return nil
+}
 
+// executionStats fills ex with the count, mean, maximum and nearest-rank
+// percentiles of the durations of the execute events matching cond, in tx.
+func (s *sqlDB) executionStats(ctx context.Context, tx *sql.Tx, cond string, args []any, ex *DurationStats) error {
+	table := s.d.table
 	execCond, execArgs := cond+" AND kind = ?", append(append([]any{}, args...), KindExecute)
 	var avg float64
 	var maxNS int64
 	if err := tx.QueryRowContext(ctx, s.bind("SELECT count(*), coalesce(avg(duration_ns), 0), coalesce(max(duration_ns), 0) FROM "+table+" WHERE "+execCond), execArgs...).
-		Scan(&st.Executions.Count, &avg, &maxNS); err != nil {
-		return st, wrap(err)
+		Scan(&ex.Count, &avg, &maxNS); err != nil {
+		return err
 	}
-	st.Executions.Avg = time.Duration(avg + 0.5)
-	st.Executions.Max = time.Duration(maxNS)
+	ex.Avg = time.Duration(avg + 0.5)
+	ex.Max = time.Duration(maxNS)
 	percentile := func(p float64) (time.Duration, error) {
-		n := st.Executions.Count
+		n := ex.Count
 		if n == 0 {
 			return 0, nil
 		}
@@ -341,13 +360,12 @@ func (s *sqlDB) Stats(ctx context.Context, since time.Time) (Stats, error) {
 			append(execArgs[:len(execArgs):len(execArgs)], rank-1)...).Scan(&d)
 		return time.Duration(d), err
 	}
-	if st.Executions.P50, err = percentile(0.50); err != nil {
-		return st, wrap(err)
+	var err error
+	if ex.P50, err = percentile(0.50); err != nil {
+		return err
 	}
-	if st.Executions.P95, err = percentile(0.95); err != nil {
-		return st, wrap(err)
-	}
-	return st, nil
+	ex.P95, err = percentile(0.95)
+	return err
 }
 
 // migrate applies steps[v] for each version v from from up to to, in tx,

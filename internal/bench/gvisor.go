@@ -57,16 +57,10 @@ func (b *bencher) gvisor(ctx context.Context) error {
 	numpy := sandbox.Request{Code: NumpyCode, Profiles: []string{policy.DataScience}, UseContainer: true}
 	refilled := func(ctx context.Context) error { return waitFull(ctx, svc, want, b.opts.PoolTimeout) }
 	n := b.gvisorRuns()
-	cases := []struct {
-		key, name, class string
-		req              sandbox.Request
-		n                int
-		warm             bool
-		check            func(*sandbox.Result) string
-	}{
-		{keys[0], "use_container print(1), pool full each run", gvisorBasic, print1, n, true, checkPrint1},
-		{keys[1], "use_container print(1)", gvisorBasic, print1, n, false, checkPrint1},
-		{keys[2], "use_container numpy, pool full each run", gvisorData, numpy, max(3, n/2), true, checkNumpy},
+	cases := []pooledCase{
+		{key: keys[0], name: "use_container print(1), pool full each run", class: gvisorBasic, req: print1, n: n, c: 1, warm: true, check: checkPrint1},
+		{key: keys[1], name: "use_container print(1)", class: gvisorBasic, req: print1, n: n, c: 1, warm: false, check: checkPrint1},
+		{key: keys[2], name: "use_container numpy, pool full each run", class: gvisorData, req: numpy, n: max(3, n/2), c: 1, warm: true, check: checkNumpy},
 	}
 	for _, c := range cases {
 		if err := refilled(ctx); err != nil {
@@ -74,39 +68,32 @@ func (b *bencher) gvisor(ctx context.Context) error {
 			return err
 		}
 		b.progress("%s: %d runs", c.key, c.n)
-		var before func(context.Context) error
-		if c.warm {
-			before = refilled
-		}
-		start := svc.PoolStats()[c.class]
-		row := measureWith(ctx, c.key, c.name, c.n, 1, before, execJob(svc, func(int) sandbox.Request { return c.req }, c.check))
-		end := svc.PoolStats()[c.class]
-		row.PoolHits, row.PoolMisses = end.Hits-start.Hits, end.Misses-start.Misses
-		if c.warm {
-			row.Throughput = 0
-			row.Notes = "latency only: each run waits, untimed, for a full pool"
-		}
-		b.rep.Rows = append(b.rep.Rows, row)
+		b.rep.Rows = append(b.rep.Rows, measurePooledCase(ctx, svc, refilled, c))
 	}
 	svc.Close()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return b.gvisorCold(ctx, cfg, info.Platform, keys[3], keys[5], print1, numpy)
+}
 
-	// Cold: what every use_container run would cost without the pool.
+// gvisorCold measures use_container runs with no pool: what every one
+// would cost without it, runsc booting each time.
+func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, print1Key, numpyKey string, print1, numpy sandbox.Request) error {
+	n := b.gvisorRuns()
 	cfg.GVisorPoolSize, cfg.GVisorDataPoolSize = 0, 0
 	cold, err := b.opts.NewService(cfg)
 	if err != nil {
 		return err
 	}
 	defer cold.Close()
-	b.progress("%s: %d runs", keys[3], n)
-	row := measure(ctx, keys[3], "use_container print(1), no pool (runsc boots each)", n, 1, execJob(cold, func(int) sandbox.Request { return print1 }, checkPrint1))
-	row.Notes = info.Platform + " platform"
+	b.progress("%s: %d runs", print1Key, n)
+	row := measure(ctx, print1Key, "use_container print(1), no pool (runsc boots each)", n, 1, execJob(cold, func(int) sandbox.Request { return print1 }, checkPrint1))
+	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
-	b.progress("%s: %d runs", keys[5], max(3, n/2))
-	row = measure(ctx, keys[5], "use_container numpy, no pool (runsc boots, numpy loads)", max(3, n/2), 1, execJob(cold, func(int) sandbox.Request { return numpy }, checkNumpy))
-	row.Notes = info.Platform + " platform"
+	b.progress("%s: %d runs", numpyKey, max(3, n/2))
+	row = measure(ctx, numpyKey, "use_container numpy, no pool (runsc boots, numpy loads)", max(3, n/2), 1, execJob(cold, func(int) sandbox.Request { return numpy }, checkNumpy))
+	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))
 	return ctx.Err()

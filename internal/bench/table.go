@@ -11,6 +11,16 @@ import (
 // case, the idle memory, HumanEval's and MBPP's failures, and the targets.
 func (r *Report) WriteTable(w io.Writer) error {
 	ew := &errWriter{w: w}
+	r.writeSetup(ew)
+	r.writeRows(ew)
+	r.writeMemory(ew)
+	r.writeSuites(ew)
+	r.writeTargets(ew)
+	return ew.err
+}
+
+// writeSetup writes the machine, its isolation and the bench settings.
+func (r *Report) writeSetup(ew io.Writer) {
 	m := r.Machine
 	fmt.Fprintf(ew, "codecage bench: %d cores", m.Cores)
 	if m.CPU != "" {
@@ -33,7 +43,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew)
+}
 
+// writeRows writes one line per measured case.
+func (r *Report) writeRows(ew io.Writer) {
 	caseW := len("case")
 	for _, row := range r.Rows {
 		caseW = max(caseW, len(row.Case))
@@ -56,28 +69,36 @@ func (r *Report) WriteTable(w io.Writer) error {
 			caseW, row.Case, row.Runs, row.Clients, row.Errors, row.P50, row.P95, row.P99, tput, sup, rowNotes(row))
 	}
 	fmt.Fprintln(ew, "(sup ms: CPU time of the codecage process itself per run, all threads; the sandboxes' own CPU is not in it)")
+}
 
-	if len(r.Memory) > 0 {
-		fmt.Fprintln(ew)
-		settled := ""
-		if !r.MemorySettled {
-			settled = " (still changing when measured)"
-		}
-		fmt.Fprintf(ew, "Idle memory per ready sandbox%s:\n", settled)
-		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "class\tready\tfound\tprocesses\tPSS MiB\tRSS MiB\tcgroup MiB\t")
-		for _, mc := range r.Memory {
-			cg := "-"
-			if mc.CgroupPerSandbox > 0 {
-				cg = mib(mc.CgroupPerSandbox)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", mc.Class, mc.Ready, mc.Sandboxes, mc.Processes, mib(mc.PSSPerSandbox), mib(mc.RSSPerSandbox), cg)
-		}
-		_ = tw.Flush()
-		fmt.Fprintln(ew, "(sums over the class's processes, a zygote's included, divided by ready; PSS splits shared pages")
-		fmt.Fprintln(ew, " among the processes mapping them; the cgroup figure includes page cache and tmpfs)")
+// writeMemory writes the idle memory of a ready sandbox, per class.
+func (r *Report) writeMemory(ew io.Writer) {
+	if len(r.Memory) == 0 {
+		return
 	}
+	fmt.Fprintln(ew)
+	settled := ""
+	if !r.MemorySettled {
+		settled = " (still changing when measured)"
+	}
+	fmt.Fprintf(ew, "Idle memory per ready sandbox%s:\n", settled)
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tready\tfound\tprocesses\tPSS MiB\tRSS MiB\tcgroup MiB\t")
+	for _, mc := range r.Memory {
+		cg := "-"
+		if mc.CgroupPerSandbox > 0 {
+			cg = mib(mc.CgroupPerSandbox)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", mc.Class, mc.Ready, mc.Sandboxes, mc.Processes, mib(mc.PSSPerSandbox), mib(mc.RSSPerSandbox), cg)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(ew, "(sums over the class's processes, a zygote's included, divided by ready; PSS splits shared pages")
+	fmt.Fprintln(ew, " among the processes mapping them; the cgroup figure includes page cache and tmpfs)")
+}
 
+// writeSuites writes HumanEval's and MBPP's results and failures, and the
+// ratios to the baselines.
+func (r *Report) writeSuites(ew io.Writer) {
 	fmt.Fprintln(ew)
 	for _, c := range []struct {
 		name string
@@ -98,7 +119,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if s := r.gvisorSummary(); s != "" {
 		fmt.Fprintln(ew, s)
 	}
+}
 
+// writeTargets writes each target, met or not.
+func (r *Report) writeTargets(ew io.Writer) {
 	fmt.Fprintln(ew)
 	fmt.Fprintln(ew, "Targets:")
 	for _, t := range r.Targets {
@@ -112,7 +136,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(ew, "  %-8s %s: %s%s\n", verdict, t.Name, t.Measured, note)
 	}
-	return ew.err
 }
 
 func rowNotes(row Row) string {

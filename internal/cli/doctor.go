@@ -27,11 +27,27 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "codecage doctor:", err)
 		return exitUsage
 	}
-	h := fleet.ProbeHost()
-	ok := true
 	line := func(status, name, detail string) {
 		fmt.Fprintf(stdout, "%-5s %-18s %s\n", status, name, detail)
 	}
+	// Every check runs and prints, even after a required one failed.
+	ok := checkHost(fleet.ProbeHost(), line)
+	ok = checkInterpreter(line) && ok
+	ok = checkGVisor(cfg, line) && ok
+	if !ok {
+		fmt.Fprintln(stderr, "codecage doctor: a required isolation layer is missing; codecage refuses to run code here")
+		return exitFailure
+	}
+	return exitOK
+}
+
+// doctorLine prints one line of the report: status, layer, detail.
+type doctorLine func(status, name, detail string)
+
+// checkHost reports the kernel's isolation layers, a sandbox built from
+// them, and the uid mode; it is false when a required one is missing.
+func checkHost(h fleet.Host, line doctorLine) bool {
+	ok := true
 	if h.UserNamespaces == nil {
 		line("ok", "user namespaces", "new user, pid, mount, net, ipc, uts and cgroup namespaces")
 	} else {
@@ -75,6 +91,12 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		mode = "rootless: the sandbox runs as your uid"
 	}
 	line("info", "mode", mode)
+	return ok
+}
+
+// checkInterpreter reports the Python the sandboxes run; it is required.
+func checkInterpreter(line doctorLine) bool {
+	ok := true
 	out, err := exec.Command(fleet.DefaultInterpreter, "-I", "-c", "import sys; print(sys.version.split()[0])").Output()
 	if err != nil {
 		ok = false
@@ -82,8 +104,13 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		line("ok", "interpreter", fleet.DefaultInterpreter+" "+strings.TrimSpace(string(out)))
 	}
-	// gVisor is the optional second backend, required only when it is the
-	// default (SANDBOX_ISOLATION=gvisor).
+	return ok
+}
+
+// checkGVisor reports gVisor, the optional second backend, required only
+// when it is the default (SANDBOX_ISOLATION=gvisor).
+func checkGVisor(cfg config.Config, line doctorLine) bool {
+	ok := true
 	gv := fleet.ProbeGVisor(cfg.Runsc, cfg.GVisorPlatform)
 	switch {
 	case gv.Available:
@@ -104,11 +131,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 	default:
 		line("warn", "gvisor", gv.Error+" (optional: use_container is unavailable)")
 	}
-	if !ok {
-		fmt.Fprintln(stderr, "codecage doctor: a required isolation layer is missing; codecage refuses to run code here")
-		return exitFailure
-	}
-	return exitOK
+	return ok
 }
 
 // The container settings that lift each restriction, as Docker (and

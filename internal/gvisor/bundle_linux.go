@@ -94,10 +94,41 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
-	var mounts []ociMount
-	ro := func(host, path string) {
-		mounts = append(mounts, ociMount{Destination: path, Type: "bind", Source: host, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+	mounts, err := hostMounts(root, spec, uid)
+	if err != nil {
+		return err
 	}
+	// Order matters: later mounts go on top of earlier ones.
+	mounts = append(mounts, sandboxMounts(dir, spec, uid)...)
+	for _, m := range mounts {
+		if err := mountPoint(root, m); err != nil {
+			return err
+		}
+	}
+	// The jail's seccomp rules, applied by gVisor's kernel: what the code
+	// may ask of it is no more than what it may ask of the host's.
+	filter, err := seccomp.BuildOCI(seccomp.Options{})
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(ociConfig(root, spec, uid, mounts, filter))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+// roBind is a read-only bind of host at path.
+func roBind(host, path string) ociMount {
+	return ociMount{Destination: path, Type: "bind", Source: host, Options: []string{"rbind", "ro", "nosuid", "nodev"}}
+}
+
+// hostMounts binds what the sandbox sees of the host, read-only: the
+// system directories (or, for a minimal root, only the programs' files),
+// and writes root's symlinks and generated /etc on the way.
+func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
+	var mounts []ociMount
+	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	for _, d := range systemDirs {
 		if spec.Programs != nil {
 			break // a minimal root instead: placePrograms below
@@ -109,17 +140,17 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			target, err := os.Readlink(d)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if err := os.Symlink(target, filepath.Join(root, d)); err != nil {
-				return err
+				return nil, err
 			}
 		case fi.IsDir():
 			ro(d, d)
 		}
 	}
 	if err := writeEtc(root, uid, jail.HomeOf(spec.Home)); err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range etcDirs {
 		if spec.Programs != nil {
@@ -131,7 +162,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 	}
 	if p := spec.Programs; p != nil {
 		if err := placeLinks(root, p.Links); err != nil {
-			return err
+			return nil, err
 		}
 		// Libraries stay mappable as code: gVisor refuses executable
 		// mappings from noexec mounts, as Linux does. It has no Landlock,
@@ -143,6 +174,14 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 			}
 		}
 	}
+	return mounts, nil
+}
+
+// sandboxMounts are the sandbox's own filesystems (/proc, /tmp, /dev/shm,
+// an empty /sys, the home directory) and the binds the spec asks for.
+func sandboxMounts(dir string, spec jail.Spec, uid int) []ociMount {
+	var mounts []ociMount
+	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	l := spec.Limits
 	mounts = append(mounts,
 		ociMount{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -168,18 +207,14 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 	if spec.Forward != nil {
 		ro(filepath.Join(dir, forwardDir), filepath.Dir(ForwardSocket))
 	}
-	for _, m := range mounts {
-		if err := mountPoint(root, m); err != nil {
-			return err
-		}
-	}
-	// The jail's seccomp rules, applied by gVisor's kernel: what the code
-	// may ask of it is no more than what it may ask of the host's.
-	filter, err := seccomp.BuildOCI(seccomp.Options{})
-	if err != nil {
-		return err
-	}
-	cfg := ociSpec{
+	return mounts
+}
+
+// ociConfig is the runtime spec of the sandbox's process: who it runs as,
+// its limits, root, mounts, namespaces and seccomp filter.
+func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *seccomp.OCI) ociSpec {
+	l := spec.Limits
+	return ociSpec{
 		OCIVersion: "1.0.2",
 		Process: ociProcess{
 			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
@@ -200,11 +235,6 @@ func writeBundle(dir string, spec jail.Spec, uid int) error {
 		Mounts:   mounts,
 		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter},
 	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
 }
 
 func limit(kind string, n uint64) ociRlimit { return ociRlimit{Type: kind, Hard: n, Soft: n} }

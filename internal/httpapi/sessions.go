@@ -62,6 +62,8 @@ type FileListOutput struct {
 	}
 }
 
+// sessionRoutes registers the session lifecycle (create, list, get, close,
+// restart), then the workspace's file routes.
 func (s *Server) sessionRoutes() {
 	tags := []string{"Sessions"}
 	huma.Register(s.api, huma.Operation{
@@ -119,7 +121,11 @@ func (s *Server) sessionRoutes() {
 		}
 		return &SessionOutput{Status: http.StatusOK, Body: info}, nil
 	})
+	s.fileRoutes()
+}
 
+// fileRoutes registers the operations on a session's workspace files.
+func (s *Server) fileRoutes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-files", Method: http.MethodGet, Path: "/sessions/{id}/files", Tags: []string{"Files"},
 		Summary: "List a session's workspace", Errors: []int{400, 401, 404, 429},

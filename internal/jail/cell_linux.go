@@ -316,99 +316,17 @@ func (c *Cell) epFD() uintptr {
 func (c *Cell) supervise() {
 	buf := copyBufs.Get().(*[32 << 10]byte)
 	defer copyBufs.Put(buf)
-	ep := int(c.epFD())
-	pidfd := -1
+	p := &cellPump{c: c, buf: buf, ep: int(c.epFD()), pidfd: -1, open: [2]bool{true, true}}
 	if rc, err := c.pidfd.SyscallConn(); err == nil {
-		_ = rc.Control(func(d uintptr) { pidfd = int(d) })
+		_ = rc.Control(func(d uintptr) { p.pidfd = int(d) })
 	}
-	open := [2]bool{true, true} // the stream may still bring output
-	exited := false
-	stop := func(stream int) {
-		if open[stream] {
-			open[stream] = false
-			_ = unix.EpollCtl(ep, unix.EPOLL_CTL_DEL, c.outR[stream], nil)
-			if !open[1-stream] {
-				close(c.drained)
-			}
-		}
-	}
-	// read passes on one read's worth of a stream; at its end (or a
-	// failure other than "nothing now") the stream is over. So it is once
-	// cut at its cap: the cell is being killed, and a writer that finds
-	// the pipe full stops there, instead of flooding on while the kernel
-	// gets round to ending the cell's init (which takes milliseconds on a
-	// busy host: a pipe moves gigabytes a second).
-	read := func(stream int) {
-		n, err := unix.Read(c.outR[stream], buf[:])
-		if n > 0 {
-			c.output.write(stream, c.sinks[stream], buf[:n])
-			if c.output.cut(stream) {
-				stop(stream)
-			}
-			return
-		}
-		if err != unix.EAGAIN && err != unix.EINTR {
-			stop(stream)
-		}
-	}
-	rc, rcErr := c.ep.SyscallConn()
-	var events [3]unix.EpollEvent
-	for open[0] || open[1] || !exited {
-		n := 0
-		var err error
-		if rcErr == nil {
-			err = rc.Read(func(fd uintptr) bool {
-				n, _ = unix.EpollWait(int(fd), events[:], 0)
-				return n > 0
-			})
-		}
-		if rcErr != nil || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded)) {
-			// Not served by the poller (never expected): block here.
-			for {
-				if n, err = unix.EpollWait(ep, events[:], -1); err != unix.EINTR {
-					break
-				}
-			}
-			if err != nil {
-				// Nor by the epoll instance: wait for the end alone.
-				stop(0)
-				stop(1)
-				if !exited {
-					waitPidfd(pidfd)
-					exited = true
-					c.ended1()
-				}
-				continue
-			}
-		} else if err != nil {
-			// Finish's deadline: the program has said its last word, so
-			// the output is what the pipes hold now; later writes are
-			// not read. The wait goes on for the end alone.
-			for stream := range 2 {
-				for open[stream] && !c.output.cut(stream) {
-					m, _ := unix.Read(c.outR[stream], buf[:])
-					if m <= 0 {
-						break
-					}
-					c.output.write(stream, c.sinks[stream], buf[:m])
-				}
-				stop(stream)
-			}
-			_ = c.ep.SetReadDeadline(time.Time{})
-			continue
-		}
-		for _, ev := range events[:max(n, 0)] {
-			switch fd := int(ev.Fd); {
-			case fd == pidfd:
-				exited = true
-				c.ended1()
-			case fd == c.outR[0] && open[0]:
-				read(0)
-			case fd == c.outR[1] && open[1]:
-				read(1)
-			}
-		}
-	}
+	p.run()
+	c.retire()
+}
+
+// retire records the cell's exit and tears it down, once its output is
+// drained and its first process has ended.
+func (c *Cell) retire() {
 	c.mu.Lock()
 	finished := c.finished
 	c.mu.Unlock()

@@ -38,34 +38,11 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
-	// Opened before the root tmpfs hides the host's /tmp, where it may live.
-	wsFD := -1
-	if cfg.WorkspacePath != "" {
-		fd, err := unix.Openat2(unix.AT_FDCWD, cfg.WorkspacePath, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err != nil {
-			return fmt.Errorf("open workspace: %w", err)
-		}
-		defer unix.Close(fd)
-		wsFD = fd
+	src, err := openHostSources(cfg)
+	if err != nil {
+		return err
 	}
-	// Bind sources the init opens itself (rootless) may live under the
-	// host's /tmp, which the root tmpfs is about to hide: open them now.
-	bindFDs := make([]int, len(cfg.Binds))
-	for i, b := range cfg.Binds {
-		if i < len(cfg.BindMounts) && cfg.BindMounts[i] {
-			bindFDs[i] = -1
-			continue
-		}
-		fd, err := unix.Open(b.Host, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("bind %s: %w", b.Host, err)
-		}
-		defer unix.Close(fd)
-		bindFDs[i] = fd
-	}
+	defer src.close()
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
@@ -93,7 +70,7 @@ func buildRoot(cfg *initConfig) error {
 		}
 	}
 	for i, b := range cfg.Binds {
-		if err := attachBind(bindFDs[i], fdBinds+i, newRoot+b.Path); err != nil {
+		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path); err != nil {
 			return fmt.Errorf("bind %s: %w", b.Host, err)
 		}
 	}
@@ -101,7 +78,7 @@ func buildRoot(cfg *initConfig) error {
 	if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
 		return err
 	}
-	if err := buildWorkspace(cfg, wsFD); err != nil {
+	if err := buildWorkspace(cfg, src.workspace); err != nil {
 		return err
 	}
 	if err := os.Mkdir(newRoot+"/proc", 0o555); err != nil {
@@ -127,6 +104,56 @@ func buildRoot(cfg *initConfig) error {
 		return fmt.Errorf("remount / read-only: %w", err)
 	}
 	return nil
+}
+
+// hostSources are descriptors of host directories the root binds, opened
+// before the root tmpfs hides the host's /tmp, where they may live.
+type hostSources struct {
+	workspace int   // -1 when there is none
+	binds     []int // per cfg.Binds; -1 for those the supervisor mounted
+}
+
+// openHostSources opens the workspace and the bind sources the init opens
+// itself (rootless).
+func openHostSources(cfg *initConfig) (*hostSources, error) {
+	src := &hostSources{workspace: -1, binds: make([]int, len(cfg.Binds))}
+	for i := range src.binds {
+		src.binds[i] = -1
+	}
+	if cfg.WorkspacePath != "" {
+		fd, err := unix.Openat2(unix.AT_FDCWD, cfg.WorkspacePath, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open workspace: %w", err)
+		}
+		src.workspace = fd
+	}
+	for i, b := range cfg.Binds {
+		if i < len(cfg.BindMounts) && cfg.BindMounts[i] {
+			continue
+		}
+		fd, err := unix.Open(b.Host, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			src.close()
+			return nil, fmt.Errorf("bind %s: %w", b.Host, err)
+		}
+		src.binds[i] = fd
+	}
+	return src, nil
+}
+
+// close closes every descriptor opened.
+func (src *hostSources) close() {
+	if src.workspace >= 0 {
+		unix.Close(src.workspace)
+	}
+	for _, fd := range src.binds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // attachBind mounts one of Spec.Binds read-only at dst: the detached mount

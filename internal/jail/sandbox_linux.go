@@ -45,20 +45,8 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := host.Usable(); err != nil {
 		return nil, err
 	}
-	if len(spec.Argv) == 0 {
-		return nil, errors.New("jail: empty argv")
-	}
-	if err := CheckHome(spec.Home); err != nil {
+	if err := prepareSpec(&spec); err != nil {
 		return nil, err
-	}
-	if spec.CellUIDs < 0 || spec.CellUIDs > MaxCellUIDs {
-		return nil, fmt.Errorf("jail: %d cell uids, at most %d", spec.CellUIDs, MaxCellUIDs)
-	}
-	spec.Limits = spec.Limits.WithDefaults()
-	if spec.ID == "" {
-		spec.ID = NewID()
-	} else if !validID(spec.ID) {
-		return nil, fmt.Errorf("jail: bad sandbox id %q", spec.ID)
 	}
 	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
 	s.output = NewOutput(spec.Limits.OutputBytes, func() { s.Kill(LimitOutput) })
@@ -105,22 +93,8 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.cmd.SysProcAttr.CgroupFD = int(cgf.Fd())
 	}
 
-	// The goroutine that starts the init owns its OS thread until the init
-	// is reaped: Pdeathsig fires when that thread ends (go.dev/issue/27505).
-	startErr := make(chan error, 1)
-	waited := make(chan struct{}) // closed once the init is reaped
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := s.cmd.Start(); err != nil {
-			startErr <- err
-			return
-		}
-		startErr <- nil
-		_ = s.cmd.Wait()
-		close(waited)
-	}()
-	if err := <-startErr; err != nil {
+	waited, err := s.startInit()
+	if err != nil {
 		fds.closeParentEnds()
 		_ = fds.channel.Close()
 		return nil, fmt.Errorf("%w: start init: %v", ErrSetup, err)
@@ -144,6 +118,47 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	go s.supervise(ctx, fds, waited)
 	return s, nil
+}
+
+// prepareSpec checks what Start cannot build from and fills in the
+// defaults: the limits, and an ID when the caller gave none.
+func prepareSpec(spec *Spec) error {
+	if len(spec.Argv) == 0 {
+		return errors.New("jail: empty argv")
+	}
+	if err := CheckHome(spec.Home); err != nil {
+		return err
+	}
+	if spec.CellUIDs < 0 || spec.CellUIDs > MaxCellUIDs {
+		return fmt.Errorf("jail: %d cell uids, at most %d", spec.CellUIDs, MaxCellUIDs)
+	}
+	spec.Limits = spec.Limits.WithDefaults()
+	if spec.ID == "" {
+		spec.ID = NewID()
+	} else if !validID(spec.ID) {
+		return fmt.Errorf("jail: bad sandbox id %q", spec.ID)
+	}
+	return nil
+}
+
+// startInit starts the sandbox's init. The goroutine that starts it owns
+// its OS thread until the init is reaped: Pdeathsig fires when that thread
+// ends (go.dev/issue/27505). waited is closed once the init is reaped.
+func (s *Sandbox) startInit() (waited chan struct{}, err error) {
+	startErr := make(chan error, 1)
+	waited = make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			startErr <- err
+			return
+		}
+		startErr <- nil
+		_ = s.cmd.Wait()
+		close(waited)
+	}()
+	return waited, <-startErr
 }
 
 // configure places the init in its cgroup, sends the config, and waits for

@@ -217,9 +217,13 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 		p.waiting--
 		p.mu.Unlock()
 	}()
+	return p.await(ctx)
+}
 
-	// Nothing ready: make one as soon as the budget has room, unless a
-	// refill lands first.
+// await is Get with nothing ready: it makes an item as soon as the budget
+// has room, unless a refill lands first.
+func (p *Pool[T]) await(ctx context.Context) (T, error) {
+	var zero T
 	waitCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	got := make(chan *Slot, 1)
@@ -258,11 +262,7 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 			if p.closed {
 				p.mu.Unlock()
 				stop()
-				select {
-				case slot := <-got:
-					slot.Release()
-				case <-failed:
-				}
+				abandonAcquire(got, failed)
 				return zero, ErrClosed
 			}
 			if item, ok := p.take(); ok {
@@ -270,16 +270,21 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 				p.stats.Hits++
 				p.mu.Unlock()
 				stop()
-				// The slot may have come meanwhile: not ours to keep.
-				select {
-				case slot := <-got:
-					slot.Release()
-				case <-failed:
-				}
+				abandonAcquire(got, failed)
 				return item, nil
 			}
 			p.mu.Unlock()
 		}
+	}
+}
+
+// abandonAcquire waits for a stopped Acquire to end; a slot that came
+// meanwhile is not ours to keep, so it goes back to the budget.
+func abandonAcquire(got <-chan *Slot, failed <-chan error) {
+	select {
+	case slot := <-got:
+		slot.Release()
+	case <-failed:
 	}
 }
 

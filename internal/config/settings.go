@@ -1,0 +1,180 @@
+package config
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setting is one configuration value, named the same way in every source:
+// Key in the JSON file, Env in the environment, Key with dashes as a flag.
+type setting struct {
+	Key   string
+	Env   string
+	Usage string
+	get   func(*Config) string
+	set   func(*Config, string) error
+}
+
+// Settings lists every setting, for flags, documentation and errors.
+var settings = []setting{
+	durationSetting("timeout", "SANDBOX_TIMEOUT", "default wall-clock limit of a run, seconds", func(c *Config) *time.Duration { return &c.Timeout }),
+	durationSetting("max_timeout", "SANDBOX_MAX_TIMEOUT", "largest timeout a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxTimeout }),
+	durationSetting("cpu_time", "SANDBOX_CPU_TIME", "default CPU-time limit, seconds", func(c *Config) *time.Duration { return &c.CPUTime }),
+	durationSetting("max_cpu_time", "SANDBOX_MAX_CPU_TIME", "largest CPU-time limit a request may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCPUTime }),
+	coresSetting("cpu_limit", "SANDBOX_CPU_LIMIT", "CPU bandwidth of every sandbox, in cores (e.g. 0.5, 2)", func(c *Config) *float64 { return &c.CPULimit }),
+	coresSetting("session_idle_cpu", "SANDBOX_SESSION_IDLE_CPU", "CPU bandwidth of a session while no request runs in it, in cores", func(c *Config) *float64 { return &c.IdleCPU }),
+	sizeSetting("default_memory_limit", "SANDBOX_DEFAULT_MEMORY_LIMIT", "default memory limit (e.g. 128m)", func(c *Config) *int64 { return &c.MemoryLimit }),
+	sizeSetting("data_science_memory_limit", "SANDBOX_DATA_SCIENCE_MEMORY_LIMIT", "default memory limit of data_science runs", func(c *Config) *int64 { return &c.DataMemory }),
+	sizeSetting("max_memory_limit", "SANDBOX_MAX_MEMORY_LIMIT", "largest memory limit a request may ask for", func(c *Config) *int64 { return &c.MaxMemory }),
+	sizeSetting("max_output_size", "SANDBOX_MAX_OUTPUT_SIZE", "default cap on stdout and stderr, each", func(c *Config) *int64 { return &c.OutputSize }),
+	sizeSetting("max_output_limit", "SANDBOX_MAX_OUTPUT_LIMIT", "largest output cap a request may ask for", func(c *Config) *int64 { return &c.MaxOutput }),
+	intSetting("max_processes", "SANDBOX_MAX_PROCESSES", "processes a run may have at once", func(c *Config) *int { return &c.MaxProcesses }),
+	sizeSetting("max_file_size", "SANDBOX_MAX_FILE_SIZE", "largest file a run may write", func(c *Config) *int64 { return &c.MaxFileSize }),
+	intSetting("max_open_files", "SANDBOX_MAX_OPEN_FILES", "open files per process", func(c *Config) *int { return &c.MaxOpenFiles }),
+	sizeSetting("tmp_size", "SANDBOX_TMP_SIZE", "size of /tmp and /dev/shm, each", func(c *Config) *int64 { return &c.TmpSize }),
+	sizeSetting("workspace_size", "SANDBOX_WORKSPACE_SIZE", "size of a run's workspace", func(c *Config) *int64 { return &c.WorkspaceMax }),
+	sizeSetting("max_code_size", "SANDBOX_MAX_CODE_SIZE", "largest code a request may send", func(c *Config) *int64 { return &c.MaxCodeSize }),
+	boolSetting("enable_data_science", "SANDBOX_ENABLE_DATA_SCIENCE", "enable the data_science profile", func(c *Config) *bool { return &c.EnableDataScience }),
+	boolSetting("enable_network", "SANDBOX_ENABLE_NETWORK", "enable the network profile (egress through the proxy only)", func(c *Config) *bool { return &c.EnableNetwork }),
+	boolSetting("enable_filesystem", "SANDBOX_ENABLE_FILESYSTEM", "enable the filesystem profile", func(c *Config) *bool { return &c.EnableFilesystem }),
+	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }),
+	choiceSetting("isolation", "SANDBOX_ISOLATION", "backend of every run: native (the jail) or gvisor (runsc)", []string{IsolationNative, IsolationGVisor}, func(c *Config) *string { return &c.Isolation }),
+	pathSetting("runsc", "SANDBOX_RUNSC", "gVisor's runsc binary (default: /usr/local/lib/codecage/runsc, which scripts/setup.sh builds, else runsc on PATH)", func(c *Config) *string { return &c.Runsc }),
+	choiceSetting("gvisor_platform", "SANDBOX_GVISOR_PLATFORM", "gVisor platform: auto (systrap where runsc has it, else ptrace), systrap, ptrace or kvm", []string{"auto", "systrap", "ptrace", "kvm"}, func(c *Config) *string { return &c.GVisorPlatform }),
+	countSetting("gvisor_pool_size", "SANDBOX_GVISOR_POOL_SIZE", "basic gVisor sandboxes kept ready when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorPoolSize }),
+	countSetting("gvisor_data_science_pool_size", "SANDBOX_GVISOR_DATA_SCIENCE_POOL_SIZE", "data_science gVisor sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.GVisorDataPoolSize }),
+	listSetting("allowed_imports", "SANDBOX_ALLOWED_IMPORTS", "override every profile's modules (comma-separated; * = policy off)", func(c *Config) *[]string { return &c.AllowedImports }),
+	listSetting("default_profiles", "SANDBOX_DEFAULT_PROFILES", "profiles of a request that names none (default: every enabled profile)", func(c *Config) *[]string { return &c.DefaultProfiles }),
+	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }),
+	countSetting("pool_size", "SANDBOX_POOL_SIZE", "basic sandboxes kept ready (0: none)", func(c *Config) *int { return &c.PoolSize }),
+	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),
+	intSetting("max_sandboxes", "SANDBOX_MAX_SANDBOXES", "sandboxes that may exist at once", func(c *Config) *int { return &c.MaxSandboxes }),
+	durationSetting("queue_timeout", "SANDBOX_QUEUE_TIMEOUT", "longest wait for a sandbox when all are busy, seconds", func(c *Config) *time.Duration { return &c.QueueTimeout }),
+	boolSetting("zygote", "SANDBOX_ZYGOTE", "fork pooled sandboxes from a loaded interpreter (needs cgroups)", func(c *Config) *bool { return &c.Zygote }),
+	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
+	intSetting("max_sessions", "SANDBOX_MAX_SESSIONS", "sessions open at once", func(c *Config) *int { return &c.MaxSessions }),
+	countSetting("session_pool_size", "SANDBOX_SESSION_POOL_SIZE", "sessions started ahead of create_session (default profiles and memory)", func(c *Config) *int { return &c.SessionPoolSize }),
+	countSetting("gvisor_session_pool_size", "SANDBOX_GVISOR_SESSION_POOL_SIZE", "gVisor sessions started ahead of create_session, when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorSessionPoolSize }),
+	durationSetting("session_idle_ttl", "SANDBOX_SESSION_IDLE_TTL", "close a session idle this long, seconds", func(c *Config) *time.Duration { return &c.SessionIdleTTL }),
+	durationSetting("session_max_lifetime", "SANDBOX_SESSION_MAX_LIFETIME", "close a session this old, seconds", func(c *Config) *time.Duration { return &c.SessionMaxLifetime }),
+	{Key: "state_dir", Env: "SANDBOX_STATE_DIR", Usage: "directory for session workspaces and the audit log",
+		get: func(c *Config) string { return c.StateDir },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "/") {
+				return errors.New("must be an absolute path")
+			}
+			c.StateDir = v
+			return nil
+		}},
+	{Key: "rate_limit", Env: "SANDBOX_RATE_LIMIT", Usage: "requests per second per API key (0: no limit; auto: 20 with API keys, none without)",
+		get: func(c *Config) string {
+			if c.RateLimit == RateAuto {
+				return "auto"
+			}
+			return strconv.FormatFloat(c.RateLimit, 'f', -1, 64)
+		},
+		set: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "auto") {
+				c.RateLimit = RateAuto
+				return nil
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f < 0 || f > 1e6 {
+				return errors.New("want auto or a number from 0 to 1000000")
+			}
+			c.RateLimit = f
+			return nil
+		}},
+	intSetting("rate_burst", "SANDBOX_RATE_BURST", "requests an API key may make at once before the rate applies", func(c *Config) *int { return &c.RateBurst }),
+	intSetting("key_concurrency", "SANDBOX_KEY_CONCURRENCY", "requests running at once per API key, beyond which a key's request is refused (429); without API keys it does not apply", func(c *Config) *int { return &c.KeyConcurrency }),
+	intSetting("max_concurrent", "SANDBOX_MAX_CONCURRENT", "requests running at once in all", func(c *Config) *int { return &c.MaxConcurrent }),
+	countSetting("queue_size", "SANDBOX_QUEUE_SIZE", "requests that may wait for a free slot (then: busy)", func(c *Config) *int { return &c.QueueSize }),
+	intSetting("max_transfers", "SANDBOX_MAX_TRANSFERS", "file downloads and uploads in progress at once (then: busy)", func(c *Config) *int { return &c.MaxTransfers }),
+	stringSetting("listen", "SANDBOX_LISTEN", "address serve listens on (beyond loopback only with API keys)", func(c *Config) *string { return &c.Listen }),
+	stringSetting("e2b_listen", "SANDBOX_E2B_LISTEN", "serve the E2B SDKs' API (set E2B_API_URL and E2B_SANDBOX_URL to it) on this address too; off when empty", func(c *Config) *string { return &c.E2BListen }),
+	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
+		get: func(c *Config) string {
+			if c.APIKeys != "" {
+				return "(set)"
+			}
+			return ""
+		},
+		set: func(c *Config, v string) error { c.APIKeys = v; return nil }},
+	pathSetting("api_keys_file", "SANDBOX_API_KEYS_FILE", "file of API keys, one name:key per line", func(c *Config) *string { return &c.APIKeysFile }),
+	sizeSetting("max_body_size", "SANDBOX_MAX_BODY_SIZE", "largest HTTP request body", func(c *Config) *int64 { return &c.MaxBodySize }),
+	durationSetting("read_timeout", "SANDBOX_READ_TIMEOUT", "time to read an HTTP request, seconds", func(c *Config) *time.Duration { return &c.ReadTimeout }),
+	durationSetting("write_timeout", "SANDBOX_WRITE_TIMEOUT", "time to answer a non-streaming HTTP request, seconds", func(c *Config) *time.Duration { return &c.WriteTimeout }),
+	durationSetting("idle_timeout", "SANDBOX_IDLE_TIMEOUT", "time an idle keep-alive HTTP connection is kept, seconds", func(c *Config) *time.Duration { return &c.IdleTimeout }),
+	intSetting("max_connections", "SANDBOX_MAX_CONNECTIONS", "open connections per listener (REST and MCP, E2B), within half the open-file limit; more are closed at once", func(c *Config) *int { return &c.MaxConnections }),
+	intSetting("max_connections_per_client", "SANDBOX_MAX_CONNECTIONS_PER_CLIENT", "open connections per listener from one client address", func(c *Config) *int { return &c.MaxConnectionsPerClient }),
+	durationSetting("stream_write_timeout", "SANDBOX_STREAM_WRITE_TIMEOUT", "time one write of a stream may take before its client is dropped, seconds", func(c *Config) *time.Duration { return &c.StreamWriteTimeout }),
+	durationSetting("shutdown_grace", "SANDBOX_SHUTDOWN_GRACE", "on SIGTERM, how long running executions may finish, seconds", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
+	dbSetting("audit_db", "SANDBOX_AUDIT_DB", "audit log: an SQLite file (default $XDG_STATE_HOME/codecage/audit.db) or a postgres:// URL shared by replicas", func(c *Config) *string { return &c.AuditDB }),
+	boolSetting("audit_code", "SANDBOX_AUDIT_CODE", "store executed code in the audit log (its hash always is)", func(c *Config) *bool { return &c.AuditCode }),
+	intSetting("audit_buffer", "SANDBOX_AUDIT_BUFFER", "audit events buffered before they are dropped (and counted)", func(c *Config) *int { return &c.AuditBuffer }),
+	stringSetting("replica_url", "SANDBOX_REPLICA_URL", "this replica's base URL for the other replicas (http://POD_IP:8001); set, the server joins the cluster registered in the postgres:// SANDBOX_AUDIT_DB", func(c *Config) *string { return &c.ReplicaURL }),
+	stringSetting("replica_name", "SANDBOX_REPLICA_NAME", "this replica's name in messages and the registry (default: the host name)", func(c *Config) *string { return &c.ReplicaName }),
+	{Key: "peer_secret", Env: "SANDBOX_PEER_SECRET", Usage: "secret the replicas of a cluster share to authenticate each other (16+ characters)",
+		get: func(c *Config) string {
+			if c.PeerSecret != "" {
+				return "(set)"
+			}
+			return ""
+		},
+		set: func(c *Config, v string) error { c.PeerSecret = v; return nil }},
+	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
+	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
+	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),
+	durationSetting("command_timeout", "SANDBOX_COMMAND_TIMEOUT", "default wall-clock limit of a command, seconds", func(c *Config) *time.Duration { return &c.CommandTimeout }),
+	durationSetting("max_command_timeout", "SANDBOX_MAX_COMMAND_TIMEOUT", "largest timeout a command may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCommandTime }),
+	listSetting("blocked_packages", "SANDBOX_BLOCKED_PACKAGES", "packages pip_install refuses (default: the built-in list)", func(c *Config) *[]string { return &c.BlockedPackages }),
+	{Key: "pip_index_url", Env: "SANDBOX_PIP_INDEX_URL", Usage: "package index pip_install may reach (through the egress proxy)",
+		get: func(c *Config) string { return c.PipIndexURL },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+				return errors.New("want an http(s) URL such as https://pypi.org/simple")
+			}
+			c.PipIndexURL = strings.TrimSuffix(v, "/")
+			return nil
+		}},
+	pathSetting("pip_find_links", "SANDBOX_PIP_FIND_LINKS", "a local wheelhouse directory; pip_install then needs no network", func(c *Config) *string { return &c.PipFindLinks }),
+	sizeSetting("pip_max_download", "SANDBOX_PIP_MAX_DOWNLOAD", "bytes one pip_install may download", func(c *Config) *int64 { return &c.PipMaxDownload }),
+	sizeSetting("pip_max_install", "SANDBOX_PIP_MAX_INSTALL", "bytes a session's installed packages may take", func(c *Config) *int64 { return &c.PipMaxInstall }),
+	durationSetting("pip_timeout", "SANDBOX_PIP_TIMEOUT", "wall-clock limit of one pip_install, seconds", func(c *Config) *time.Duration { return &c.PipTimeout }),
+	pathSetting("tools_config", "SANDBOX_TOOLS_CONFIG", "JSON file of upstream MCP servers whose tools code may call (code mode)", func(c *Config) *string { return &c.ToolsConfig }),
+	intSetting("tools_max_calls", "SANDBOX_TOOLS_MAX_CALLS", "upstream tool calls one execution may make", func(c *Config) *int { return &c.ToolsMaxCalls }),
+	sizeSetting("tools_max_result", "SANDBOX_TOOLS_MAX_RESULT", "largest upstream tool result handed to code", func(c *Config) *int64 { return &c.ToolsMaxResult }),
+	durationSetting("tools_timeout", "SANDBOX_TOOLS_TIMEOUT", "time limit of one upstream tool call, seconds", func(c *Config) *time.Duration { return &c.ToolsTimeout }),
+	pathSetting("packages_dir", "SANDBOX_PACKAGES_DIR", "the operator's package layer (codecage packages install), read-only in sandboxes", func(c *Config) *string { return &c.PackagesDir }),
+	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
+		get: func(c *Config) string { return c.Interpreter },
+		set: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "/") {
+				return errors.New("must be an absolute path")
+			}
+			c.Interpreter = v
+			return nil
+		}},
+}
+
+// SettingKeys lists the setting keys with their environment variables and
+// usage, for help output.
+func SettingKeys() [][3]string {
+	out := make([][3]string, len(settings))
+	for i, s := range settings {
+		out[i] = [3]string{s.Key, s.Env, s.Usage}
+	}
+	return out
+}
+
+func lookupSetting(key string) (setting, bool) {
+	key = strings.ReplaceAll(key, "-", "_")
+	for _, s := range settings {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return setting{}, false
+}
