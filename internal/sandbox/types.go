@@ -11,6 +11,11 @@
 // nor the pools: the fleet re-exports the facts it needs of them
 // (internal/archtest holds the rule). It knows nothing of HTTP, MCP or
 // flags.
+//
+// Every operation goes through one envelope, written once in ops.go (to
+// the owning replica, or admit, bind to shutdown, run, audit), from a
+// table that also serves the peer protocol (ServePeer). Sessions are in
+// session*.go; the lock order is written above the session type.
 package sandbox
 
 import (
