@@ -49,21 +49,9 @@ func sign(secret []byte, target string, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-func sessionOf(call sandbox.PeerCall) string {
-	switch {
-	case call.Execute != nil:
-		return call.Execute.SessionID
-	case call.Command != nil:
-		return call.Command.SessionID
-	case call.Install != nil:
-		return call.Install.SessionID
-	}
-	return call.SessionID
-}
-
 // Call carries call to the replica id (sandbox.Cluster).
 func (n *Node) Call(ctx context.Context, id string, call sandbox.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
-	session := sessionOf(call)
+	session := call.Session()
 	r, ok, err := n.reg.lookup(ctx, id, false)
 	switch {
 	case err != nil:

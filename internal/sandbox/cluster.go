@@ -218,7 +218,7 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	if s.cluster == nil {
 		return nil, fmt.Errorf("%w: this server is not a replica of a cluster", ErrInvalidRequest)
 	}
-	id := peerSession(call)
+	id := call.Session()
 	if call.Op != OpList && (id == "" || s.remote(id) != "" || !strings.HasSuffix(id, "-"+s.cluster.Self())) {
 		return nil, fmt.Errorf("%w: %s is not a session of replica %s", ErrSessionNotFound, Quote(id), s.cluster.Self())
 	}
@@ -234,9 +234,9 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	return o.serve(ctx, s, call, onOutput)
 }
 
-// peerSession is the session a peer call is about: the one of its
-// request, for the operations that carry one.
-func peerSession(call PeerCall) string {
+// Session is the session a peer call is about: the one of its request,
+// for the operations that carry one.
+func (call PeerCall) Session() string {
 	switch {
 	case call.Execute != nil:
 		return call.Execute.SessionID
