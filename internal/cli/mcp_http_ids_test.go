@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 )
 
 // hostileIDs are ids the SDK would change (it decodes numbers through
@@ -72,22 +74,22 @@ func TestMCPHTTPIDsRoundTripExactly(t *testing.T) {
 	s := startServe(t)
 
 	// Streamable HTTP: initialize itself with 2^70.
-	resp, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":1180591620717411303424,"method":"initialize",`+initializeParams+`}`, nil)
+	resp, body := probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":1180591620717411303424,"method":"initialize",`+initializeParams+`}`, nil)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if _, msgs := answersOf(t, resp, body); sid == "" || len(msgs) != 1 || rawField(t, msgs[0], "id") != "1180591620717411303424" {
 		t.Fatalf("initialize with id 2^70: %d session %q %.300s", resp.StatusCode, sid, body)
 	}
 	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
-	postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+	probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
 	for _, id := range hostileIDs {
-		resp, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, h)
+		resp, body := probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, h)
 		mode, msgs := answersOf(t, resp, body)
 		if mode != "text/event-stream" || len(msgs) != 1 || rawField(t, msgs[0], "id") != id || rawField(t, msgs[0], "result") == "" {
 			t.Errorf("/mcp tools/list with id %s: %d %s %.300s", id, resp.StatusCode, mode, body)
 		}
 	}
 	// A tool call's result, run in a sandbox, goes back under its id.
-	resp, body = postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"print(6*7)"}}}`, h)
+	resp, body = probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"print(6*7)"}}}`, h)
 	if _, msgs := answersOf(t, resp, body); len(msgs) != 1 || rawField(t, msgs[0], "id") != "9007199254740993" || !strings.Contains(msgs[0], "42") {
 		t.Errorf("/mcp tools/call with id 2^53+1: %d %.500s", resp.StatusCode, body)
 	}
@@ -95,7 +97,7 @@ func TestMCPHTTPIDsRoundTripExactly(t *testing.T) {
 	// stateful server does not serve with a JSON body.
 	for _, id := range hostileIDs {
 		hv := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2026-07-28"}
-		resp, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, hv)
+		resp, body := probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, hv)
 		mode, msgs := answersOf(t, resp, body)
 		if mode != "application/json" || len(msgs) != 1 || rawField(t, msgs[0], "id") != id || rawField(t, msgs[0], "error") == "" {
 			t.Errorf("/mcp JSON answer with id %s: %d %s %.300s", id, resp.StatusCode, mode, body)
@@ -104,20 +106,20 @@ func TestMCPHTTPIDsRoundTripExactly(t *testing.T) {
 
 	// Legacy SSE: answers come on the GET stream.
 	stream := openLegacySSE(t, s.url)
-	resp, _ = postJSON(t, stream.endpoint, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil)
+	resp, _ = probe.PostMCP(t, stream.endpoint, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST to the SSE endpoint: %d", resp.StatusCode)
 	}
 	if msg := stream.next(t); rawField(t, msg, "id") != "7" || !strings.Contains(rawField(t, msg, "error"), `"code":-32600`) {
 		t.Errorf("a call before initialize on /mcp/sse: %.300s, want error code -32600", msg)
 	}
-	postJSON(t, stream.endpoint, `{"jsonrpc":"2.0","id":-0,"method":"initialize",`+initializeParams+`}`, nil)
+	probe.PostMCP(t, stream.endpoint, `{"jsonrpc":"2.0","id":-0,"method":"initialize",`+initializeParams+`}`, nil)
 	if msg := stream.next(t); rawField(t, msg, "id") != "-0" || rawField(t, msg, "result") == "" {
 		t.Fatalf("initialize on /mcp/sse with id -0: %.300s", msg)
 	}
-	postJSON(t, stream.endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	probe.PostMCP(t, stream.endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	for _, id := range hostileIDs {
-		postJSON(t, stream.endpoint, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, nil)
+		probe.PostMCP(t, stream.endpoint, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, nil)
 		if msg := stream.next(t); rawField(t, msg, "id") != id || rawField(t, msg, "result") == "" {
 			t.Errorf("/mcp/sse tools/list with id %s: %.300s", id, msg)
 		}

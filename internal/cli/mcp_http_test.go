@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -14,23 +13,6 @@ import (
 
 	"github.com/codecage/codecage/internal/probe"
 )
-
-func postJSON(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
 
 // Item 3 of issue 24: a legacy SSE client that stops reading is dropped
 // once its unsent results pass the budget; before, every finished call's
@@ -62,8 +44,8 @@ func TestMCPSSEStalledClientIsDropped(t *testing.T) {
 		}
 	}
 	// From here on the client reads nothing.
-	postJSON(t, endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
-	postJSON(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	probe.PostMCP(t, endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	probe.PostMCP(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -82,7 +64,7 @@ func TestMCPSSEStalledClientIsDropped(t *testing.T) {
 	wg.Wait()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, _ := postJSON(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+		resp, _ := probe.PostMCP(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 		g := probe.Metric(t, s.url, "go_goroutines")
 		if resp.StatusCode == http.StatusNotFound && g <= base+5 {
 			break
@@ -102,20 +84,20 @@ func TestMCPSSEStalledClientIsDropped(t *testing.T) {
 // the DELETE waited for the call, and the POST got an empty 200).
 func TestMCPDeleteCancelsCalls(t *testing.T) {
 	s := startServe(t)
-	resp, _ := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	resp, _ := probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("no session id (%d)", resp.StatusCode)
 	}
 	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
-	postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+	probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
 	type answer struct {
 		body string
 		at   time.Time
 	}
 	got := make(chan answer, 1)
 	go func() {
-		_, body := postJSON(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(25)"}}}`, h)
+		_, body := probe.PostMCP(t, s.url+"/mcp", `{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(25)"}}}`, h)
 		got <- answer{body, time.Now()}
 	}()
 	deadline := time.Now().Add(20 * time.Second)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -151,9 +152,9 @@ func (h *idHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.legacy {
 		// Accepted calls are answered on the stream, which frees their
 		// tokens; the SDK refusing the POST frees them here.
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &frontdoor.Recorder{ResponseWriter: w}
 		h.next.ServeHTTP(sw, r)
-		if sw.status != http.StatusAccepted {
+		if sw.Status != http.StatusAccepted {
 			ids.release(toks)
 		}
 		return
@@ -345,28 +346,6 @@ func (a *answerWriter) finish() {
 	}
 	a.pending = nil
 }
-
-// statusWriter records the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(p)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // sseStreamIDs maps the answers of one legacy SSE stream: the map is
 // registered under the stream's session id when the SDK writes the

@@ -3,12 +3,13 @@ package mcpserver_test
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/probe"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
@@ -36,23 +37,6 @@ func httpServers(t *testing.T, stateless bool) (streamable, sse http.Handler, ur
 	return streamable, sse, srv.URL
 }
 
-func post(t *testing.T, url, body string, header map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
 // idOf is the raw id of the first message of an SSE or JSON answer.
 func idOf(t *testing.T, body string) string {
 	t.Helper()
@@ -74,7 +58,7 @@ func idOf(t *testing.T, body string) string {
 func TestStatelessHTTPIDsRoundTrip(t *testing.T) {
 	streamable, _, url := httpServers(t, true)
 	for _, id := range []string{"1180591620717411303424", "9007199254740993", "-9223372036854775809", "1.5", "1e2", "-0", `"a\u0062c"`} {
-		resp, body := post(t, url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
+		resp, body := probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
 		if got := idOf(t, body); got != id || !strings.Contains(body, "execute_code") {
 			t.Errorf("stateless tools/list with id %s: %d, id %s, %.200s", id, resp.StatusCode, got, body)
 		}
@@ -89,13 +73,13 @@ func TestStatelessHTTPIDsRoundTrip(t *testing.T) {
 // /proc), and the session's id map is freed once its POSTs end.
 func TestHTTPCancelByClientID(t *testing.T) {
 	streamable, _, url := httpServers(t, false)
-	resp, _ := post(t, url+"/mcp", `{"jsonrpc":"2.0","id":"i","method":"initialize",`+initParams+`}`, nil)
+	resp, _ := probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","id":"i","method":"initialize",`+initParams+`}`, nil)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
-	post(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
+	probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, h)
 	done := make(chan string, 1)
 	go func() {
-		_, body := post(t, url+"/mcp", `{"jsonrpc":"2.0","id":1180591620717411303424,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(60)","timeout":60}}}`, h)
+		_, body := probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","id":1180591620717411303424,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(60)","timeout":60}}}`, h)
 		done <- body
 	}()
 	for i := 0; sleepingSandboxes(t) == 0; i++ {
@@ -106,12 +90,12 @@ func TestHTTPCancelByClientID(t *testing.T) {
 	}
 	// An id nothing was sent with cancels nothing (before the mapping, 1
 	// could have named another call's token).
-	post(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, h)
+	probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, h)
 	time.Sleep(300 * time.Millisecond)
 	if sleepingSandboxes(t) == 0 {
 		t.Fatal("a cancellation of an id never sent ended the call")
 	}
-	post(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1180591620717411303424}}`, h)
+	probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1180591620717411303424}}`, h)
 	deadline := time.Now().Add(10 * time.Second)
 	for sleepingSandboxes(t) > 0 {
 		if time.Now().After(deadline) {
@@ -176,16 +160,16 @@ func TestSSEOutstandingIDsCapped(t *testing.T) {
 		}
 		return ""
 	}
-	post(t, endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize",`+initParams+`}`, nil)
+	probe.PostMCP(t, endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize",`+initParams+`}`, nil)
 	next()
-	post(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	probe.PostMCP(t, endpoint, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	call := `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(1)"}}}`
 	for _, id := range []string{"1.5", "2.5"} {
-		if r, body := post(t, endpoint, strings.Replace(call, "%s", id, 1), nil); r.StatusCode != http.StatusAccepted {
+		if r, body := probe.PostMCP(t, endpoint, strings.Replace(call, "%s", id, 1), nil); r.StatusCode != http.StatusAccepted {
 			t.Fatalf("call %s: %d %q", id, r.StatusCode, body)
 		}
 	}
-	r, body := post(t, endpoint, strings.Replace(call, "%s", "3.5", 1), nil)
+	r, body := probe.PostMCP(t, endpoint, strings.Replace(call, "%s", "3.5", 1), nil)
 	if r.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":3.5`) || !strings.Contains(body, "await their answers") {
 		t.Errorf("a third call over the cap of 2: %d %q", r.StatusCode, body)
 	}
@@ -194,7 +178,7 @@ func TestSSEOutstandingIDsCapped(t *testing.T) {
 			t.Errorf("an answer with id %s", id)
 		}
 	}
-	if r, body := post(t, endpoint, strings.Replace(call, "%s", "4.5", 1), nil); r.StatusCode != http.StatusAccepted {
+	if r, body := probe.PostMCP(t, endpoint, strings.Replace(call, "%s", "4.5", 1), nil); r.StatusCode != http.StatusAccepted {
 		t.Errorf("a call once the others were answered: %d %q", r.StatusCode, body)
 	}
 	if id := idOf(t, next()); id != "4.5" {

@@ -82,3 +82,26 @@ func DialStalled(t testing.TB, addr, req string) net.Conn {
 	}
 	return c
 }
+
+// PostMCP POSTs body (a JSON-RPC frame) to url as an MCP client does,
+// accepting JSON or an event stream, with header added; it returns the
+// answer and its whole body.
+func PostMCP(t testing.TB, url, body string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
