@@ -11,4 +11,4 @@ test:
 	scripts/test.sh
 
 bench: build
-	go test -run '^$$' -bench . -benchtime 50x ./internal/sandbox/
+	go test -run '^$$' -bench . -benchtime 50x ./internal/service/

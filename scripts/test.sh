@@ -54,11 +54,11 @@ if ! command -v gcc >/dev/null; then
 fi
 CGO_ENABLED=1 go test -race -count=1 -timeout 15m "$@" ./internal/pool ./internal/fleet ./internal/policy \
 	./internal/access ./internal/runtime ./internal/egress ./internal/upstream ./internal/audit ./internal/metrics
-CGO_ENABLED=1 go test -race -count=1 "$@" -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/sandbox
+CGO_ENABLED=1 go test -race -count=1 "$@" -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/service
 # -p 1: the leftover checks scan the whole host, so packages run one at a time.
 go test -p 1 -count=1 -timeout 30m "$@" ./...
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
 CODECAGE_TEST_BACKEND=gvisor go test -count=1 -timeout 30m "$@" \
 	-run 'Containment|^Test(Budget|Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|ProfilesAllow|EnabledProfiles|EveryBasicModule|NumpyAndPandas|PlotComesBack|Validate|RunCommand)' \
-	./internal/sandbox/
+	./internal/service/

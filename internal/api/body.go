@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // CheckLength refuses a body whose Content-Length is over limit (the
@@ -17,13 +17,13 @@ func CheckLength(w http.ResponseWriter, r *http.Request, limit int64) error {
 		return nil
 	}
 	w.Header().Set("Connection", "close") // the body is never read
-	return refuse(sandbox.ErrTooLarge, "the request body is %d bytes, over the limit of %d (SANDBOX_MAX_BODY_SIZE)", r.ContentLength, limit)
+	return refuse(service.ErrTooLarge, "the request body is %d bytes, over the limit of %d (SANDBOX_MAX_BODY_SIZE)", r.ContentLength, limit)
 }
 
 // ReadBody reads a request's whole body, at most limit bytes: the one
 // door of the bodies every surface decodes (REST's JSON, E2B's control
 // plane, interpreter and Connect calls). Over the limit is
-// sandbox.ErrTooLarge, a body the client broke sandbox.ErrInvalidRequest;
+// service.ErrTooLarge, a body the client broke service.ErrInvalidRequest;
 // each transport answers them from its row of the status table. The
 // text of the JSON in it is checked by CheckJSONText, once it is decoded
 // as far as the transport needs (Connect inflates it first).
@@ -38,9 +38,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	if err != nil {
 		var big *http.MaxBytesError
 		if errors.As(err, &big) {
-			return nil, refuse(sandbox.ErrTooLarge, "the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit)
+			return nil, refuse(service.ErrTooLarge, "the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit)
 		}
-		return nil, refuse(sandbox.ErrInvalidRequest, "the request body could not be read: %v", err)
+		return nil, refuse(service.ErrInvalidRequest, "the request body could not be read: %v", err)
 	}
 	return body, nil
 }

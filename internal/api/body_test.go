@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // The one body door: an announced or read size over the limit is too
@@ -16,12 +16,12 @@ func TestReadBodyHoldsTheLimit(t *testing.T) {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
 	r.ContentLength = 1 << 40
-	if _, err := ReadBody(w, r, 64); !errors.Is(err, sandbox.ErrTooLarge) || !strings.Contains(err.Error(), "SANDBOX_MAX_BODY_SIZE") || w.Header().Get("Connection") != "close" {
+	if _, err := ReadBody(w, r, 64); !errors.Is(err, service.ErrTooLarge) || !strings.Contains(err.Error(), "SANDBOX_MAX_BODY_SIZE") || w.Header().Get("Connection") != "close" {
 		t.Errorf("announced over the limit: %v, Connection %q", err, w.Header().Get("Connection"))
 	}
 	r = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 65)))
 	r.ContentLength = -1 // chunked: only reading finds out
-	if _, err := ReadBody(httptest.NewRecorder(), r, 64); !errors.Is(err, sandbox.ErrTooLarge) || StatusOf(err).REST != 413 {
+	if _, err := ReadBody(httptest.NewRecorder(), r, 64); !errors.Is(err, service.ErrTooLarge) || StatusOf(err).REST != 413 {
 		t.Errorf("read over the limit: %v", err)
 	}
 	r = httptest.NewRequest("POST", "/", strings.NewReader(`{"code": "1"}`))

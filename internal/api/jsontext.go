@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // CheckJSONText reports the first string of a JSON document (a request's
@@ -15,7 +15,7 @@ import (
 // pair ("\udc80"). Go's decoder would silently turn either into U+FFFD, and
 // the code would then fail as a puzzling SyntaxError, or a file would be
 // written with other bytes than were sent. The error wraps
-// sandbox.ErrInvalidRequest and names the field ("code", "env.LANG",
+// service.ErrInvalidRequest and names the field ("code", "env.LANG",
 // "allowed_imports[2]"). A document that is not JSON at all is left to the
 // decoder to report.
 func CheckJSONText(doc []byte) error {
@@ -76,7 +76,7 @@ func CheckJSONText(doc []byte) error {
 			isKey := len(stack) > 0 && stack[len(stack)-1].object && stack[len(stack)-1].expectKey
 			end, text, problem := scanString(doc, i)
 			if problem != "" {
-				return fmt.Errorf("%w: %s %s", sandbox.ErrInvalidRequest, where(isKey), problem)
+				return fmt.Errorf("%w: %s %s", service.ErrInvalidRequest, where(isKey), problem)
 			}
 			if end < 0 {
 				return nil // unterminated: the decoder says so

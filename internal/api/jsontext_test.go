@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 func TestCheckJSONText(t *testing.T) {
@@ -38,7 +38,7 @@ func TestCheckJSONText(t *testing.T) {
 	}
 	for _, c := range bad {
 		err := CheckJSONText([]byte(c.doc))
-		if err == nil || !errors.Is(err, sandbox.ErrInvalidRequest) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.doc, err, c.want)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // The parameter objects below are the wire shapes shared by the MCP tools
@@ -27,17 +27,17 @@ type ExecuteParams struct {
 	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
 }
 
-// Request checks the parameters and turns them into a sandbox.Request for
+// Request checks the parameters and turns them into a service.Request for
 // owner; maxTimeout is the server's, for the message.
-func (p ExecuteParams) Request(maxTimeout time.Duration, owner string) (sandbox.Request, error) {
+func (p ExecuteParams) Request(maxTimeout time.Duration, owner string) (service.Request, error) {
 	if p.Timeout < 0 || p.Timeout > 86400 {
-		return sandbox.Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", sandbox.ErrInvalidRequest, p.Timeout, maxTimeout.Seconds())
+		return service.Request{}, fmt.Errorf("%w: timeout %g is out of range (0 to %g seconds)", service.ErrInvalidRequest, p.Timeout, maxTimeout.Seconds())
 	}
 	mem, err := ParseMemory(p.MemoryLimit)
 	if err != nil {
-		return sandbox.Request{}, err
+		return service.Request{}, err
 	}
-	return sandbox.Request{
+	return service.Request{
 		Code:           p.Code,
 		Timeout:        time.Duration(p.Timeout * float64(time.Second)),
 		MemoryBytes:    mem,
@@ -59,12 +59,12 @@ type CommandParams struct {
 	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
 }
 
-// Request checks the parameters and turns them into a sandbox.CommandRequest.
-func (p CommandParams) Request(owner string) (sandbox.CommandRequest, error) {
+// Request checks the parameters and turns them into a service.CommandRequest.
+func (p CommandParams) Request(owner string) (service.CommandRequest, error) {
 	if p.Timeout < 0 || p.Timeout > 86400 {
-		return sandbox.CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", sandbox.ErrInvalidRequest, p.Timeout)
+		return service.CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", service.ErrInvalidRequest, p.Timeout)
 	}
-	return sandbox.CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
+	return service.CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
 		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner}, nil
 }
 
@@ -75,9 +75,9 @@ type InstallParams struct {
 	SessionID string `json:"session_id" jsonschema:"The session to install into (from create_session): its later runs can import the package; other sessions cannot." doc:"The session to install into (from POST /sessions): its later runs can import the package; other sessions cannot."`
 }
 
-// Request turns the parameters into a sandbox.InstallRequest.
-func (p InstallParams) Request(owner string) sandbox.InstallRequest {
-	return sandbox.InstallRequest{Package: p.Package, Version: p.Version, SessionID: p.SessionID, Owner: owner}
+// Request turns the parameters into a service.InstallRequest.
+func (p InstallParams) Request(owner string) service.InstallRequest {
+	return service.InstallRequest{Package: p.Package, Version: p.Version, SessionID: p.SessionID, Owner: owner}
 }
 
 // ValidateParams are the arguments of validate_code and POST /validate.
@@ -87,9 +87,9 @@ type ValidateParams struct {
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Check against this import list instead." doc:"Check against this import list instead."`
 }
 
-// Request turns the parameters into a sandbox.ValidateRequest.
-func (p ValidateParams) Request() sandbox.ValidateRequest {
-	return sandbox.ValidateRequest{Code: p.Code, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports}
+// Request turns the parameters into a service.ValidateRequest.
+func (p ValidateParams) Request() service.ValidateRequest {
+	return service.ValidateRequest{Code: p.Code, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports}
 }
 
 // SessionParams are the arguments of create_session and POST /sessions.
@@ -100,13 +100,13 @@ type SessionParams struct {
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
 }
 
-// Request checks the parameters and turns them into a sandbox.SessionRequest.
-func (p SessionParams) Request(owner string) (sandbox.SessionRequest, error) {
+// Request checks the parameters and turns them into a service.SessionRequest.
+func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	mem, err := ParseMemory(p.MemoryLimit)
 	if err != nil {
-		return sandbox.SessionRequest{}, err
+		return service.SessionRequest{}, err
 	}
-	return sandbox.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
+	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
 }
 
 // FileEncodings are the encodings of file contents on the wire.
@@ -121,11 +121,11 @@ func DecodeContent(content, encoding string) ([]byte, error) {
 	case "base64":
 		data, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
-			return nil, fmt.Errorf("%w: content is not base64: %v", sandbox.ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: content is not base64: %v", service.ErrInvalidRequest, err)
 		}
 		return data, nil
 	}
-	return nil, fmt.Errorf("%w: encoding %s (want utf-8 or base64)", sandbox.ErrInvalidRequest, sandbox.Quote(encoding))
+	return nil, fmt.Errorf("%w: encoding %s (want utf-8 or base64)", service.ErrInvalidRequest, service.Quote(encoding))
 }
 
 // ParseMemory reads a memory limit such as 256m ("" is the default, 0).
@@ -135,7 +135,7 @@ func ParseMemory(s string) (int64, error) {
 	}
 	n, err := config.ParseSize(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: memory_limit %s: %v", sandbox.ErrInvalidRequest, sandbox.Quote(s), err)
+		return 0, fmt.Errorf("%w: memory_limit %s: %v", service.ErrInvalidRequest, service.Quote(s), err)
 	}
 	return n, nil
 }

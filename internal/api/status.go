@@ -7,11 +7,11 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/codecage/codecage/internal/access"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Status is how each transport answers one kind of service error
-// (sandbox.ErrorKind): a row of the one table below.
+// (service.ErrorKind): a row of the one table below.
 type Status struct {
 	// REST is the HTTP status of the problem document; RESTRetry sends
 	// Retry-After (at least a second) even when the error names no wait.
@@ -44,33 +44,33 @@ const Canceled = 499
 // statuses is the one table from error kind to each transport's answer.
 // A difference between transports is a cell, with its reason beside it.
 var statuses = map[string]Status{
-	sandbox.KindInvalidRequest: {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
-	sandbox.KindBadPath:        {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
-	sandbox.KindFileNotFound:   {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
+	service.KindInvalidRequest: {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
+	service.KindBadPath:        {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
+	service.KindFileNotFound:   {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
 	// envd answers a write past the disk's room with 507.
-	sandbox.KindTooLarge: {REST: http.StatusRequestEntityTooLarge, E2B: http.StatusRequestEntityTooLarge, Envd: http.StatusInsufficientStorage, Connect: connect.CodeResourceExhausted},
+	service.KindTooLarge: {REST: http.StatusRequestEntityTooLarge, E2B: http.StatusRequestEntityTooLarge, Envd: http.StatusInsufficientStorage, Connect: connect.CodeResourceExhausted},
 	// To the E2B SDK a sandbox that is gone, lost or ended is "not
 	// running": 404 from the control plane, 502 / Unavailable from its
 	// daemons. REST tells them apart.
-	sandbox.KindSessionNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
-	sandbox.KindSessionLost:     {REST: http.StatusGone, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
-	sandbox.KindSessionEnded:    {REST: http.StatusConflict, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
+	service.KindSessionNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
+	service.KindSessionLost:     {REST: http.StatusGone, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
+	service.KindSessionEnded:    {REST: http.StatusConflict, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
 	// REST: a conflict with the caller's own open sessions; E2B: a
 	// refusal for load, which its SDK retries.
-	sandbox.KindTooManySessions: {REST: http.StatusConflict, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted},
-	sandbox.KindRateLimited:     {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
+	service.KindTooManySessions: {REST: http.StatusConflict, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted},
+	service.KindRateLimited:     {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
 	// envd has no 503 of its own for a full queue: 429, as for a rate.
-	sandbox.KindBusy:         {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusTooManyRequests, Connect: connect.CodeUnavailable, MCP: "busy"},
-	sandbox.KindUnavailable:  {REST: http.StatusServiceUnavailable, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable},
-	sandbox.KindShuttingDown: {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable, MCP: "shutting down"},
-	sandbox.KindCanceled:     {REST: Canceled, E2B: Canceled, Envd: Canceled, Connect: connect.CodeCanceled, MCP: "canceled"},
-	sandbox.KindInternal:     {REST: http.StatusInternalServerError, E2B: http.StatusInternalServerError, Envd: http.StatusInternalServerError, Connect: connect.CodeInternal},
+	service.KindBusy:         {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusTooManyRequests, Connect: connect.CodeUnavailable, MCP: "busy"},
+	service.KindUnavailable:  {REST: http.StatusServiceUnavailable, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable},
+	service.KindShuttingDown: {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable, MCP: "shutting down"},
+	service.KindCanceled:     {REST: Canceled, E2B: Canceled, Envd: Canceled, Connect: connect.CodeCanceled, MCP: "canceled"},
+	service.KindInternal:     {REST: http.StatusInternalServerError, E2B: http.StatusInternalServerError, Envd: http.StatusInternalServerError, Connect: connect.CodeInternal},
 }
 
 // StatusOf is how every transport answers err (nil: the internal row,
 // never consulted for a success).
 func StatusOf(err error) Status {
-	return StatusOfKind(sandbox.ErrorKind(err))
+	return StatusOfKind(service.ErrorKind(err))
 }
 
 // StatusOfKind is the row of kind; a kind the table lacks is internal.
@@ -78,7 +78,7 @@ func StatusOfKind(kind string) Status {
 	if st, ok := statuses[kind]; ok {
 		return st
 	}
-	return statuses[sandbox.KindInternal]
+	return statuses[service.KindInternal]
 }
 
 // RetryAfter is how long err asks the client to wait, in whole seconds (at

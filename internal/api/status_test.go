@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Every kind the service classifies has an answer on every transport, and
@@ -13,7 +13,7 @@ import (
 // cannot silently become a 500 somewhere.
 func TestEveryKindHasAStatusOnEveryTransport(t *testing.T) {
 	known := map[string]bool{}
-	for _, kind := range sandbox.Kinds {
+	for _, kind := range service.Kinds {
 		known[kind] = true
 		st, ok := statuses[kind]
 		if !ok {
@@ -26,7 +26,7 @@ func TestEveryKindHasAStatusOnEveryTransport(t *testing.T) {
 	}
 	for kind := range statuses {
 		if !known[kind] {
-			t.Errorf("%s: a row for a kind sandbox.Kinds does not list", kind)
+			t.Errorf("%s: a row for a kind service.Kinds does not list", kind)
 		}
 	}
 }
@@ -34,8 +34,8 @@ func TestEveryKindHasAStatusOnEveryTransport(t *testing.T) {
 // KindError is ErrorKind's exact inverse, so a failure rebuilt from its
 // kind (a forwarded request's) is answered as if it had happened here.
 func TestKindErrorIsErrorKindsInverse(t *testing.T) {
-	for _, kind := range sandbox.Kinds {
-		if got := sandbox.ErrorKind(fmt.Errorf("wrapped: %w", sandbox.KindError(kind))); got != kind {
+	for _, kind := range service.Kinds {
+		if got := service.ErrorKind(fmt.Errorf("wrapped: %w", service.KindError(kind))); got != kind {
 			t.Errorf("ErrorKind(KindError(%s)) = %s", kind, got)
 		}
 	}

@@ -31,7 +31,7 @@ var layers = map[string]int{
 	"internal/runtime":      backend,
 	"internal/pool":         backend,
 	"internal/fleet":        fleet,
-	"internal/sandbox":      service,
+	"internal/service":      service,
 	"internal/leftovers":    service, // reads the fleet's uid facts from the host side, for tests and bench
 	"internal/api":          contract,
 	"internal/httpapi":      surface,

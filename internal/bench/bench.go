@@ -20,7 +20,7 @@ import (
 	"github.com/codecage/codecage/internal/dataset"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Defaults of [Options].
@@ -48,8 +48,8 @@ type Options struct {
 	// zero value means config.DefaultConfig(). The data_science profile is
 	// enabled whatever it says (the numpy case needs it).
 	Config config.Config
-	// NewService starts a service (default sandbox.New).
-	NewService func(config.Config) (*sandbox.Service, error)
+	// NewService starts a service (default service.New).
+	NewService func(config.Config) (*service.Service, error)
 	// N is the number of sequential print(1) runs (default 200, 20 when
 	// Quick); the concurrent case runs 2N, numpy N/2 and N.
 	N int
@@ -171,7 +171,7 @@ func newBencher(opts Options) (*bencher, error) {
 	}
 	cfg.EnableDataScience = true
 	if opts.NewService == nil {
-		opts.NewService = func(cfg config.Config) (*sandbox.Service, error) { return sandbox.New(cfg, nil) }
+		opts.NewService = func(cfg config.Config) (*service.Service, error) { return service.New(cfg, nil) }
 	}
 	if opts.PoolTimeout <= 0 {
 		opts.PoolTimeout = DefaultPoolTimeout
@@ -297,4 +297,4 @@ func machine(interpreter string) Machine {
 }
 
 // IsUnavailable reports whether err means this host cannot run sandboxes.
-func IsUnavailable(err error) bool { return errors.Is(err, sandbox.ErrUnavailable) }
+func IsUnavailable(err error) bool { return errors.Is(err, service.ErrUnavailable) }

@@ -11,7 +11,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // gVisor's classes, as PoolStats names them.
@@ -53,8 +53,8 @@ func (b *bencher) gvisor(ctx context.Context) error {
 		return err
 	}
 	b.rep.GVisorMemory = gvisorIdleMemory(cfg.GVisorPoolSize + cfg.GVisorDataPoolSize)
-	print1 := sandbox.Request{Code: Print1Code, UseContainer: true}
-	numpy := sandbox.Request{Code: NumpyCode, Profiles: []string{policy.DataScience}, UseContainer: true}
+	print1 := service.Request{Code: Print1Code, UseContainer: true}
+	numpy := service.Request{Code: NumpyCode, Profiles: []string{policy.DataScience}, UseContainer: true}
 	refilled := func(ctx context.Context) error { return waitFull(ctx, svc, want, b.opts.PoolTimeout) }
 	n := b.gvisorRuns()
 	cases := []pooledCase{
@@ -79,7 +79,7 @@ func (b *bencher) gvisor(ctx context.Context) error {
 
 // gvisorCold measures use_container runs with no pool: what every one
 // would cost without it, runsc booting each time.
-func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, print1Key, numpyKey string, print1, numpy sandbox.Request) error {
+func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, print1Key, numpyKey string, print1, numpy service.Request) error {
 	n := b.gvisorRuns()
 	cfg.GVisorPoolSize, cfg.GVisorDataPoolSize = 0, 0
 	cold, err := b.opts.NewService(cfg)
@@ -88,11 +88,11 @@ func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, p
 	}
 	defer cold.Close()
 	b.progress("%s: %d runs", print1Key, n)
-	row := measure(ctx, print1Key, "use_container print(1), no pool (runsc boots each)", n, 1, execJob(cold, func(int) sandbox.Request { return print1 }, checkPrint1))
+	row := measure(ctx, print1Key, "use_container print(1), no pool (runsc boots each)", n, 1, execJob(cold, func(int) service.Request { return print1 }, checkPrint1))
 	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.progress("%s: %d runs", numpyKey, max(3, n/2))
-	row = measure(ctx, numpyKey, "use_container numpy, no pool (runsc boots, numpy loads)", max(3, n/2), 1, execJob(cold, func(int) sandbox.Request { return numpy }, checkNumpy))
+	row = measure(ctx, numpyKey, "use_container numpy, no pool (runsc boots, numpy loads)", max(3, n/2), 1, execJob(cold, func(int) service.Request { return numpy }, checkNumpy))
 	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))

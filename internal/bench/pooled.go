@@ -9,7 +9,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // pooled measures the service with its warm pools: idle memory, print(1)
@@ -32,7 +32,7 @@ func (b *bencher) pooled(ctx context.Context) error {
 
 	// A few runs first: the first ones pay for cold page caches.
 	for range 3 {
-		_, _ = svc.Execute(ctx, sandbox.Request{Code: Print1Code})
+		_, _ = svc.Execute(ctx, service.Request{Code: Print1Code})
 	}
 	refilled := func(ctx context.Context) error { return waitFull(ctx, svc, want, b.opts.PoolTimeout) }
 	for _, c := range b.pooledCases() {
@@ -56,7 +56,7 @@ func (b *bencher) pooled(ctx context.Context) error {
 
 // describeIsolation records what the service reports about its isolation
 // in the report's machine section.
-func (b *bencher) describeIsolation(iso sandbox.IsolationInfo) {
+func (b *bencher) describeIsolation(iso service.IsolationInfo) {
 	m := &b.rep.Machine
 	m.Python = iso.PythonVersion
 	m.Isolation = fmt.Sprintf("backend %s, cgroup %s, Landlock ABI %d, seccomp %v, rootless %v", iso.Backend, iso.Cgroup, iso.LandlockABI, iso.Seccomp, iso.Rootless)
@@ -68,10 +68,10 @@ func (b *bencher) describeIsolation(iso sandbox.IsolationInfo) {
 // pooledCase is one row of the pooled measurements.
 type pooledCase struct {
 	key, name string
-	req       sandbox.Request
+	req       service.Request
 	class     string
 	n, c      int
-	check     func(*sandbox.Result) string
+	check     func(*service.Result) string
 	warm      bool // wait, untimed, for a full pool before each run
 }
 
@@ -80,10 +80,10 @@ type pooledCase struct {
 // sandbox, whatever the refill rate; the others run back to back, as a
 // client would.
 func (b *bencher) pooledCases() []pooledCase {
-	print1 := sandbox.Request{Code: Print1Code}
+	print1 := service.Request{Code: Print1Code}
 	// No profile: an agent sends only code, and the data_science class
 	// is found from the code's imports.
-	numpy := sandbox.Request{Code: NumpyCode}
+	numpy := service.Request{Code: NumpyCode}
 	nNumpy := max(1, b.n/2)
 	const numpyName = "numpy arange(10**6).sum()"
 	return []pooledCase{
@@ -99,13 +99,13 @@ func (b *bencher) pooledCases() []pooledCase {
 // measurePooledCase runs one case, from a full pool, and counts the pool
 // hits and misses it caused. A warm case calls refilled, untimed, before
 // each run.
-func measurePooledCase(ctx context.Context, svc *sandbox.Service, refilled func(context.Context) error, c pooledCase) Row {
+func measurePooledCase(ctx context.Context, svc *service.Service, refilled func(context.Context) error, c pooledCase) Row {
 	var before func(context.Context) error
 	if c.warm {
 		before = refilled
 	}
 	start := svc.PoolStats()[c.class]
-	row := measureWith(ctx, c.key, c.name, c.n, c.c, before, execJob(svc, func(int) sandbox.Request { return c.req }, c.check))
+	row := measureWith(ctx, c.key, c.name, c.n, c.c, before, execJob(svc, func(int) service.Request { return c.req }, c.check))
 	end := svc.PoolStats()[c.class]
 	row.PoolHits, row.PoolMisses = end.Hits-start.Hits, end.Misses-start.Misses
 	if c.warm {
@@ -117,7 +117,7 @@ func measurePooledCase(ctx context.Context, svc *sandbox.Service, refilled func(
 
 // execJob runs req(i) through the service; a run fails when the service
 // errs, the result is not a success, or check finds the output wrong.
-func execJob(svc *sandbox.Service, req func(int) sandbox.Request, check func(*sandbox.Result) string) job {
+func execJob(svc *service.Service, req func(int) service.Request, check func(*service.Result) string) job {
 	return func(ctx context.Context, i int) string {
 		res, err := svc.Execute(ctx, req(i))
 		if msg := describe(res, err); msg != "" {
@@ -128,7 +128,7 @@ func execJob(svc *sandbox.Service, req func(int) sandbox.Request, check func(*sa
 }
 
 // describe says why a run failed, or "" when it succeeded.
-func describe(res *sandbox.Result, err error) string {
+func describe(res *service.Result, err error) string {
 	switch {
 	case err != nil:
 		return err.Error()
@@ -148,14 +148,14 @@ func describe(res *sandbox.Result, err error) string {
 	return msg
 }
 
-func checkPrint1(res *sandbox.Result) string {
+func checkPrint1(res *service.Result) string {
 	if res.Stdout != "1\n" {
 		return fmt.Sprintf("stdout %q, want \"1\\n\"", res.Stdout)
 	}
 	return ""
 }
 
-func checkNumpy(res *sandbox.Result) string {
+func checkNumpy(res *service.Result) string {
 	if !strings.Contains(string(res.Result), numpySum) {
 		return fmt.Sprintf("result %s, want %s", res.Result, numpySum)
 	}
@@ -186,7 +186,7 @@ func wantedPools(cfg config.Config) map[string]int {
 }
 
 // waitFull waits until every pool holds its ready count.
-func waitFull(ctx context.Context, svc *sandbox.Service, want map[string]int, timeout time.Duration) error {
+func waitFull(ctx context.Context, svc *service.Service, want map[string]int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		stats := svc.PoolStats()

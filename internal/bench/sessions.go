@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // sessionRuns is how many session lifecycles a session case measures: a
@@ -14,15 +14,15 @@ func (b *bencher) sessionRuns() int { return max(5, b.n/10) }
 
 // sessionJob is one session's life as an agent lives it: create, a cell
 // that sets state, a cell that reads it, close.
-func sessionJob(svc *sandbox.Service, useContainer bool) job {
+func sessionJob(svc *service.Service, useContainer bool) job {
 	return func(ctx context.Context, _ int) string {
-		info, err := svc.CreateSession(ctx, sandbox.SessionRequest{UseContainer: useContainer})
+		info, err := svc.CreateSession(ctx, service.SessionRequest{UseContainer: useContainer})
 		if err != nil {
 			return err.Error()
 		}
 		defer svc.CloseSession(context.WithoutCancel(ctx), info.ID, "")
 		for _, c := range []struct{ code, want string }{{"x = 41", "null"}, {"x + 1", "42"}} {
-			res, err := svc.Execute(ctx, sandbox.Request{SessionID: info.ID, Code: c.code})
+			res, err := svc.Execute(ctx, service.Request{SessionID: info.ID, Code: c.code})
 			if msg := describe(res, err); msg != "" {
 				return msg
 			}
@@ -40,7 +40,7 @@ func sessionJob(svc *sandbox.Service, useContainer bool) job {
 // sessionRow measures session lifecycles on svc, each started when a
 // spare session is ready (the refill between them is not timed), or back
 // to back when svc keeps no spares.
-func (b *bencher) sessionRow(ctx context.Context, svc *sandbox.Service, key, name string, useContainer bool) Row {
+func (b *bencher) sessionRow(ctx context.Context, svc *service.Service, key, name string, useContainer bool) Row {
 	n := b.sessionRuns()
 	backend := config.IsolationNative
 	if useContainer {

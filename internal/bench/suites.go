@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/codecage/codecage/internal/dataset"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Suite is the outcome of running a benchmark set's reference solutions
@@ -59,11 +59,11 @@ func loadSuite(s *Suite, path, embeddedName string, embedded func() []dataset.Ta
 
 // runSuite runs every task through svc from the bench's clients and
 // fills s and a row; a task passes when its program exits 0.
-func (b *bencher) runSuite(ctx context.Context, svc *sandbox.Service, key, name string, tasks []dataset.Task, s *Suite) Row {
+func (b *bencher) runSuite(ctx context.Context, svc *service.Service, key, name string, tasks []dataset.Task, s *Suite) Row {
 	failed := make([]*Failure, len(tasks))
 	run := func(ctx context.Context, i int) string {
 		task := tasks[i]
-		res, err := svc.Execute(ctx, sandbox.Request{Code: task.Program})
+		res, err := svc.Execute(ctx, service.Request{Code: task.Program})
 		msg := describe(res, err)
 		if msg != "" {
 			f := &Failure{TaskID: task.ID, Type: "Error", Message: msg}

@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/codecage/codecage/internal/sandbox"
 	root "github.com/codecage/codecage/internal/server" // the composition root; "server" names a test type here
+	"github.com/codecage/codecage/internal/service"
 )
 
 // codeInput is what run and validate share: the code (--code, a file, or
@@ -36,7 +36,7 @@ func addCodeInput(fs *flag.FlagSet, verb string) *codeInput {
 // the command line the user is the operator, so what they ask for is
 // allowed. It returns a nil service and the exit status on failure; stop
 // closes the service and what it uses.
-func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, cmd string) (src string, svc *sandbox.Service, stop func(), status int) {
+func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, cmd string) (src string, svc *service.Service, stop func(), status int) {
 	in.config.allow(in.profiles, in.imports)
 	oneShot(in.config)
 	cfg, ok := loadConfig(in.config, stderr, cmd)
@@ -50,7 +50,7 @@ func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, 
 		fmt.Fprintf(stderr, "codecage %s: %v\n", cmd, err)
 		return "", nil, nil, exitUsage
 	}
-	opts := &sandbox.Options{}
+	opts := &service.Options{}
 	stopUpstream := func() {}
 	if in.tools {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -10,7 +10,7 @@ import (
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/bench"
 	"github.com/codecage/codecage/internal/runtime"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -51,19 +51,19 @@ func jsonFieldNames(t reflect.Type, where string, seen map[reflect.Type]bool, ou
 // bench, packages) is snake_case like the other surfaces.
 func TestCLIJSONIsSnakeCase(t *testing.T) {
 	types := map[string]reflect.Type{
-		"run":            reflect.TypeFor[sandbox.Result](),
-		"info":           reflect.TypeFor[sandbox.Info](),
+		"run":            reflect.TypeFor[service.Result](),
+		"info":           reflect.TypeFor[service.Info](),
 		"validate":       reflect.TypeFor[runtime.Validation](),
 		"audit list":     reflect.TypeFor[audit.Event](),
 		"audit stats":    reflect.TypeFor[audit.Stats](),
 		"bench":          reflect.TypeFor[bench.Report](),
-		"packages list":  reflect.TypeFor[sandbox.InstalledPackage](),
-		"packages add":   reflect.TypeFor[sandbox.InstallResult](),
-		"session":        reflect.TypeFor[sandbox.SessionInfo](),
-		"command":        reflect.TypeFor[sandbox.CommandResult](),
-		"code tools":     reflect.TypeFor[sandbox.CodeTool](),
-		"code servers":   reflect.TypeFor[sandbox.CodeServer](),
-		"workspace file": reflect.TypeFor[sandbox.FileInfo](),
+		"packages list":  reflect.TypeFor[service.InstalledPackage](),
+		"packages add":   reflect.TypeFor[service.InstallResult](),
+		"session":        reflect.TypeFor[service.SessionInfo](),
+		"command":        reflect.TypeFor[service.CommandResult](),
+		"code tools":     reflect.TypeFor[service.CodeTool](),
+		"code servers":   reflect.TypeFor[service.CodeServer](),
+		"workspace file": reflect.TypeFor[service.FileInfo](),
 	}
 	// The walk sees untagged, embedded and nested fields.
 	type inner struct{ Connected bool }

@@ -8,12 +8,12 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // printHuman prints a result the way a terminal user expects: the code's
 // stdout on stdout, its stderr and any error on stderr.
-func printHuman(res *sandbox.Result, stdout, stderr io.Writer) {
+func printHuman(res *service.Result, stdout, stderr io.Writer) {
 	fmt.Fprint(stdout, forTerminal(stdout, res.Stdout))
 	fmt.Fprint(stderr, forTerminal(stderr, res.Stderr))
 	if string(res.Result) != "null" && len(res.Result) > 0 {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // listFlag collects a comma-separated list, repeatable.
@@ -64,7 +64,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stopService()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := svc.Execute(ctx, sandbox.Request{
+	res, err := svc.Execute(ctx, service.Request{
 		Code:         src,
 		CPUTime:      *cpuTime,
 		MemoryBytes:  *memBytes,
@@ -75,7 +75,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)
-		if errors.Is(err, sandbox.ErrInvalidRequest) {
+		if errors.Is(err, service.ErrInvalidRequest) {
 			return exitUsage
 		}
 		return exitInternal
@@ -106,7 +106,7 @@ func oneShot(cf *configFlags) {
 
 // newService loads the configuration and starts the service, or reports
 // why not and returns the exit status.
-func newService(cf *configFlags, stderr io.Writer, cmd string) (*sandbox.Service, int) {
+func newService(cf *configFlags, stderr io.Writer, cmd string) (*service.Service, int) {
 	cfg, ok := loadConfig(cf, stderr, cmd)
 	if !ok {
 		return nil, exitUsage
@@ -126,8 +126,8 @@ func loadConfig(cf *configFlags, stderr io.Writer, cmd string) (config.Config, b
 
 // startService starts the service, or reports why not and returns the
 // exit status.
-func startService(cfg config.Config, opts *sandbox.Options, stderr io.Writer, cmd string) (*sandbox.Service, int) {
-	svc, err := sandbox.New(cfg, opts)
+func startService(cfg config.Config, opts *service.Options, stderr io.Writer, cmd string) (*service.Service, int) {
+	svc, err := service.New(cfg, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "codecage %s: %v (run \"codecage doctor\")\n", cmd, err)
 		return nil, exitInternal

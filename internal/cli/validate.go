@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // validateCmd checks code against the policy without running it.
@@ -29,10 +29,10 @@ func validateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	v, err := svc.Validate(ctx, sandbox.ValidateRequest{Code: src, Profiles: in.profiles})
+	v, err := svc.Validate(ctx, service.ValidateRequest{Code: src, Profiles: in.profiles})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage validate:", err)
-		if errors.Is(err, sandbox.ErrInvalidRequest) {
+		if errors.Is(err, service.ErrInvalidRequest) {
 			return exitUsage
 		}
 		return exitInternal

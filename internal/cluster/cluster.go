@@ -3,7 +3,7 @@
 // for a session held by another replica is carried to it over HTTP,
 // authenticated by a secret the replicas share.
 //
-// It implements sandbox.Cluster, the one seam through which the service
+// It implements service.Cluster, the one seam through which the service
 // reaches other replicas; it knows the service's requests but nothing of
 // REST or MCP. Why the owner is written in the session id rather than kept
 // in a catalog: see internal/sandbox/cluster.go.
@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Config describes this replica.
@@ -60,7 +60,7 @@ type Node struct {
 	stopOnce sync.Once
 }
 
-var _ sandbox.Cluster = (*Node)(nil)
+var _ service.Cluster = (*Node)(nil)
 
 // Join registers this replica and starts its heartbeat.
 func Join(ctx context.Context, cfg Config) (*Node, error) {

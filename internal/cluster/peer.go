@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
 
@@ -38,7 +38,7 @@ type frame struct {
 	Stream string             `json:"stream,omitempty"`
 	Line   string             `json:"line,omitempty"`
 	Result json.RawMessage    `json:"result,omitempty"`
-	Error  *sandbox.PeerError `json:"error,omitempty"`
+	Error  *service.PeerError `json:"error,omitempty"`
 }
 
 func sign(secret []byte, target string, body []byte) string {
@@ -49,20 +49,20 @@ func sign(secret []byte, target string, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Call carries call to the replica id (sandbox.Cluster).
-func (n *Node) Call(ctx context.Context, id string, call sandbox.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
+// Call carries call to the replica id (service.Cluster).
+func (n *Node) Call(ctx context.Context, id string, call service.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
 	session := call.Session()
 	r, ok, err := n.reg.lookup(ctx, id, false)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%w: cannot find replica %s holding session %s: %v", sandbox.ErrUnavailable, id, session, err)
+		return nil, fmt.Errorf("%w: cannot find replica %s holding session %s: %v", service.ErrUnavailable, id, session, err)
 	case !ok:
-		return nil, fmt.Errorf("%w: %q (no replica %s in this cluster)", sandbox.ErrSessionNotFound, session, id)
+		return nil, fmt.Errorf("%w: %q (no replica %s in this cluster)", service.ErrSessionNotFound, session, id)
 	case r.Stopped:
 		return nil, lost(session, r)
 	}
 	raw, err := n.send(ctx, r, call, onOutput)
-	var pe *sandbox.PeerError
+	var pe *service.PeerError
 	switch {
 	case err == nil:
 		return raw, nil
@@ -76,9 +76,9 @@ func (n *Node) Call(ctx context.Context, id string, call sandbox.PeerCall, onOut
 		return nil, lost(session, fresh)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w: replica %s (%s) holding session %s did not answer in time", sandbox.ErrUnavailable, r.Name, r.ID, session)
+		return nil, fmt.Errorf("%w: replica %s (%s) holding session %s did not answer in time", service.ErrUnavailable, r.Name, r.ID, session)
 	}
-	return nil, fmt.Errorf("%w: replica %s (%s) holding session %s does not answer: %v", sandbox.ErrUnavailable, r.Name, r.ID, session, err)
+	return nil, fmt.Errorf("%w: replica %s (%s) holding session %s does not answer: %v", service.ErrUnavailable, r.Name, r.ID, session, err)
 }
 
 func lost(session string, r replica) error {
@@ -86,15 +86,15 @@ func lost(session string, r replica) error {
 	if !r.Stopped {
 		how = fmt.Sprintf("has not been heard from for %s", r.Since.Round(time.Second))
 	}
-	return fmt.Errorf("%w: session %s was held by replica %s (%s), which %s; create a new session", sandbox.ErrSessionLost, session, r.Name, r.ID, how)
+	return fmt.Errorf("%w: session %s was held by replica %s (%s), which %s; create a new session", service.ErrSessionLost, session, r.Name, r.ID, how)
 }
 
-// send makes the HTTP exchange. A *sandbox.PeerError is the owner's
+// send makes the HTTP exchange. A *service.PeerError is the owner's
 // answer; any other error means there was no answer.
-func (n *Node) send(ctx context.Context, r replica, call sandbox.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
+func (n *Node) send(ctx context.Context, r replica, call service.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
 	body, err := json.Marshal(call)
 	if err != nil {
-		return nil, &sandbox.PeerError{Kind: sandbox.KindInvalidRequest, Message: "cannot forward the request: " + err.Error()}
+		return nil, &service.PeerError{Kind: service.KindInvalidRequest, Message: "cannot forward the request: " + err.Error()}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL+PeerPath, bytes.NewReader(body))
 	if err != nil {
@@ -145,20 +145,20 @@ func (n *Node) send(ctx context.Context, r replica, call sandbox.PeerCall, onOut
 // Handler serves the calls other replicas forward to this one.
 // maxBody bounds a call (a file written through the file API travels in
 // it, base64-encoded).
-func (n *Node) Handler(svc *sandbox.Service, maxBody int64) http.Handler {
+func (n *Node) Handler(svc *service.Service, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		refuse := func(status int, kind, msg string) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(frame{Error: &sandbox.PeerError{Kind: kind, Message: msg}})
+			_ = json.NewEncoder(w).Encode(frame{Error: &service.PeerError{Kind: kind, Message: msg}})
 		}
 		if r.Method != http.MethodPost {
-			refuse(http.StatusMethodNotAllowed, sandbox.KindInvalidRequest, "POST only")
+			refuse(http.StatusMethodNotAllowed, service.KindInvalidRequest, "POST only")
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
-			refuse(http.StatusRequestEntityTooLarge, sandbox.KindTooLarge, "the forwarded request is too large")
+			refuse(http.StatusRequestEntityTooLarge, service.KindTooLarge, "the forwarded request is too large")
 			return
 		}
 		target := r.Header.Get(headerTarget)
@@ -169,13 +169,13 @@ func (n *Node) Handler(svc *sandbox.Service, maxBody int64) http.Handler {
 		if target != n.id {
 			// Another process now has the address the registry gave: the
 			// one asked for is gone, and its sessions with it.
-			refuse(http.StatusMisdirectedRequest, sandbox.KindSessionLost,
+			refuse(http.StatusMisdirectedRequest, service.KindSessionLost,
 				fmt.Sprintf("session lost with its replica: replica %s is gone (this address now serves replica %s); create a new session", target, n.id))
 			return
 		}
-		var call sandbox.PeerCall
+		var call service.PeerCall
 		if err := json.Unmarshal(body, &call); err != nil {
-			refuse(http.StatusBadRequest, sandbox.KindInvalidRequest, "malformed peer call: "+err.Error())
+			refuse(http.StatusBadRequest, service.KindInvalidRequest, "malformed peer call: "+err.Error())
 			return
 		}
 		// The answer starts at once (so the caller's header timeout never
@@ -206,6 +206,6 @@ func (n *Node) Handler(svc *sandbox.Service, maxBody int64) http.Handler {
 				return
 			}
 		}
-		write(frame{Error: sandbox.PeerErrorOf(err)})
+		write(frame{Error: service.PeerErrorOf(err)})
 	})
 }

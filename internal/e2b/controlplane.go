@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Home is where an E2B sandbox's workspace is, as in E2B's VMs.
@@ -109,7 +109,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		lifetime = time.Duration(*body.Timeout) * time.Second
 	}
-	info, err := s.svc.CreateSession(r.Context(), sandbox.SessionRequest{
+	info, err := s.svc.CreateSession(r.Context(), service.SessionRequest{
 		Owner: ownerOf(r.Context()), Profiles: profilesFor(body.TemplateID), Home: Home, Env: body.EnvVars,
 		Lifetime: lifetime, Labels: body.Metadata, Template: body.TemplateID,
 	})
@@ -122,13 +122,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // created answers a new or resumed sandbox, with the access token of the
 // key that asked.
-func (s *Server) created(info *sandbox.SessionInfo, key string) sandboxCreated {
+func (s *Server) created(info *service.SessionInfo, key string) sandboxCreated {
 	token := s.tokens.issue(info.ID, key)
 	return sandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
 		EnvdAccessToken: token, TrafficAccessToken: token}
 }
 
-func (s *Server) detail(info sandbox.SessionInfo) sandboxDetail {
+func (s *Server) detail(info service.SessionInfo) sandboxDetail {
 	cfg := s.svc.Config()
 	md := info.Labels
 	if md == nil {
@@ -140,10 +140,10 @@ func (s *Server) detail(info sandbox.SessionInfo) sandboxDetail {
 }
 
 // session returns the owner's E2B sandbox id, or answers 404 and false.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) (*sandbox.SessionInfo, bool) {
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (*service.SessionInfo, bool) {
 	info, err := s.svc.GetSession(r.Context(), r.PathValue("id"), ownerOf(r.Context()))
 	if err == nil && info.Template == "" {
-		err = sandbox.ErrSessionNotFound // a session of the other surfaces
+		err = service.ErrSessionNotFound // a session of the other surfaces
 	}
 	if err != nil {
 		s.serviceError(w, err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
 
@@ -65,7 +65,7 @@ func sandboxPath(p string) string {
 }
 
 // entry describes a file of the workspace as E2B's EntryInfo.
-func entry(fi *sandbox.FileInfo) *entryInfo {
+func entry(fi *service.FileInfo) *entryInfo {
 	p := Home
 	if fi.Path != "." && fi.Path != "" {
 		p = Home + "/" + fi.Path
@@ -126,7 +126,7 @@ func (s *Server) listDir(ctx context.Context, req *connect.Request[listDirReques
 }
 
 // TruncatedHeader marks a ListDir answer that stopped at one of the
-// listing's bounds (sandbox.MaxListedFiles, MaxListDepth, MaxListBytes).
+// listing's bounds (service.MaxListedFiles, MaxListDepth, MaxListBytes).
 const TruncatedHeader = "X-Codecage-Truncated"
 
 func (s *Server) makeDir(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
@@ -186,7 +186,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	// A failure now (the file shrank, the client stalled) cuts the answer
 	// short of its Content-Length: the client sees it incomplete.
-	_, _ = frontdoor.CopyOut(w, d, make([]byte, sandbox.TransferBuffer))
+	_, _ = frontdoor.CopyOut(w, d, make([]byte, service.TransferBuffer))
 }
 
 // written is what envd answers for each file an upload wrote.
@@ -199,7 +199,7 @@ type written struct {
 // upload writes files: a multipart form (field "file", the filename is
 // where the file goes, or the path query for a single one) or a raw body
 // for the path query, gzipped or not. Each file streams to disk; the
-// upload is all or nothing (sandbox.Upload): a failure part-way leaves
+// upload is all or nothing (service.Upload): a failure part-way leaves
 // the workspace as it was.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
@@ -218,13 +218,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	case mt == "multipart/form-data":
 		err = s.uploadParts(multipart.NewReader(r.Body, params["boundary"]), target, add)
 	case target == "":
-		err = fmt.Errorf("%w: the path query parameter is required for a raw upload", sandbox.ErrInvalidRequest)
+		err = fmt.Errorf("%w: the path query parameter is required for a raw upload", service.ErrInvalidRequest)
 	default:
 		body := io.Reader(r.Body)
 		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 			zr, zerr := gzip.NewReader(r.Body)
 			if zerr != nil {
-				err = fmt.Errorf("%w: the body is not gzip: %v", sandbox.ErrInvalidRequest, zerr)
+				err = fmt.Errorf("%w: the body is not gzip: %v", service.ErrInvalidRequest, zerr)
 				break
 			}
 			defer zr.Close()
@@ -232,7 +232,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		err = add(target, body)
 	}
-	var files []sandbox.FileInfo
+	var files []service.FileInfo
 	if err == nil {
 		files, err = up.Commit()
 	}
@@ -256,7 +256,7 @@ func (s *Server) uploadParts(mr *multipart.Reader, target string, write func(str
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%w: the multipart body: %v", sandbox.ErrInvalidRequest, err)
+			return fmt.Errorf("%w: the multipart body: %v", service.ErrInvalidRequest, err)
 		}
 		if part.FormName() != "file" {
 			continue
@@ -269,7 +269,7 @@ func (s *Server) uploadParts(mr *multipart.Reader, target string, write func(str
 			p = target
 		}
 		if p == "" {
-			return fmt.Errorf("%w: a file part has no filename and there is no path query parameter", sandbox.ErrInvalidRequest)
+			return fmt.Errorf("%w: a file part has no filename and there is no path query parameter", service.ErrInvalidRequest)
 		}
 		n++
 		if err := write(p, part); err != nil {
@@ -277,7 +277,7 @@ func (s *Server) uploadParts(mr *multipart.Reader, target string, write func(str
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: the form holds no \"file\" part", sandbox.ErrInvalidRequest)
+		return fmt.Errorf("%w: the form holds no \"file\" part", service.ErrInvalidRequest)
 	}
 	return nil
 }

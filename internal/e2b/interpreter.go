@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
 
@@ -129,10 +129,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isPython(body.Language) {
-		http.Error(w, "language "+sandbox.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
+		http.Error(w, "language "+service.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
 		return
 	}
-	req := sandbox.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
+	req := service.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
 		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout)}
 	if body.ContextID != "" && body.ContextID != "default" {
 		x := s.boxes.get(ref.id)
@@ -140,7 +140,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		_, ok := x.contexts[body.ContextID]
 		x.mu.Unlock()
 		if !ok {
-			http.Error(w, "context "+sandbox.Quote(body.ContextID)+" not found", http.StatusNotFound)
+			http.Error(w, "context "+service.Quote(body.ContextID)+" not found", http.StatusNotFound)
 			return
 		}
 		req.Context = body.ContextID
@@ -157,7 +157,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		out.line(map[string]any{"type": stream, "text": line, "timestamp": time.Now().UnixMicro()})
 	}
 	res, err := s.svc.Execute(r.Context(), req)
-	if errors.Is(err, sandbox.ErrSessionEnded) {
+	if errors.Is(err, service.ErrSessionEnded) {
 		// The interpreter died (a limit, or killed): like a kernel, it is
 		// restarted, with the workspace kept and the variables lost.
 		if _, rerr := s.svc.RestartSession(r.Context(), ref.id, ref.owner); rerr == nil {
@@ -259,7 +259,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isPython(body.Language) {
-		http.Error(w, "language "+sandbox.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
+		http.Error(w, "language "+service.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
 		return
 	}
 	if body.Cwd == "" {
@@ -280,13 +280,13 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 // startContext makes (or remakes) a context in the interpreter: empty,
 // in its directory.
 func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) error {
-	res, err := s.svc.Execute(r.Context(), sandbox.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Cwd: c.Cwd,
+	res, err := s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Cwd: c.Cwd,
 		Code: "pass"})
 	if err != nil {
 		return err
 	}
 	if !res.Success {
-		return fmt.Errorf("%w: the context could not start in %s: %s", sandbox.ErrInvalidRequest, c.Cwd, res.Stderr)
+		return fmt.Errorf("%w: the context could not start in %s: %s", service.ErrInvalidRequest, c.Cwd, res.Stderr)
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Its variables go: a fresh, empty state under its name.
-	_, _ = s.svc.Execute(r.Context(), sandbox.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: "pass"})
+	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: "pass"})
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -12,11 +12,11 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // ListDir is bounded: a directory wider than a listing gives the first
-// sandbox.MaxListedFiles entries and the truncated header (envd's answer
+// service.MaxListedFiles entries and the truncated header (envd's answer
 // has entries only); a depth past the cap is an invalid argument.
 func TestListDirIsBoundedAndSaysSo(t *testing.T) {
 	srv, svc := newServer(t)
@@ -30,7 +30,7 @@ func TestListDirIsBoundedAndSaysSo(t *testing.T) {
 	if err := os.Mkdir(wide, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i := range sandbox.MaxListedFiles + 50 {
+	for i := range service.MaxListedFiles + 50 {
 		if err := os.WriteFile(filepath.Join(wide, strconv.Itoa(i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestListDirIsBoundedAndSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len((*res.Msg)["entries"].([]any)); n != sandbox.MaxListedFiles || res.Header().Get(e2b.TruncatedHeader) != "true" {
+	if n := len((*res.Msg)["entries"].([]any)); n != service.MaxListedFiles || res.Header().Get(e2b.TruncatedHeader) != "true" {
 		t.Fatalf("a wide directory: %d entries, %s %q", n, e2b.TruncatedHeader, res.Header().Get(e2b.TruncatedHeader))
 	}
 	if _, ok := (*res.Msg)["truncated"]; ok {
@@ -60,7 +60,7 @@ func TestListDirIsBoundedAndSaysSo(t *testing.T) {
 	if err != nil || len((*res.Msg)["entries"].([]any)) != 1 || res.Header().Get(e2b.TruncatedHeader) != "" {
 		t.Fatalf("the home: %v %v", res, err)
 	}
-	_, err = list.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user", "depth": sandbox.MaxListDepth + 1}))
+	_, err = list.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user", "depth": service.MaxListDepth + 1}))
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
 		t.Fatalf("a depth over the cap: %v", err)

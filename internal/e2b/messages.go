@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // The envd messages, in the Connect protocol's JSON form (the protobuf
@@ -132,7 +132,7 @@ func (e *enum) UnmarshalJSON(b []byte) error {
 	}
 	var n int
 	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("enum: %s is neither a name nor a number", sandbox.Quote(string(b)))
+		return fmt.Errorf("enum: %s is neither a name nor a number", service.Quote(string(b)))
 	}
 	*e = enum(strconv.Itoa(n))
 	return nil

@@ -17,7 +17,7 @@ import (
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 const bobKey = "e2b_99887766554433221100"
@@ -38,7 +38,7 @@ func TestAKeySeesItsE2BSandboxOverRESTAndMCP(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

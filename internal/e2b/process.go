@@ -12,7 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // proc is a command this surface started in a sandbox: its events, kept
@@ -97,7 +97,7 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 	if m.Process.Cmd == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
-	creq := sandbox.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
+	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
 	if m.Process.Cwd != nil && *m.Process.Cwd != "" {
 		cwd := *m.Process.Cwd
 		if strings.HasPrefix(cwd, "~") {
@@ -142,7 +142,7 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 }
 
 // run runs p to its end and records what it did.
-func (s *Server) run(ctx context.Context, x *box, p *proc, creq sandbox.CommandRequest) {
+func (s *Server) run(ctx context.Context, x *box, p *proc, creq service.CommandRequest) {
 	defer func() {
 		p.cancel()
 		// Kept a while for a late Connect or wait; then forgotten.
@@ -183,7 +183,7 @@ func (s *Server) run(ctx context.Context, x *box, p *proc, creq sandbox.CommandR
 	p.add(event{End: endOf(res)}, true)
 }
 
-func endOf(res *sandbox.CommandResult) *endEvent {
+func endOf(res *service.CommandResult) *endEvent {
 	if res.Limit != nil {
 		msg := "signal: killed"
 		if res.Error != nil {
@@ -228,7 +228,7 @@ func describe(sel selector) string {
 		return "pid " + strconv.Itoa(int(*sel.PID))
 	}
 	if sel.Tag != nil {
-		return "tag " + sandbox.Quote(*sel.Tag)
+		return "tag " + service.Quote(*sel.Tag)
 	}
 	return "(no pid or tag)"
 }
@@ -271,7 +271,7 @@ func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]
 	switch req.Msg.Signal {
 	case "SIGNAL_SIGKILL", "SIGNAL_SIGTERM", "9", "15":
 	default:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %s: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", sandbox.Quote(string(req.Msg.Signal))))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %s: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", service.Quote(string(req.Msg.Signal))))
 	}
 	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // The ports the SDK names in E2b-Sandbox-Port.
@@ -45,7 +45,7 @@ type Options struct {
 
 // Server answers the E2B SDKs.
 type Server struct {
-	svc     *sandbox.Service
+	svc     *service.Service
 	keys    *access.Keys
 	tokens  tokens
 	metrics *metrics.Metrics
@@ -57,7 +57,7 @@ type Server struct {
 }
 
 // New builds the E2B surface over svc.
-func New(svc *sandbox.Service, o Options) *Server {
+func New(svc *service.Service, o Options) *Server {
 	s := &Server{svc: svc, keys: o.Keys, tokens: tokens{secret: o.Secret}, metrics: o.Metrics, log: o.Log,
 		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), boxes: newBoxes()}
 	if len(s.tokens.secret) == 0 {
@@ -85,7 +85,7 @@ const (
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &frontdoor.Recorder{ResponseWriter: w}
-	c := sandbox.Caller{Surface: sandbox.SurfaceE2B, RemoteAddr: r.RemoteAddr}
+	c := service.Caller{Surface: service.SurfaceE2B, RemoteAddr: r.RemoteAddr}
 	id := r.Header.Get("E2b-Sandbox-Id")
 	route := ""
 	if id == "" {
@@ -96,7 +96,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.finish(rec, r, c, route, start)
 }
 
-func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox.Caller) string {
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *service.Caller) string {
 	key := ""
 	if s.keys.Len() > 0 {
 		name, ok := s.keys.Lookup(r.Header.Get("X-API-KEY"))
@@ -111,7 +111,7 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, c *sandbox
 		}
 		key, c.Key = name, name
 	}
-	ctx := context.WithValue(sandbox.WithCaller(r.Context(), *c), keyName, key)
+	ctx := context.WithValue(service.WithCaller(r.Context(), *c), keyName, key)
 	if !s.admitBody(w, r) {
 		return "body refused"
 	}
@@ -127,7 +127,7 @@ type sandboxRef struct {
 	id, owner string
 }
 
-func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string, c *sandbox.Caller) string {
+func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string, c *service.Caller) string {
 	port := r.Header.Get("E2b-Sandbox-Port")
 	mux := s.envd
 	switch port {
@@ -136,12 +136,12 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		mux = s.interp
 	default:
 		// Only the daemon and the interpreter listen in a codecage sandbox.
-		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+sandbox.Quote(port)+" is not open", http.StatusBadGateway)
+		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+service.Quote(port)+" is not open", http.StatusBadGateway)
 		return "sandbox port"
 	}
 	key, ok := s.sandboxKey(r, id, port)
 	if !ok {
-		msg := "the sandbox's access token is missing or not valid for sandbox " + sandbox.Quote(id)
+		msg := "the sandbox's access token is missing or not valid for sandbox " + service.Quote(id)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = json.NewEncoder(w).Encode(map[string]any{"code": "unauthenticated", "message": msg})
@@ -150,13 +150,13 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	}
 	c.Key = key
 	owner := api.Owner(key, "")
-	ctx := sandbox.WithCaller(r.Context(), *c)
+	ctx := service.WithCaller(r.Context(), *c)
 	// A sandbox that is gone (killed, timed out, never was) answers 502
 	// to everything, as E2B's proxy does: the SDK reads it as "not running".
 	if _, err := s.svc.GetSession(ctx, id, owner); err != nil {
-		if errors.Is(err, sandbox.ErrSessionNotFound) || errors.Is(err, sandbox.ErrSessionLost) {
+		if errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost) {
 			s.boxes.drop(id)
-			http.Error(w, "sandbox "+sandbox.Quote(id)+" is not running (killed, timed out or never created)", http.StatusBadGateway)
+			http.Error(w, "sandbox "+service.Quote(id)+" is not running (killed, timed out or never created)", http.StatusBadGateway)
 			return "sandbox gone"
 		}
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -225,8 +225,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) denied(r *http.Request, c sandbox.Caller, msg string) {
-	s.svc.Report(sandbox.WithCaller(r.Context(), c), sandbox.Event{Kind: sandbox.EventDenied, Outcome: "unauthorized",
+func (s *Server) denied(r *http.Request, c service.Caller, msg string) {
+	s.svc.Report(service.WithCaller(r.Context(), c), service.Event{Kind: service.EventDenied, Outcome: "unauthorized",
 		Detail: r.Method + " " + r.URL.Path + ": " + msg})
 	if s.metrics != nil {
 		s.metrics.Denied("unauthorized")
@@ -234,7 +234,7 @@ func (s *Server) denied(r *http.Request, c sandbox.Caller, msg string) {
 }
 
 // finish logs the request and counts it.
-func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c sandbox.Caller, route string, start time.Time) {
+func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c service.Caller, route string, start time.Time) {
 	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK

@@ -19,7 +19,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/jail"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 func TestMain(m *testing.M) {
@@ -30,13 +30,13 @@ func TestMain(m *testing.M) {
 const aliceKey = "e2b_00112233445566778899"
 
 // newServer is the E2B surface over a real service, on loopback.
-func newServer(t *testing.T) (*httptest.Server, *sandbox.Service) {
+func newServer(t *testing.T) (*httptest.Server, *service.Service) {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // A runCode whose client stops reading ends at its limit, and the next
@@ -33,7 +33,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	// Output larger than the kernel's socket buffers, so that the server's
 	// writes block once what it streamed has gone out.
 	cfg.OutputSize, cfg.MaxOutput = 8<<20, 8<<20
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestStalledProcessStreamIsClosed(t *testing.T) {
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.StreamWriteTimeout = time.Second
 	cfg.OutputSize, cfg.MaxOutput = 8<<20, 8<<20 // more than the socket buffers hold
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

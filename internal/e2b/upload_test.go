@@ -18,7 +18,7 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // snapshot is what a workspace holds, read on the host: each entry's
@@ -74,7 +74,7 @@ func TestMultipartUploadIsAllOrNothing(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.WorkspaceMax = 2 << 20
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // CodeToolsOutput is GET /tools.
 type CodeToolsOutput struct {
 	Body struct {
-		Tools   []sandbox.CodeTool   `json:"tools"`
-		Servers []sandbox.CodeServer `json:"servers"`
+		Tools   []service.CodeTool   `json:"tools"`
+		Servers []service.CodeServer `json:"servers"`
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
@@ -34,7 +34,7 @@ func TestCodeToolsREST(t *testing.T) {
 	}()
 	m := upstream.NewManager(upstream.Config{Servers: map[string]upstream.ServerConfig{"up": {URL: hs.URL}}}, nil)
 	defer m.Close()
-	ts := startServerOpts(t, "", nil, &sandbox.Options{Upstream: m})
+	ts := startServerOpts(t, "", nil, &service.Options{Upstream: m})
 
 	var list struct {
 		Tools []struct{ Name, Signature string } `json:"tools"`

@@ -8,7 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // CommandInput is POST /commands.
@@ -18,7 +18,7 @@ type CommandInput struct {
 }
 
 func (s *Server) commandRoutes() {
-	resultSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(sandbox.CommandResult{}), true, "CommandResult")
+	resultSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.CommandResult{}), true, "CommandResult")
 	huma.Register(s.api, huma.Operation{
 		OperationID: "run-command", Method: http.MethodPost, Path: "/commands", Tags: []string{"Execution"},
 		Summary: "Run a shell command",

@@ -12,7 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/codecage/codecage/internal/frontdoor"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // ReadFileInput is GET /sessions/{id}/files/content (and /files/raw).
@@ -26,7 +26,7 @@ type ReadFileInput struct {
 // the raw bytes or as a FileContent whose content is streamed too; each
 // holds a transfer slot (SANDBOX_MAX_TRANSFERS) while it runs.
 func (s *Server) fileDownloadRoutes() {
-	contentSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(sandbox.FileContent{}), true, "FileContent")
+	contentSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.FileContent{}), true, "FileContent")
 	bytesSchema := &huma.Schema{Type: "string", Format: "binary", Description: "The file's bytes."}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "read-file", Method: http.MethodGet, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
@@ -70,9 +70,9 @@ func (s *Server) download(ctx context.Context, in *ReadFileInput, raw bool) (*hu
 		}
 		w.WriteHeader(http.StatusOK)
 		if raw {
-			_, err = frontdoor.CopyOut(w, d, make([]byte, sandbox.TransferBuffer))
+			_, err = frontdoor.CopyOut(w, d, make([]byte, service.TransferBuffer))
 		} else {
-			err = sandbox.WriteContentJSON(frontdoor.StallWriter(w), in.Path, d)
+			err = service.WriteContentJSON(frontdoor.StallWriter(w), in.Path, d)
 		}
 		if err != nil {
 			// The answer cannot be finished (the file changed, the client

@@ -15,7 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
 
@@ -43,7 +43,7 @@ type StreamLine struct {
 }
 
 func (s *Server) executeRoutes() {
-	resultSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(sandbox.Result{}), true, "ExecuteResult")
+	resultSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(service.Result{}), true, "ExecuteResult")
 	lineSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(StreamLine{}), true, "StreamLine")
 	problemSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
 	streamDoc := "With Accept: text/event-stream, events `stdout` and `stderr` carry a StreamLine each as the code prints, then one `result` event carries the ExecuteResult (or one `error` event a Problem). " +
@@ -86,7 +86,7 @@ func (s *Server) executeRoutes() {
 
 // execute runs req and answers with JSON, or with an event stream when
 // the client accepts one.
-func (s *Server) execute(ctx context.Context, req sandbox.Request, accept string) (*huma.StreamResponse, error) {
+func (s *Server) execute(ctx context.Context, req service.Request, accept string) (*huma.StreamResponse, error) {
 	return s.stream(accept, func(onOutput func(stream, line string)) (any, error) {
 		req.OnOutput = onOutput
 		return s.svc.Execute(ctx, req)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // The item 3 through REST: code plants a tree 2,000 deep and a
@@ -48,12 +48,12 @@ func TestFilesOnAPlantedTreeOverREST(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("a listing took %v", d)
 	}
-	if list.Truncated == nil || !*list.Truncated || len(list.Files) == 0 || len(list.Files) > sandbox.MaxListedFiles {
+	if list.Truncated == nil || !*list.Truncated || len(list.Files) == 0 || len(list.Files) > service.MaxListedFiles {
 		t.Fatalf("listing: %d entries, truncated %v", len(list.Files), list.Truncated)
 	}
 	list.Truncated = nil
 	ts.call(t, "GET", base+"/files?path=a/a", "", nil, &list)
-	if list.Truncated == nil || !*list.Truncated || len(list.Files) != sandbox.MaxListDepth {
+	if list.Truncated == nil || !*list.Truncated || len(list.Files) != service.MaxListDepth {
 		t.Fatalf("listing the chain: %d entries, truncated %v", len(list.Files), list.Truncated)
 	}
 	if resp := ts.call(t, "DELETE", base+"/files/content?path=w", "", nil, nil); resp.StatusCode != 204 {

@@ -22,7 +22,7 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // REST and MCP, on a loopback listener.
 type testServer struct {
 	URL   string
-	svc   *sandbox.Service
+	svc   *service.Service
 	rec   *audit.Recorder
 	store *audit.SQLite
 	log   *bytes.Buffer
@@ -43,11 +43,11 @@ type testServer struct {
 // auditObserver is the same mapping as the serve command's, kept small.
 type auditObserver struct{ rec *audit.Recorder }
 
-func (a auditObserver) Observe(ev sandbox.Event) {
+func (a auditObserver) Observe(ev service.Event) {
 	e := audit.Event{Time: ev.Time, Kind: ev.Kind, ExecutionID: ev.ExecutionID, Key: ev.Caller.Key, Surface: ev.Caller.Surface,
 		Profile: ev.Profile, Outcome: ev.Outcome, Duration: ev.Duration, Limit: ev.Limit, SecurityEvents: ev.SecurityEvents, Detail: ev.Detail, Backend: ev.Backend}
 	if ev.Code != "" {
-		e.CodeHash, e.Code = sandbox.HashCode(ev.Code), ev.Code
+		e.CodeHash, e.Code = service.HashCode(ev.Code), ev.Code
 	}
 	a.rec.Record(e)
 }
@@ -58,7 +58,7 @@ func startServer(t testing.TB, keys string, edit func(*config.Config)) *testServ
 }
 
 // startServerOpts is startServer with the service's options.
-func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts *sandbox.Options) *testServer {
+func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts *service.Options) *testServer {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.PoolSize = 2
@@ -67,9 +67,9 @@ func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts 
 	if edit != nil {
 		edit(&cfg)
 	}
-	svc, err := sandbox.New(cfg, opts)
+	svc, err := service.New(cfg, opts)
 	if err != nil {
-		t.Fatalf("sandbox.New: %v", err)
+		t.Fatalf("service.New: %v", err)
 	}
 	store, err := audit.OpenSQLite(filepath.Join(t.TempDir(), "audit.db"))
 	if err != nil {
@@ -79,7 +79,7 @@ func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts 
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: logBuf}, nil))
 	rec := audit.NewRecorder(store, 1024, log)
 	m := metrics.New(svc)
-	svc.SetObserver(sandbox.Observers{m, auditObserver{rec}})
+	svc.SetObserver(service.Observers{m, auditObserver{rec}})
 	k, err := access.ParseKeys(keys)
 	if err != nil {
 		t.Fatal(err)

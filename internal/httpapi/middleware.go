@@ -10,7 +10,7 @@ import (
 
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/frontdoor"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // publicPaths answer without an API key: liveness and readiness probes,
@@ -34,9 +34,9 @@ func bearer(r *http.Request) string {
 
 func surfaceOf(path string) string {
 	if path == "/mcp" || strings.HasPrefix(path, "/mcp/") {
-		return sandbox.SurfaceMCP
+		return service.SurfaceMCP
 	}
-	return sandbox.SurfaceREST
+	return service.SurfaceREST
 }
 
 // wrap is every request's way in: it authenticates (when the server has
@@ -46,8 +46,8 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &frontdoor.Recorder{ResponseWriter: w}
-		trace := &sandbox.Trace{}
-		c := sandbox.Caller{Surface: surfaceOf(r.URL.Path), RemoteAddr: r.RemoteAddr, Trace: trace}
+		trace := &service.Trace{}
+		c := service.Caller{Surface: surfaceOf(r.URL.Path), RemoteAddr: r.RemoteAddr, Trace: trace}
 		inner := r
 		if s.keys.Len() > 0 && !public(r.URL.Path) {
 			name, ok := s.keys.Lookup(bearer(r))
@@ -68,19 +68,19 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		}
 		// The API speaks JSON only: a body sent as curl -d sends it (as a
 		// form) is read as the JSON it is.
-		if c.Surface == sandbox.SurfaceREST && r.ContentLength != 0 {
+		if c.Surface == service.SurfaceREST && r.ContentLength != 0 {
 			if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
 				r.Header.Set("Content-Type", "application/json")
 			}
 		}
-		if c.Surface == sandbox.SurfaceREST && r.ContentLength != 0 && isJSON(r.Header.Get("Content-Type")) {
+		if c.Surface == service.SurfaceREST && r.ContentLength != 0 && isJSON(r.Header.Get("Content-Type")) {
 			if p := s.checkBody(rec, r); p != nil {
 				writeProblem(rec, p)
 				s.finish(rec, r, c, "", start)
 				return
 			}
 		}
-		inner = r.WithContext(sandbox.WithCaller(r.Context(), c))
+		inner = r.WithContext(service.WithCaller(r.Context(), c))
 		next.ServeHTTP(rec, inner)
 		s.finish(rec, inner, c, trace.ExecutionID, start)
 	})
@@ -110,7 +110,7 @@ func isJSON(ct string) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.Caller) {
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c service.Caller) {
 	detail := "this server needs an API key: send Authorization: Bearer <key>"
 	if bearer(r) != "" {
 		detail = "the API key is not valid"
@@ -118,7 +118,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.
 	p := newProblem(http.StatusUnauthorized, KindUnauthorized, detail)
 	p.headers.Set("WWW-Authenticate", `Bearer realm="codecage"`)
 	writeProblem(w, p)
-	s.svc.Report(sandbox.WithCaller(r.Context(), c), sandbox.Event{Kind: sandbox.EventDenied, Outcome: KindUnauthorized,
+	s.svc.Report(service.WithCaller(r.Context(), c), service.Event{Kind: service.EventDenied, Outcome: KindUnauthorized,
 		Detail: r.Method + " " + r.URL.Path + ": " + detail})
 	if s.metrics != nil {
 		s.metrics.Denied(KindUnauthorized)
@@ -126,7 +126,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, c sandbox.
 }
 
 // finish logs the request and counts it.
-func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c sandbox.Caller, execID string, start time.Time) {
+func (s *Server) finish(rec *frontdoor.Recorder, r *http.Request, c service.Caller, execID string, start time.Time) {
 	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK

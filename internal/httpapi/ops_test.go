@@ -16,7 +16,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/pipfixture"
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 const (
@@ -264,8 +264,8 @@ func TestAuditRowsForEachKind(t *testing.T) {
 	kinds := map[string]int{}
 	for _, ev := range ts.events(t) {
 		kinds[ev.Kind]++
-		if ev.Kind == sandbox.EventExecute {
-			if ev.Key != "alice" || ev.Surface != "rest" || ev.Code != "print('audited')" || ev.CodeHash != sandbox.HashCode(ev.Code) ||
+		if ev.Kind == service.EventExecute {
+			if ev.Key != "alice" || ev.Surface != "rest" || ev.Code != "print('audited')" || ev.CodeHash != service.HashCode(ev.Code) ||
 				ev.ExecutionID == "" || ev.Outcome != "success" || ev.Profile != "basic" {
 				t.Errorf("execute row %+v", ev)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // InstallInput is POST /pip_install.
@@ -17,7 +17,7 @@ type InstallInput struct {
 
 // InstallOutput is pip_install's result.
 type InstallOutput struct {
-	Body *sandbox.InstallResult
+	Body *service.InstallResult
 }
 
 func (s *Server) packageRoutes() {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // ProblemTypePrefix starts the type URI of every problem document; the
-// rest is the error kind (sandbox.Kind*, or one of the HTTP layer's:
+// rest is the error kind (service.Kind*, or one of the HTTP layer's:
 // unauthorized, not_found, method_not_allowed).
 const ProblemTypePrefix = "urn:codecage:problem:"
 
@@ -65,10 +65,10 @@ func problemFor(err error) *Problem {
 	if errors.As(err, &p) {
 		return p
 	}
-	kind := sandbox.ErrorKind(err)
+	kind := service.ErrorKind(err)
 	st := api.StatusOfKind(kind)
 	p = newProblem(st.REST, kind, err.Error())
-	if kind == sandbox.KindCanceled {
+	if kind == service.KindCanceled {
 		p.Detail = "the request was canceled"
 	}
 	if access.RetryAfter(err) > 0 || st.RESTRetry {
@@ -87,9 +87,9 @@ func (p *Problem) setRetry(seconds int) {
 func statusKind(status int) string {
 	switch status {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusUnsupportedMediaType, http.StatusNotAcceptable:
-		return sandbox.KindInvalidRequest
+		return service.KindInvalidRequest
 	case http.StatusRequestEntityTooLarge:
-		return sandbox.KindTooLarge
+		return service.KindTooLarge
 	case http.StatusNotFound:
 		return KindNotFound
 	case http.StatusMethodNotAllowed:
@@ -98,9 +98,9 @@ func statusKind(status int) string {
 		return KindUnauthorized
 	}
 	if status >= 500 {
-		return sandbox.KindInternal
+		return service.KindInternal
 	}
-	return sandbox.KindInvalidRequest
+	return service.KindInvalidRequest
 }
 
 // useProblems makes huma build its errors as Problems.

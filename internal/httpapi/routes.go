@@ -9,7 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 func (s *Server) routes() {
@@ -28,12 +28,12 @@ type ValidateInput struct {
 
 // ValidateOutput is validate_code's answer.
 type ValidateOutput struct {
-	Body *sandbox.Validation
+	Body *service.Validation
 }
 
 // InfoOutput is GET /info.
 type InfoOutput struct {
-	Body sandbox.Info
+	Body service.Info
 }
 
 // Health is GET /health's body.

@@ -21,7 +21,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/httpapi/docs"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
 
@@ -49,7 +49,7 @@ type Options struct {
 
 // Server is the HTTP API.
 type Server struct {
-	svc     *sandbox.Service
+	svc     *service.Service
 	cfg     config.Config
 	keys    *access.Keys
 	metrics *metrics.Metrics
@@ -63,7 +63,7 @@ type Server struct {
 }
 
 // New builds the API over svc.
-func New(svc *sandbox.Service, o Options) *Server {
+func New(svc *service.Service, o Options) *Server {
 	return newServer(svc, svc.Config(), o)
 }
 
@@ -77,7 +77,7 @@ func Document(cfg config.Config, withKeys bool) *huma.OpenAPI {
 	return newServer(nil, cfg, o).OpenAPI()
 }
 
-func newServer(svc *sandbox.Service, cfg config.Config, o Options) *Server {
+func newServer(svc *service.Service, cfg config.Config, o Options) *Server {
 	useProblems()
 	s := &Server{svc: svc, cfg: cfg, keys: o.Keys, metrics: o.Metrics, log: o.Log, ready: o.Ready,
 		started: time.Now(), version: o.Version, mux: http.NewServeMux()}
@@ -165,6 +165,6 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // owner is who owns the sessions of the request's caller: its key, or
 // everyone local when the server has no keys.
 func owner(ctx context.Context) string {
-	c, _ := sandbox.CallerFrom(ctx)
+	c, _ := service.CallerFrom(ctx)
 	return api.Owner(c.Key, "")
 }

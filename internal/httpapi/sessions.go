@@ -7,7 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/codecage/codecage/internal/api"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // SessionIDInput names a session in the path.
@@ -23,13 +23,13 @@ type CreateSessionInput struct {
 // SessionOutput is a session's description.
 type SessionOutput struct {
 	Status int
-	Body   *sandbox.SessionInfo
+	Body   *service.SessionInfo
 }
 
 // SessionListOutput is GET /sessions.
 type SessionListOutput struct {
 	Body struct {
-		Sessions []sandbox.SessionInfo `json:"sessions"`
+		Sessions []service.SessionInfo `json:"sessions"`
 	}
 }
 
@@ -51,13 +51,13 @@ type WriteFileInput struct {
 
 // FileInfoOutput describes a written file.
 type FileInfoOutput struct {
-	Body *sandbox.FileInfo
+	Body *service.FileInfo
 }
 
 // FileListOutput is a workspace listing.
 type FileListOutput struct {
 	Body struct {
-		Files     []sandbox.FileInfo `json:"files"`
+		Files     []service.FileInfo `json:"files"`
 		Truncated bool               `json:"truncated" doc:"The listing stopped at one of its bounds (entries, depth or bytes of paths): files is only part of the tree."`
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // list_files on a workspace the code filled wider and deeper than a
@@ -28,11 +28,11 @@ func TestListFilesIsBoundedAndSaysSo(t *testing.T) {
 		t.Errorf("list_files took %v", d)
 	}
 	out := structured(t, r)
-	if files, _ := out["files"].([]any); r.IsError || out["truncated"] != true || len(files) == 0 || len(files) > sandbox.MaxListedFiles {
+	if files, _ := out["files"].([]any); r.IsError || out["truncated"] != true || len(files) == 0 || len(files) > service.MaxListedFiles {
 		t.Fatalf("list_files: %d entries, truncated %v (%q)", len(files), out["truncated"], text(r))
 	}
 	r = call(t, cs, "list_files", map[string]any{"session_id": id, "path": "a/a/a"})
-	if out := structured(t, r); out["truncated"] != true || len(out["files"].([]any)) != sandbox.MaxListDepth {
+	if out := structured(t, r); out["truncated"] != true || len(out["files"].([]any)) != service.MaxListDepth {
 		t.Fatalf("list_files of the chain: %v", out["truncated"])
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 const initParams = `"params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`
@@ -23,7 +23,7 @@ func httpServers(t *testing.T, stateless bool) (streamable, sse http.Handler, ur
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 1
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,18 +19,18 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Version is reported to clients in the initialize handshake.
 var Version = "0.1.0"
 
 // New returns an MCP server exposing svc's tools.
-func New(svc *sandbox.Service, log *slog.Logger) *mcp.Server {
+func New(svc *service.Service, log *slog.Logger) *mcp.Server {
 	return newServer(svc, log, "")
 }
 
-func newServer(svc *sandbox.Service, log *slog.Logger, key string) *mcp.Server {
+func newServer(svc *service.Service, log *slog.Logger, key string) *mcp.Server {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -69,7 +69,7 @@ func humanSize(n int64) string {
 // A streamable request carries its API key to the tools as its token; a
 // legacy SSE connection's tool calls carry nothing, so each key gets an SSE
 // server of its own, bound to the key the front door checked when the
-// connection opened (sandbox.CallerFrom).
+// connection opened (service.CallerFrom).
 //
 // A stateless streamable handler (for replicas behind a load balancer)
 // keeps no MCP session: each POST stands alone, so any replica can take
@@ -80,7 +80,7 @@ func humanSize(n int64) string {
 // Both handlers give ids back exactly as sent (idHandler maps them, as
 // stdio does); DELETE /mcp ends the session's calls first
 // (streamableHandler); each SSE stream is bounded (sseHandler).
-func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
+func HTTPHandlers(svc *service.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -92,7 +92,7 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 	server := withCalls(New(svc, log))
 	var perKey sync.Map // key name -> *mcp.Server
 	sseServer := func(r *http.Request) *mcp.Server {
-		c, ok := sandbox.CallerFrom(r.Context())
+		c, ok := service.CallerFrom(r.Context())
 		if !ok || c.Key == "" {
 			return server
 		}
@@ -118,12 +118,12 @@ func HTTPHandlers(svc *sandbox.Service, log *slog.Logger, stateless bool) (strea
 // ("invalid request: ", "busy: ", ...) helps a model tell its mistakes
 // from the server's state.
 func toolError(err error) error {
-	kind := sandbox.ErrorKind(err)
+	kind := service.ErrorKind(err)
 	prefix := api.StatusOfKind(kind).MCP
 	switch {
 	case prefix == "":
 		return err
-	case kind == sandbox.KindCanceled:
+	case kind == service.KindCanceled:
 		// How it was canceled is the server's business: the category says it.
 		return errors.New(prefix)
 	}

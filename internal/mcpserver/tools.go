@@ -13,11 +13,11 @@ import (
 
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 type tools struct {
-	svc *sandbox.Service
+	svc *service.Service
 	// key, when set, is the API key of every request this server gets
 	// (a legacy SSE connection, whose tool calls carry no token of their
 	// own; the HTTP front door checked it when the connection opened).
@@ -32,7 +32,7 @@ type ExecuteInput = api.ExecuteParams
 // (its schema is inferred from it, so a new field reaches MCP too), except
 // that the figures are counted here and sent as image content.
 type ExecuteOutput struct {
-	sandbox.Result
+	service.Result
 	Images int `json:"images" jsonschema:"Number of figures returned as image content."`
 }
 
@@ -106,7 +106,7 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
 	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
-	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: fmt.Sprintf("Lists files and directories under the session's /workspace (or a subdirectory) with sizes: at most %d entries, %d levels deep; truncated says when there was more.", sandbox.MaxListedFiles, sandbox.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
+	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: fmt.Sprintf("Lists files and directories under the session's /workspace (or a subdirectory) with sizes: at most %d entries, %d levels deep; truncated says when there was more.", service.MaxListedFiles, service.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
 	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
 }
 
@@ -172,19 +172,19 @@ func (t *tools) owner(req *mcp.CallToolRequest) string {
 
 // caller tells the service who asks and through which transport.
 func (t *tools) caller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
-	c := sandbox.Caller{Surface: sandbox.SurfaceMCPStdio, Key: t.key}
+	c := service.Caller{Surface: service.SurfaceMCPStdio, Key: t.key}
 	if t.key != "" {
-		c.Surface = sandbox.SurfaceMCP
+		c.Surface = service.SurfaceMCP
 	}
 	if req != nil && req.Extra != nil {
 		if req.Extra.Header != nil {
-			c.Surface = sandbox.SurfaceMCP
+			c.Surface = service.SurfaceMCP
 		}
 		if ti := req.Extra.TokenInfo; ti != nil {
 			c.Key = ti.UserID
 		}
 	}
-	return sandbox.WithCaller(ctx, c)
+	return service.WithCaller(ctx, c)
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
@@ -232,7 +232,7 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(stream, line s
 
 // summary is the text a model reads: output first, then the result or
 // what went wrong.
-func summary(r *sandbox.Result) string {
+func summary(r *service.Result) string {
 	var b strings.Builder
 	if r.Stdout != "" {
 		b.WriteString(r.Stdout)
@@ -276,7 +276,7 @@ func summary(r *sandbox.Result) string {
 // InstallInput are pip_install's arguments (shared with POST /pip_install).
 type InstallInput = api.InstallParams
 
-func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *sandbox.InstallResult, error) {
+func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in InstallInput) (*mcp.CallToolResult, *service.InstallResult, error) {
 	res, err := t.svc.PipInstall(t.caller(ctx, req), in.Request(t.owner(req)))
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -293,8 +293,8 @@ func (t *tools) pipInstall(ctx context.Context, req *mcp.CallToolRequest, in Ins
 
 // CodeToolList is list_code_tools' result.
 type CodeToolList struct {
-	Tools   []sandbox.CodeTool   `json:"tools"`
-	Servers []sandbox.CodeServer `json:"servers"`
+	Tools   []service.CodeTool   `json:"tools"`
+	Servers []service.CodeServer `json:"servers"`
 }
 
 func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, CodeToolList, error) {
@@ -315,7 +315,7 @@ func (t *tools) listCodeTools(ctx context.Context, req *mcp.CallToolRequest, _ N
 // CommandInput are run_command's arguments (shared with POST /commands).
 type CommandInput = api.CommandParams
 
-func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *sandbox.CommandResult, error) {
+func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in CommandInput) (*mcp.CallToolResult, *service.CommandResult, error) {
 	r, err := in.Request(t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -340,7 +340,7 @@ func (t *tools) runCommand(ctx context.Context, req *mcp.CallToolRequest, in Com
 // ValidateInput are validate_code's arguments (shared with POST /validate).
 type ValidateInput = api.ValidateParams
 
-func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *sandbox.Validation, error) {
+func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in ValidateInput) (*mcp.CallToolResult, *service.Validation, error) {
 	v, err := t.svc.Validate(t.caller(ctx, req), in.Request())
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -351,14 +351,14 @@ func (t *tools) validate(ctx context.Context, req *mcp.CallToolRequest, in Valid
 // NoInput is the argument object of tools that take none.
 type NoInput struct{}
 
-func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, sandbox.Info, error) {
+func (t *tools) info(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, service.Info, error) {
 	return nil, t.svc.Info(), nil
 }
 
 // SessionInput opens a session (shared with POST /sessions).
 type SessionInput = api.SessionParams
 
-func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
+func (t *tools) createSession(ctx context.Context, req *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, *service.SessionInfo, error) {
 	r, err := in.Request(t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -387,7 +387,7 @@ func (t *tools) closeSession(ctx context.Context, req *mcp.CallToolRequest, in S
 	return nil, Done{true}, nil
 }
 
-func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, *sandbox.SessionInfo, error) {
+func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, *service.SessionInfo, error) {
 	info, err := t.svc.RestartSession(t.caller(ctx, req), in.SessionID, t.owner(req))
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -397,7 +397,7 @@ func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in
 
 // SessionList is list_sessions' result.
 type SessionList struct {
-	Sessions []sandbox.SessionInfo `json:"sessions"`
+	Sessions []service.SessionInfo `json:"sessions"`
 }
 
 func (t *tools) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ NoInput) (*mcp.CallToolResult, SessionList, error) {
@@ -412,7 +412,7 @@ type WriteFileInput struct {
 	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64."`
 }
 
-func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *sandbox.FileInfo, error) {
+func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *service.FileInfo, error) {
 	data, err := api.DecodeContent(in.Content, in.Encoding)
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -431,19 +431,19 @@ type PathInput struct {
 }
 
 // FileContent is read_file's result.
-type FileContent = sandbox.FileContent
+type FileContent = service.FileContent
 
 func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileContent, error) {
 	data, err := t.svc.ReadFile(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path)
 	if err != nil {
 		return nil, FileContent{}, toolError(err)
 	}
-	return nil, sandbox.EncodeContent(in.Path, data), nil
+	return nil, service.EncodeContent(in.Path, data), nil
 }
 
 // FileList is list_files' result.
 type FileList struct {
-	Files []sandbox.FileInfo `json:"files"`
+	Files []service.FileInfo `json:"files"`
 	// Truncated: the listing stopped at one of its bounds.
 	Truncated bool `json:"truncated" jsonschema:"The listing stopped at one of its bounds (entries, depth or bytes of paths): files is only part of the tree."`
 }

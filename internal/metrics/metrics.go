@@ -1,7 +1,7 @@
 // Package metrics exposes the service to Prometheus on its own registry:
 // executions by profile and outcome, durations, errors, limits hit,
 // security events, pools, sessions, queues and refused requests. It learns
-// of executions as a sandbox.Observer, so every surface is counted alike.
+// of executions as a service.Observer, so every surface is counted alike.
 package metrics
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Metrics is the service's registry and its instruments.
@@ -36,7 +36,7 @@ type Metrics struct {
 }
 
 // New registers the instruments, and gauges read from svc at each scrape.
-func New(svc *sandbox.Service) *Metrics {
+func New(svc *service.Service) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -98,17 +98,17 @@ func (m *Metrics) HTTPRequest(route string, code int) {
 }
 
 // Observe counts one of the service's events.
-func (m *Metrics) Observe(ev sandbox.Event) {
+func (m *Metrics) Observe(ev service.Event) {
 	ran := !isRefusal(ev.Outcome)
 	if !ran {
 		m.errors.WithLabelValues(ev.Outcome).Inc()
 		switch ev.Outcome {
-		case sandbox.KindRateLimited, sandbox.KindBusy, sandbox.KindShuttingDown:
+		case service.KindRateLimited, service.KindBusy, service.KindShuttingDown:
 			m.denied.WithLabelValues(ev.Outcome).Inc()
 		}
 	}
 	switch ev.Kind {
-	case sandbox.EventExecute:
+	case service.EventExecute:
 		profile, backend := profileLabel(ev.Profile), ev.Backend
 		if backend == "" {
 			backend = "none"
@@ -120,22 +120,22 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 				m.errors.WithLabelValues(ev.Outcome).Inc()
 			}
 		}
-	case sandbox.EventValidate:
+	case service.EventValidate:
 		m.validates.WithLabelValues(ev.Outcome).Inc()
-	case sandbox.EventSession, sandbox.EventFile:
+	case service.EventSession, service.EventFile:
 		m.sessionOps.WithLabelValues(ev.Kind+"_"+ev.Action, outcomeLabel(ev.Outcome)).Inc()
-	case sandbox.EventToolCall:
+	case service.EventToolCall:
 		tool := ev.Code
 		if ev.Outcome == "denied" || ev.Outcome == "budget" {
 			tool = "(refused)" // maybe a name the code made up: keep the label bounded
 		}
 		m.toolCalls.WithLabelValues(tool, ev.Outcome).Inc()
-	case sandbox.EventCommand:
+	case service.EventCommand:
 		m.commands.WithLabelValues(ev.Outcome).Inc()
 		if ran && ev.Outcome != "success" {
 			m.errors.WithLabelValues("command_" + ev.Outcome).Inc()
 		}
-	case sandbox.EventInstall:
+	case service.EventInstall:
 		m.installs.WithLabelValues(ev.Outcome).Inc()
 	}
 	if ev.Limit != "" {
@@ -149,10 +149,10 @@ func (m *Metrics) Observe(ev sandbox.Event) {
 
 // refusals are the outcomes of requests that never ran.
 var refusals = []string{
-	sandbox.KindInvalidRequest, sandbox.KindBadPath, sandbox.KindFileNotFound, sandbox.KindTooLarge,
-	sandbox.KindSessionNotFound, sandbox.KindSessionEnded, sandbox.KindTooManySessions,
-	sandbox.KindRateLimited, sandbox.KindBusy, sandbox.KindUnavailable, sandbox.KindShuttingDown,
-	sandbox.KindCanceled, sandbox.KindInternal,
+	service.KindInvalidRequest, service.KindBadPath, service.KindFileNotFound, service.KindTooLarge,
+	service.KindSessionNotFound, service.KindSessionEnded, service.KindTooManySessions,
+	service.KindRateLimited, service.KindBusy, service.KindUnavailable, service.KindShuttingDown,
+	service.KindCanceled, service.KindInternal,
 }
 
 func isRefusal(outcome string) bool { return slices.Contains(refusals, outcome) }

@@ -3,13 +3,13 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // serviceCollector reads the service's pools, sessions and queue at each
 // scrape, so that the gauges are never stale.
 type serviceCollector struct {
-	svc *sandbox.Service
+	svc *service.Service
 }
 
 var (

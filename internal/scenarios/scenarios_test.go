@@ -29,7 +29,7 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 var update = flag.Bool("update", false, "rewrite the surfaces' answers in testdata/scenarios/*.txtar")
@@ -58,7 +58,7 @@ var surfaces = []string{"rest", "mcp", "e2b"}
 
 // env is the one service and its two listeners.
 type env struct {
-	svc       *sandbox.Service
+	svc       *service.Service
 	rest, e2b string // base URLs
 	mcp       map[string]*mcp.ClientSession
 }
@@ -74,7 +74,7 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	cfg.ResolveCallerLimits(true)
-	svc, err := sandbox.New(cfg, nil)
+	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

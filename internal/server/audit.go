@@ -11,7 +11,7 @@ import (
 
 	"github.com/codecage/codecage/internal/audit"
 	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // auditObserver writes the service's events to the audit log.
@@ -21,7 +21,7 @@ type auditObserver struct {
 	replica string // this replica's name, in a cluster
 }
 
-func (a auditObserver) Observe(ev sandbox.Event) {
+func (a auditObserver) Observe(ev service.Event) {
 	kind := ev.Kind
 	detail := ev.Detail
 	if ev.Action != "" {
@@ -33,10 +33,10 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 		SecurityEvents: ev.SecurityEvents, Detail: detail, RemoteAddr: ev.Caller.RemoteAddr, Backend: ev.Backend, Replica: a.replica,
 	}
 	if e.Surface == "" {
-		e.Surface = sandbox.SurfaceCLI
+		e.Surface = service.SurfaceCLI
 	}
 	if ev.Code != "" {
-		e.CodeHash = sandbox.HashCode(ev.Code)
+		e.CodeHash = service.HashCode(ev.Code)
 		if a.code {
 			e.Code = ev.Code
 		}
@@ -48,8 +48,8 @@ func (a auditObserver) Observe(ev sandbox.Event) {
 // of their own (MCP), one line each with its execution id.
 type logObserver struct{ log *slog.Logger }
 
-func (l logObserver) Observe(ev sandbox.Event) {
-	if ev.Caller.Surface == sandbox.SurfaceREST {
+func (l logObserver) Observe(ev service.Event) {
+	if ev.Caller.Surface == service.SurfaceREST {
 		return // the request log line carries the execution id
 	}
 	attrs := []slog.Attr{slog.String("kind", ev.Kind), slog.String("outcome", ev.Outcome),

@@ -17,12 +17,12 @@ import (
 	"github.com/codecage/codecage/internal/httpapi"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/metrics"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // core is the service and what it is built with; close undoes it.
 type core struct {
-	svc     *sandbox.Service
+	svc     *service.Service
 	node    *cluster.Node // nil: a single server
 	replica string        // this replica's name, in a cluster
 	undo    []func()      // run in reverse by close
@@ -42,7 +42,7 @@ func startCore(cfg config.Config, store auditStore, log *slog.Logger) (*core, er
 		c.close()
 		return nil, usage(err)
 	}
-	opts := &sandbox.Options{Log: log, Upstream: up}
+	opts := &service.Options{Log: log, Upstream: up}
 	if node != nil {
 		c.node, c.replica, opts.Cluster = node, node.Name(), node
 		c.undo = append(c.undo, func() { // for an early return; harmless after leave
@@ -51,7 +51,7 @@ func startCore(cfg config.Config, store auditStore, log *slog.Logger) (*core, er
 			_ = node.Leave(ctx)
 		})
 	}
-	svc, err := sandbox.New(cfg, opts)
+	svc, err := service.New(cfg, opts)
 	if err != nil {
 		c.close()
 		return nil, fmt.Errorf("%w (run \"codecage doctor\")", err)
@@ -93,7 +93,7 @@ func handlers(cfg config.Config, c *core, keys *access.Keys, rec *audit.Recorder
 	}
 	m := metrics.New(c.svc)
 	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
-	c.svc.SetObserver(sandbox.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode, replica: c.replica}, logObserver{log}})
+	c.svc.SetObserver(service.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode, replica: c.replica}, logObserver{log}})
 	streamable, sse := mcpserver.HTTPHandlers(c.svc, log, c.node != nil)
 	api := httpapi.New(c.svc, httpapi.Options{
 		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version, Internal: internal,
@@ -116,7 +116,7 @@ func handlers(cfg config.Config, c *core, keys *access.Keys, rec *audit.Recorder
 // serveE2B serves the E2B SDKs' API on addr, behind the same door as
 // REST's: E2B's streams (process output, runCode) clear the write timeout,
 // as REST's event streams do.
-func serveE2B(cfg config.Config, svc *sandbox.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
+func serveE2B(cfg config.Config, svc *service.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
 	el, err := frontdoor.Listen("e2b", addr, door, log, m.ConnectionRefused)
 	if err != nil {
 		return nil, usage(fmt.Errorf("--e2b-listen: %w", err))

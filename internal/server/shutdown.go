@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // shutdown stops accepting connections, lets running executions finish
@@ -14,7 +14,7 @@ import (
 // their clients told so), tears every sandbox down, then ends the streams
 // left (MCP) and closes the connections. The audit log is flushed after,
 // by the caller.
-func shutdown(srv *http.Server, svc *sandbox.Service, cancelBase context.CancelFunc, grace time.Duration, log *slog.Logger) {
+func shutdown(srv *http.Server, svc *service.Service, cancelBase context.CancelFunc, grace time.Duration, log *slog.Logger) {
 	log.Info("shutting down", "grace", grace.String(), "running", svc.Running())
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

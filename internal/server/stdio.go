@@ -8,14 +8,14 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/mcpserver"
-	"github.com/codecage/codecage/internal/sandbox"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // ServeStdio serves MCP over opts.Stdin and opts.Stdout (protocol frames
 // only; logs go to opts.Log) until the client closes stdin or ctx ends.
 func ServeStdio(ctx context.Context, cfg config.Config, opts Options) error {
 	log := opts.Log
-	observers := sandbox.Observers{logObserver{log}}
+	observers := service.Observers{logObserver{log}}
 	// An MCP client starts this command itself: a log it cannot open is
 	// reported, not fatal (serve, run by an operator, refuses to start).
 	if rec, store, path, err := openAuditLog(cfg, log); err != nil {
@@ -30,7 +30,7 @@ func ServeStdio(ctx context.Context, cfg config.Config, opts Options) error {
 		return usage(err)
 	}
 	defer stopUpstream()
-	svc, err := sandbox.New(cfg, &sandbox.Options{Log: log, Observer: observers, Upstream: up})
+	svc, err := service.New(cfg, &service.Options{Log: log, Observer: observers, Upstream: up})
 	if err != nil {
 		return fmt.Errorf("%w (run \"codecage doctor\")", err)
 	}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package sandbox
-
-import "os"
-
-func mountWorkspace(string, int64) (bool, error) { return false, nil }
-
-func removeWorkspace(dir string) { _ = os.RemoveAll(dir) }

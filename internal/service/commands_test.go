@@ -1,0 +1,158 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/service"
+)
+
+func runCmd(t *testing.T, svc *service.Service, req service.CommandRequest) *service.CommandResult {
+	t.Helper()
+	res, err := svc.RunCommand(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%q: %v", req.Command, err)
+	}
+	return res
+}
+
+func TestRunCommandShell(t *testing.T) {
+	svc := newPolicyService(t)
+	r := runCmd(t, svc, service.CommandRequest{Command: "echo hello world | tr a-z A-Z; echo two > f.txt; echo one > g.txt; ls *.txt | sort; cat f.txt g.txt | wc -l"})
+	if !r.Success || r.Stdout != "HELLO WORLD\nf.txt\ng.txt\n2\n" || r.ExitCode != 0 || r.Error != nil || r.ExecutionID == "" {
+		t.Fatalf("%+v", r)
+	}
+	r = runCmd(t, svc, service.CommandRequest{Command: "grep -c x /nonexistent"})
+	if r.Success || r.ExitCode != 2 || !strings.Contains(r.Stderr, "No such file") || r.Error == nil {
+		t.Fatalf("failing command: %+v", r)
+	}
+	r = runCmd(t, svc, service.CommandRequest{Command: `python3 -c 'print(sum(range(10)))' && printf '%s\n' "$GREETING"`, Env: map[string]string{"GREETING": "hi there"}})
+	if !r.Success || r.Stdout != "45\nhi there\n" {
+		t.Fatalf("python3 and env: %+v", r)
+	}
+	// Nothing of the host: a generated /etc, and only the allowed programs.
+	r = runCmd(t, svc, service.CommandRequest{Command: "cat /etc/shadow; cat ../../etc/passwd | wc -l; ls /usr/bin | wc -l; ls /"})
+	if strings.Contains(r.Stdout, "root:$") || !strings.Contains(r.Stderr, "/etc/shadow: No such file") {
+		t.Fatalf("host files: %+v", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if lines[0] != "3" {
+		t.Fatalf("/etc/passwd is not the generated one: %q", r.Stdout)
+	}
+	for _, l := range lines[2:] {
+		if l == "home" || l == "root" || l == "var" || l == "opt" {
+			t.Fatalf("host directory %s in the root: %q", l, r.Stdout)
+		}
+	}
+}
+
+// TestRunCommandWhitelist: the kernel, not a parser, keeps other programs
+// from running, however they are started.
+func TestRunCommandWhitelist(t *testing.T) {
+	svc := newPolicyService(t)
+	for _, cmd := range []string{
+		"perl -e 'print 1'",
+		"/usr/bin/perl -e 1",
+		"echo x | perl -pe 1",
+		"sh -c 'id'",
+		"find . -maxdepth 0 -exec id ';'",
+		"awk 'BEGIN { system(\"id\") }'",
+		`python3 -c "import os; os.execv('/usr/bin/id', ['id'])"`,
+		`python3 -c "import subprocess; subprocess.run(['bash', '-c', 'id'], check=True)"`,
+		"/usr/lib64/ld-linux-x86-64.so.2 /usr/bin/id",
+		"cp /usr/bin/ls /tmp/myls && /tmp/myls",
+		"cp /usr/bin/ls ./myls && chmod +x ./myls; ./myls",
+		"cp /usr/bin/ls ./myls2 && /usr/lib64/ld-linux-x86-64.so.2 ./myls2 /",
+		"cat /usr/bin/python3 > /tmp/py && /usr/lib64/ld-linux-x86-64.so.2 /tmp/py -c 1",
+	} {
+		// Some programs report a failed child and go on (find -exec,
+		// awk's system()); what matters is that nothing else ran.
+		r := runCmd(t, svc, service.CommandRequest{Command: cmd})
+		if strings.Contains(r.Stdout, "uid=") || strings.Contains(r.Stdout, "bin") || r.Stderr == "" {
+			t.Errorf("%q ran: %+v", cmd, r)
+		}
+	}
+	r := runCmd(t, svc, service.CommandRequest{Command: "perl -e 1"})
+	if r.Error == nil || !strings.Contains(*r.Error, `program "perl" is not allowed`) {
+		t.Fatalf("no clear error: %+v", r)
+	}
+	// An operator's list replaces the default.
+	cfg := config.DefaultConfig()
+	cfg.AllowedCommands = []string{"echo"}
+	small := newServiceWith(t, cfg)
+	if r := runCmd(t, small, service.CommandRequest{Command: "echo ok; ls"}); r.Stdout != "ok\n" || r.ExitCode != 127 {
+		t.Fatalf("narrow list: %+v", r)
+	}
+}
+
+func TestRunCommandRequests(t *testing.T) {
+	svc := newPolicyService(t)
+	for name, req := range map[string]service.CommandRequest{
+		"empty":       {Command: "  "},
+		"nul":         {Command: "echo a\x00b"},
+		"bad utf-8":   {Command: "echo \xff"},
+		"LD_PRELOAD":  {Command: "true", Env: map[string]string{"LD_PRELOAD": "/x.so"}},
+		"PYTHONPATH":  {Command: "true", Env: map[string]string{"PYTHONPATH": "/x"}},
+		"bad name":    {Command: "true", Env: map[string]string{"A B": "x"}},
+		"escape dir":  {Command: "pwd", WorkingDir: "../../etc"},
+		"abs outside": {Command: "pwd", WorkingDir: "/etc"},
+		"timeout":     {Command: "true", Timeout: time.Hour},
+	} {
+		if _, err := svc.RunCommand(context.Background(), req); !errors.Is(err, service.ErrInvalidRequest) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	r := runCmd(t, svc, service.CommandRequest{Command: "pwd", WorkingDir: "nosuch"})
+	if r.Success || r.Error == nil || !strings.Contains(*r.Error, "working_dir does not exist") {
+		t.Fatalf("missing working dir: %+v", r)
+	}
+	r = runCmd(t, svc, service.CommandRequest{Command: "while :; do :; done", Timeout: time.Second})
+	if r.Success || !r.TimedOut && (r.Limit == nil || *r.Limit != "cpu_time") {
+		t.Fatalf("timeout: %+v", r)
+	}
+	r = runCmd(t, svc, service.CommandRequest{Command: `awk 'BEGIN { while (1) print "0123456789abcdef" }'`})
+	if r.Success || !r.Truncated || r.Limit == nil || *r.Limit != "output" {
+		t.Fatalf("output limit: limit %v truncated %v", r.Limit, r.Truncated)
+	}
+	r = runCmd(t, svc, service.CommandRequest{Command: `python3 -c "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)"`})
+	if r.Success || !strings.Contains(r.Stderr, "Error") {
+		t.Fatalf("network: %+v", r)
+	}
+}
+
+// TestRunCommandInSession: commands and the interpreter share the session's
+// workspace both ways, and can change each other's files.
+func TestRunCommandInSession(t *testing.T) {
+	svc := newPolicyService(t)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Execute(ctx, service.Request{SessionID: info.ID, Owner: "o", Code: "open('data.txt', 'w').write('from python\\n')"})
+	if err != nil || !res.Success {
+		t.Fatalf("%v %+v", err, res)
+	}
+	r := runCmd(t, svc, service.CommandRequest{SessionID: info.ID, Owner: "o", Command: "echo from sh >> data.txt && mkdir -p out && sort data.txt > out/sorted.txt && cat out/sorted.txt"})
+	if !r.Success || r.Stdout != "from python\nfrom sh\n" {
+		t.Fatalf("%+v", r)
+	}
+	r = runCmd(t, svc, service.CommandRequest{SessionID: info.ID, Owner: "o", Command: "pwd; ls", WorkingDir: "out"})
+	if !r.Success || r.Stdout != "/workspace/out\nsorted.txt\n" {
+		t.Fatalf("working dir: %+v", r)
+	}
+	if _, err := svc.RestartSession(ctx, info.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = svc.Execute(ctx, service.Request{SessionID: info.ID, Owner: "o", Code: "open('out/sorted.txt', 'a').write('again\\n'); open('out/sorted.txt').read()"})
+	if err != nil || !res.Success || !strings.Contains(string(res.Result), "again") {
+		t.Fatalf("after restart: %v %+v", err, res)
+	}
+	if _, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Owner: "mallory", Command: "ls"}); !errors.Is(err, service.ErrSessionNotFound) {
+		t.Fatalf("another owner: %v", err)
+	}
+}

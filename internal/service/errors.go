@@ -1,0 +1,110 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"github.com/codecage/codecage/internal/access"
+)
+
+// ErrShuttingDown: the service is stopping and takes no new work.
+var ErrShuttingDown = errors.New("shutting down")
+
+// Error kinds, the stable names every surface reports a failure by (REST
+// problem types, MCP error prefixes, metrics and the audit log).
+const (
+	KindInvalidRequest  = "invalid_request"
+	KindBadPath         = "bad_path"
+	KindFileNotFound    = "file_not_found"
+	KindTooLarge        = "too_large"
+	KindSessionNotFound = "session_not_found"
+	KindSessionEnded    = "session_ended"
+	// KindSessionLost (cluster.go): the replica holding it is gone.
+	KindTooManySessions = "too_many_sessions"
+	KindRateLimited     = "rate_limited"
+	KindBusy            = "busy"
+	KindUnavailable     = "unavailable"
+	KindShuttingDown    = "shutting_down"
+	KindCanceled        = "canceled"
+	KindInternal        = "internal"
+)
+
+// ErrorKind names the kind of a service error: the one place where the
+// service's sentinel errors are classified.
+func ErrorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrInvalidRequest):
+		return KindInvalidRequest
+	case errors.Is(err, ErrBadPath):
+		return KindBadPath
+	case errors.Is(err, ErrFileNotFound):
+		return KindFileNotFound
+	case errors.Is(err, ErrTooLarge):
+		return KindTooLarge
+	case errors.Is(err, ErrSessionLost):
+		return KindSessionLost
+	case errors.Is(err, ErrSessionNotFound):
+		return KindSessionNotFound
+	case errors.Is(err, ErrSessionEnded):
+		return KindSessionEnded
+	case errors.Is(err, ErrTooManySessions):
+		return KindTooManySessions
+	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
+		return KindRateLimited
+	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
+		return KindBusy
+	case errors.Is(err, ErrShuttingDown):
+		return KindShuttingDown
+	case errors.Is(err, ErrUnavailable):
+		return KindUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return KindCanceled
+	}
+	return KindInternal
+}
+
+// Kinds lists every error kind ErrorKind returns, for the surfaces' tables
+// (a test there fails on a kind a transport has no answer for).
+var Kinds = []string{
+	KindInvalidRequest, KindBadPath, KindFileNotFound, KindTooLarge,
+	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
+	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
+}
+
+// KindError is ErrorKind's inverse: the error a kind is classified from,
+// for rebuilding a failure that crossed a wire (PeerError) as one every
+// surface classifies as if it had happened here. Written beside
+// ErrorKind, so that the two stay in step.
+func KindError(kind string) error {
+	switch kind {
+	case KindInvalidRequest:
+		return ErrInvalidRequest
+	case KindBadPath:
+		return ErrBadPath
+	case KindFileNotFound:
+		return ErrFileNotFound
+	case KindTooLarge:
+		return ErrTooLarge
+	case KindSessionNotFound:
+		return ErrSessionNotFound
+	case KindSessionEnded:
+		return ErrSessionEnded
+	case KindSessionLost:
+		return ErrSessionLost
+	case KindTooManySessions:
+		return ErrTooManySessions
+	case KindRateLimited:
+		return access.ErrRateLimited
+	case KindBusy:
+		return ErrBusy
+	case KindShuttingDown:
+		return ErrShuttingDown
+	case KindUnavailable:
+		return ErrUnavailable
+	case KindCanceled:
+		return context.Canceled
+	}
+	return errors.New("internal error")
+}

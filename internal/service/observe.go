@@ -1,0 +1,168 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/bounded"
+)
+
+// Event kinds.
+const (
+	EventExecute  = "execute"
+	EventValidate = "validate"
+	EventSession  = "session"
+	EventFile     = "file"
+	EventDenied   = "denied"
+)
+
+// Event is one thing the service did or refused, for metrics and the audit
+// log. Every surface's requests produce the same events.
+type Event struct {
+	Time        time.Time
+	Kind        string // one of the Event constants
+	Action      string // within the kind: "create", "close", "write", ...
+	ExecutionID string
+	Caller      Caller
+	Profile     string
+	// Backend is what ran the code ("native", "gvisor"); "" when nothing ran.
+	Backend string
+	// Code is the code, command or package concerned ("" when none).
+	Code string
+	// Outcome is "success", "error" (the code failed), a limit ("timeout",
+	// "memory", "cpu", "output", "canceled"), "crash", or for a request
+	// that could not run, the error kind (see ErrorKind).
+	Outcome        string
+	Duration       time.Duration
+	Limit          string
+	SecurityEvents []string
+	Detail         string
+}
+
+// Observer receives the service's events. Observe must not block: it runs
+// on the request's goroutine.
+type Observer interface {
+	Observe(Event)
+}
+
+// Observers fans one event out to several observers.
+type Observers []Observer
+
+// Observe passes ev to each observer.
+func (o Observers) Observe(ev Event) {
+	for _, x := range o {
+		x.Observe(ev)
+	}
+}
+
+// SetObserver replaces who receives the service's events (nil: nobody).
+// Unlike the other [Options] it is safe while the service runs, since the
+// server's metrics observe a service that must exist first.
+func (s *Service) SetObserver(o Observer) {
+	s.obsMu.Lock()
+	s.observer = o
+	s.obsMu.Unlock()
+}
+
+func (s *Service) emit(ctx context.Context, ev Event) {
+	s.obsMu.RLock()
+	o := s.observer
+	s.obsMu.RUnlock()
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	if c, ok := CallerFrom(ctx); ok {
+		ev.Caller = c
+		if c.Trace != nil && ev.ExecutionID != "" {
+			c.Trace.ExecutionID = ev.ExecutionID
+		}
+	}
+	if o != nil {
+		o.Observe(ev)
+	}
+}
+
+// emitFailure reports a request that could not run.
+func (s *Service) emitFailure(ctx context.Context, kind, action, profile, code string, err error, start time.Time) {
+	s.emit(ctx, Event{Kind: kind, Action: action, Profile: profile, Code: code, Outcome: ErrorKind(err),
+		Duration: time.Since(start), Detail: err.Error()})
+}
+
+// HashCode is the audit log's fingerprint of code: SHA-256, hex.
+func HashCode(code string) string {
+	h := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(h[:])
+}
+
+// Outcome names how a run ended.
+func (r *Result) Outcome() string {
+	switch {
+	case r.Success:
+		return "success"
+	case r.Limit != nil:
+		return *r.Limit
+	case r.Error != nil && (r.Error.Type == "Crash" || r.Error.Type == "Exit"):
+		return "crash"
+	}
+	return "error"
+}
+
+var deniedImport = regexp.MustCompile(`^Import of '([^']+)' is not allowed`)
+
+// securityEvents lists what the run tried that the policy refused: imports
+// the code let fail, destinations the egress proxy refused (the first
+// maxRefusedPerRun, then how many more), and a kill by the seccomp filter.
+func securityEvents(r *Result, refused *refusals) []string {
+	var out []string
+	if r.Error != nil && r.Error.Type == "ImportError" {
+		if m := deniedImport.FindStringSubmatch(r.Error.Message); m != nil {
+			out = append(out, "import_denied:"+bounded.String(m[1], maxName))
+		}
+	}
+	hosts, more := refused.list()
+	for _, host := range hosts {
+		out = append(out, "egress_denied:"+host)
+	}
+	if more != "" {
+		out = append(out, "egress_denied:"+more)
+	}
+	if r.Error != nil && r.Error.Type == "Crash" && strings.Contains(r.Error.Message, "(bad system call)") {
+		out = append(out, "seccomp_kill")
+	}
+	return out
+}
+
+// refusals collects the egress proxy's refusals during one run: the first
+// maxRefusedPerRun hosts, and how many more.
+type refusals struct {
+	quota *bounded.Quota
+	mu    sync.Mutex
+	hosts []string
+}
+
+func newRefusals() *refusals { return &refusals{quota: bounded.NewQuota(maxRefusedPerRun)} }
+
+func (r *refusals) add(host string) {
+	if !r.quota.Take() {
+		return
+	}
+	r.mu.Lock()
+	r.hosts = append(r.hosts, host)
+	r.mu.Unlock()
+}
+
+// list returns the hosts kept and a summary of the rest ("" when none).
+func (r *refusals) list() (hosts []string, more string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.hosts...), r.quota.Summary("refused")
+}
+
+// Report records an event a surface observed itself, such as a request it
+// refused before calling the service (a missing API key).
+func (s *Service) Report(ctx context.Context, ev Event) { s.emit(ctx, ev) }

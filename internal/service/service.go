@@ -1,0 +1,388 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/upstream"
+)
+
+// MaxResultBytes bounds the encoded value of a final expression.
+const MaxResultBytes = 64 << 10
+
+// Service runs executions. It is safe for concurrent use.
+//
+// The service holds what a request means: admission, limits, import
+// policy, results, events, sessions, files, commands, packages, code mode.
+// Every sandbox it needs comes from its fleet, which owns them all.
+type Service struct {
+	cfg    config.Config
+	egress egress.Policy
+	logp   atomic.Pointer[slog.Logger]
+	// idleCPU is the CPU time sessions spent between requests (ns).
+	idleCPU atomic.Int64
+
+	fleet     *fleet.Fleet
+	sessions  sessions
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	gate         *access.Gate // rate and concurrency limits of callers
+	obsMu        sync.RWMutex
+	observer     Observer
+	drain        drain
+	commands     commandSet   // the command jail's programs
+	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
+	layerModules []string
+	upstream     *upstream.Manager // code mode's upstream tools, or nil
+	importCache  importCache
+	spares       spares
+	cluster      Cluster // the other replicas, or nil
+	// transfers holds a token per file download or upload in progress
+	// (SANDBOX_MAX_TRANSFERS).
+	transfers chan struct{}
+}
+
+// Options are what a service is given besides the configuration. Each is
+// fixed at New: nothing is set on a service once it may take requests.
+type Options struct {
+	Log      *slog.Logger      // where the service logs (egress decisions, for one); nil: slog.Default()
+	Observer Observer          // who receives the service's events; nil: nobody (see SetObserver)
+	Cluster  Cluster           // the other replicas; nil: a single server
+	Upstream *upstream.Manager // code mode's upstream MCP servers, whose credentials stay in this process; nil: none
+}
+
+// New returns a service for the operator's configuration, or an error
+// wrapping [ErrUnavailable] when this host cannot build the required sandbox.
+// opts may be nil.
+func New(cfg config.Config, opts *Options) (*Service, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := fleet.ProbeHost().Usable(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	eg, err := egress.ParsePolicy(strings.Join(cfg.NetworkAllow, ","))
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
+	}
+	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
+		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
+	s.logp.Store(o.Log)
+	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
+	s.drain.init()
+	switch {
+	case cfg.Isolation == config.IsolationGVisor:
+		// Every run needs it: refuse to start rather than fail each run.
+		if gv := fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform); !gv.Available {
+			return nil, fmt.Errorf("%w: SANDBOX_ISOLATION=gvisor, but gVisor does not work here: %s", ErrUnavailable, gv.Error)
+		}
+	case cfg.EnableContainerMode:
+		go fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform) // answered before the first use_container run or /info asks
+	}
+	s.reclaimWorkspaces()
+	s.loadLayer()
+	s.fleet = s.newFleet()
+	s.startSpares()
+	go s.reaper(s.stop)
+	return s, nil
+}
+
+// log is the service's logger.
+func (s *Service) log() *slog.Logger { return s.logp.Load() }
+
+// Config returns the operator's configuration the service runs with.
+func (s *Service) Config() config.Config { return s.cfg }
+
+// Execute runs req in a fresh sandbox. Failures of the code (exceptions,
+// limits, crashes) are reported in the Result; the error is for requests
+// that cannot run at all.
+func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
+	// The sink outlives the run: when the run returns, its slot and its
+	// session are free whatever the client reads, and only this request
+	// waits (a bounded time) for the last lines to reach the client.
+	sink := newOutputSink(req.OnOutput)
+	req.OnOutput = sink.onOutput()
+	res, err := s.executeRequest(ctx, req)
+	if dropped := sink.finish(drainWait); res != nil {
+		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	}
+	return res, err
+}
+
+// executeRequest is Execute with its output behind a sink.
+func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, error) {
+	fwd := req
+	fwd.OnOutput = nil
+	refused := newRefusals()
+	var profile string
+	return do(ctx, s, OpExecute, call[*Result]{
+		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Execute: &fwd}, onOutput: req.OnOutput,
+		forwardAction: "session:" + req.SessionID,
+		profile:       strings.Join(req.Profiles, ","), code: req.Code,
+		run: func(ctx context.Context) (res *Result, err error) {
+			res, profile, err = s.execute(ctx, req, refused)
+			return res, err
+		},
+		success: func(res *Result, took time.Duration) Event {
+			ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
+				Outcome: res.Outcome(), Duration: took, SecurityEvents: securityEvents(res, refused)}
+			if req.SessionID != "" {
+				ev.Action = "session:" + req.SessionID
+			}
+			if res.Limit != nil {
+				ev.Limit = *res.Limit
+			}
+			if res.Error != nil {
+				ev.Detail = res.Error.Type + ": " + res.Error.Message
+			}
+			return ev
+		},
+	})
+}
+
+// execute runs an admitted request; it returns the profile label of the
+// run with the result.
+func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+	if err := s.checkCode(req.Code); err != nil {
+		return nil, "", err
+	}
+	if err := checkRunShape(req); err != nil {
+		return nil, "", err
+	}
+	if req.SessionID != "" {
+		se, err := s.session(req.SessionID, req.Owner)
+		if err != nil {
+			return nil, "", err
+		}
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != config.IsolationGVisor) {
+			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
+		}
+		limits, err := s.limits(req, se.imports.Whole())
+		if err != nil {
+			return nil, "", err
+		}
+		res, err := s.executeInSession(ctx, req, limits, refused)
+		return res, se.imports.Label(), err
+	}
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return nil, "", err
+	}
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+
+	tools, err := s.runTools(ctx, req.Tools)
+	if err != nil {
+		return nil, "", err
+	}
+	// What the run gets beyond basic: with no profile named, what the
+	// code's imports show it uses of the enabled profiles.
+	features := imports.FeaturesFor(req.Code)
+	limits, err := s.limits(req, features)
+	if err != nil {
+		return nil, "", err
+	}
+	work := fleet.Work{Kind: fleet.Run, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Limits: limits,
+		Layer: s.layerBinds, DataScience: features.DataScience}
+	if features.Network {
+		proxy, fwd := s.startEgress(work.ID, refused.add)
+		defer proxy.Close()
+		work.Forward = fwd
+	}
+	lease, err := s.sandboxFor(ctx, backend, features, limits, work)
+	if err != nil {
+		return nil, "", err
+	}
+	defer lease.Release()
+	rreq := fleet.HarnessRequest{
+		Code:           req.Code,
+		AllowedImports: imports.Modules,
+		Profile:        imports.Label(),
+		ImportHints:    imports.Hints,
+		MaxResultBytes: MaxResultBytes,
+		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
+		Tools:          toolSpecs(tools),
+		Env:            req.Env,
+		Display:        req.Display,
+	}
+	var handler fleet.ToolHandler
+	id := lease.ID()
+	if len(tools) > 0 {
+		var done func()
+		handler, done = s.toolCaller(ctx, tools, &id)
+		defer done()
+	}
+	o := lease.Run(rreq, handler, req.OnOutput)
+	return buildResult(id, backend, o, limits), imports.Label(), nil
+}
+
+// limits turns the request's limits and the operator's defaults and bounds
+// into the jail's limits; a run with the data_science feature gets its
+// memory default.
+func (s *Service) limits(req Request, features policy.Features) (fleet.Limits, error) {
+	c := s.cfg
+	checks := []error{
+		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
+		policy.CheckDuration("cpu_time", req.CPUTime, c.MaxCPUTime),
+		policy.CheckBytes("memory_limit", req.MemoryBytes, config.MinMemory, c.MaxMemory),
+		policy.CheckBytes("output_limit", req.OutputBytes, 1, c.MaxOutput),
+	}
+	if err := errors.Join(checks...); err != nil {
+		return fleet.Limits{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	n := fleet.Need{
+		Timeout: pick(req.Timeout, c.Timeout),
+		Memory:  pick(req.MemoryBytes, c.MemoryLimit),
+		Output:  pick(req.OutputBytes, c.OutputSize),
+	}
+	if req.MemoryBytes == 0 && features.DataScience {
+		n.Memory = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
+	}
+	// A run that may take longer than the default CPU time may also use it,
+	// unless it asks for less.
+	n.CPUTime = pick(req.CPUTime, min(max(c.CPUTime, n.Timeout), c.MaxCPUTime))
+	return s.caps().Run(n), nil
+}
+
+func pick[T int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// checkRunShape refuses contexts outside sessions, and context names,
+// directories and variables that are not what they should be.
+func checkRunShape(req Request) error {
+	if req.SessionID == "" && (req.Context != "" || req.NewContext || req.Cwd != "") {
+		return fmt.Errorf("%w: context, new_context and cwd are for a session's runs", ErrInvalidRequest)
+	}
+	if len(req.Context) > 64 || strings.ContainsFunc(req.Context, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) {
+		return fmt.Errorf("%w: context %s: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, Quote(req.Context))
+	}
+	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
+		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)
+	}
+	return checkEnv(req.Env)
+}
+
+func (s *Service) checkCode(code string) error {
+	if int64(len(code)) > s.cfg.MaxCodeSize {
+		return fmt.Errorf("%w: code is %d bytes, the limit is %d (SANDBOX_MAX_CODE_SIZE)", ErrInvalidRequest, len(code), s.cfg.MaxCodeSize)
+	}
+	if !utf8.ValidString(code) {
+		off := 0
+		for off < len(code) {
+			r, size := utf8.DecodeRuneInString(code[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return fmt.Errorf("%w: code is not valid UTF-8 (first bad byte at offset %d)", ErrInvalidRequest, off)
+	}
+	return nil
+}
+
+// buildResult turns a run's outcome into its result.
+func buildResult(id, backend string, o fleet.Outcome, lim fleet.Limits) *Result {
+	exit, rep := o.Exit, o.Reply
+	r := &Result{
+		ExecutionID:   id,
+		Stdout:        o.Stdout,
+		Stderr:        o.Stderr,
+		Result:        json.RawMessage("null"),
+		Variables:     []string{},
+		ExitCode:      exit.ExitCode,
+		ExecutionTime: exit.Duration.Seconds(),
+		TimedOut:      exit.Limit == fleet.LimitTimeout,
+		OOMKilled:     exit.OOMKilled,
+		Truncated:     exit.Truncated,
+		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
+		Backend:       backend,
+		Isolation:     layersOf(backend),
+	}
+	limit := exit.Limit
+	if rep != nil {
+		if len(rep.Result) > 0 {
+			r.Result = rep.Result
+		}
+		r.ResultType = rep.ResultType
+		r.Images, r.Display = rep.Images, rep.Display
+		if rep.Variables != nil {
+			r.Variables = rep.Variables
+		}
+		if exit.Signal == 0 {
+			r.ExitCode = rep.ExitCode
+		}
+		if rep.Error != nil {
+			r.Error = &ErrorInfo{Type: rep.Error.Type, Message: rep.Error.Message, Traceback: rep.Error.Traceback, Line: rep.Error.Line, Column: rep.Error.Column}
+			// Without a memory cgroup the address-space limit surfaces as
+			// a MemoryError: it is still the memory limit.
+			if rep.Error.Type == "MemoryError" && limit == fleet.LimitNone {
+				limit = fleet.LimitMemory
+			}
+		}
+	}
+	if limit != fleet.LimitNone {
+		name := string(limit)
+		r.Limit = &name
+		if rep == nil || r.Error == nil {
+			r.Error = limitError(limit, lim)
+		}
+	} else if r.Error == nil && rep == nil {
+		r.Error = exitError(exit)
+	}
+	r.Success = r.Error == nil && r.ExitCode == 0 && limit == fleet.LimitNone
+	return r
+}
+
+func limitError(l fleet.Limit, lim fleet.Limits) *ErrorInfo {
+	switch l {
+	case fleet.LimitTimeout:
+		return &ErrorInfo{Type: "TimeoutError", Message: fmt.Sprintf("execution exceeded the wall-clock limit of %s and was killed", lim.Timeout)}
+	case fleet.LimitCPU:
+		return &ErrorInfo{Type: "CPUTimeLimitExceeded", Message: fmt.Sprintf("execution exceeded the CPU-time limit of %s and was killed", lim.CPUTime)}
+	case fleet.LimitMemory:
+		return &ErrorInfo{Type: "MemoryError", Message: fmt.Sprintf("execution exceeded the memory limit of %d MiB and was killed", lim.MemoryBytes>>20)}
+	case fleet.LimitOutput:
+		return &ErrorInfo{Type: "OutputLimitExceeded", Message: fmt.Sprintf("output exceeded the limit of %d bytes per stream; the run was stopped and its output truncated", lim.OutputBytes)}
+	case fleet.LimitCanceled:
+		return &ErrorInfo{Type: "Canceled", Message: "execution was canceled"}
+	}
+	return &ErrorInfo{Type: "LimitExceeded", Message: string(l)}
+}
+
+func exitError(exit fleet.Exit) *ErrorInfo {
+	if exit.Signal != 0 {
+		name := syscall.Signal(exit.Signal).String()
+		return &ErrorInfo{Type: "Crash", Message: fmt.Sprintf("the interpreter was killed by signal %d (%s)", exit.Signal, name)}
+	}
+	if exit.ExitCode != 0 {
+		return &ErrorInfo{Type: "Exit", Message: fmt.Sprintf("the interpreter exited with status %d before finishing", exit.ExitCode)}
+	}
+	return nil // os._exit(0): the code chose to end, successfully
+}

@@ -1,0 +1,136 @@
+// Package service is the service every surface calls (CLI, MCP, REST): it
+// holds what a request means (admission and callers' limits, run limits,
+// import policy, results and events, sessions and their workspaces and
+// files, commands, packages, code mode, forwarding to other replicas) and
+// returns one result object, whatever the surface.
+//
+// It never starts, counts or stops a sandbox itself: every sandbox comes
+// from its fleet (internal/fleet) as a lease, built from a [fleet.Work]
+// the service describes (what the request needs: its limits, profiles,
+// workspace, network). It imports neither the jail, gVisor, the harness
+// nor the pools: the fleet re-exports the facts it needs of them
+// (internal/archtest holds the rule). It knows nothing of HTTP, MCP or
+// flags.
+//
+// Every operation goes through one envelope, written once in ops.go (to
+// the owning replica, or admit, bind to shutdown, run, audit), from a
+// table that also serves the peer protocol (ServePeer). Sessions are in
+// session*.go; the lock order is written above the session type.
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+)
+
+// Request asks for one stateless execution.
+type Request struct {
+	// Code is the Python source; it must be valid UTF-8.
+	Code string
+	// Timeout is the wall-clock limit (0: the default).
+	Timeout time.Duration
+	// CPUTime is the CPU-time limit (0: the default).
+	CPUTime time.Duration
+	// MemoryBytes is the memory limit (0: the default).
+	MemoryBytes int64
+	// OutputBytes caps stdout and stderr, each (0: the default).
+	OutputBytes int64
+	// SessionID runs the code in that session's interpreter (its profiles
+	// and memory limit were chosen when it was created).
+	SessionID string
+	// Owner is who asks (an API key's name); sessions are per owner.
+	Owner string
+	// Profiles selects the capability profiles of the run (default: the
+	// operator's default set, every enabled profile unless configured).
+	Profiles []string
+	// AllowedImports narrows the importable modules to this list (within
+	// what the operator allows); ["*"] switches the import policy off where
+	// the operator allows that.
+	AllowedImports []string
+	// UseContainer runs the code under gVisor (where container mode is on).
+	UseContainer bool
+	// Tools narrows the upstream tools the code may call through its
+	// `tools` object ("server.tool", "server.*"); nil: all the operator
+	// exposes.
+	Tools []string
+	// Context names an interpreter state of the session: a session runs
+	// several side by side, sharing its workspace ("" is its first one).
+	Context string `json:",omitempty"`
+	// NewContext starts Context afresh (no variables), in Cwd.
+	NewContext bool `json:",omitempty"`
+	// Cwd is where a new context starts, inside the sandbox ("": home).
+	Cwd string `json:",omitempty"`
+	// Env adds environment variables for this run (not loader or
+	// interpreter ones), over the session's.
+	Env map[string]string `json:",omitempty"`
+	// Display asks for the last value's representations by MIME type
+	// (Result.Display), as a notebook shows them.
+	Display bool `json:",omitempty"`
+	// OnOutput, if set, receives the output as it comes, a line at a time
+	// ("stdout" or "stderr"), from a goroutine of its own: a slow OnOutput
+	// never holds the run, and past a bound the later lines are left out
+	// (Result.OutputDropped). The Result still carries all of it.
+	OnOutput func(stream, line string) `json:"-"`
+}
+
+// Result is the outcome of one execution, the same on every surface.
+type Result struct {
+	Success     bool            `json:"success"`
+	ExecutionID string          `json:"execution_id"`
+	Stdout      string          `json:"stdout"`
+	Stderr      string          `json:"stderr"`
+	Result      json.RawMessage `json:"result"`
+	ResultType  *string         `json:"result_type"`
+	Variables   []string        `json:"variables"`
+	// Images are the figures left open at the end of the run, as PNG.
+	Images []fleet.Image `json:"images"`
+	// Display is the last value by MIME type ("text/plain", "text/html",
+	// "image/png" in base64, ...), when the request asked for it.
+	Display  map[string]string `json:"display,omitempty"`
+	ExitCode int               `json:"exit_code"`
+	Error    *ErrorInfo        `json:"error"`
+	// ExecutionTime is the wall time of the sandbox, in seconds.
+	ExecutionTime float64 `json:"execution_time"`
+	TimedOut      bool    `json:"timed_out"`
+	OOMKilled     bool    `json:"oom_killed"`
+	Truncated     bool    `json:"truncated"`
+	// Limit names the limit that ended the run, or is null.
+	Limit *string `json:"limit"`
+	// OutputDropped counts the lines a stream of the output (OnOutput)
+	// left out because its client read too slowly, or is null; Stdout and
+	// Stderr still hold them.
+	OutputDropped *OutputDropped `json:"output_dropped"`
+	Resources     Resources      `json:"resources"`
+	Backend       string         `json:"backend"`
+	Isolation     fleet.Layers   `json:"isolation"`
+}
+
+// ErrorInfo describes why a run failed: an exception of the code, or a
+// limit, crash or exit status reported by the sandbox.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+	Line      *int   `json:"line,omitempty"`
+	Column    *int   `json:"column,omitempty"`
+}
+
+// Resources is what the run used.
+type Resources struct {
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+	CPUTimeSeconds  float64 `json:"cpu_time_seconds"`
+	// IdleCPUSeconds is, in a session, the CPU time its sandbox spent
+	// since its previous request ended (what the code left running).
+	IdleCPUSeconds float64 `json:"idle_cpu_seconds"`
+}
+
+// Errors of the service; surfaces map them to their own status codes.
+var (
+	// ErrInvalidRequest wraps every problem with the request itself.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnavailable means the host cannot run sandboxes.
+	ErrUnavailable = errors.New("sandbox unavailable")
+)

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package service
+
+import "os"
+
+func mountWorkspace(string, int64) (bool, error) { return false, nil }
+
+func removeWorkspace(dir string) { _ = os.RemoveAll(dir) }
