@@ -18,6 +18,10 @@ import (
 //	                                  runs C; cancel=yes drops the request once
 //	                                  the run holds a slot, as a client that gives up
 //	list key=K                        the sessions K sees
+//	write key=K path=P content=C [session=S]
+//	                                  writes C to P in the session's workspace
+//	read key=K path=P [session=S]     reads P from it
+//	command key=K cmd=C [session=S]   runs the command line C there (E2B: bash -l -c)
 //	idle                              waits (a bound) until no run holds a slot and no
 //	                                  sandbox exists beyond the open sessions'
 type step struct {
@@ -53,7 +57,7 @@ func parseSteps(text string) ([]step, error) {
 			}
 		}
 		switch op {
-		case "session", "execute", "list", "idle":
+		case "session", "execute", "list", "idle", "write", "read", "command":
 		default:
 			return nil, fmt.Errorf("%q: unknown operation %q", line, op)
 		}

@@ -72,6 +72,12 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.list(ctx, key)
 	case "idle":
 		return p.idle()
+	case "write":
+		return p.write(ctx, st)
+	case "read":
+		return p.read(ctx, st)
+	case "command":
+		return p.command(ctx, st)
 	}
 	return "unknown step"
 }
@@ -119,15 +125,9 @@ func (p *player) execute(ctx context.Context, key, session, code string) string 
 		answer, _ := p.call(ctx, "POST", p.rest+"/execute", []byte(body), bearer(key))
 		return answer
 	}
-	// E2B: a sandbox the key did not open here is reached as the SDK's
-	// connect does.
-	token, ok := p.tokens[session+" "+key]
-	if !ok {
-		answer, m := p.call(ctx, "POST", p.e2b+"/sandboxes/"+session+"/connect", []byte(`{"timeout": 300}`), apiKey(key))
-		if token, _ = m["envdAccessToken"].(string); token == "" {
-			return "connect: " + answer
-		}
-		p.tokens[session+" "+key] = token
+	token, failed := p.token(ctx, key, session)
+	if failed != "" {
+		return failed
 	}
 	answer, _ := p.call(ctx, "POST", p.e2b+"/execute", []byte(body+"}"),
 		map[string]string{"E2b-Sandbox-Id": session, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
