@@ -95,6 +95,16 @@ func openPostgres(ctx context.Context, dsn string, timeout time.Duration) (*pgBa
 func (p *pgBackend) migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	// Made already: nothing to lock. (ALTER TABLE would wait for every
+	// open read of a snapshot.)
+	var made bool
+	err := p.db.QueryRowContext(ctx, `SELECT to_regclass('codecage_snapshot_chunks') IS NOT NULL`).Scan(&made)
+	if err != nil {
+		return p.fail("reading the snapshot tables", err)
+	}
+	if made {
+		return nil
+	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return p.fail("creating the snapshot tables", err)
