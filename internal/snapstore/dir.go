@@ -253,9 +253,9 @@ func (d *dirBackend) begin(ctx context.Context, owner, id string) (txn, error) {
 }
 
 type dirTxn struct {
-	d                   *dirBackend
+	d                    *dirBackend
 	name, tmp, owner, id string
-	done                bool
+	done                 bool
 }
 
 func (t *dirTxn) blob(ctx context.Context, name string) (io.WriteCloser, error) {

@@ -119,9 +119,12 @@ func TestPostgresGoesAway(t *testing.T) {
 	srv.Stop()
 	ctx := context.Background()
 	for name, op := range map[string]func() error{
-		"list":   func() error { _, err := s.List(ctx, "alice"); return err },
-		"get":    func() error { _, err := s.Get(ctx, "alice", "s1"); return err },
-		"put":    func() error { _, err := s.Put(ctx, manifest("alice", "s2"), BlobSource{"a", gen(1, 3<<20)}); return err },
+		"list": func() error { _, err := s.List(ctx, "alice"); return err },
+		"get":  func() error { _, err := s.Get(ctx, "alice", "s1"); return err },
+		"put": func() error {
+			_, err := s.Put(ctx, manifest("alice", "s2"), BlobSource{"a", gen(1, 3<<20)})
+			return err
+		},
 		"delete": func() error { return s.Delete(ctx, "alice", "s1") },
 		"gc":     func() error { _, err := s.GC(ctx); return err },
 	} {
