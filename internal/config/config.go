@@ -155,6 +155,21 @@ type Config struct {
 	ToolsMaxResult int64         // bytes of one tool result
 	ToolsTimeout   time.Duration // per call
 
+	// Snapshots (paused sessions and named snapshots; internal/snapstore).
+	// SnapshotStore is where they are kept: "" = the postgres:// AuditDB
+	// when it is one (replicas share it), else StateDir/snapshots; or an
+	// absolute directory, or a postgres:// URL (see SnapshotPlace).
+	SnapshotStore string
+	// SnapshotSecret seals snapshots (HMAC-SHA256); never printed. Empty:
+	// a directory store generates one into StateDir/snapshot-secret; a
+	// PostgreSQL store refuses to open without it.
+	SnapshotSecret string
+	// Per owner: at most SnapshotMaxBytes in at most SnapshotMaxCount
+	// snapshots, each kept SnapshotTTL.
+	SnapshotMaxBytes int64
+	SnapshotMaxCount int
+	SnapshotTTL      time.Duration
+
 	// PackagesDir holds the operator's package layer (codecage packages
 	// install), read-only in every sandbox.
 	PackagesDir string
@@ -271,6 +286,10 @@ func DefaultConfig() Config {
 		PipMaxInstall:   512 << 20,
 		PipTimeout:      300 * time.Second,
 
+		SnapshotMaxBytes: 4 << 30,
+		SnapshotMaxCount: 32,
+		SnapshotTTL:      7 * 24 * time.Hour,
+
 		ToolsMaxCalls:  50,
 		ToolsMaxResult: 256 << 10,
 		ToolsTimeout:   30 * time.Second,
@@ -287,6 +306,27 @@ const (
 // default, or requests may ask for it (use_container).
 func (c Config) GVisorInUse() bool {
 	return c.Isolation == IsolationGVisor || c.EnableContainerMode
+}
+
+// SnapshotPlace resolves SnapshotStore: the directory or the PostgreSQL
+// URL snapshots are kept in (one of the two is set), and the file a
+// directory store keeps its generated secret in.
+func (c Config) SnapshotPlace() (dir, dsn, secretFile string) {
+	secretFile = c.StateDir + "/snapshot-secret"
+	switch {
+	case isPostgresURL(c.SnapshotStore):
+		return "", c.SnapshotStore, secretFile
+	case c.SnapshotStore != "":
+		return c.SnapshotStore, "", secretFile
+	case isPostgresURL(c.AuditDB):
+		return "", c.AuditDB, secretFile
+	}
+	return c.StateDir + "/snapshots", "", secretFile
+}
+
+func isPostgresURL(v string) bool {
+	l := strings.ToLower(v)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
 // defaultStateDir is $XDG_STATE_HOME/codecage, else ~/.local/state/codecage,

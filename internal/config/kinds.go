@@ -41,6 +41,50 @@ func ParseSeconds(v string) (time.Duration, error) {
 	return time.Duration(f * float64(time.Second)), nil
 }
 
+// MinSnapshotSecret is the shortest SANDBOX_SNAPSHOT_SECRET (snapstore's
+// MinSecretLen).
+const MinSnapshotSecret = 32
+
+// MaxLongDuration bounds durations that outlive runs (snapshot TTL).
+const MaxLongDuration = 365 * 24 * time.Hour
+
+// longDurationSetting reads seconds ("3600") or a number with a unit: s,
+// m, h or d ("12h", "7d"), above 0 and at most MaxLongDuration.
+func longDurationSetting(key, env, usage string, field func(*Config) *time.Duration) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string { return strconv.FormatFloat(field(c).Seconds(), 'f', -1, 64) },
+		set: func(c *Config, v string) error {
+			d, err := parseLongDuration(v)
+			if err != nil {
+				return err
+			}
+			*field(c) = d
+			return nil
+		}}
+}
+
+func parseLongDuration(v string) (time.Duration, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	unit := time.Second
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 's':
+			s = s[:n-1]
+		case 'm':
+			unit, s = time.Minute, s[:n-1]
+		case 'h':
+			unit, s = time.Hour, s[:n-1]
+		case 'd':
+			unit, s = 24*time.Hour, s[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0 && f*float64(unit) <= float64(MaxLongDuration)) { // NaN fails too
+		return 0, fmt.Errorf("want seconds, or a number with s, m, h or d (e.g. 7d), up to %d days", MaxLongDuration/(24*time.Hour))
+	}
+	return time.Duration(f * float64(unit)), nil
+}
+
 // MinCPUCores and MaxCPUCores bound a CPU bandwidth setting: the kernel
 // refuses a quota under 1 ms per 100 ms period, and more than 1024 cores
 // is a typo, not a machine.

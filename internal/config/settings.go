@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,24 @@ var settings = []setting{
 			return ""
 		},
 		set: func(c *Config, v string) error { c.PeerSecret = v; return nil }},
+	dbSetting("snapshot_store", "SANDBOX_SNAPSHOT_STORE", "where paused sessions and snapshots are kept: a directory or a postgres:// URL (default: the postgres:// SANDBOX_AUDIT_DB, else $SANDBOX_STATE_DIR/snapshots)", func(c *Config) *string { return &c.SnapshotStore }),
+	{Key: "snapshot_secret", Env: "SANDBOX_SNAPSHOT_SECRET", Usage: "secret that seals snapshots (32+ characters, the same on every replica; required with a PostgreSQL store)",
+		get: func(c *Config) string {
+			if c.SnapshotSecret != "" {
+				return "(set)"
+			}
+			return ""
+		},
+		set: func(c *Config, v string) error {
+			if len(v) < MinSnapshotSecret {
+				return fmt.Errorf("want at least %d characters (e.g. openssl rand -hex 32)", MinSnapshotSecret)
+			}
+			c.SnapshotSecret = v
+			return nil
+		}},
+	sizeSetting("snapshot_max_bytes", "SANDBOX_SNAPSHOT_MAX_BYTES", "bytes one owner's snapshots and paused sessions may take in all", func(c *Config) *int64 { return &c.SnapshotMaxBytes }),
+	intSetting("snapshot_max_count", "SANDBOX_SNAPSHOT_MAX_COUNT", "snapshots and paused sessions one owner may keep", func(c *Config) *int { return &c.SnapshotMaxCount }),
+	longDurationSetting("snapshot_ttl", "SANDBOX_SNAPSHOT_TTL", "how long a snapshot or paused session is kept: seconds, or e.g. 12h, 7d", func(c *Config) *time.Duration { return &c.SnapshotTTL }),
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
 	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
 	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),
