@@ -117,3 +117,17 @@ func (g GVisorStarter) Start(ctx context.Context, spec jail.Spec) (Box, error) {
 type gvisorBox struct{ *gvisor.Sandbox }
 
 func (b gvisorBox) Channel() io.ReadWriteCloser { return b.Sandbox.Channel() }
+
+// Restore starts a sandbox from the memory image in dir (see
+// [Fleet.StartFromImage]), armed with spec's limits once it runs again:
+// the restore does not count against them.
+func (g GVisorStarter) Restore(ctx context.Context, dir string, spec jail.Spec) (Box, error) {
+	limits := spec.Limits.WithDefaults()
+	spec.Limits.Timeout = gvisorBoot
+	sb, err := gvisor.Restore(ctx, g.Runtime, dir, spec)
+	if err != nil {
+		return nil, err
+	}
+	sb.Arm(ctx, limits.Timeout, limits.CPUTime)
+	return gvisorBox{sb}, nil
+}

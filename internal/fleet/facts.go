@@ -71,13 +71,8 @@ func ResolvePrograms(names, data []string) (*Programs, error) {
 // ProbeHost is what this host offers the jail, probed once per process.
 func ProbeHost() Host { return jail.ProbeHost() }
 
-// The host uids of sandboxes: one reserved per session, leased host-wide.
-
-// ReserveUID reserves one host uid for the sandboxes of one owner.
-func ReserveUID() (int, error) { return jail.ReserveUID() }
-
-// ReleaseUID returns a uid ReserveUID gave.
-func ReleaseUID(uid int) { jail.ReleaseUID(uid) }
+// The host uids of sandboxes: one reserved per session, leased host-wide
+// (ReserveUID, HoldUID, ReleaseUID: uidholds.go).
 
 // InUIDSpan reports whether uid is one sandboxes run as on this host.
 func InUIDSpan(uid int) bool { return jail.InUIDSpan(uid) }

@@ -27,6 +27,7 @@ type Lease struct {
 
 	used     atomic.Bool // a run or program has had the sandbox
 	released atomic.Bool
+	onEnd    func() // run once the sandbox is gone after Release, or nil
 }
 
 // ID names the sandbox (and the execution it runs).
@@ -155,6 +156,9 @@ func (l *Lease) Release() {
 	end := func() {
 		_ = b.Channel().Close()
 		l.slot.Release()
+		if l.onEnd != nil {
+			l.onEnd()
+		}
 	}
 	if d, ok := b.(afterDoner); ok {
 		d.AfterDone(end)

@@ -19,7 +19,7 @@ func TestBundleStaysInItsRoot(t *testing.T) {
 	}
 	spec.Limits = spec.Limits.WithDefaults()
 	dir := t.TempDir()
-	err := writeBundle(dir, spec, 1500000000)
+	_, err := writeBundle(dir, spec, 1500000000)
 	if err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("writeBundle: %v, want a refusal naming the symlink", err)
 	}

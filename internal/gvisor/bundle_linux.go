@@ -88,34 +88,35 @@ var etcDirs = []string{"/etc/alternatives"}
 const hostname = "sandbox"
 
 // writeBundle makes dir a bundle for spec: dir/rootfs, a root of empty
-// mount points and a generated /etc, and dir/config.json.
-func writeBundle(dir string, spec jail.Spec, uid int) error {
+// mount points and a generated /etc, and dir/config.json. It returns the
+// mounts, in order.
+func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 	root := filepath.Join(dir, "rootfs")
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	mounts, err := hostMounts(root, spec, uid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Order matters: later mounts go on top of earlier ones.
 	mounts = append(mounts, sandboxMounts(dir, spec, uid)...)
 	for _, m := range mounts {
 		if err := mountPoint(root, m); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The jail's seccomp rules, applied by gVisor's kernel: what the code
 	// may ask of it is no more than what it may ask of the host's.
 	filter, err := seccomp.BuildOCI(seccomp.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b, err := json.Marshal(ociConfig(root, spec, uid, mounts, filter))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+	return mounts, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
 }
 
 // roBind is a read-only bind of host at path.

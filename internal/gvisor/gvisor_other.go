@@ -62,3 +62,16 @@ func (s *Sandbox) CPUUsage() time.Duration { return 0 }
 
 // Usage is zero.
 func (s *Sandbox) Usage() (time.Duration, int64) { return 0, 0 }
+
+// Checkpoint fails: gVisor needs Linux.
+func (s *Sandbox) Checkpoint(ctx context.Context, imageDir string, leaveRunning bool) (Manifest, error) {
+	return Manifest{}, ErrUnavailable
+}
+
+// Restore fails: gVisor needs Linux.
+func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (*Sandbox, error) {
+	return nil, ErrUnavailable
+}
+
+// ReadImage fails: gVisor needs Linux.
+func ReadImage(dir string) (Manifest, error) { return Manifest{}, ErrUnavailable }

@@ -21,16 +21,19 @@ import (
 
 // Sandbox is one running gVisor sandbox.
 type Sandbox struct {
-	id      string
-	spec    jail.Spec
-	dir     string
-	cmd     *exec.Cmd
-	channel *os.File
-	cg      *jail.Cgroup
-	uid     int
-	ownUID  bool // the uid was allocated here and is released at teardown
-	start   time.Time
-	forward net.Listener // the host end of spec.Forward, or nil
+	id       string
+	spec     jail.Spec
+	dir      string
+	cmd      *exec.Cmd
+	runsc    string // the binary, and the platform it runs on
+	platform string
+	mounts   []ociMount // the bundle's, as a restore must match them
+	channel  *os.File
+	cg       *jail.Cgroup
+	uid      int
+	ownUID   bool // the uid was allocated here and is released at teardown
+	start    time.Time
+	forward  net.Listener // the host end of spec.Forward, or nil
 
 	killOnce sync.Once
 	mu       sync.Mutex
@@ -71,54 +74,89 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, undo, err := prepare(rt, runsc, rt.platform(), spec)
+	if err != nil {
+		return nil, err
+	}
+	defer undo.run()
+	if err := s.launch("run", "--bundle", s.dir, s.id); err != nil {
+		return nil, err
+	}
+	undo.release()
+	return s, nil
+}
+
+// prepare makes everything a sandbox of spec runs in (its uid, bundle,
+// forward socket, cgroup), short of runsc itself; undo takes it all down
+// again until released.
+func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, undo *cleanup, err error) {
 	spec.Limits = spec.Limits.WithDefaults()
 	if spec.ID == "" {
 		spec.ID = jail.NewID()
 	}
-	s := &Sandbox{id: spec.ID, spec: spec, done: make(chan struct{}), start: time.Now()}
+	s = &Sandbox{id: spec.ID, spec: spec, runsc: runsc, platform: platform, done: make(chan struct{}), start: time.Now()}
 	s.output = jail.NewOutput(spec.Limits.OutputBytes, func() { s.Kill(jail.LimitOutput) })
 	s.uid = spec.HostUID
 	if s.uid == 0 {
 		uid, err := jail.ReserveUID()
 		if err != nil {
-			return nil, fmt.Errorf("gvisor: %w", err)
+			return nil, nil, fmt.Errorf("gvisor: %w", err)
 		}
 		s.uid, s.ownUID = uid, true
 	}
-	ok := false
+	// One step undoes them all: cleanup takes down whatever exists so far
+	// (bundle and its mounts, forward socket, cgroup and its processes, uid).
+	undo = &cleanup{}
+	undo.add(s.cleanup)
 	defer func() {
-		if !ok {
-			s.cleanup()
+		if err != nil {
+			undo.run()
 		}
 	}()
 	reapStale(rt.stateDir())
 	s.dir = filepath.Join(rt.stateDir(), strconv.Itoa(os.Getpid())+"-"+s.id)
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
 	}
 	if spec.Forward != nil {
 		if err := s.listenForward(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := writeBundle(s.dir, spec, s.uid); err != nil {
-		return nil, fmt.Errorf("gvisor: bundle: %w", err)
+	if s.mounts, err = writeBundle(s.dir, spec, s.uid); err != nil {
+		return nil, nil, fmt.Errorf("gvisor: bundle: %w", err)
 	}
 	// The limit covers gVisor's own kernel too; its tasks include the
 	// Sentry's threads and, on ptrace, a stub per address space.
 	s.cg, err = jail.NewCgroup("gv-"+s.id, spec.Limits.MemoryBytes+SentryHeadroom, 256+8*spec.Limits.MaxProcesses, spec.Limits.CPUCores)
 	if err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
 	}
 	s.enforcer = jail.NewEnforcer(s.Kill, s.cg.CPUUsage, s.output)
-	if err := s.launch(runsc, rt.platform()); err != nil {
-		return nil, err
-	}
-	ok = true
-	return s, nil
+	return s, undo, nil
 }
 
-func (s *Sandbox) launch(runsc, platform string) error {
+// globalFlags are runsc's flags for this sandbox, the same for every
+// command on it (run, restore, checkpoint) but the log file: its state
+// root and platform, and how it is confined.
+func (s *Sandbox) globalFlags(log string) []string {
+	return []string{
+		"--root=" + filepath.Join(s.dir, "state"),
+		"--log=" + filepath.Join(s.dir, log),
+		"--platform=" + s.platform,
+		"--network=none",
+		"--ignore-cgroups",
+		"--overlay2=none",
+		"--oci-seccomp",
+		"--host-uds=" + hostUDS(s.forward != nil),
+	}
+}
+
+// launch starts runsc's command (run, restore) in the foreground, in the
+// sandbox's cgroup, with the harness's channel on its stdin and pipes on
+// its stdout and stderr: restore needs descriptors of the same kinds as
+// the run that made the image had.
+func (s *Sandbox) launch(command ...string) error {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("gvisor: channel: %w", err)
@@ -137,22 +175,13 @@ func (s *Sandbox) launch(runsc, platform string) error {
 		return err
 	}
 	args := append([]string{"-c", joinCgroup, "sh"}, s.cg.ProcsFiles()...)
-	args = append(args, "--", runsc,
-		"--root="+filepath.Join(s.dir, "state"),
-		"--log="+filepath.Join(s.dir, "runsc.log"),
-		"--platform="+platform,
-		"--network=none",
-		"--ignore-cgroups",
-		"--overlay2=none",
-		"--oci-seccomp",
-		"--host-uds="+hostUDS(s.forward != nil),
-		"run", "--bundle", s.dir, s.id)
-	s.cmd = exec.Command("/bin/sh", args...)
-	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inside, outW, errW
-	s.cmd.Dir = s.dir
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = s.cmd.Start()
+	args = append(append(append(args, "--", s.runsc), s.globalFlags("runsc.log")...), command...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inside, outW, errW
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -160,6 +189,7 @@ func (s *Sandbox) launch(runsc, platform string) error {
 		errR.Close()
 		return fmt.Errorf("gvisor: start runsc: %w", err)
 	}
+	s.cmd = cmd // from now on supervise tears down, and closes no channel
 	waited := make(chan struct{})
 	go func() {
 		_ = s.cmd.Wait()
@@ -376,8 +406,11 @@ func reapStale(dir string) {
 }
 
 // logTail returns the end of runsc's log, for an error message.
-func logTail(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "runsc.log"))
+func logTail(dir string) string { return logTailOf(filepath.Join(dir, "runsc.log")) }
+
+// logTailOf returns the last lines of a runsc log file.
+func logTailOf(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

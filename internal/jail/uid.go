@@ -169,6 +169,49 @@ func ReserveUIDs(n int) (int, error) { return allocateUIDs(n) }
 // ReleaseUIDs frees the n uids from first on, from ReserveUIDs.
 func ReleaseUIDs(first, n int) { releaseUIDs(first, n) }
 
+// ClaimUID holds one given host uid of the span, as ReserveUID would have:
+// the uid of a memory image that an earlier process made, whose restored
+// sandboxes must run as it. It fails when another process leases the
+// uid's block, when a process runs in that block while this process does
+// not hold it yet, or when the uid is already held here. Release it with
+// ReleaseUID.
+func ClaimUID(uid int) error {
+	size, _ := uidBlocks()
+	if !InUIDSpan(uid) || size == 0 {
+		return fmt.Errorf("%w: %d is not a sandbox uid", ErrNoUIDs, uid)
+	}
+	base := HostUIDBase + (uid-HostUIDBase)/size*size
+	uids.Lock()
+	defer uids.Unlock()
+	var b *uidBlock
+	for _, held := range uids.blocks {
+		if held.base == base {
+			b = held
+		}
+	}
+	if b == nil {
+		leased, err := leaseBlockOf(base, size)
+		if err != nil {
+			return err
+		}
+		if leased == nil {
+			return fmt.Errorf("%w: uid %d: its block is another process's, or runs processes", ErrNoUIDs, uid)
+		}
+		b = leased
+		uids.blocks = append(uids.blocks, b)
+		if !slices.Contains(uids.ever, [2]int{b.base, b.base + size}) {
+			uids.ever = append(uids.ever, [2]int{b.base, b.base + size})
+		}
+	}
+	i := uid - base
+	if b.used[i] {
+		return fmt.Errorf("%w: uid %d is held by another sandbox of this process", ErrNoUIDs, uid)
+	}
+	b.used[i] = true
+	b.free--
+	return nil
+}
+
 // InUIDSpan reports whether uid is one sandboxes get in root mode, from
 // any codecage process of the host (every block lies in the span).
 func InUIDSpan(uid int) bool { return uid >= HostUIDBase && uid < HostUIDBase+HostUIDCount }

@@ -31,27 +31,48 @@ func leaseBlock(size, count int, held map[int]bool) (*uidBlock, error) {
 		if held[base] {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(base)+".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		b, err := leaseBlockAt(dir, base, size)
 		if err != nil {
-			return nil, fmt.Errorf("%w: lease file: %v", ErrNoUIDs, err)
+			return nil, err
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				continue // another process's
-			}
-			return nil, fmt.Errorf("%w: lock %s: %v", ErrNoUIDs, f.Name(), err)
+		if b != nil {
+			return b, nil
 		}
-		if uidsRunning(base, size) {
-			f.Close()
-			continue
-		}
-		// The holder's pid, for whoever looks (codecage doctor, a human).
-		_ = f.Truncate(0)
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		return &uidBlock{base: base, used: make([]bool, size), free: size, lease: f}, nil
 	}
 	return nil, fmt.Errorf("%w: all %d blocks of %d uids from %d are leased by other processes (%s)", ErrNoUIDs, count, size, HostUIDBase, dir)
+}
+
+// leaseBlockAt leases the block from base, or returns nil when another
+// process holds it or its uids still run processes.
+func leaseBlockAt(dir string, base, size int) (*uidBlock, error) {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(base)+".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: lease file: %v", ErrNoUIDs, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil // another process's
+		}
+		return nil, fmt.Errorf("%w: lock %s: %v", ErrNoUIDs, f.Name(), err)
+	}
+	if uidsRunning(base, size) {
+		f.Close()
+		return nil, nil
+	}
+	// The holder's pid, for whoever looks (codecage doctor, a human).
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &uidBlock{base: base, used: make([]bool, size), free: size, lease: f}, nil
+}
+
+// leaseBlockOf leases the block from base for ClaimUID.
+func leaseBlockOf(base, size int) (*uidBlock, error) {
+	dir, err := leaseDir()
+	if err != nil {
+		return nil, err
+	}
+	return leaseBlockAt(dir, base, size)
 }
 
 // leaseDir makes UIDLeaseDir (mode 0700) and checks that only this user

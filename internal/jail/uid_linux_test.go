@@ -208,3 +208,60 @@ func TestUIDAllocation(t *testing.T) {
 	}
 	ReleaseUIDs(again, MaxCellUIDs+1)
 }
+
+// ClaimUID holds one given uid (a memory image's) as ReserveUID would:
+// never one this process or another holds, and nothing hands it out again
+// while it is held.
+func TestClaimUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lease directory is root's")
+	}
+	uid, err := ReserveUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ClaimUID(uid); !errors.Is(err, ErrNoUIDs) {
+		t.Fatalf("claimed a uid held here: %v", err)
+	}
+	ReleaseUID(uid)
+	if err := ClaimUID(uid); err != nil {
+		t.Fatalf("claim a free uid: %v", err)
+	}
+	var got []int
+	for range 50 {
+		u, err := ReserveUID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u == uid {
+			t.Fatalf("uid %d handed out while claimed", uid)
+		}
+		got = append(got, u)
+	}
+	for _, u := range got {
+		ReleaseUID(u)
+	}
+	ReleaseUID(uid)
+	if err := ClaimUID(HostUIDBase - 1); !errors.Is(err, ErrNoUIDs) {
+		t.Fatalf("claimed a uid out of the span: %v", err)
+	}
+
+	// A uid of another process's block.
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), uidHolderEnv+"=1")
+	stdin, _ := holder.StdinPipe()
+	stdout, _ := holder.StdoutPipe()
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = holder.Process.Kill(); _ = holder.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	theirUID, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "uid "))
+	if err != nil || theirUID == 0 {
+		t.Fatalf("holder said %q (%v)", line, err)
+	}
+	if err := ClaimUID(theirUID + 1); !errors.Is(err, ErrNoUIDs) || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("claimed a uid of another process's block: %v", err)
+	}
+}

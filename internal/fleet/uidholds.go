@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// An owner's host uid (a session's: its interpreters, commands and pip
+// share its files) is held by everything that may still run as it: the
+// owner itself, each memory image of its sandbox (whose processes hold
+// the uid inside), and each sandbox restored from one. The uid goes back
+// to the host only when the last holder lets go, so it is never handed to
+// an unrelated sandbox meanwhile. Forks of one image share its uid: they
+// are copies of one owner's session, whose files that uid already owns.
+var uidHolds = struct {
+	sync.Mutex
+	n map[int]int // uid -> holders
+}{n: map[int]int{}}
+
+// ReserveUID reserves one host uid for the sandboxes of one owner; it is
+// held once, and ReleaseUID lets go of it.
+func ReserveUID() (int, error) {
+	uid, err := jail.ReserveUID()
+	if err != nil {
+		return 0, err
+	}
+	uidHolds.Lock()
+	uidHolds.n[uid]++
+	uidHolds.Unlock()
+	return uid, nil
+}
+
+// HoldUID adds a holder to uid: an image of a sandbox that ran as it, kept
+// by the caller (a snapshot), or a sandbox restored from one. A uid this
+// process does not hold yet (an image an earlier process made) is claimed
+// host-wide first, and refused when another process or sandbox holds it.
+// Each HoldUID is undone by one ReleaseUID.
+func HoldUID(uid int) error {
+	uidHolds.Lock()
+	defer uidHolds.Unlock()
+	if uidHolds.n[uid] == 0 {
+		if err := jail.ClaimUID(uid); err != nil {
+			return fmt.Errorf("fleet: the image's uid: %w", err)
+		}
+	}
+	uidHolds.n[uid]++
+	return nil
+}
+
+// ReleaseUID lets go of one hold of uid (from ReserveUID or HoldUID); the
+// last one returns it to the host.
+func ReleaseUID(uid int) {
+	uidHolds.Lock()
+	defer uidHolds.Unlock()
+	switch uidHolds.n[uid] {
+	case 0:
+		return
+	case 1:
+		delete(uidHolds.n, uid)
+		jail.ReleaseUID(uid)
+	default:
+		uidHolds.n[uid]--
+	}
+}
+
+// uidHeld reports whether uid is an owner's (held through this file).
+func uidHeld(uid int) bool {
+	uidHolds.Lock()
+	defer uidHolds.Unlock()
+	return uidHolds.n[uid] > 0
+}

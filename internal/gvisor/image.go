@@ -1,0 +1,68 @@
+package gvisor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// A memory image is a directory: runsc's own files (the kernel's state and
+// the memory pages, as `runsc checkpoint` wrote them) and ManifestName,
+// which the backend writes after them and checks before any restore.
+
+// ManifestName is the file of an image directory that describes it.
+const ManifestName = "codecage-image.json"
+
+// ImageFormat is the version of the manifest's layout.
+const ImageFormat = 1
+
+// Manifest describes a memory image: what a restore must match (the runsc
+// build and platform, the mounts), and what it needs (the uid, the
+// program's environment, its limits).
+type Manifest struct {
+	Format int `json:"format"`
+	// RunscVersion is what `runsc --version` printed first, Platform the
+	// platform the sandbox ran on: an image restores only under the same.
+	RunscVersion string `json:"runsc_version"`
+	Platform     string `json:"platform"`
+	// UID is the host uid the sandbox ran as: its processes in the image
+	// hold it, and every sandbox restored from it runs as it too.
+	UID int `json:"uid"`
+	// SourceID is the sandbox the image was made from.
+	SourceID string    `json:"source_id"`
+	Created  time.Time `json:"created"`
+	// Bytes is the size of runsc's files in the directory.
+	Bytes int64 `json:"bytes"`
+	// Spec is what the image's sandbox was started with, as far as a
+	// restore needs it.
+	Spec ImageSpec `json:"spec"`
+}
+
+// ImageSpec is the part of a sandbox's jail.Spec that its image keeps.
+type ImageSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Home string   `json:"home,omitempty"`
+	// Limits are the sandbox's; a restore takes its lifetime, CPU and
+	// output budgets from its own spec, the rest (memory, file systems'
+	// sizes) from here.
+	Limits jail.Limits `json:"limits"`
+	// Mounts are the sandbox's mounts in order: a restore's bundle must
+	// have the same (its host directories may differ).
+	Mounts []ImageMount `json:"mounts"`
+}
+
+// ImageMount is one mount of an image's sandbox: where, and of what kind.
+type ImageMount struct {
+	Path string `json:"path"`
+	Type string `json:"type"`
+}
+
+// ErrImageMismatch means an image cannot be restored here: another runsc
+// build or platform made it, or the restore's mounts differ from its.
+var ErrImageMismatch = errors.New("gvisor: the image does not match")
+
+// ErrBadImage means a directory holds no usable image: missing, partial,
+// corrupt, or of an unknown format.
+var ErrBadImage = errors.New("gvisor: no usable image")
