@@ -271,4 +271,3 @@ func TestStateNotSupportedUnderGVisor(t *testing.T) {
 		t.Fatalf("restore under gVisor: %v", err)
 	}
 }
-
