@@ -16,7 +16,8 @@
 # a restore. The pickle memo numbers objects implicitly (protocol 5): a
 # value that fails on either side leaves the two memos out of step, so
 # after a value that could not be saved both sides start a new pickler
-# (the ABANDONED mark says so), and after a value that fails to load, the
+# (the ABANDONED mark says so: globals on either side of it no longer share
+# objects), and after a value that fails to load, the
 # values the same pickler wrote after it are not loaded (they may refer to
 # its objects, whose numbers are lost): they are reported, never wrong.
 import os
