@@ -51,7 +51,7 @@ main() {
 	hooks=()
 	# Keep in step with scripts/setup.sh and deploy/Dockerfile.
 	app_packages=(python3 python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib
-		python3-sympy python3-sklearn python3-requests runsc ca-certificates tini)
+		python3-sympy python3-sklearn python3-requests python3-cloudpickle runsc ca-certificates tini)
 	case $kind in
 	app)
 		tag="${IMAGE_TAG:-codecage:dev}"

@@ -177,6 +177,12 @@ def _serve(os, builtins, marshal, chan, ready=None):
         req = read_frame()
         if req is None:
             os._exit(0)
+        if req.get("op"):
+            reply = _state_op(req, contexts, chan, builtins, real_import)
+            if os.getpid() != pid:
+                os._exit(0)  # a fork of the code's, in a value's reduction
+            write_frame(reply)
+            continue
         name = req.get("context", "")
         ctx = contexts.get(name)
         if ctx is None or req.get("new_context") or not req.get("keep_alive"):
@@ -230,6 +236,73 @@ def _serve(os, builtins, marshal, chan, ready=None):
 
 # The channel's frame functions, for the tools object (set by _serve).
 _channel = []
+
+# The state module (state.py), once a state request has loaded it.
+_state_module = []
+
+
+def _state_op(req, contexts, chan, builtins, real_import):
+    # Snapshot and restore of every context's globals (#26), in state.py,
+    # which the supervisor sends as the request's code: loaded once as
+    # module _codecage_state, so that the functions it saves can name it.
+    # The bytes travel in a pipe whose end follows the request on the
+    # channel (SCM_RIGHTS), not in frames: a state of any size streams.
+    import os
+
+    op = req.get("op")
+    fd = -1
+    try:
+        fd = _receive_fd(os, chan)
+        builtins.__import__ = real_import  # the import policy is the code's, not ours
+        if not _state_module:
+            module = type(sys)("_codecage_state")
+            exec(compile(req.get("code", ""), "<codecage-state>", "exec"), module.__dict__)
+            sys.modules["_codecage_state"] = module
+            _state_module.append(module)
+        state = _state_module[0]
+        seconds = max(req.get("timeout_ms", 0), 1) / 1000
+        if op == "snapshot":
+            skip = lambda v: v is ToolError or getattr(type(v), "_codecage_tools", False)  # noqa: E731
+            report = state.save(fd, contexts, seconds, skip)
+        elif op == "restore":
+            allowed = req.get("allowed_imports")
+
+            def new_module():
+                main = type(sys)("__main__")
+                main.__dict__["__builtins__"] = builtins
+                return main
+
+            report = state.load(fd, contexts, seconds, lambda name: allowed is None or _permitted(allowed, name), new_module)
+        else:
+            return {"state_error": "unknown operation %s" % _clip(repr(op))[:100]}
+        return {"state": report}
+    except Exception as e:
+        return {"state_error": _clip("%s" % (e,) if type(e).__name__ == "StateError" else "%s: %s" % (type(e).__name__, e))}
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _receive_fd(os, chan):
+    # The supervisor sends one byte with the descriptor right after the
+    # request's frame, which the harness read to its last byte: read(2)
+    # would drop the descriptor, recvmsg takes it.
+    import _socket
+
+    sock = _socket.socket(fileno=os.dup(chan))
+    try:
+        _, ancillary, _, _ = sock.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)
+    finally:
+        sock.close()
+    fds = []
+    for level, kind, data in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, len(data) - len(data) % 4, 4)]
+    for extra in fds[1:]:
+        os.close(extra)
+    if not fds:
+        raise RuntimeError("the state request came without its pipe")
+    return fds[0]
 
 
 class ToolError(Exception):
@@ -298,6 +371,7 @@ def _tools_namespace(specs):
     class Tools:
         """Upstream MCP tools: tools.<server>.<tool>(...), or tools.call("server.tool", {...}). help() on a tool shows its signature."""
 
+        _codecage_tools = True  # the harness's, given per request: no snapshot saves it
         call = staticmethod(call_tool)
         ToolError = ToolError
 
@@ -488,16 +562,8 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
     hints = req.get("import_hints") or {}
     allowed = tuple(allowed)
 
-    def permitted(name):
-        # Same rule as policy.Allows: an entry allows itself, its submodules
-        # and the packages above it ("urllib.parse" lets "urllib" load).
-        for a in allowed:
-            if name == a or name.startswith(a + ".") or a.startswith(name + "."):
-                return True
-        return False
-
     def check(name):
-        if permitted(name):
+        if _permitted(allowed, name):
             return
         msg = "Import of '%s' is not allowed in profile %s" % (name, profile)
         hint = hints.get(name) or hints.get(name.partition(".")[0]) or hints.get("*")
@@ -534,6 +600,15 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
         return real_import_module(name, package)
 
     importlib.import_module = import_module
+
+
+def _permitted(allowed, name):
+    # Same rule as policy.Allows: an entry allows itself, its submodules
+    # and the packages above it ("urllib.parse" lets "urllib" load).
+    for a in allowed:
+        if name == a or name.startswith(a + ".") or a.startswith(name + "."):
+            return True
+    return False
 
 
 def _quiet_agg_show():

@@ -148,6 +148,9 @@ func (r Request) marshalAfter(prefix []byte) ([]byte, error) {
 	if r.Display {
 		m["display"] = true
 	}
+	if r.Op != "" {
+		m["op"], m["timeout_ms"] = r.Op, r.TimeoutMS
+	}
 	if len(r.Tools) > 0 {
 		tools := make([]any, len(r.Tools))
 		for i, t := range r.Tools {

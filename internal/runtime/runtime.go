@@ -128,6 +128,11 @@ type Request struct {
 	// Display asks for the rich representations of the last expression's
 	// value, like a notebook's (Reply.Display).
 	Display bool `json:"display,omitempty"`
+	// Op, when set, asks for an operation on the interpreter's state
+	// instead of a run ("snapshot", "restore": see state.go), within
+	// TimeoutMS.
+	Op        string `json:"op,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
 }
 
 // ToolSpec describes one upstream tool to the harness, which builds a
