@@ -18,6 +18,7 @@ import (
 const (
 	backend  = iota // jail, gvisor, runtime (the harness), pool
 	fleet           // builds every sandbox from a description of the work
+	session         // the session table: each session's state, locks, lifecycle, workspace, runs
 	service         // the request service
 	contract        // the wire contract the surfaces share: params, input checks, owner rule, status tables
 	surface         // REST, MCP, E2B, the peer protocol, the CLI and its tools
@@ -31,6 +32,7 @@ var layers = map[string]int{
 	"internal/runtime":      backend,
 	"internal/pool":         backend,
 	"internal/fleet":        fleet,
+	"internal/session":      session,
 	"internal/service":      service,
 	"internal/leftovers":    service, // reads the fleet's uid facts from the host side, for tests and bench
 	"internal/api":          contract,

@@ -1,6 +1,7 @@
 // Package bounded keeps what sandboxed code controls from taking unbounded
 // room where the server stores or logs it: String caps one value, Quota
-// caps how many of one kind of item a run leaves behind.
+// caps how many of one kind of item a run leaves behind, Quote quotes a
+// client's input for an error message.
 package bounded
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // EventCommand is the event kind of run_command.
@@ -294,10 +295,8 @@ func (s *Service) runCommandRequest(ctx context.Context, req CommandRequest) (*C
 }
 
 func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
-	var se *session
-	var workspace string
-	var uid int
-	var idle time.Duration // the session's CPU time since its last request
+	var se *session.Session
+	var in session.Command // the session's workspace, uid and CPU time since its last request
 	if req.SessionID != "" {
 		var err error
 		if se, err = s.session(req.SessionID, req.Owner); err != nil {
@@ -306,20 +305,14 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		// Beside the interpreter and the session's other commands, on the
 		// same workspace, as processes of one machine.
 		var done func()
-		if ctx, workspace, uid, done, err = se.startCommand(ctx); err != nil {
+		if ctx, in, done, err = s.sessions.StartCommand(ctx, se); err != nil {
 			return nil, err
 		}
 		defer done()
-		// A command is a request in the session: its interpreter, which
-		// the command may talk to, gets its full CPU bandwidth meanwhile.
-		lease := se.sandbox()
-		idle = se.cpu.begin(lease, s.cfg.CPULimit, s.log())
-		s.addIdleCPU(idle)
-		defer se.cpu.end(lease, s.cfg.IdleCPU, s.log())
 	}
 	home, sessionEnv := fleet.WorkspaceDir, map[string]string(nil)
 	if se != nil {
-		home, sessionEnv = fleet.HomeOf(se.req.Home), se.req.Env
+		home, sessionEnv = se.Home(), se.Env()
 	}
 	timeout, env, dir, err := s.checkCommand(req, home, sessionEnv)
 	if err != nil {
@@ -340,7 +333,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
 	if se != nil {
-		work.Workspace, work.HostUID = workspace, uid
+		work.Workspace, work.HostUID = in.Workspace, in.UID
 	}
 	spec := work.Spec()
 	backend := s.commandBackend(se)
@@ -358,7 +351,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Stderr:        out.Stderr(),
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == fleet.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
-		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: idle.Seconds()},
+		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: in.Idle.Seconds()},
 		Backend:   backend, Isolation: layersOf(backend),
 	}
 	if exit.Limit != fleet.LimitNone {
@@ -378,8 +371,8 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 // kernel stays between them and the host's; but only with a runsc that
 // refuses code from noexec mounts, on which the allow-list rests there
 // (Debian's of 2022 maps it: its commands stay on the native jail).
-func (s *Service) commandBackend(se *session) string {
-	gv := (se != nil && se.backend == fleet.GVisor) || (se == nil && s.cfg.Isolation == config.IsolationGVisor)
+func (s *Service) commandBackend(se *session.Session) string {
+	gv := (se != nil && se.Backend() == fleet.GVisor) || (se == nil && s.cfg.Isolation == config.IsolationGVisor)
 	if gv && fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform).EnforcesNoexec {
 		return fleet.GVisor
 	}

@@ -70,7 +70,7 @@ func (s *Service) makeDir(id, owner, p string) (bool, error) {
 		}
 		return false, nil
 	}
-	if _, err := r.MkdirAll(rel, 0o755, sandboxUID(se)); err != nil {
+	if _, err := r.MkdirAll(rel, 0o755, se.SandboxUID()); err != nil {
 		return false, fileError(p, err)
 	}
 	return true, nil
@@ -94,7 +94,7 @@ func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
 		return nil, err
 	}
 	defer r.Close()
-	dst, err := workspacePath(to, homeOf(se))
+	dst, err := workspacePath(to, se.Home())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
 		return nil, fileError(from, err)
 	}
 	if dir := path.Dir(dst); dir != "." {
-		if _, err := r.MkdirAll(dir, 0o755, sandboxUID(se)); err != nil {
+		if _, err := r.MkdirAll(dir, 0o755, se.SandboxUID()); err != nil {
 			return nil, fileError(to, err)
 		}
 	}

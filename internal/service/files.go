@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/wsfs"
 )
 
@@ -107,24 +108,22 @@ func workspacePath(p, home string) (string, error) {
 // path beneath it in one pass and refuses symlinks (and "..") that lead
 // out, so a link the code plants never takes the server outside.
 // It returns p relative to the workspace, too.
-func (s *Service) root(id, owner, p string) (*wsfs.Root, *session, string, error) {
+func (s *Service) root(id, owner, p string) (*wsfs.Root, *session.Session, string, error) {
 	se, err := s.session(id, owner)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	rel, err := workspacePath(p, homeOf(se))
+	rel, err := workspacePath(p, se.Home())
 	if err != nil {
 		return nil, nil, "", err
 	}
-	r, err := wsfs.Open(se.dir)
+	dir, _, _, _ := se.Workspace()
+	r, err := wsfs.Open(dir)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
 	}
 	return r, se, rel, nil
 }
-
-// homeOf is where se's workspace is in its sandbox.
-func homeOf(se *session) string { return fleet.HomeOf(se.req.Home) }
 
 func fileError(p string, err error) error {
 	switch {
@@ -171,7 +170,7 @@ func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byt
 	if err := s.checkRoom(ctx, r, se, int64(len(data))); err != nil {
 		return nil, err
 	}
-	uid := sandboxUID(se)
+	uid := se.SandboxUID()
 	if dir := path.Dir(rel); dir != "." {
 		if _, err := r.MkdirAll(dir, 0o755, uid); err != nil {
 			return nil, fileError(p, err)
@@ -205,8 +204,8 @@ func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byt
 // checkRoom refuses n more bytes the workspace has no room for. A tmpfs
 // of its own answers at once (the kernel keeps its quota); a plain
 // directory is walked, within bounds.
-func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session, n int64) error {
-	if se.quota {
+func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session.Session, n int64) error {
+	if _, _, _, quota := se.Workspace(); quota {
 		used, free, err := r.Space()
 		if err == nil && n > free {
 			return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
@@ -221,15 +220,6 @@ func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session, n in
 		return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
 	}
 	return nil
-}
-
-// sandboxUID is the host uid the file API gives what it creates to, so the
-// code can change it; -1 before the session's sandbox first starts.
-func sandboxUID(se *session) int {
-	if lease := se.sandbox(); lease != nil {
-		return lease.HostUID()
-	}
-	return -1
 }
 
 // appendFile adds data to the end of an existing file (a later chunk of

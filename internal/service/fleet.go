@@ -104,7 +104,7 @@ func (s *Service) fleetError(ctx context.Context, err error) error {
 // zygotes. Runs in progress finish on their own.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
-	s.closeSessions()
+	s.sessions.CloseAll()
 	s.fleet.Close()
 }
 

@@ -83,7 +83,7 @@ func (s *Service) InstallLayerPackage(ctx context.Context, pkg, version string) 
 	}
 	// The layer is one more "session" as far as pip is concerned: its own
 	// directory, written by pip in a jail.
-	se := &session{id: layerID, site: dir}
+	se := pipTarget{id: layerID, site: dir}
 	if os.Geteuid() == 0 {
 		// pip runs as a sandbox uid: the layer is that uid's while it does
 		// (others read it; nothing in a sandbox writes it afterwards).

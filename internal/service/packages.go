@@ -116,12 +116,13 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 		return nil, err
 	}
 	// One request at a time per session, as for its interpreter.
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	if se.site == "" {
-		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.id)
+	se.Lock()
+	defer se.Unlock()
+	_, site, uid, _ := se.Workspace()
+	if site == "" {
+		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.ID())
 	}
-	res, err := s.installInto(ctx, se, r, start)
+	res, err := s.installInto(ctx, pipTarget{id: se.ID(), site: site, uid: uid, allow: se.Allow}, r, start)
 	if res != nil {
 		if similar, ok := policy.Typosquat(r.Normalized); ok {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("typosquat: %q looks like the popular package %q; check that this is the package you mean", r.Name, similar))
@@ -130,9 +131,19 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 	return res, err
 }
 
-// installInto runs pip for r into se's package directory (se.mu held, or
-// se private) and reads what it installed.
-func (s *Service) installInto(ctx context.Context, se *session, r policy.Requirement, start time.Time) (*InstallResult, error) {
+// pipTarget is where pip installs: a session's package directory, or the
+// operator's layer (one more "session" as far as pip is concerned).
+type pipTarget struct {
+	id   string // the session's, or layerID
+	site string // the directory pip installs into
+	uid  int    // the host uid pip runs as (0: one of its own)
+	// allow lets the session import what was installed; nil for the layer.
+	allow func(modules []string)
+}
+
+// installInto runs pip for r into se's package directory (the session's
+// run lock held, or the layer's directory) and reads what it installed.
+func (s *Service) installInto(ctx context.Context, se pipTarget, r policy.Requirement, start time.Time) (*InstallResult, error) {
 	res := &InstallResult{Package: r.Name, Warnings: []string{}, Installed: []InstalledPackage{}}
 	fail := func(kind, msg string) (*InstallResult, error) {
 		res.Error, res.Message = &kind, msg
@@ -190,14 +201,9 @@ func (s *Service) installInto(ctx context.Context, se *session, r policy.Require
 		res.InstalledVersion = &v
 	}
 	// The session's import policy now allows what was installed.
-	if se.imports.Modules != nil {
+	if se.allow != nil {
 		for _, p := range added {
-			for _, m := range p.Modules {
-				if !slices.Contains(se.imports.Modules, m) {
-					// Clipped: the list may be shared (resolveImports).
-					se.imports.Modules = append(slices.Clip(se.imports.Modules), m)
-				}
-			}
+			se.allow(p.Modules)
 		}
 	}
 	res.Success = true
@@ -218,7 +224,7 @@ func (s *Service) installInto(ctx context.Context, se *session, r policy.Require
 }
 
 // runPip runs pip in a jail on the session's package directory.
-func (s *Service) runPip(ctx context.Context, se *session, r policy.Requirement) (string, fleet.Exit, string, error) {
+func (s *Service) runPip(ctx context.Context, se pipTarget, r policy.Requirement) (string, fleet.Exit, string, error) {
 	var out bytes.Buffer
 	w := &lockedBuffer{b: &out}
 	argv := []string{"-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",

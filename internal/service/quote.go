@@ -1,23 +1,10 @@
 package service
 
-import (
-	"strconv"
-	"unicode/utf8"
-)
+import "github.com/codecage/codecage/internal/bounded"
 
 // QuoteMax is how much of a client's input an error message quotes.
-const QuoteMax = 128
+const QuoteMax = bounded.QuoteMax
 
-// Quote is s quoted for an error message. Input longer than QuoteMax bytes
-// is cut at a character boundary and its length said: an answer never
-// echoes a client's megabytes back (nor a log line holds them).
-func Quote(s string) string {
-	if len(s) <= QuoteMax {
-		return strconv.Quote(s)
-	}
-	cut := QuoteMax
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
-}
+// Quote is s quoted for an error message (bounded.Quote: the session
+// package quotes with it too).
+func Quote(s string) string { return bounded.Quote(s) }

@@ -18,6 +18,7 @@ import (
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
 )
 
@@ -33,12 +34,10 @@ type Service struct {
 	cfg    config.Config
 	egress egress.Policy
 	logp   atomic.Pointer[slog.Logger]
-	// idleCPU is the CPU time sessions spent between requests (ns).
-	idleCPU atomic.Int64
 
 	fleet     *fleet.Fleet
-	sessions  sessions
-	stop      chan struct{} // closed by Close
+	sessions  *session.Table // nil until New has made the fleet
+	stop      chan struct{}  // closed by Close
 	closeOnce sync.Once
 
 	gate         *access.Gate // rate and concurrency limits of callers
@@ -50,7 +49,6 @@ type Service struct {
 	layerModules []string
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
 	importCache  importCache
-	spares       spares
 	cluster      Cluster // the other replicas, or nil
 	// transfers holds a token per file download or upload in progress
 	// (SANDBOX_MAX_TRANSFERS).
@@ -84,7 +82,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
-	s := &Service{cfg: cfg, egress: eg, sessions: sessions{byID: map[string]*session{}}, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
+	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
 		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
 	s.logp.Store(o.Log)
 	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
@@ -98,11 +96,13 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	case cfg.EnableContainerMode:
 		go fleet.ProbeGVisor(s.cfg.Runsc, s.cfg.GVisorPlatform) // answered before the first use_container run or /info asks
 	}
-	s.reclaimWorkspaces()
+	session.Reclaim(cfg.StateDir, s.log())
 	s.loadLayer()
 	s.fleet = s.newFleet()
+	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
+		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError})
 	s.startSpares()
-	go s.reaper(s.stop)
+	go s.sessions.Reaper(s.stop)
 	return s, nil
 }
 
@@ -173,15 +173,15 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		if err != nil {
 			return nil, "", err
 		}
-		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.backend != config.IsolationGVisor) {
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.Backend() != config.IsolationGVisor) {
 			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
 		}
-		limits, err := s.limits(req, se.imports.Whole())
+		limits, err := s.limits(req, se.Imports().Whole())
 		if err != nil {
 			return nil, "", err
 		}
 		res, err := s.executeInSession(ctx, req, limits, refused)
-		return res, se.imports.Label(), err
+		return res, se.Imports().Label(), err
 	}
 	backend, err := s.backendFor(req.UseContainer)
 	if err != nil {

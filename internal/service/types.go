@@ -14,8 +14,10 @@
 //
 // Every operation goes through one envelope, written once in ops.go (to
 // the owning replica, or admit, bind to shutdown, run, audit), from a
-// table that also serves the peer protocol (ServePeer). Sessions are in
-// session*.go; the lock order is written above the session type.
+// table that also serves the peer protocol (ServePeer). The sessions
+// themselves (their table, state, locks and lock order, lifecycle,
+// workspaces, the run in a session) are internal/session's; sessions.go
+// and session_run.go hold what a session request means.
 package service
 
 import (
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // Request asks for one stateless execution.
@@ -132,5 +135,5 @@ var (
 	// ErrInvalidRequest wraps every problem with the request itself.
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnavailable means the host cannot run sandboxes.
-	ErrUnavailable = errors.New("sandbox unavailable")
+	ErrUnavailable = session.ErrUnavailable
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // These tests need no kernel sandbox: they check the service's pure
@@ -105,24 +106,25 @@ func TestSpareFitting(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits, _ := s.limits(Request{}, imports.Whole())
-	sp := spares{imports: imports, limits: limits}
-	if !sp.fits(imports, limits) {
+	sp := session.NewTable(s.cfg, session.Options{})
+	sp.StartSpares(imports, limits, nil)
+	if !sp.FitsSpares(imports, limits) {
 		t.Fatal("the default shape does not fit")
 	}
 	named, err := s.resolveImports(imports.Profiles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sp.fits(named, limits) {
+	if !sp.FitsSpares(named, limits) {
 		t.Fatalf("the default profiles named explicitly do not fit: %+v vs %+v", named, imports)
 	}
 	more := limits
 	more.MemoryBytes *= 2
-	if sp.fits(imports, more) {
+	if sp.FitsSpares(imports, more) {
 		t.Fatal("other memory fits")
 	}
 	narrow, err := s.resolveImports(nil, []string{"json"})
-	if err == nil && sp.fits(narrow, limits) {
+	if err == nil && sp.FitsSpares(narrow, limits) {
 		t.Fatal("a narrower import list fits")
 	}
 }

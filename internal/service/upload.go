@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/wsfs"
 )
 
@@ -47,7 +48,7 @@ type Upload struct {
 	dirs []string
 	// A session of this replica:
 	root *wsfs.Root
-	se   *session
+	se   *session.Session
 	// used counts the workspace's bytes when it is not a tmpfs of its own
 	// (measured once, at the start, then what the upload adds).
 	used int64
@@ -88,7 +89,7 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 	}
 	u.root, u.se, u.buf = r, se, make([]byte, TransferBuffer)
 	u.closers = append(u.closers, func() { r.Close() })
-	if !se.quota {
+	if _, _, _, quota := se.Workspace(); !quota {
 		if u.used, err = r.Usage(ctx, usageDepth, usageEntries); ctx.Err() != nil {
 			u.Close()
 			return nil, ctx.Err()
@@ -114,7 +115,7 @@ func (u *Upload) Add(p string, body io.Reader) error {
 }
 
 func (u *Upload) addLocal(p string, body io.Reader) error {
-	rel, err := workspacePath(p, homeOf(u.se))
+	rel, err := workspacePath(p, u.se.Home())
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 			return fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
 		}
 	}
-	uid := sandboxUID(u.se)
+	uid := u.se.SandboxUID()
 	dir := path.Dir(rel)
 	if dir != "." {
 		missing := u.missingDirs(dir)
@@ -173,7 +174,7 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	case n > limit:
 		return fmt.Errorf("%w: %q is over the file limit of %d bytes (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, limit)
 	}
-	if !u.se.quota {
+	if _, _, _, quota := u.se.Workspace(); !quota {
 		if u.used += n; u.used > u.s.cfg.WorkspaceMax {
 			return fmt.Errorf("%w: %q: the workspace would hold more than its limit of %d bytes (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, p, u.s.cfg.WorkspaceMax)
 		}

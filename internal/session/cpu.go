@@ -1,4 +1,4 @@
-package service
+package session
 
 import (
 	"log/slog"
@@ -17,7 +17,7 @@ import (
 // nothing but the harness has run in it, and the harness's boot should not
 // crawl.
 type sessionCPU struct {
-	mu     sync.Mutex
+	mu     sync.Mutex    // protects the fields below; a leaf lock (see Session)
 	active int           // requests running in the session
 	idle   bool          // the sandbox has the idle allowance since mark
 	mark   time.Duration // the sandbox's CPU usage when the last request ended
@@ -84,15 +84,3 @@ func alive(l *fleet.Lease) bool {
 		return true
 	}
 }
-
-// addIdleCPU counts CPU time sessions spent between requests.
-func (s *Service) addIdleCPU(d time.Duration) {
-	if d > 0 {
-		s.idleCPU.Add(int64(d))
-	}
-}
-
-// SessionIdleCPU is the CPU time sessions have spent while no request ran
-// in them, in all, since the service started (reported when a session's
-// next request starts, when it restarts, and when it closes).
-func (s *Service) SessionIdleCPU() time.Duration { return time.Duration(s.idleCPU.Load()) }

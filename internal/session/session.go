@@ -1,4 +1,17 @@
-package service
+// Package session owns the sessions of one service: the table of open
+// sessions, each session's state and locks, its lifecycle (expiry,
+// lifetime, the reaper, restart, drop), its workspace (claimed, reclaimed
+// at start, created with its quota), its CPU between requests, the spare
+// sessions kept ready, and the mechanics of running in a session (code
+// in its interpreter, commands beside it).
+//
+// It sits between the fleet, which gives it sandboxes, and the service,
+// which keeps what a request means: import profiles, limits, code-mode
+// tools, results, audit events, forwarding and admission. The service
+// resolves a session's shape and hands it here; it reaches a session's
+// state only through the methods of [Table] and [Session]. The lock
+// order is written at [Session].
+package session
 
 import (
 	"context"
@@ -16,19 +29,23 @@ import (
 	"github.com/codecage/codecage/internal/policy"
 )
 
-// Session errors.
+// Session errors. The service classifies them (service.ErrorKind); its
+// own names for them are these values.
 var (
-	// ErrSessionNotFound: no such session, or not the caller's.
-	ErrSessionNotFound = errors.New("session not found")
-	// ErrSessionEnded: the session's interpreter was killed (timeout, memory,
+	// ErrNotFound: no such session, or not the caller's.
+	ErrNotFound = errors.New("session not found")
+	// ErrEnded: the session's interpreter was killed (timeout, memory,
 	// output limit); restart it or create a new one.
-	ErrSessionEnded = errors.New("session ended")
-	// ErrTooManySessions: SANDBOX_MAX_SESSIONS are open.
-	ErrTooManySessions = errors.New("too many sessions")
+	ErrEnded = errors.New("session ended")
+	// ErrTooMany: SANDBOX_MAX_SESSIONS are open.
+	ErrTooMany = errors.New("too many sessions")
+	// ErrUnavailable: the host cannot give a session what it needs (a
+	// workspace, a uid, a sandbox). It is the service's ErrUnavailable.
+	ErrUnavailable = errors.New("sandbox unavailable")
 )
 
-// SessionRequest opens a session.
-type SessionRequest struct {
+// Request opens a session.
+type Request struct {
 	// Owner scopes the session (an API key's name); others cannot see it.
 	Owner          string
 	Profiles       []string
@@ -55,8 +72,8 @@ type SessionRequest struct {
 	Template string `json:",omitempty"`
 }
 
-// SessionInfo describes a session.
-type SessionInfo struct {
+// Info describes a session.
+type Info struct {
 	ID        string    `json:"session_id"`
 	Profiles  []string  `json:"profiles"`
 	Backend   string    `json:"backend"`
@@ -72,34 +89,45 @@ type SessionInfo struct {
 	Template string            `json:"template,omitempty"`
 }
 
-// session is one interpreter kept alive in its own sandbox, like a
+// Shape is what the service resolved a session's request to: its import
+// policy, its sandbox's limits and its backend.
+type Shape struct {
+	Imports policy.ImportPolicy
+	Limits  fleet.Limits
+	Backend string
+}
+
+// Session is one interpreter kept alive in its own sandbox, like a
 // notebook kernel, with a workspace that outlives a restart.
 //
 // Lock order (the session table's and a session's locks):
 //
-//	sessions.dropping (read, around a whole drop; Close's write waits for the drops)
-//	  sessions.mu
-//	    session.mu (TryLock only: reaper, describe; a blocking Lock only on a
+//	Table.dropping (read, around a whole drop; CloseAll's write waits for the drops)
+//	  Table.mu
+//	    Session.mu (TryLock only: reaper, describe; a blocking Lock only on a
 //	                session no one else can hold yet: a fresh spare, a new session)
-//	      session.lifeMu
+//	      Session.lifeMu
 //
-// session.mu is held for a whole run, up to its timeout: a blocking
-// Lock of a published session under sessions.mu would freeze every
-// session for that long. dropSession takes them one after the other, not
-// nested: sessions.mu, then lifeMu, then waits for cmdsDone, then mu.
-// The atomics (deadline, last, touched, lease, refused) exist so that
-// readers need not take mu.
-type session struct {
+// sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
+// no lock, never with lifeMu, and it takes none.
+//
+// Session.mu is the run lock (Lock, BeginRun): held for a whole request,
+// up to its timeout: a blocking Lock of a published session under
+// Table.mu would freeze every session for that long. Drop takes them one
+// after the other, not nested: Table.mu, then lifeMu, then waits for
+// cmdsDone, then mu. The atomics (deadline, last, touched, lease,
+// refused) exist so that readers need not take mu.
+type Session struct {
 	mu sync.Mutex // one request at a time; protects the fields below unless they say otherwise
 	// id, owner and req are set before the session is in the table (a
-	// spare's under mu and sessions.mu) and not changed after.
+	// spare's under mu and Table.mu) and not changed after.
 	id      string
 	owner   string
-	req     SessionRequest
+	req     Request
 	imports policy.ImportPolicy
 	limits  fleet.Limits
 	// dir, site, quota and uid are written once, under mu and lifeMu
-	// (startSession), and read under either: commands read them under
+	// (start), and read under either: commands read them under
 	// lifeMu while code runs under mu.
 	dir string // host directory of the workspace
 	// quota: dir is a tmpfs of its own, whose size is the workspace's
@@ -116,10 +144,11 @@ type session struct {
 	runs    int
 	ended   string
 	// deadline, when set, ends the session whatever its use (Lifetime);
-	// expiry is the timer that does it.
+	// expiry is the timer that does it. deadline is atomic; expiry is
+	// protected by lifeMu.
 	deadline atomic.Int64 // unix nanoseconds
-	// last is the latest description (info), for describe.
-	last   atomic.Pointer[SessionInfo]
+	// last is the latest description (info), for describe; atomic.
+	last   atomic.Pointer[Info]
 	expiry *time.Timer
 	// lifeMu protects expiry, dropped and commands: what callers reach
 	// while code runs under mu. Taken after mu, never before it.
@@ -128,48 +157,38 @@ type session struct {
 	// commands are the session's commands running now (they run beside
 	// its interpreter, as processes of a VM do), canceled when it closes;
 	// cmdsDone is when the last one ended. touched is the last time one
-	// ended (unix nanoseconds): activity, for the idle TTL.
+	// ended (unix nanoseconds, atomic): activity, for the idle TTL.
 	commands map[*context.CancelFunc]struct{}
 	cmdsDone sync.WaitGroup
 	touched  atomic.Int64
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the
-	// slot); nil until it first starts.
+	// slot); nil until it first starts. Atomic.
 	lease atomic.Pointer[fleet.Lease]
 	// proxy is the egress proxy of a session with the network profile,
-	// for the life of its sandbox; refused collects the hosts it refuses
-	// during the request in progress.
+	// for the life of its sandbox (protected by mu); refused (atomic) is
+	// told of the hosts it refuses during the request in progress.
 	proxy   *egress.Proxy
-	refused atomic.Pointer[refusals]
+	refused atomic.Pointer[func(host string)]
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
-	// allowance between them.
+	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
 }
 
-// sessions is the service's table of open sessions (lock order: at
-// session).
-type sessions struct {
-	mu   sync.Mutex // protects byID; never held while waiting for a run
-	byID map[string]*session
-	// dropping is held (read) by each drop in progress, which may have
-	// left the table already (an expiry): Close takes it to wait for them.
-	dropping sync.RWMutex
-}
-
-// session returns the caller's session id, or ErrSessionNotFound.
-func (s *Service) session(id, owner string) (*session, error) {
-	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
-	se, ok := s.sessions.byID[id]
+// Get returns the owner's session id, or ErrNotFound.
+func (t *Table) Get(id, owner string) (*Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	se, ok := t.byID[id]
 	if !ok || se.owner != owner {
-		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, Quote(id))
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, quote(id))
 	}
 	return se, nil
 }
 
 // closeProxy ends the session's egress proxy, if it has one.
-func (se *session) closeProxy() {
+func (se *Session) closeProxy() {
 	if se.proxy != nil {
 		se.proxy.Close()
 		se.proxy = nil
@@ -178,11 +197,11 @@ func (se *session) closeProxy() {
 
 // sandbox returns the session's sandbox without waiting for a request in
 // progress (nil before it first started).
-func (se *session) sandbox() *fleet.Lease { return se.lease.Load() }
+func (se *Session) sandbox() *fleet.Lease { return se.lease.Load() }
 
 // info describes the session; call with mu. The description is kept for
 // callers that come while a request runs.
-func (se *session) info(cfg config.Config) SessionInfo {
+func (se *Session) info(cfg config.Config) Info {
 	exp := se.used.Add(cfg.SessionIdleTTL)
 	if hard := se.created.Add(cfg.SessionMaxLifetime); hard.Before(exp) {
 		exp = hard
@@ -190,55 +209,42 @@ func (se *session) info(cfg config.Config) SessionInfo {
 	if d := se.deadline.Load(); d != 0 {
 		exp = time.Unix(0, d)
 	}
-	info := SessionInfo{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
+	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
 	se.last.Store(&info)
 	return info
 }
 
-// localSessions lists the owner's sessions on this replica.
-func (s *Service) localSessions(owner string) []SessionInfo {
-	s.sessions.mu.Lock()
-	var list []*session
-	for _, se := range s.sessions.byID {
+// List describes the owner's sessions, oldest first.
+func (t *Table) List(owner string) []Info {
+	t.mu.Lock()
+	var list []*Session
+	for _, se := range t.byID {
 		if se.owner == owner {
 			list = append(list, se)
 		}
 	}
-	s.sessions.mu.Unlock()
-	out := make([]SessionInfo, 0, len(list))
+	t.mu.Unlock()
+	out := make([]Info, 0, len(list))
 	for _, se := range list {
-		out = append(out, se.describe(s.cfg))
+		out = append(out, se.describe(t.cfg))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
 }
 
-// SessionCount is the number of sessions open.
-func (s *Service) SessionCount() int {
-	s.sessions.mu.Lock()
-	defer s.sessions.mu.Unlock()
-	return len(s.sessions.byID)
+// Count is the number of sessions open.
+func (t *Table) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
 }
 
-// GetSession describes one of the owner's sessions.
-func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
-	return do(ctx, s, OpGet, call[*SessionInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
-		run: func(context.Context) (*SessionInfo, error) {
-			se, err := s.session(id, owner)
-			if err != nil {
-				return nil, err
-			}
-			info := se.describe(s.cfg)
-			return &info, nil
-		},
-	})
-}
-
-// describe is the session as it is now, or, while a request runs in it,
+// Describe is the session as it is now, or, while a request runs in it,
 // as it was when that request began: a description never waits for code.
-func (se *session) describe(cfg config.Config) SessionInfo {
+func (t *Table) Describe(se *Session) Info { return se.describe(t.cfg) }
+
+func (se *Session) describe(cfg config.Config) Info {
 	if !se.mu.TryLock() {
 		if last := se.last.Load(); last != nil {
 			info := *last

@@ -1,0 +1,223 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
+)
+
+// The service's session operations: what a session request means (its
+// shape resolved and checked, its events), around the session table of
+// internal/session, which owns the sessions themselves.
+
+// Session errors: the session package's sentinels, under the service's
+// names, so that ErrorKind classifies them with the others.
+var (
+	// ErrSessionNotFound: no such session, or not the caller's.
+	ErrSessionNotFound = session.ErrNotFound
+	// ErrSessionEnded: the session's interpreter was killed (timeout, memory,
+	// output limit); restart it or create a new one.
+	ErrSessionEnded = session.ErrEnded
+	// ErrTooManySessions: SANDBOX_MAX_SESSIONS are open.
+	ErrTooManySessions = session.ErrTooMany
+)
+
+// SessionRequest opens a session.
+type SessionRequest = session.Request
+
+// SessionInfo describes a session. A type of its own, not an alias, so
+// that the OpenAPI schema keeps its name.
+type SessionInfo session.Info
+
+// session returns the caller's session id, or ErrSessionNotFound.
+func (s *Service) session(id, owner string) (*session.Session, error) {
+	return s.sessions.Get(id, owner)
+}
+
+// localSessions lists the owner's sessions on this replica.
+func (s *Service) localSessions(owner string) []SessionInfo {
+	list := s.sessions.List(owner)
+	out := make([]SessionInfo, len(list))
+	for i, info := range list {
+		out[i] = SessionInfo(info)
+	}
+	return out
+}
+
+// SessionCount is the number of sessions open.
+func (s *Service) SessionCount() int { return s.sessions.Count() }
+
+// SessionIdleCPU is the CPU time sessions have spent while no request ran
+// in them, in all, since the service started (reported when a session's
+// next request starts, when it restarts, and when it closes).
+func (s *Service) SessionIdleCPU() time.Duration { return s.sessions.IdleCPU() }
+
+// GetSession describes one of the owner's sessions.
+func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	return do(ctx, s, OpGet, call[*SessionInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(context.Context) (*SessionInfo, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				return nil, err
+			}
+			info := SessionInfo(s.sessions.Describe(se))
+			return &info, nil
+		},
+	})
+}
+
+// CreateSession opens a session: a sandbox whose interpreter keeps its
+// variables, imports and functions between requests.
+func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	return do(ctx, s, opCreate, call[*SessionInfo]{
+		profile: strings.Join(req.Profiles, ","),
+		run:     func(ctx context.Context) (*SessionInfo, error) { return s.createSession(ctx, req) },
+		success: func(info *SessionInfo, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Backend: info.Backend, Outcome: "success",
+				Duration: took, Detail: info.ID}
+		},
+	})
+}
+
+func (s *Service) createSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return nil, err
+	}
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+
+	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSessionShape(req); err != nil {
+		return nil, err
+	}
+	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend})
+	if err != nil {
+		return nil, err
+	}
+	out := SessionInfo(info)
+	return &out, nil
+}
+
+// checkSessionShape refuses a session's home, environment, lifetime or
+// labels that are not what they should be.
+func (s *Service) checkSessionShape(req SessionRequest) error {
+	if err := fleet.CheckHome(req.Home); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, strings.TrimPrefix(err.Error(), "jail: "))
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	if err := s.checkLifetime(req.Lifetime, time.Now()); err != nil {
+		return err
+	}
+	if len(req.Template) > 256 || !utf8.ValidString(req.Template) || strings.ContainsRune(req.Template, 0) {
+		return fmt.Errorf("%w: template: at most 256 bytes of UTF-8 text without NUL", ErrInvalidRequest)
+	}
+	if len(req.Labels) > 64 {
+		return fmt.Errorf("%w: at most 64 labels", ErrInvalidRequest)
+	}
+	for k, v := range req.Labels {
+		if len(k) > 256 || len(v) > 4096 || !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
+			return fmt.Errorf("%w: label %s: names and values must be UTF-8 text without NUL, at most 256 and 4096 bytes", ErrInvalidRequest, Quote(k))
+		}
+	}
+	return nil
+}
+
+// checkLifetime refuses a lifetime that would take a session created at
+// created past SANDBOX_SESSION_MAX_LIFETIME.
+func (s *Service) checkLifetime(d time.Duration, created time.Time) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("%w: lifetime %s is negative", ErrInvalidRequest, d)
+	case d > 0 && time.Now().Add(d).After(created.Add(s.cfg.SessionMaxLifetime).Add(time.Second)):
+		return fmt.Errorf("%w: a session lives at most %s from its start (SANDBOX_SESSION_MAX_LIFETIME); %s from now is past that",
+			ErrInvalidRequest, s.cfg.SessionMaxLifetime, d.Round(time.Second))
+	}
+	return nil
+}
+
+// SetSessionLifetime ends a session d from now instead of when it was to
+// end (used or not), within SANDBOX_SESSION_MAX_LIFETIME of its start.
+// It returns when the session now ends.
+func (s *Service) SetSessionLifetime(ctx context.Context, id, owner string, d time.Duration) (time.Time, error) {
+	return do(ctx, s, OpLifetime, call[time.Time]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Lifetime: d},
+		run: func(context.Context) (time.Time, error) { return s.setSessionLifetime(id, owner, d) },
+		success: func(end time.Time, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "lifetime", Outcome: "success", Duration: took,
+				Detail: fmt.Sprintf("%s: ends at %s", id, end.UTC().Format(time.RFC3339))}
+		},
+	})
+}
+
+func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		return time.Time{}, fmt.Errorf("%w: lifetime must be positive", ErrInvalidRequest)
+	}
+	se, err := s.session(id, owner)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := s.checkLifetime(d, se.Created()); err != nil {
+		return time.Time{}, err
+	}
+	s.sessions.ExpireAfter(se, d)
+	return se.Deadline(), nil
+}
+
+// RestartSession starts a fresh interpreter for a session, keeping its
+// workspace files.
+func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	return do(ctx, s, OpRestart, call[*SessionInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(ctx context.Context) (*SessionInfo, error) { return s.restartSession(ctx, id, owner) },
+		success: func(info *SessionInfo, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "restart", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
+				Duration: took, Detail: id}
+		},
+	})
+}
+
+func (s *Service) restartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.sessions.Restart(ctx, se)
+	if err != nil {
+		return nil, err
+	}
+	out := SessionInfo(info)
+	return &out, nil
+}
+
+// CloseSession ends a session, its sandbox and its workspace.
+func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
+	_, err := do(ctx, s, OpClose, call[struct{}]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(context.Context) (struct{}, error) {
+			se, err := s.session(id, owner)
+			if err == nil {
+				s.sessions.Drop(se)
+			}
+			return struct{}{}, err
+		},
+		success: func(_ struct{}, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "close", Outcome: "success", Duration: took, Detail: id}
+		},
+	})
+	return err
+}

@@ -1,0 +1,164 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/policy"
+)
+
+// Opening a session: its workspace made, its interpreter started.
+
+// Create opens a session of req in the shape the service resolved it
+// to: a spare when one fits, else a sandbox started for it. The session
+// is in the table from the start, holding its place under
+// SANDBOX_MAX_SESSIONS while it boots.
+func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, error) {
+	imports, limits, backend := shape.Imports, shape.Limits, shape.Backend
+	var spare *Session
+	// Spares are started at /workspace with the default environment.
+	if req.Home == "" && len(req.Env) == 0 && t.spares.fits(imports, limits) {
+		spare = t.takeSpare(backend)
+	}
+	t.mu.Lock()
+	if len(t.byID) >= t.cfg.MaxSessions {
+		t.mu.Unlock()
+		if spare != nil {
+			t.returnSpare(spare)
+		}
+		return Info{}, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
+	}
+	if spare != nil {
+		// A fresh sandbox no one has used: it becomes the caller's, with
+		// its lifetime counted from now.
+		spare.mu.Lock()
+		// Spares start before the service knows its replica id: the
+		// session gets its id as it is handed out.
+		spare.id = t.opts.NewID()
+		spare.owner, spare.req = req.Owner, req
+		spare.created, spare.used = time.Now(), time.Now()
+		spare.sandbox().Arm(context.Background(), t.cfg.SessionMaxLifetime, t.cfg.SessionMaxLifetime)
+		t.ExpireAfter(spare, req.Lifetime)
+		t.byID[spare.id] = spare
+		info := spare.info(t.cfg)
+		spare.mu.Unlock()
+		t.mu.Unlock()
+		return info, nil
+	}
+	id := t.opts.NewID()
+	now := time.Now()
+	se := &Session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now, backend: backend}
+	// Held while it starts, so the reaper does not take a session that
+	// boots slower than its idle TTL (gVisor) for an idle one.
+	se.mu.Lock()
+	t.byID[id] = se // holds the slot while it starts
+	t.mu.Unlock()
+
+	err := t.start(ctx, se, t.opts.Fleet.Start)
+	se.used = time.Now()
+	if err == nil {
+		t.ExpireAfter(se, req.Lifetime)
+	}
+	se.mu.Unlock()
+	if err != nil {
+		t.Drop(se)
+		return Info{}, err
+	}
+	return se.info(t.cfg), nil
+}
+
+// start (re)starts the session's sandbox on its workspace; launch gets
+// it from the fleet (a new slot, a spare's, or the session's own).
+func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) error {
+	if se.dir == "" {
+		claim, err := claimWorkspaces(t.cfg.StateDir, se.id)
+		if err != nil {
+			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		}
+		se.claim = claim // Drop releases it
+		dir, quota, err := newWorkspace(t.cfg.StateDir, se.id, t.cfg.WorkspaceMax)
+		if err != nil {
+			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		}
+		site, _, err := newWorkspace(t.cfg.StateDir, se.id+".site", t.cfg.PipMaxInstall)
+		if err != nil {
+			removeWorkspace(dir)
+			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
+		}
+		uid := 0
+		if os.Geteuid() == 0 {
+			// One identity for the session's interpreters and commands:
+			// each can change the files the others wrote.
+			if uid, err = fleet.ReserveUID(); err != nil {
+				removeWorkspace(dir)
+				removeWorkspace(site)
+				return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+		}
+		se.lifeMu.Lock() // commands read them without mu
+		se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
+		se.lifeMu.Unlock()
+	}
+	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
+		Workspace: se.dir, Site: se.site, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
+		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}
+	se.closeProxy()
+	if se.imports.Uses(policy.Network) {
+		proxy, fwd := t.opts.Egress(se.id, func(host string) {
+			if r := se.refused.Load(); r != nil {
+				(*r)(host)
+			}
+		})
+		se.proxy, work.Forward = proxy, fwd
+	}
+	spec := work.Spec()
+	if se.uid != 0 {
+		// gVisor's harness starts in the workspace: it must be the
+		// session's before the sandbox starts.
+		if err := os.Chown(se.dir, se.uid, se.uid); err != nil {
+			return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+		}
+	}
+	// The sandbox outlives the request: its end must not end it. (The
+	// wait for a slot is still bounded by the queue timeout.)
+	lease, err := launch(context.WithoutCancel(ctx), se.backend, spec)
+	if err != nil {
+		se.closeProxy()
+		return t.opts.StartError(ctx, err)
+	}
+	se.lease.Store(lease)
+	// The workspace belongs to the sandbox's host uid, so the code can write
+	// there; the service reaches it as root through wsfs.
+	uid := lease.HostUID()
+	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
+	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
+		lease.Kill(fleet.LimitNone)
+		lease.Wait()
+		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+	}
+	se.ended = ""
+	return nil
+}
+
+// newWorkspace makes a session's workspace directory. As root it is a tmpfs
+// of its own, so the kernel enforces the size quota for the code's writes
+// as well as the file API's; it reports whether it is.
+func newWorkspace(stateDir, id string, size int64) (string, bool, error) {
+	dir := filepath.Join(stateDir, "sessions", id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return "", false, err
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		return "", false, err
+	}
+	mounted, err := mountWorkspace(dir, size)
+	if err != nil {
+		os.Remove(dir)
+		return "", false, err
+	}
+	return dir, mounted, nil
+}

@@ -1,0 +1,149 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+)
+
+// Running in a session: code in its interpreter, and commands beside it.
+
+// Run is a request running in a session's interpreter, from BeginRun to
+// End: it holds the session's run lock all along.
+type Run struct {
+	t     *Table
+	se    *Session
+	lease *fleet.Lease
+	// Idle is the CPU time the session's sandbox spent since its previous
+	// request ended (what the code left running).
+	Idle time.Duration
+}
+
+// BeginRun starts a request in the session's interpreter: it takes the
+// run lock (End releases it), checks that the interpreter still runs,
+// counts the run, gives the sandbox its full CPU bandwidth back and arms
+// limits' timeout and CPU time, bound to ctx. refused hears of the hosts
+// the session's egress proxy refuses until End.
+func (t *Table) BeginRun(ctx context.Context, se *Session, limits fleet.Limits, refused func(host string)) (*Run, error) {
+	se.mu.Lock()
+	if err := se.alive(); err != nil {
+		se.mu.Unlock()
+		return nil, err
+	}
+	se.used = time.Now()
+	se.runs++
+	se.info(t.cfg) // what describe gives while this runs
+	se.refused.Store(&refused)
+
+	lease := se.sandbox()
+	idle := se.cpu.begin(lease, t.cfg.CPULimit, t.log)
+	t.addIdleCPU(idle)
+	lease.Arm(ctx, limits.Timeout, limits.CPUTime)
+	return &Run{t: t, se: se, lease: lease, Idle: idle}, nil
+}
+
+// Do runs req in the interpreter (tools answers its tool calls, onOutput
+// hears its output as it comes). A run that ends the interpreter ends
+// the session, with the reason recorded; otherwise the sandbox goes back
+// to idling: no timeout but the session's own, the idle CPU allowance.
+func (r *Run) Do(req fleet.HarnessRequest, tools fleet.ToolHandler, onOutput func(stream, line string)) fleet.Outcome {
+	t, se, lease := r.t, r.se, r.lease
+	o := lease.Run(req, tools, onOutput)
+	if o.Ended {
+		se.ended = endReason(o.Exit)
+	} else {
+		// Idle until the next request: no timeout but the session's own.
+		lease.Arm(context.Background(), time.Until(se.created.Add(t.cfg.SessionMaxLifetime)), t.cfg.SessionMaxLifetime)
+	}
+	se.cpu.end(lease, t.cfg.IdleCPU, t.log)
+	return o
+}
+
+// End ends the request: the session takes the next one.
+func (r *Run) End() {
+	r.se.refused.Store(nil)
+	r.se.mu.Unlock()
+}
+
+// Command is what a command of a session runs with.
+type Command struct {
+	Workspace string        // the session's workspace on the host
+	UID       int           // the host uid of the session's sandboxes
+	Idle      time.Duration // the sandbox's CPU time since the session's previous request ended
+}
+
+// StartCommand registers a command of se about to run beside its
+// interpreter and the session's other commands, on the same workspace,
+// as processes of one machine. It returns the command's context
+// (canceled when the session closes) and done, to call when the command
+// has ended. A command is a request in the session: its interpreter,
+// which the command may talk to, gets its full CPU bandwidth meanwhile.
+func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context, Command, func(), error) {
+	ctx, workspace, uid, done, err := se.startCommand(ctx)
+	if err != nil {
+		return nil, Command{}, nil, err
+	}
+	lease := se.sandbox()
+	idle := se.cpu.begin(lease, t.cfg.CPULimit, t.log)
+	t.addIdleCPU(idle)
+	end := func() {
+		se.cpu.end(lease, t.cfg.IdleCPU, t.log)
+		done()
+	}
+	return ctx, Command{Workspace: workspace, UID: uid, Idle: idle}, end, nil
+}
+
+// startCommand registers a command of se that is about to run; it returns
+// the command's context (canceled when the session closes), the
+// workspace and its uid, and done, to call when the command has ended.
+func (se *Session) startCommand(ctx context.Context) (context.Context, string, int, func(), error) {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	switch {
+	case se.dropped:
+		return nil, "", 0, nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
+	case se.dir == "":
+		return nil, "", 0, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrEnded, se.id)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	if se.commands == nil {
+		se.commands = map[*context.CancelFunc]struct{}{}
+	}
+	se.commands[&cancel] = struct{}{}
+	se.cmdsDone.Add(1)
+	done := func() {
+		cancel()
+		se.touched.Store(time.Now().UnixNano())
+		se.lifeMu.Lock()
+		delete(se.commands, &cancel)
+		se.lifeMu.Unlock()
+		se.cmdsDone.Done()
+	}
+	return ctx, se.dir, se.uid, done, nil
+}
+
+func endReason(e fleet.Exit) string {
+	switch {
+	case e.Limit != fleet.LimitNone:
+		return "killed at the " + string(e.Limit) + " limit"
+	case e.Signal != 0:
+		return fmt.Sprintf("the interpreter was killed by signal %d", e.Signal)
+	}
+	return fmt.Sprintf("the interpreter exited with status %d", e.ExitCode)
+}
+
+// alive reports whether the session's interpreter still runs; call with mu.
+func (se *Session) alive() error {
+	if se.ended == "" {
+		lease := se.sandbox()
+		select {
+		case <-lease.Done():
+			se.ended = endReason(lease.Wait())
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s %s; restart the session to keep its files, or create a new one", ErrEnded, se.id, se.ended)
+}
