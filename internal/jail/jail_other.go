@@ -133,6 +133,15 @@ func (s *Sandbox) SetCPU(cores float64) error { return nil }
 // CPUUsage is zero.
 func (s *Sandbox) CPUUsage() time.Duration { return 0 }
 
+// Pause fails: pausing needs Linux's cgroup freezer.
+func (s *Sandbox) Pause() error { return ErrUnsupported }
+
+// Resume fails: pausing needs Linux's cgroup freezer.
+func (s *Sandbox) Resume() error { return ErrUnsupported }
+
+// Paused is false.
+func (s *Sandbox) Paused() bool { return false }
+
 // Cgroup is never created here.
 type Cgroup struct{}
 
