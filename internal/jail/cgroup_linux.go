@@ -48,21 +48,21 @@ type cgroup struct {
 type cgFile int
 
 const (
-	cgCPU         cgFile = iota // CPU time: cpuacct.usage (v1), cpu.stat (v2)
-	cgPeak                      // peak memory: memory.max_usage_in_bytes, memory.peak
-	cgOOM                       // OOM kills: memory.oom_control, memory.events
-	cgMemory                    // memory now: memory.usage_in_bytes, memory.current
-	cgPidsCurrent               // pids.current
-	cgPidsMax                   // pids.max
-	cgKill                      // cgroup.kill (v2 only)
-	cgProcs                     // cgroup.procs (v1: the memory hierarchy's)
-	cgProcsPids                 // v1: the pids hierarchy's cgroup.procs
-	cgProcsCPU                  // v1: the cpuacct hierarchy's cgroup.procs
-	cgCPUMax                    // CPU bandwidth: cpu.cfs_quota_us (v1), cpu.max (v2)
-	cgProcsCPUMax               // v1: the cpu hierarchy's cgroup.procs, when it is not cpuacct's
-	cgFreeze                    // freezer.state (v1), cgroup.freeze (v2)
-	cgEvents                    // cgroup.events (v2 only): "frozen 1" once frozen
-	cgProcsFreezer              // v1: the freezer hierarchy's cgroup.procs
+	cgCPU          cgFile = iota // CPU time: cpuacct.usage (v1), cpu.stat (v2)
+	cgPeak                       // peak memory: memory.max_usage_in_bytes, memory.peak
+	cgOOM                        // OOM kills: memory.oom_control, memory.events
+	cgMemory                     // memory now: memory.usage_in_bytes, memory.current
+	cgPidsCurrent                // pids.current
+	cgPidsMax                    // pids.max
+	cgKill                       // cgroup.kill (v2 only)
+	cgProcs                      // cgroup.procs (v1: the memory hierarchy's)
+	cgProcsPids                  // v1: the pids hierarchy's cgroup.procs
+	cgProcsCPU                   // v1: the cpuacct hierarchy's cgroup.procs
+	cgCPUMax                     // CPU bandwidth: cpu.cfs_quota_us (v1), cpu.max (v2)
+	cgProcsCPUMax                // v1: the cpu hierarchy's cgroup.procs, when it is not cpuacct's
+	cgFreeze                     // freezer.state (v1), cgroup.freeze (v2)
+	cgEvents                     // cgroup.events (v2 only): "frozen 1" once frozen
+	cgProcsFreezer               // v1: the freezer hierarchy's cgroup.procs
 	numCgFiles
 )
 
