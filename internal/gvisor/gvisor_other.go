@@ -62,3 +62,12 @@ func (s *Sandbox) CPUUsage() time.Duration { return 0 }
 
 // Usage is zero.
 func (s *Sandbox) Usage() (time.Duration, int64) { return 0, 0 }
+
+// Pause fails: gVisor needs Linux.
+func (s *Sandbox) Pause() error { return ErrUnavailable }
+
+// Resume fails: gVisor needs Linux.
+func (s *Sandbox) Resume() error { return ErrUnavailable }
+
+// Paused is false.
+func (s *Sandbox) Paused() bool { return false }

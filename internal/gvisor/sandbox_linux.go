@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,8 +32,12 @@ type Sandbox struct {
 	ownUID  bool // the uid was allocated here and is released at teardown
 	start   time.Time
 	forward net.Listener // the host end of spec.Forward, or nil
+	runsc   string       // the binary, for pause and resume
 
 	killOnce sync.Once
+	killed   atomic.Bool // set first thing by Kill: a Pause then fails
+	pauseMu  sync.Mutex  // one Pause or Resume at a time
+	paused   bool        // paused by Pause, under pauseMu
 	mu       sync.Mutex
 	limit    jail.Limit // first reason the sandbox was killed, under mu
 	log      string     // the end of runsc's log when it failed
@@ -111,6 +116,7 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
 	s.enforcer = jail.NewEnforcer(s.Kill, s.cg.CPUUsage, s.output)
+	s.runsc = runsc
 	if err := s.launch(runsc, rt.platform()); err != nil {
 		return nil, err
 	}
@@ -138,7 +144,7 @@ func (s *Sandbox) launch(runsc, platform string) error {
 	}
 	args := append([]string{"-c", joinCgroup, "sh"}, s.cg.ProcsFiles()...)
 	args = append(args, "--", runsc,
-		"--root="+filepath.Join(s.dir, "state"),
+		"--root="+s.stateRoot(),
 		"--log="+filepath.Join(s.dir, "runsc.log"),
 		"--platform="+platform,
 		"--network=none",
@@ -225,6 +231,7 @@ func (s *Sandbox) finish() {
 // reported.
 func (s *Sandbox) Kill(reason jail.Limit) {
 	s.killOnce.Do(func() {
+		s.killed.Store(true)
 		s.mu.Lock()
 		s.limit = reason
 		cg := s.cg
