@@ -96,12 +96,19 @@ func TestPauseStopsAGVisorSandboxAndResumeRunsIt(t *testing.T) {
 	if err := sb.Resume(); err != nil || sb.Paused() {
 		t.Fatalf("a second Resume: %v (paused %v)", err, sb.Paused())
 	}
-	time.Sleep(300 * time.Millisecond)
-	t2, c2 := hostCPU(t, sb)
-	t.Logf("resumed 300 ms: %d ticks, cgroup +%v", t2-t1, c2-c1)
-	if c2-c1 < 100*time.Millisecond || t2 <= t1 {
-		t.Errorf("resumed, the spinners used only %v (%d ticks) in 300 ms", c2-c1, t2-t1)
+	// The host is shared: the spinners get what they get, but they run.
+	resumed := time.Now()
+	for {
+		t2, c2 := hostCPU(t, sb)
+		if c2-c1 >= 50*time.Millisecond && t2 > t1 {
+			break
+		}
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatalf("resumed, the spinners used only %v (%d ticks) in 5 s", c2-c1, t2-t1)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	t.Logf("resumed: 50 ms of CPU within %v", time.Since(resumed))
 }
 
 func TestKillingAPausedGVisorSandboxLeavesNothing(t *testing.T) {

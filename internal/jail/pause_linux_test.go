@@ -160,17 +160,23 @@ func TestPauseStopsEveryProcessAndResumeRunsThemAgain(t *testing.T) {
 	if err := sb.Resume(); err != nil || sb.Paused() {
 		t.Fatalf("a second Resume: %v (paused %v)", err, sb.Paused())
 	}
-	time.Sleep(300 * time.Millisecond)
-	cg2, p2 := hostCgroupCPU(t, sb.cg), procCPU(pids)
-	t.Logf("resumed 300 ms: cgroup CPU +%v, processes %v -> %v ticks", cg2-cg1, p1, p2)
-	if cg2-cg1 < 100*time.Millisecond {
-		t.Errorf("resumed, the spinners used only %v of CPU in 300 ms", cg2-cg1)
+	// The host is shared: the spinners get what they get, but they run.
+	resumed := time.Now()
+	for hostCgroupCPU(t, sb.cg)-cg1 < 50*time.Millisecond {
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatalf("resumed, the spinners used only %v of CPU in 5 s", hostCgroupCPU(t, sb.cg)-cg1)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	for i := range pids {
-		if p2[i] <= p1[i] {
-			t.Errorf("process %d did not run again: %d -> %d ticks", pids[i], p1[i], p2[i])
+	for i, pid := range pids {
+		for procCPU([]int{pid})[0] <= p1[i] {
+			if time.Since(resumed) > 5*time.Second {
+				t.Fatalf("process %d did not run again in 5 s: %d ticks", pid, p1[i])
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	t.Logf("resumed: 50 ms of CPU, and each process ran, within %v", time.Since(resumed))
 }
 
 // v1 delivers no signal to a frozen task: a Kill must still end a paused
