@@ -37,6 +37,9 @@ func (h Host) CgroupReason() string { return "not Linux" }
 // CPUBandwidth always fails here.
 func (h Host) CPUBandwidth() error { return h.UserNamespaces }
 
+// Pausable always fails here.
+func (h Host) Pausable() error { return ErrUnsupported }
+
 // Layers reports no layers.
 func (h Host) Layers() Layers {
 	return Layers{Rootless: h.Rootless, Cgroup: "none", Warnings: []string{"not Linux: no sandbox"}}

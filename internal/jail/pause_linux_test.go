@@ -299,3 +299,16 @@ func TestPauseWithoutAFreezerIsUnsupported(t *testing.T) {
 		t.Fatalf("Resume without a freezer: %v", err)
 	}
 }
+
+// The host says whether sandboxes can be paused, and why not.
+func TestHostSaysWhetherSandboxesCanBePaused(t *testing.T) {
+	if err := (Host{Cgroup: cgroupHost{version: 1, noFreezer: "cgroup v1 controller freezer is not mounted"}}).Pausable(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "freezer") {
+		t.Fatalf("v1 without a freezer: %v", err)
+	}
+	if err := (Host{Cgroup: cgroupHost{version: 2}}).Pausable(); err != nil {
+		t.Fatalf("v2: %v", err)
+	}
+	if err := ProbeHost().Pausable(); err != nil {
+		t.Fatalf("this host (v1 with a freezer, or v2) cannot pause: %v", err)
+	}
+}
