@@ -140,7 +140,8 @@ func (l *Lease) Replace(ctx context.Context, spec jail.Spec) error {
 }
 
 // Release ends the holder's use of the sandbox. A sandbox that ran its
-// work ends on its own (it is armed); one that never did is killed. The
+// work ends on its own (it is armed); one that never did, or is paused,
+// is killed. The
 // slot returns to the budget once the sandbox is gone.
 func (l *Lease) Release() {
 	if !l.released.CompareAndSwap(false, true) {
@@ -150,7 +151,8 @@ func (l *Lease) Release() {
 		l.class.pool.Release()
 	}
 	b := l.current()
-	if !l.used.Load() {
+	// A paused sandbox would never end on its own: its limits are held.
+	if !l.used.Load() || l.Paused() {
 		b.Kill(jail.LimitNone)
 	}
 	end := func() {

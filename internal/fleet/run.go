@@ -39,6 +39,12 @@ const markerWait = time.Second
 func (l *Lease) Run(req runtime.Request, tools runtime.ToolHandler, onLine func(stream, line string)) Outcome {
 	l.used.Store(true)
 	b := l.current()
+	// Nothing runs in a frozen sandbox: the run would wait for ever. Whether
+	// a paused session may be resumed by a request is the service's to
+	// decide before it runs; here the run resumes it, or finds it ended.
+	if p, ok := b.(pauser); ok && p.Paused() {
+		_ = p.Resume()
+	}
 	cell, isCell := b.(*cellBox)
 	early := !isCell && (req.KeepAlive || l.backend == GVisor)
 	out := newOutput(early, onLine)

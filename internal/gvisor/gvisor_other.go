@@ -75,3 +75,12 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 
 // ReadImage fails: gVisor needs Linux.
 func ReadImage(dir string) (Manifest, error) { return Manifest{}, ErrUnavailable }
+
+// Pause fails: gVisor needs Linux.
+func (s *Sandbox) Pause() error { return ErrUnavailable }
+
+// Resume fails: gVisor needs Linux.
+func (s *Sandbox) Resume() error { return ErrUnavailable }
+
+// Paused is false.
+func (s *Sandbox) Paused() bool { return false }

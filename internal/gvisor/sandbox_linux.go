@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,9 @@ type Sandbox struct {
 	forward  net.Listener // the host end of spec.Forward, or nil
 
 	killOnce sync.Once
+	killed   atomic.Bool // set first thing by Kill: a Pause then fails
+	pauseMu  sync.Mutex  // one Pause or Resume at a time
+	paused   bool        // paused by Pause, under pauseMu
 	mu       sync.Mutex
 	limit    jail.Limit // first reason the sandbox was killed, under mu
 	log      string     // the end of runsc's log when it failed
@@ -141,7 +145,7 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 // root and platform, and how it is confined.
 func (s *Sandbox) globalFlags(log string) []string {
 	return []string{
-		"--root=" + filepath.Join(s.dir, "state"),
+		"--root=" + s.stateRoot(),
 		"--log=" + filepath.Join(s.dir, log),
 		"--platform=" + s.platform,
 		"--network=none",
@@ -255,6 +259,7 @@ func (s *Sandbox) finish() {
 // reported.
 func (s *Sandbox) Kill(reason jail.Limit) {
 	s.killOnce.Do(func() {
+		s.killed.Store(true)
 		s.mu.Lock()
 		s.limit = reason
 		cg := s.cg

@@ -26,7 +26,7 @@ func NewCgroup(id string, memory int64, tasks int, cores float64) (*Cgroup, erro
 	}
 	// newCgroup adds the init's headroom to the task limit.
 	lim := Limits{MemoryBytes: memory, MaxProcesses: max(tasks-initHeadroom, 1), CPUCores: cores}.WithDefaults()
-	cg, err := newCgroup(host, id, lim)
+	cg, err := newCgroup(host, id, lim, false)
 	if err != nil {
 		return nil, err
 	}

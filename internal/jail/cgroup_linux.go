@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,24 +39,30 @@ type cgroup struct {
 	// dirty is set when a process may have joined only some hierarchies:
 	// such a cgroup is never reused.
 	dirty atomic.Bool
+	// frozen is set before the cgroup is frozen and cleared once it is
+	// thawed: a kill meanwhile thaws it (see [cgroup.thawAfterKill]).
+	frozen atomic.Bool
 }
 
 // cgFile names a control file of a sandbox's cgroup.
 type cgFile int
 
 const (
-	cgCPU         cgFile = iota // CPU time: cpuacct.usage (v1), cpu.stat (v2)
-	cgPeak                      // peak memory: memory.max_usage_in_bytes, memory.peak
-	cgOOM                       // OOM kills: memory.oom_control, memory.events
-	cgMemory                    // memory now: memory.usage_in_bytes, memory.current
-	cgPidsCurrent               // pids.current
-	cgPidsMax                   // pids.max
-	cgKill                      // cgroup.kill (v2 only)
-	cgProcs                     // cgroup.procs (v1: the memory hierarchy's)
-	cgProcsPids                 // v1: the pids hierarchy's cgroup.procs
-	cgProcsCPU                  // v1: the cpuacct hierarchy's cgroup.procs
-	cgCPUMax                    // CPU bandwidth: cpu.cfs_quota_us (v1), cpu.max (v2)
-	cgProcsCPUMax               // v1: the cpu hierarchy's cgroup.procs, when it is not cpuacct's
+	cgCPU          cgFile = iota // CPU time: cpuacct.usage (v1), cpu.stat (v2)
+	cgPeak                       // peak memory: memory.max_usage_in_bytes, memory.peak
+	cgOOM                        // OOM kills: memory.oom_control, memory.events
+	cgMemory                     // memory now: memory.usage_in_bytes, memory.current
+	cgPidsCurrent                // pids.current
+	cgPidsMax                    // pids.max
+	cgKill                       // cgroup.kill (v2 only)
+	cgProcs                      // cgroup.procs (v1: the memory hierarchy's)
+	cgProcsPids                  // v1: the pids hierarchy's cgroup.procs
+	cgProcsCPU                   // v1: the cpuacct hierarchy's cgroup.procs
+	cgCPUMax                     // CPU bandwidth: cpu.cfs_quota_us (v1), cpu.max (v2)
+	cgProcsCPUMax                // v1: the cpu hierarchy's cgroup.procs, when it is not cpuacct's
+	cgFreeze                     // freezer.state (v1), cgroup.freeze (v2)
+	cgEvents                     // cgroup.events (v2 only): "frozen 1" once frozen
+	cgProcsFreezer               // v1: the freezer hierarchy's cgroup.procs
 	numCgFiles
 )
 
@@ -80,6 +87,9 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		cgProcsCPU:    {"cpuacct", "cgroup.procs", unix.O_WRONLY},
 		cgCPUMax:      {"cpu", "cpu.cfs_quota_us", unix.O_WRONLY},
 		cgProcsCPUMax: {"cpu", "cgroup.procs", unix.O_WRONLY},
+		// Read and written: reading it is how v1 finishes FREEZING.
+		cgFreeze:       {"freezer", "freezer.state", unix.O_RDWR},
+		cgProcsFreezer: {"freezer", "cgroup.procs", unix.O_WRONLY},
 	},
 	2: {
 		cgCPU:         {"", "cpu.stat", unix.O_RDONLY},
@@ -91,6 +101,8 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		cgKill:        {"", "cgroup.kill", unix.O_WRONLY},
 		cgProcs:       {"", "cgroup.procs", unix.O_RDWR},
 		cgCPUMax:      {"", "cpu.max", unix.O_WRONLY},
+		cgFreeze:      {"", "cgroup.freeze", unix.O_RDWR},
+		cgEvents:      {"", "cgroup.events", unix.O_RDONLY},
 	},
 }
 
@@ -98,9 +110,18 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 // against pids.max) until [cgroup.settlePids] fixes the exact number.
 const initHeadroom = 16
 
-func newCgroup(host cgroupHost, id string, lim Limits) (*cgroup, error) {
+// newCgroup creates a sandbox's cgroup. With freezable, on v1, it is in
+// the freezer hierarchy too where the host has one (v2 can freeze any
+// cgroup): a cell, which is never paused, does without that hierarchy,
+// whose join would cost each cell's start.
+func newCgroup(host cgroupHost, id string, lim Limits, freezable bool) (*cgroup, error) {
 	cg := &cgroup{version: host.version, dirs: map[string]string{}, noCPU: host.noCPU != "", cpuInCpuacct: host.cpuInCpuacct}
-	for c, parent := range host.parents {
+	parents := host.parents
+	if freezable && host.freezerParent != "" {
+		parents = maps.Clone(parents)
+		parents["freezer"] = host.freezerParent
+	}
+	for c, parent := range parents {
 		dir := filepath.Join(parent, cgroupName(id))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.destroy()
@@ -290,6 +311,9 @@ func (cg *cgroup) addProcess(pid int) error {
 		if _, ok := cg.dirs["cpu"]; ok {
 			files = append(files, cgProcsCPUMax)
 		}
+		if _, ok := cg.dirs["freezer"]; ok {
+			files = append(files, cgProcsFreezer)
+		}
 	}
 	for i, f := range files {
 		if err := cg.write(f, strconv.Itoa(pid)); err != nil {
@@ -382,9 +406,12 @@ func readProcs(path string) ([]int, error) {
 // kill sends SIGKILL to every process in the cgroup: through cgroup.kill
 // on v2 where the kernel has it, else to each process listed. With wait it
 // repeats until none is left (a process may fork while the list is read),
-// or gives up after two seconds.
+// or gives up after two seconds. A frozen cgroup is thawed once its tasks
+// have their SIGKILL: v1 delivers no signal to a frozen task, and a task
+// thawed with SIGKILL pending dies before it runs any code of its own.
 func (cg *cgroup) kill(wait bool) error {
 	if cg.version == 2 && cg.write(cgKill, "1") == nil && !wait {
+		cg.thawAfterKill()
 		return nil
 	}
 	for i := 0; ; i++ {
@@ -394,6 +421,9 @@ func (cg *cgroup) kill(wait bool) error {
 		}
 		for _, pid := range pids {
 			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		if i == 0 {
+			cg.thawAfterKill()
 		}
 		if !wait {
 			return nil

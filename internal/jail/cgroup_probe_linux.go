@@ -3,6 +3,7 @@ package jail
 import (
 	"bufio"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,10 @@ type cgroupHost struct {
 	// cpuInCpuacct: on v1 the cpu and cpuacct controllers share one
 	// hierarchy (cpu,cpuacct), so the cpu files are in the cpuacct directory.
 	cpuInCpuacct bool
+	// freezerParent (v1) is where sandbox cgroups that can be paused get
+	// their freezer directory; empty when there is none, and noFreezer
+	// then says why. v2 freezes any cgroup.
+	freezerParent, noFreezer string
 }
 
 // v1Controllers are the hierarchies a v1 sandbox joins.
@@ -59,7 +64,13 @@ func cgroupName(id string) string {
 // what else is left (gVisor's Sentry and Gofer, which runsc starts) is
 // killed first.
 func reapStaleCgroups(h cgroupHost) {
-	for _, parent := range h.parents {
+	var parents []string
+	if h.freezerParent != "" {
+		// First: a frozen sandbox's tasks die only once thawed.
+		parents = append(parents, h.freezerParent)
+	}
+	parents = append(parents, slices.Collect(maps.Values(h.parents))...)
+	for _, parent := range parents {
 		entries, err := os.ReadDir(parent)
 		if err != nil {
 			continue
@@ -71,7 +82,12 @@ func reapStaleCgroups(h cgroupHost) {
 				continue
 			}
 			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				stale := &cgroup{version: h.version, dirs: map[string]string{"": filepath.Join(parent, e.Name())}}
+				dir := filepath.Join(parent, e.Name())
+				stale := &cgroup{version: h.version, dirs: map[string]string{"": dir}}
+				if parent == h.freezerParent {
+					stale.dirs["freezer"] = dir
+				}
+				stale.frozen.Store(true) // it may be: the kill thaws it
 				_ = stale.kill(true)
 				_ = stale.destroy()
 			}
@@ -110,7 +126,22 @@ func doProbeCgroups() cgroupHost {
 	}
 	h := cgroupHost{version: 1, parents: parents}
 	h.noCPU, h.cpuInCpuacct = probeV1CPU(own, parents)
+	h.freezerParent, h.noFreezer = probeV1Freezer(own)
 	return h
+}
+
+// probeV1Freezer finds the v1 freezer hierarchy, which pausing a sandbox
+// needs: the directory for sandbox cgroups, or why there is none.
+func probeV1Freezer(own map[string]string) (parent, noFreezer string) {
+	p, ok := own["freezer"]
+	if !ok {
+		return "", "cgroup v1 controller freezer is not mounted"
+	}
+	dir := filepath.Join(cgroupRoot, "freezer", p, "codecage")
+	if err := writableDir(dir); err != nil {
+		return "", "cgroup v1 freezer is not delegated to this user: " + err.Error()
+	}
+	return dir, ""
 }
 
 // probeV1CPU finds the v1 cpu controller's hierarchy for the CPU bandwidth

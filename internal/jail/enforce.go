@@ -32,17 +32,21 @@ type Enforcer struct {
 
 	done chan struct{}
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	gen     uint64        // counts Arms: a callback of an older one does nothing
-	period  time.Duration // the CPU check's current period
-	budget  time.Duration // the CPU usage that ends the sandbox
-	base    time.Duration // usage at the last Arm
-	timer   *time.Timer   // the wall-clock timeout
-	ticker  *time.Timer   // the next CPU check; nil without accounting
-	stopCtx func() bool   // unregisters the current context's callback
-	pending *arm          // an Arm that came before Start
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	gen      uint64        // counts Arms: a callback of an older one does nothing
+	period   time.Duration // the CPU check's current period
+	budget   time.Duration // the CPU usage that ends the sandbox
+	base     time.Duration // usage at the last Arm
+	timer    *time.Timer   // the wall-clock timeout; nil while paused
+	timerN   uint64        // counts timers: a callback of an older one does nothing
+	left     time.Duration // while paused: what the timeout had left
+	paused   bool          // the sandbox is frozen: no timeout, no CPU check
+	deadline time.Time     // when the running timer fires
+	ticker   *time.Timer   // the next CPU check; nil without accounting
+	stopCtx  func() bool   // unregisters the current context's callback
+	pending  *arm          // an Arm that came before Start
 }
 
 // arm is a new budget for the sandbox's next piece of work.
@@ -80,12 +84,14 @@ func (e *Enforcer) Start(ctx context.Context, timeout, cpu time.Duration) {
 	}
 	e.started = true
 	e.budget = cpu
-	gen := e.gen
-	e.timer = time.AfterFunc(timeout, func() { e.fire(gen, LimitTimeout) })
-	e.watch(ctx, gen)
+	e.setTimeout(timeout)
+	e.watch(ctx, e.gen)
 	if e.usage != nil {
 		e.period = e.idle
 		e.ticker = time.AfterFunc(e.period, e.check)
+		if e.paused {
+			e.ticker.Stop()
+		}
 	}
 	if a := e.pending; a != nil {
 		e.pending = nil
@@ -124,6 +130,77 @@ func (e *Enforcer) Run(ctx context.Context, timeout, cpu time.Duration, exited <
 	e.Stop()
 }
 
+// setTimeout starts the wall-clock timeout d from now; while paused, it
+// is kept for Resume. Called with e.mu held.
+func (e *Enforcer) setTimeout(d time.Duration) {
+	// A new timer, not a Reset: a callback of the old one already under
+	// way is held back by its number.
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	e.timerN++
+	if e.paused {
+		e.left = d
+		return
+	}
+	n := e.timerN
+	e.timer = time.AfterFunc(d, func() { e.expire(n) })
+	e.left = 0
+	e.deadline = time.Now().Add(d)
+}
+
+// expire kills the sandbox for its timeout if timer n is still the
+// current one and the sandbox is not paused.
+func (e *Enforcer) expire(n uint64) {
+	e.mu.Lock()
+	current := !e.stopped && !e.paused && e.timerN == n
+	e.mu.Unlock()
+	if current {
+		e.kill(LimitTimeout)
+	}
+}
+
+// Pause holds the enforcement while the sandbox is frozen: its wall-clock
+// timeout stops counting (what it has left is kept for Resume) and its
+// CPU budget is not checked (a frozen sandbox uses no CPU). The end of
+// the current context still kills it: that is the caller's decision, not
+// time spent. Pausing a paused enforcer changes nothing.
+func (e *Enforcer) Pause() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || e.paused {
+		return
+	}
+	e.paused = true
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+		e.timerN++
+		e.left = max(time.Until(e.deadline), 0)
+	}
+	if e.ticker != nil {
+		e.ticker.Stop()
+	}
+}
+
+// Resume enforces again after a Pause: the timeout goes on with what it
+// had left, and the CPU checks resume.
+func (e *Enforcer) Resume() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || !e.paused {
+		return
+	}
+	e.paused = false
+	if e.started {
+		e.setTimeout(e.left)
+	}
+	if e.ticker != nil {
+		e.ticker.Reset(e.period)
+	}
+}
+
 // watch kills the sandbox when ctx ends, unless a later Arm or the Stop
 // came first. Called with e.mu held.
 func (e *Enforcer) watch(ctx context.Context, gen uint64) {
@@ -158,7 +235,7 @@ func (e *Enforcer) fire(gen uint64, l Limit) {
 // current period.
 func (e *Enforcer) check() {
 	e.mu.Lock()
-	if e.stopped {
+	if e.stopped || e.paused {
 		e.mu.Unlock()
 		return
 	}
@@ -169,7 +246,7 @@ func (e *Enforcer) check() {
 	if over {
 		over = !e.stopped && e.budget == budget
 	}
-	if !e.stopped {
+	if !e.stopped && !e.paused {
 		e.ticker.Reset(e.period)
 	}
 	e.mu.Unlock()
@@ -207,17 +284,15 @@ func (e *Enforcer) Arm(ctx context.Context, timeout, cpu time.Duration) {
 // apply replaces the limits with a's. Called with e.mu held.
 func (e *Enforcer) apply(a arm) {
 	e.gen++
-	gen := e.gen
-	// A new timer, not a Reset: a callback of the old one already under
-	// way is held back by its generation.
-	e.timer.Stop()
-	e.timer = time.AfterFunc(a.timeout, func() { e.fire(gen, LimitTimeout) })
-	e.watch(a.ctx, gen)
+	e.setTimeout(a.timeout)
+	e.watch(a.ctx, e.gen)
 	e.budget = a.base + a.cpu
 	e.base = a.base
 	if e.ticker != nil {
 		e.period = e.tick
-		e.ticker.Reset(e.period)
+		if !e.paused {
+			e.ticker.Reset(e.period)
+		}
 	}
 	// Under the lock, before Arm returns: once it does, the work may write.
 	if e.output != nil {

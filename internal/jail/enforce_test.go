@@ -219,3 +219,48 @@ func stringsReader(s string) readerFunc {
 type readerFunc func([]byte) (int, error)
 
 func (r readerFunc) Read(p []byte) (int, error) { return r(p) }
+
+// A paused enforcer neither times out nor checks the CPU budget; resumed,
+// its timeout has what it had left, and an Arm while paused counts from
+// the Resume. Pausing or resuming twice changes nothing.
+func TestPausedEnforcerHoldsItsLimits(t *testing.T) {
+	f := newFake()
+	e := NewEnforcer(f.kill, f.usage, nil)
+	e.tick = 5 * time.Millisecond
+	e.Pause() // before Start: the timeout waits for the Resume
+	e.Start(context.Background(), 50*time.Millisecond, time.Second)
+	f.cpu.Store(int64(2 * time.Second)) // over budget, but paused
+	e.Pause()
+	time.Sleep(150 * time.Millisecond)
+	select {
+	case l := <-f.kills:
+		t.Fatalf("killed for %q while paused", l)
+	default:
+	}
+	f.cpu.Store(0)
+	e.Resume()
+	e.Resume()
+	f.want(t, LimitTimeout)
+
+	f = newFake()
+	e = NewEnforcer(f.kill, f.usage, nil)
+	e.tick = 5 * time.Millisecond
+	e.Start(context.Background(), time.Hour, time.Hour)
+	e.Pause()
+	e.Arm(context.Background(), 50*time.Millisecond, time.Second)
+	time.Sleep(150 * time.Millisecond)
+	select {
+	case l := <-f.kills:
+		t.Fatalf("an Arm while paused killed for %q", l)
+	default:
+	}
+	resumed := time.Now()
+	e.Resume()
+	f.want(t, LimitTimeout)
+	if d := time.Since(resumed); d < 40*time.Millisecond {
+		t.Fatalf("killed %v after the resume: the Arm's timeout ran while paused", d)
+	}
+	e.Stop()
+	e.Pause() // after Stop: nothing
+	e.Resume()
+}

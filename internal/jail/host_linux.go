@@ -57,6 +57,18 @@ func (h Host) CPUBandwidth() error {
 	return nil
 }
 
+// Pausable is nil when whole sandboxes can be paused in memory
+// ([Sandbox.Pause]: a cgroup freezer), else why they cannot.
+func (h Host) Pausable() error {
+	switch {
+	case h.Cgroup.version == 0:
+		return fmt.Errorf("%w: no cgroup (%s)", ErrUnsupported, h.Cgroup.reason)
+	case h.Cgroup.version == 1 && h.Cgroup.freezerParent == "":
+		return fmt.Errorf("%w: %s", ErrUnsupported, h.Cgroup.noFreezer)
+	}
+	return nil
+}
+
 // Layers is what every sandbox on this host gets, warnings included.
 func (h Host) Layers() Layers {
 	l := Layers{Rootless: h.Rootless, LandlockABI: h.LandlockABI, Seccomp: h.Seccomp == nil, Cgroup: "none", Warnings: []string{}}

@@ -244,6 +244,9 @@ var (
 	ErrUnsupported = errors.New("jail: required isolation is unavailable on this host")
 	// ErrSetup means the sandbox failed while it was being built.
 	ErrSetup = errors.New("jail: sandbox setup failed")
+	// ErrEnded means the sandbox has ended (or is being killed): it can
+	// no longer be paused or resumed.
+	ErrEnded = errors.New("jail: the sandbox has ended")
 )
 
 // NewID returns a random sandbox id.

@@ -37,6 +37,9 @@ func (h Host) CgroupReason() string { return "not Linux" }
 // CPUBandwidth always fails here.
 func (h Host) CPUBandwidth() error { return h.UserNamespaces }
 
+// Pausable always fails here.
+func (h Host) Pausable() error { return ErrUnsupported }
+
 // Layers reports no layers.
 func (h Host) Layers() Layers {
 	return Layers{Rootless: h.Rootless, Cgroup: "none", Warnings: []string{"not Linux: no sandbox"}}
@@ -132,6 +135,15 @@ func (s *Sandbox) SetCPU(cores float64) error { return nil }
 
 // CPUUsage is zero.
 func (s *Sandbox) CPUUsage() time.Duration { return 0 }
+
+// Pause fails: pausing needs Linux's cgroup freezer.
+func (s *Sandbox) Pause() error { return ErrUnsupported }
+
+// Resume fails: pausing needs Linux's cgroup freezer.
+func (s *Sandbox) Resume() error { return ErrUnsupported }
+
+// Paused is false.
+func (s *Sandbox) Paused() bool { return false }
 
 // Cgroup is never created here.
 type Cgroup struct{}

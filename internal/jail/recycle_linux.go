@@ -77,7 +77,7 @@ func cellCgroup(host cgroupHost, lim Limits) (*cgroup, error) {
 	}
 	cellCgroups.Unlock()
 	// Named apart from the cell: a recycled cgroup serves many.
-	cg, err := newCgroup(host, "cell-"+NewID(), lim)
+	cg, err := newCgroup(host, "cell-"+NewID(), lim, false)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,8 +29,12 @@ type Sandbox struct {
 	start   time.Time
 
 	killOnce sync.Once
+	killed   atomic.Bool // set first thing by Kill: a Pause then fails
 	mu       sync.Mutex
 	limit    Limit // first reason the sandbox was killed, under mu
+
+	pauseMu sync.Mutex // one Pause or Resume at a time
+	paused  bool       // frozen by Pause, under pauseMu
 
 	output     *Output
 	enforcer   *Enforcer
@@ -54,7 +59,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	var err error
 	var usage func() time.Duration // no cgroup: no CPU time to read
 	if host.Cgroup.version != 0 {
-		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits); err != nil {
+		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits, true); err != nil {
 			return nil, err
 		}
 		usage = s.cg.cpuUsage
@@ -286,11 +291,15 @@ func (s *Sandbox) finish() {
 // namespace with it. The first reason given is the one reported.
 func (s *Sandbox) Kill(reason Limit) {
 	s.killOnce.Do(func() {
+		s.killed.Store(true)
 		s.mu.Lock()
 		s.limit = reason
 		s.mu.Unlock()
 		if s.cmd.Process != nil {
 			_ = s.cmd.Process.Kill() // through a pidfd: never a recycled pid
+		}
+		if s.cg != nil {
+			s.cg.thawAfterKill() // a paused sandbox dies as it thaws
 		}
 	})
 }

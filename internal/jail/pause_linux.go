@@ -1,0 +1,100 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pause freezes every process of the sandbox where it stands (its cgroup's
+// freezer), its memory kept: it runs nothing and uses no CPU until
+// [Sandbox.Resume]. Meanwhile its wall-clock timeout does not count down
+// and its CPU budget is not checked (see [Enforcer.Pause]); Kill still
+// ends it. Pausing a paused sandbox changes nothing. It fails with
+// [ErrEnded] once the sandbox is ended or being killed, and with
+// [ErrUnsupported] where the host has no freezer (no cgroups, rootless
+// without delegation, v1 without the freezer hierarchy).
+func (s *Sandbox) Pause() error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if err := s.pausable(); err != nil {
+		return err
+	}
+	if s.paused {
+		return nil
+	}
+	if err := s.cg.freeze(); err != nil {
+		return s.pauseErr(err)
+	}
+	// A Kill that came meanwhile may have thawed before the freeze: thaw
+	// what it killed (Kill thaws anything frozen before its end).
+	if s.killed.Load() {
+		_ = s.cg.thaw()
+		return fmt.Errorf("%w: killed while pausing", ErrEnded)
+	}
+	s.enforcer.Pause()
+	s.paused = true
+	return nil
+}
+
+// Resume lets a paused sandbox run on from where it stood: its timeout
+// counts down again with what it had left when paused. Resuming a running
+// sandbox changes nothing; resuming one that has ended fails with
+// [ErrEnded].
+func (s *Sandbox) Resume() error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if err := s.pausable(); err != nil {
+		return err
+	}
+	if !s.paused {
+		return nil
+	}
+	if err := s.cg.thaw(); err != nil {
+		return s.pauseErr(err)
+	}
+	s.paused = false
+	s.enforcer.Resume()
+	return nil
+}
+
+// Paused reports whether the sandbox is paused.
+func (s *Sandbox) Paused() bool {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	return s.paused
+}
+
+// pausable says why the sandbox cannot be paused or resumed now, if so.
+func (s *Sandbox) pausable() error {
+	select {
+	case <-s.done:
+		return ErrEnded
+	default:
+	}
+	if s.killed.Load() {
+		return fmt.Errorf("%w: it is being killed", ErrEnded)
+	}
+	switch {
+	case s.cg == nil:
+		return fmt.Errorf("%w: pausing needs a cgroup (%s)", ErrUnsupported, s.host.Cgroup.reason)
+	case !s.cg.canFreeze():
+		return fmt.Errorf("%w: pausing needs a cgroup freezer (%s)", ErrUnsupported, s.host.Cgroup.noFreezer)
+	}
+	return nil
+}
+
+// pauseErr is a failed freeze or thaw, as the caller sees it: a cgroup
+// that is gone (or being torn down) is a sandbox that has ended.
+func (s *Sandbox) pauseErr(err error) error {
+	select {
+	case <-s.done:
+		return ErrEnded
+	default:
+	}
+	if s.killed.Load() || errors.Is(err, unix.EBADF) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: %v", ErrEnded, err)
+	}
+	return fmt.Errorf("jail: %w", err)
+}
