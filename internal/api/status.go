@@ -58,7 +58,12 @@ var statuses = map[string]Status{
 	// REST: a conflict with the caller's own open sessions; E2B: a
 	// refusal for load, which its SDK retries.
 	service.KindTooManySessions: {REST: http.StatusConflict, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted},
-	service.KindRateLimited:     {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
+	// A paused session is not running, to the E2B SDK's daemons (502);
+	// a second pause is E2B's 409 ("already paused").
+	service.KindSessionPaused:    {REST: http.StatusConflict, E2B: http.StatusConflict, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "session paused"},
+	service.KindSnapshotNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
+	service.KindSnapshotUnusable: {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "snapshot unusable"},
+	service.KindRateLimited:      {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
 	// envd has no 503 of its own for a full queue: 429, as for a rate.
 	service.KindBusy:         {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusTooManyRequests, Connect: connect.CodeUnavailable, MCP: "busy"},
 	service.KindUnavailable:  {REST: http.StatusServiceUnavailable, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable},

@@ -21,12 +21,18 @@ const (
 	KindSessionEnded    = "session_ended"
 	// KindSessionLost (cluster.go): the replica holding it is gone.
 	KindTooManySessions = "too_many_sessions"
-	KindRateLimited     = "rate_limited"
-	KindBusy            = "busy"
-	KindUnavailable     = "unavailable"
-	KindShuttingDown    = "shutting_down"
-	KindCanceled        = "canceled"
-	KindInternal        = "internal"
+	// KindSessionPaused: the session is paused and the request does not
+	// resume it.
+	KindSessionPaused    = "session_paused"
+	KindSnapshotNotFound = "snapshot_not_found"
+	// KindSnapshotUnusable: altered, or made by another gVisor build.
+	KindSnapshotUnusable = "snapshot_unusable"
+	KindRateLimited      = "rate_limited"
+	KindBusy             = "busy"
+	KindUnavailable      = "unavailable"
+	KindShuttingDown     = "shutting_down"
+	KindCanceled         = "canceled"
+	KindInternal         = "internal"
 )
 
 // ErrorKind names the kind of a service error: the one place where the
@@ -51,6 +57,12 @@ func ErrorKind(err error) string {
 		return KindSessionEnded
 	case errors.Is(err, ErrTooManySessions):
 		return KindTooManySessions
+	case errors.Is(err, ErrSessionPaused):
+		return KindSessionPaused
+	case errors.Is(err, ErrSnapshotNotFound):
+		return KindSnapshotNotFound
+	case errors.Is(err, ErrSnapshotUnusable):
+		return KindSnapshotUnusable
 	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
 		return KindRateLimited
 	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
@@ -70,6 +82,7 @@ func ErrorKind(err error) string {
 var Kinds = []string{
 	KindInvalidRequest, KindBadPath, KindFileNotFound, KindTooLarge,
 	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
+	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable,
 	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
 }
 
@@ -95,6 +108,12 @@ func KindError(kind string) error {
 		return ErrSessionLost
 	case KindTooManySessions:
 		return ErrTooManySessions
+	case KindSessionPaused:
+		return ErrSessionPaused
+	case KindSnapshotNotFound:
+		return ErrSnapshotNotFound
+	case KindSnapshotUnusable:
+		return ErrSnapshotUnusable
 	case KindRateLimited:
 		return access.ErrRateLimited
 	case KindBusy:

@@ -42,6 +42,8 @@ var (
 	// ErrUnavailable: the host cannot give a session what it needs (a
 	// workspace, a uid, a sandbox). It is the service's ErrUnavailable.
 	ErrUnavailable = errors.New("sandbox unavailable")
+	// ErrPaused: the session is paused, and the request does not resume it.
+	ErrPaused = errors.New("session paused")
 )
 
 // Request opens a session.
@@ -70,6 +72,15 @@ type Request struct {
 	// Template is the name the caller gave the session's shape (an E2B
 	// template), given back with its description.
 	Template string `json:",omitempty"`
+	// OnTimeout is what the session's lifetime ends in: "kill" (or empty)
+	// ends it, "pause" pauses it, its memory kept, until a resume.
+	OnTimeout string `json:",omitempty"`
+	// ManualResume: a paused session answers only a resume (the E2B SDK's
+	// default); otherwise the next request resumes it.
+	ManualResume bool `json:",omitempty"`
+	// FromSnapshot starts the session from one of the owner's snapshots:
+	// its workspace, and its interpreter's state.
+	FromSnapshot string `json:",omitempty"`
 }
 
 // Info describes a session.
@@ -87,6 +98,16 @@ type Info struct {
 	Home     string            `json:"home"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Template string            `json:"template,omitempty"`
+	// State is "running" or "paused".
+	State string `json:"state"`
+	// PausedAt is when a paused session was paused.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	// OnTimeout is "kill" or "pause": what the end of its lifetime does.
+	OnTimeout string `json:"on_timeout"`
+	// AutoResume: the next request resumes the session when it is paused.
+	AutoResume bool `json:"auto_resume"`
+	// FromSnapshot is the snapshot the session started from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import

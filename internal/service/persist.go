@@ -1,0 +1,96 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/codecage/codecage/internal/session"
+)
+
+// Sessions that outlive their sandbox: pause and resume, snapshots, forks.
+
+var (
+	// ErrSessionPaused: the session is paused and the request does not
+	// resume it (a session with manual resume, or a second pause).
+	ErrSessionPaused = session.ErrPaused
+	// ErrSnapshotNotFound: no such snapshot, or not the caller's.
+	ErrSnapshotNotFound = errors.New("snapshot not found")
+	// ErrSnapshotUnusable: the snapshot cannot be loaded here: it was
+	// altered (its seal fails), or it was made by another gVisor build or
+	// platform.
+	ErrSnapshotUnusable = errors.New("snapshot unusable")
+)
+
+// SnapshotInfo describes a snapshot: a persistent copy of a session (its
+// workspace and its interpreter's state) that new sessions start from.
+type SnapshotInfo struct {
+	ID        string    `json:"snapshot_id"`
+	Name      string    `json:"name,omitempty"`
+	SessionID string    `json:"session_id"`
+	Backend   string    `json:"backend"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	SizeBytes int64     `json:"size_bytes"`
+	// NotSaved names what of the interpreter's state could not be saved
+	// (natively: generators, sockets, threads...), with why.
+	NotSaved []string `json:"not_saved,omitempty"`
+}
+
+// SnapshotFilter narrows a listing of snapshots (empty fields: all).
+type SnapshotFilter struct {
+	SessionID string
+	Name      string // the name or the id
+}
+
+// ForkResult is one copy of a fork: its session, or why it failed.
+type ForkResult struct {
+	Session *SessionInfo `json:"session,omitempty"`
+	Error   *ForkError   `json:"error,omitempty"`
+}
+
+// ForkError is a copy that could not be started.
+type ForkError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// MaxForks is the most copies one fork makes.
+const MaxForks = 100
+
+// PauseSession pauses a session: it stops running and uses no CPU. With
+// keepMemory (the default) its memory is kept, and a resume goes on from
+// where it stood; without, only its workspace is kept and its sandbox
+// ends, freeing its slot, and a resume starts a fresh interpreter on it.
+// Pausing a paused session fails with ErrSessionPaused.
+func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory bool) (*SessionInfo, error) {
+	return nil, ErrUnavailable
+}
+
+// ResumeSession makes a paused session run again; resumed is false when
+// it was running.
+func (s *Service) ResumeSession(ctx context.Context, id, owner string) (info *SessionInfo, resumed bool, err error) {
+	return nil, false, ErrUnavailable
+}
+
+// SnapshotSession saves a persistent copy of a session, which keeps
+// running: new sessions start from it (SessionRequest.FromSnapshot).
+func (s *Service) SnapshotSession(ctx context.Context, id, owner, name string) (*SnapshotInfo, error) {
+	return nil, ErrUnavailable
+}
+
+// ForkSession makes count live copies of a session now, each with its own
+// copy of the workspace; lifetime (0: the default) is each copy's.
+func (s *Service) ForkSession(ctx context.Context, id, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
+	return nil, ErrUnavailable
+}
+
+// ListSnapshots lists the owner's snapshots, newest first.
+func (s *Service) ListSnapshots(ctx context.Context, owner string, f SnapshotFilter) ([]SnapshotInfo, error) {
+	return nil, ErrUnavailable
+}
+
+// DeleteSnapshot deletes one of the owner's snapshots.
+func (s *Service) DeleteSnapshot(ctx context.Context, owner, id string) error {
+	return ErrUnavailable
+}
