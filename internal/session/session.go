@@ -14,6 +14,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -231,7 +232,8 @@ func (se *Session) info(cfg config.Config) Info {
 		exp = time.Unix(0, d)
 	}
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
-		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template}
+		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
+		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot}
 	se.last.Store(&info)
 	return info
 }
