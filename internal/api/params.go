@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
@@ -98,7 +100,13 @@ type SessionParams struct {
 	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
+	FromSnapshot   string   `json:"from_snapshot,omitempty" jsonschema:"Start the session from this snapshot (its snapshot_id, from snapshot_session): its workspace files and its variables." doc:"Start the session from this snapshot (its snapshot_id, from POST /sessions/{id}/snapshots): its workspace files and its variables."`
+	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed."`
+	AutoResume     *bool    `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
 }
+
+// OnTimeouts are the values of on_timeout.
+var OnTimeouts = []any{"kill", "pause"}
 
 // Request checks the parameters and turns them into a service.SessionRequest.
 func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
@@ -106,7 +114,73 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	if err != nil {
 		return service.SessionRequest{}, err
 	}
-	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer}, nil
+	switch p.OnTimeout {
+	case "", "kill", "pause":
+	default:
+		return service.SessionRequest{}, fmt.Errorf("%w: on_timeout %s (want kill or pause)", service.ErrInvalidRequest, service.Quote(p.OnTimeout))
+	}
+	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
+		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume}, nil
+}
+
+// PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.
+type PauseParams struct {
+	KeepMemory *bool `json:"keep_memory,omitempty" default:"true" jsonschema:"Keep the interpreter's memory (default true): a resume goes on where the session stood. false: only the workspace files are kept, the sandbox ends and a resume starts a fresh interpreter." doc:"Keep the interpreter's memory (default true): a resume goes on where the session stood. false: only the workspace files are kept, the sandbox ends and a resume starts a fresh interpreter."`
+}
+
+// Keep says whether the pause keeps the session's memory (the default).
+func (p PauseParams) Keep() bool { return p.KeepMemory == nil || *p.KeepMemory }
+
+// MaxSnapshotName bounds a snapshot's name, in bytes.
+const MaxSnapshotName = 128
+
+// SnapshotParams are the arguments of snapshot_session and POST /sessions/{id}/snapshots.
+type SnapshotParams struct {
+	Name string `json:"name,omitempty" maxLength:"128" jsonschema:"A name for the snapshot (at most 128 bytes, printable): list_snapshots finds it by it." doc:"A name for the snapshot (at most 128 bytes, printable): GET /snapshots?name= finds it by it."`
+}
+
+// Check returns the snapshot's name, refused when too long or when it
+// holds control characters (it is stored, listed and logged).
+func (p SnapshotParams) Check() (string, error) {
+	if len(p.Name) > MaxSnapshotName {
+		return "", fmt.Errorf("%w: name is %d bytes long (at most %d)", service.ErrInvalidRequest, len(p.Name), MaxSnapshotName)
+	}
+	if !utf8.ValidString(p.Name) || strings.IndexFunc(p.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return "", fmt.Errorf("%w: name %s holds characters that are not printable", service.ErrInvalidRequest, service.Quote(p.Name))
+	}
+	return p.Name, nil
+}
+
+// ForkParams are the arguments of fork_session and POST /sessions/{id}/fork.
+type ForkParams struct {
+	Count    *int    `json:"count,omitempty" default:"1" jsonschema:"How many copies to make, 1 to 100 (default 1)." doc:"How many copies to make, 1 to 100 (default 1)."`
+	Lifetime float64 `json:"lifetime,omitempty" jsonschema:"Each copy's lifetime in seconds, used or not (default: a session's, ended after the server's idle time)." doc:"Each copy's lifetime in seconds, used or not (default: a session's, ended after the server's idle time)."`
+}
+
+// Fork checks the parameters: the number of copies and their lifetime.
+func (p ForkParams) Fork() (count int, lifetime time.Duration, err error) {
+	count = 1
+	if p.Count != nil {
+		count = *p.Count
+	}
+	if count < 1 || count > service.MaxForks {
+		return 0, 0, fmt.Errorf("%w: count %d is out of range (1 to %d)", service.ErrInvalidRequest, count, service.MaxForks)
+	}
+	if p.Lifetime < 0 || p.Lifetime > 86400 {
+		return 0, 0, fmt.Errorf("%w: lifetime %g is out of range (0 to 86400 seconds)", service.ErrInvalidRequest, p.Lifetime)
+	}
+	return count, time.Duration(p.Lifetime * float64(time.Second)), nil
+}
+
+// SnapshotQuery narrows list_snapshots and GET /snapshots.
+type SnapshotQuery struct {
+	SessionID string `json:"session_id,omitempty" query:"session_id" jsonschema:"Only the snapshots of this session." doc:"Only the snapshots of this session."`
+	Name      string `json:"name,omitempty" query:"name" jsonschema:"Only the snapshot with this name (or id)." doc:"Only the snapshot with this name (or id)."`
+}
+
+// Filter is the query as the service takes it.
+func (q SnapshotQuery) Filter() service.SnapshotFilter {
+	return service.SnapshotFilter{SessionID: q.SessionID, Name: q.Name}
 }
 
 // FileEncodings are the encodings of file contents on the wire.

@@ -16,6 +16,7 @@ func (s *Server) routes() {
 	s.executeRoutes()
 	s.infoRoutes()
 	s.sessionRoutes()
+	s.persistRoutes()
 	s.commandRoutes()
 	s.packageRoutes()
 	s.codeToolRoutes()

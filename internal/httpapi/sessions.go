@@ -69,8 +69,8 @@ func (s *Server) sessionRoutes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-session", Method: http.MethodPost, Path: "/sessions", Tags: tags, DefaultStatus: http.StatusCreated,
 		Summary:     "Open a persistent Python session",
-		Description: "Starts an interpreter that keeps variables, imports and functions between executions, with a /workspace directory for files. A failing execution does not end it; a timeout or out-of-memory does (restart then keeps the files). Sessions belong to the API key that created them.",
-		Errors:      []int{400, 401, 409, 422, 429, 503}, MaxBodyBytes: s.cfg.MaxBodySize,
+		Description: "Starts an interpreter that keeps variables, imports and functions between executions, with a /workspace directory for files. A failing execution does not end it; a timeout or out-of-memory does (restart then keeps the files). Sessions belong to the API key that created them. from_snapshot starts it from a snapshot (404 when there is no such snapshot of yours, 422 when it cannot be loaded here); on_timeout pause pauses it at the end of its life instead of ending it.",
+		Errors:      []int{400, 401, 404, 409, 422, 429, 503}, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *CreateSessionInput) (*SessionOutput, error) {
 		req, err := in.Body.Request(owner(ctx))
 		if err != nil {

@@ -94,14 +94,16 @@ Imports are limited by profile; without profile, code may import the modules of 
 	}, t.info)
 
 	addTool(s, &mcp.Tool{
-		Name:  "create_session",
-		Title: "Open a persistent Python session",
-		Description: fmt.Sprintf("Starts an interpreter that keeps variables, imports and functions between execute_code calls (pass its session_id), with a /workspace directory for files (write_file, read_file, list_files). A failing call does not end it; a timeout or out-of-memory does (restart_session then keeps the files). Closed after %s idle or %s in all; at most %d at once.",
+		Name:        "create_session",
+		Title:       "Open a persistent Python session",
+		InputSchema: sessionInputSchema(),
+		Description: fmt.Sprintf("Starts an interpreter that keeps variables, imports and functions between execute_code calls (pass its session_id), with a /workspace directory for files (write_file, read_file, list_files). A failing call does not end it; a timeout or out-of-memory does (restart_session then keeps the files). Closed after %s idle or %s in all; at most %d at once. from_snapshot starts it from a snapshot (snapshot_session); on_timeout pause pauses it at the end of its life instead of closing it.",
 			c.SessionIdleTTL, c.SessionMaxLifetime, c.MaxSessions),
 	}, t.createSession)
 	addTool(s, &mcp.Tool{Name: "close_session", Title: "Close a session", Description: "Ends a session, its interpreter and its workspace files.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.closeSession)
 	addTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
 	addTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
+	t.registerPersist(s)
 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
 		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
