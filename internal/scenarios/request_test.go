@@ -24,6 +24,17 @@ import (
 //	command key=K cmd=C [session=S]   runs the command line C there (E2B: bash -l -c)
 //	idle                              waits (a bound) until no run holds a slot and no
 //	                                  sandbox exists beyond the open sessions'
+//
+// The steps of persistence (persist_test.go); a session= or from= value
+// that starts with $ names an id an earlier step gave:
+//
+//	session key=K from=$snap [as=$t]  opens a session from a snapshot; later steps call
+//	                                  it $t (default $s)
+//	pause key=K [session=S] [keep_memory=no]
+//	resume key=K [session=S]
+//	snapshot key=K [name=N] [session=S]
+//	                                  snapshots the session; later steps call it $snap
+//	fork key=K count=N [session=S]    forks the session; the copies are $f1, $f2...
 type step struct {
 	line string
 	op   string
@@ -57,7 +68,7 @@ func parseSteps(text string) ([]step, error) {
 			}
 		}
 		switch op {
-		case "session", "execute", "list", "idle", "write", "read", "command":
+		case "session", "execute", "list", "idle", "write", "read", "command", "pause", "resume", "snapshot", "fork":
 		default:
 			return nil, fmt.Errorf("%q: unknown operation %q", line, op)
 		}

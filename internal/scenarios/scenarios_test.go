@@ -4,7 +4,9 @@ package scenarios_test
 // reads as go-sdk's conformance files do: prose saying what the scenario
 // checks and why, a -- request -- section in neutral form (the steps of
 // request_test.go), then -- rest --, -- mcp -- and -- e2b --: each
-// surface's answers to those steps, normalized (normalize_test.go). The
+// surface's answers to those steps, normalized (normalize_test.go). An
+// optional -- surfaces -- section names the surfaces a scenario is played
+// on (default all three), for a scenario a surface cannot play yet. The
 // runner drives the three surfaces of one service on loopback, one
 // scenario after the other, and compares; -update rewrites the answers.
 
@@ -113,7 +115,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil || len(steps) == 0 {
 				t.Fatalf("-- request --: %v (no steps?)", err)
 			}
-			for _, on := range surfaces {
+			for _, on := range a.surfaces() {
 				got := e.play(t, on, steps)
 				switch {
 				case *update:
@@ -134,7 +136,7 @@ func TestScenarios(t *testing.T) {
 // play runs the steps on one surface and returns its answers, each under
 // the step's line; the sessions it opened are closed after.
 func (e *env) play(t *testing.T, on string, steps []step) string {
-	p := &player{env: e, t: t, on: on, names: map[string]string{}, tokens: map[string]string{}, boxes: map[string]string{}}
+	p := &player{env: e, t: t, on: on, names: map[string]string{}, ids: map[string]string{}, tokens: map[string]string{}, boxes: map[string]string{}}
 	defer p.closeAll()
 	var out strings.Builder
 	for _, st := range steps {

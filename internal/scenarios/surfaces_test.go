@@ -23,6 +23,7 @@ type player struct {
 	on     string
 	s      string            // the session a "session" step opened ($s)
 	names  map[string]string // ids the answers show by a placeholder
+	ids    map[string]string // placeholder -> id, for the steps' arguments
 	tokens map[string]string // E2B: "id key" -> the sandbox's access token
 	boxes  map[string]string // E2B: key -> the sandbox its code runs in when no session is named
 	opened []opened
@@ -35,20 +36,26 @@ func (p *player) do(ctx context.Context, st step) string {
 	switch st.op {
 	case "session":
 		on := cmp.Or(st.args["on"], p.on)
-		answer, id := p.openSession(ctx, on, key)
+		var answer, id string
+		if from := st.args["from"]; from != "" {
+			answer, id = p.openFrom(ctx, on, key, p.resolve(from))
+		} else {
+			answer, id = p.openSession(ctx, on, key)
+		}
 		if id != "" {
-			p.s, p.names[id] = id, "$s"
-			answer = strings.ReplaceAll(answer, id, "$s")
+			as := cmp.Or(st.args["as"], "$s")
+			if as == "$s" {
+				p.s = id
+			}
+			p.name(id, as)
+			answer = strings.ReplaceAll(answer, id, as)
 		}
 		if on != p.on {
 			answer = "(on " + on + ")\n" + answer
 		}
 		return answer
 	case "execute":
-		id := st.args["session"]
-		if id == "$s" {
-			id = p.s
-		}
+		id := p.resolve(st.args["session"])
 		if id == "" && p.on == "e2b" { // E2B runs code in a sandbox only
 			if answer := p.box(ctx, key); answer != "" {
 				return "opening a sandbox to run in: " + answer
@@ -78,6 +85,8 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.read(ctx, st)
 	case "command":
 		return p.command(ctx, st)
+	case "pause", "resume", "snapshot", "fork":
+		return p.persist(ctx, st)
 	}
 	return "unknown step"
 }

@@ -50,3 +50,13 @@ func (a *archive) set(name, text string) {
 	}
 	a.files[name] = text
 }
+
+// surfaces are the surfaces the scenario is played on: those its
+// -- surfaces -- section names, else all.
+func (a archive) surfaces() []string {
+	list, ok := a.files["surfaces"]
+	if !ok {
+		return surfaces
+	}
+	return strings.Fields(list)
+}

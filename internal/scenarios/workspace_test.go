@@ -22,8 +22,8 @@ import (
 
 // sessionOf is the session a workspace step works in.
 func (p *player) sessionOf(ctx context.Context, st step) (id, failed string) {
-	id = st.args["session"]
-	if id == "" || id == "$s" {
+	id = p.resolve(st.args["session"])
+	if id == "" {
 		id = p.s
 	}
 	if p.on == "e2b" && id == "" {
