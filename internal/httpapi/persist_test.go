@@ -254,3 +254,27 @@ func TestForkIntoTwo(t *testing.T) {
 		t.Errorf("a copy's state: %q", out.Sessions[0].Session.State)
 	}
 }
+
+// Under gVisor too: a pause keeps the session's state, and the next
+// request (auto resume) or a resume brings it back.
+func TestPauseAndResumeUnderGVisor(t *testing.T) {
+	ts := startServer(t, twoKeys, func(c *config.Config) {
+		noPools(c)
+		c.EnableContainerMode, c.GVisorPoolSize, c.GVisorDataPoolSize, c.GVisorSessionPoolSize = true, 0, 0, 0
+	})
+	s := ts.openSession(t, aliceKey, map[string]any{"use_container": true})
+	ts.run(t, aliceKey, s.ID, "x = 41\nopen('kept.txt', 'w').write('kept')")
+	var paused sessionInfo
+	if resp := ts.call(t, "POST", "/sessions/"+s.ID+"/pause", aliceKey, nil, &paused); resp.StatusCode != http.StatusOK || paused.State != "paused" {
+		t.Fatalf("pause under gVisor: status %d, %+v", resp.StatusCode, paused)
+	}
+	wantProblem(t, ts.call(t, "POST", "/sessions/"+s.ID+"/pause", aliceKey, nil, nil), http.StatusConflict, "session_paused")
+	ts.call(t, "POST", "/sessions/"+s.ID+"/resume", aliceKey, nil, nil)
+	if out := ts.run(t, aliceKey, s.ID, "print(x + 1, open('kept.txt').read())"); out != "42 kept\n" {
+		t.Fatalf("after the resume: %q", out)
+	}
+	ts.call(t, "POST", "/sessions/"+s.ID+"/pause", aliceKey, nil, nil)
+	if out := ts.run(t, aliceKey, s.ID, "print(x)"); out != "41\n" {
+		t.Fatalf("an execute on the paused session: %q", out)
+	}
+}
