@@ -78,7 +78,7 @@ func (s *Server) persistRoutes() {
 		OperationID: "resume-session", Method: http.MethodPost, Path: "/sessions/{id}/resume", Tags: sessions,
 		Summary:     "Resume a paused session",
 		Description: "Makes a paused session run again, with its variables and files (its variables are lost if it was paused without keep_memory). A running session is left as it is. Either way the answer is the session's description; its state says running.",
-		Errors:      []int{401, 404, 422, 429, 503},
+		Errors:      []int{401, 404, 409, 422, 429, 503},
 	}, func(ctx context.Context, in *SessionIDInput) (*SessionOutput, error) {
 		info, _, err := s.svc.ResumeSession(ctx, in.ID, owner(ctx))
 		if err != nil {
