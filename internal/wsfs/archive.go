@@ -43,7 +43,7 @@ const (
 	maxSkipped = 100
 	// maxQuoted caps a name (written by the sandboxed code) in a report or
 	// an error.
-	maxQuoted = 200
+	maxQuoted = 128
 )
 
 // quoteName quotes a name for a report or an error, capped.

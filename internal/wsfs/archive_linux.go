@@ -18,7 +18,9 @@ import (
 // directory's descriptor with no symlink allowed (an entry swapped for a
 // link between the listing and the open is skipped, never followed), so
 // it never leaves dir. It stops with an error (wrapping ErrArchiveLimit)
-// past a limit, or when ctx ends; w then holds a partial stream.
+// past a limit, or when ctx ends; w then holds a partial stream. dir's
+// own mode and mtime are not archived. It holds one descriptor per level
+// of depth (MaxDepth bounds them).
 func Archive(ctx context.Context, dir string, w io.Writer, lim ArchiveLimits) (ArchiveReport, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -223,6 +223,7 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 		hdrs func(outside string) []*tar.Header
 		want string
 	}{
+		{"through planted link", func(string) []*tar.Header { return []*tar.Header{reg("p/evil")} }, `"p/evil": path through a symlink`},
 		{"dotdot", func(string) []*tar.Header { return []*tar.Header{reg("../x")} }, `"../x": path with ".."`},
 		{"absolute", func(o string) []*tar.Header { return []*tar.Header{reg(o + "/abs")} }, "absolute path"},
 		{"inner dotdot", func(string) []*tar.Header { return []*tar.Header{reg("a/../../x")} }, `path with ".."`},
@@ -256,6 +257,9 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 			ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
 			must(t, os.Mkdir(ws, 0o755))
 			must(t, os.Mkdir(outside, 0o755))
+			if c.name == "through planted link" { // ws/p -> outside, left in ws
+				must(t, os.Symlink(outside, filepath.Join(ws, "p")))
+			}
 			stream := hostile(t, c.hdrs(outside)...)
 			start := time.Now()
 			err := wsfs.Unpack(context.Background(), ws, bytes.NewReader(stream), owner, lim)
@@ -278,6 +282,15 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 				t.Errorf("outside the workspace: %v, %v", ents, in)
 			}
 		})
+	}
+}
+
+func TestUnpackStopsWhenCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := wsfs.Unpack(ctx, scratch(t), bytes.NewReader(hostile(t, reg("f"))), -1, roomy)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v", err)
 	}
 }
 
@@ -309,28 +322,38 @@ func TestUnpackStripsSpecialBitsAndReplaces(t *testing.T) {
 }
 
 // BenchmarkArchiveUnpack streams a 100 MB tree of 1,000 files through
-// Archive into Unpack.
+// Archive into Unpack, on a tmpfs (as a session's workspace is) and on
+// the disk of the temporary directory.
 func BenchmarkArchiveUnpack(b *testing.B) {
-	src := b.TempDir()
-	data := make([]byte, 100<<10)
-	rand.Read(data)
-	for i := range 1000 {
-		d := filepath.Join(src, "d"+string(rune('a'+i%20)))
-		os.MkdirAll(d, 0o755)
-		must2(b, os.WriteFile(filepath.Join(d, "f"+strings.Repeat("x", i%7)+string(rune('A'+i/20))), data, 0o644))
-	}
-	b.SetBytes(1000 * int64(len(data)))
-	for b.Loop() {
-		dst, err := os.MkdirTemp(b.TempDir(), "dst")
-		must2(b, err)
-		pr, pw := io.Pipe()
-		go func() {
-			_, err := wsfs.Archive(context.Background(), src, pw, roomy)
-			pw.CloseWithError(err)
-		}()
-		must2(b, wsfs.Unpack(context.Background(), dst, pr, owner, roomy))
-		b.StopTimer()
-		os.RemoveAll(dst)
-		b.StartTimer()
+	for _, fsys := range []string{"tmpfs", "disk"} {
+		b.Run(fsys, func(b *testing.B) {
+			base := b.TempDir()
+			if fsys == "tmpfs" {
+				must2(b, unix.Mount("tmpfs", base, "tmpfs", 0, "size=512m"))
+				b.Cleanup(func() { _ = unix.Unmount(base, unix.MNT_DETACH) })
+			}
+			src := filepath.Join(base, "src")
+			data := make([]byte, 100<<10)
+			rand.Read(data)
+			for i := range 1000 {
+				d := filepath.Join(src, "d"+string(rune('a'+i%20)))
+				must2(b, os.MkdirAll(d, 0o755))
+				must2(b, os.WriteFile(filepath.Join(d, "f"+strings.Repeat("x", i%7)+string(rune('A'+i/20))), data, 0o644))
+			}
+			b.SetBytes(1000 * int64(len(data)))
+			for b.Loop() {
+				dst := filepath.Join(base, "dst")
+				must2(b, os.Mkdir(dst, 0o755))
+				pr, pw := io.Pipe()
+				go func() {
+					_, err := wsfs.Archive(context.Background(), src, pw, roomy)
+					pw.CloseWithError(err)
+				}()
+				must2(b, wsfs.Unpack(context.Background(), dst, pr, owner, roomy))
+				b.StopTimer()
+				must2(b, os.RemoveAll(dst))
+				b.StartTimer()
+			}
+		})
 	}
 }
