@@ -89,7 +89,14 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		"unknown sandbox":  {"GET", "/sandboxes/snope", "", 404, "not found"},
 		"kill unknown":     {"DELETE", "/sandboxes/snope", "", 404, "not found"},
 		"bad timeout body": {"POST", "/sandboxes/snope/timeout", `{"timeout": -1}`, 400, "timeout"},
-		"pause":            {"POST", "/sandboxes/snope/pause", "", 501, "cannot be paused"},
+		"pause unknown":    {"POST", "/sandboxes/snope/pause", "", 404, "not found"},
+		"fork unknown":     {"POST", "/sandboxes/snope/fork", "", 404, "not found"},
+		"fork count 0":     {"POST", "/sandboxes/snope/fork", `{"count": 0}`, 400, "count must be 1 to 100"},
+		"fork count 101":   {"POST", "/sandboxes/snope/fork", `{"count": 101}`, 400, "count must be 1 to 100"},
+		"snapshot unknown": {"POST", "/sandboxes/snope/snapshots", "{}", 404, "not found"},
+		"list bad state":   {"GET", "/v2/sandboxes?state=running,gone", "", 400, "gone"},
+		"list bad order":   {"GET", "/v2/sandboxes?order=up", "", 400, "asc or desc"},
+		"metrics":          {"GET", "/sandboxes/snope/metrics", "", 501, "metered"},
 		"no such route":    {"GET", "/nope", "", 404, "no such route"},
 	} {
 		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)
