@@ -64,6 +64,10 @@ const (
 	OpLifetime   = "lifetime"
 	// OpReadRange reads a chunk of a file from Offset (a download).
 	OpReadRange = "read_range"
+	OpPause     = "pause"
+	OpResume    = "resume"
+	OpSnapshot  = "snapshot"
+	OpFork      = "fork"
 )
 
 // PeerCall is a session request one replica forwards to the replica that
@@ -98,6 +102,11 @@ type PeerCall struct {
 	EmptyDir bool `json:"empty_dir,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
+	// KeepMemory is OpPause's; Name names OpSnapshot's snapshot; Count is
+	// how many copies OpFork makes.
+	KeepMemory bool   `json:"keep_memory,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Count      int    `json:"count,omitempty"`
 }
 
 // PeerError is how a forwarded request's failure travels back: its kind

@@ -71,6 +71,9 @@ func init() {
 		OpStatFile:   {admit: admitLight, kind: EventFile, action: "stat", quiet: true, serve: serveStatFile},
 		OpMakeDir:    {admit: admitLight, kind: EventFile, action: "mkdir", serve: serveMakeDir},
 		OpMoveFile:   {admit: admitLight, kind: EventFile, action: "move", serve: serveMoveFile},
+		// A resume may start a sandbox (after a pause that kept no memory).
+		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", run: runPause, serve: servePause},
+		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", run: runRestart, serve: serveResume},
 	}
 }
 
@@ -91,7 +94,8 @@ type call[T any] struct {
 	// profile and code go into the failure event.
 	profile, code string
 	run           func(ctx context.Context) (T, error)
-	// success describes the success event (nil: none is audited).
+	// success describes the success event (nil, or an event without a
+	// kind: none is audited).
 	success func(res T, took time.Duration) Event
 }
 
@@ -143,7 +147,9 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		return fail(err)
 	}
 	if c.success != nil {
-		s.emit(ctx, c.success(res, time.Since(start)))
+		if ev := c.success(res, time.Since(start)); ev.Kind != "" { // no kind: nothing happened worth an event
+			s.emit(ctx, ev)
+		}
 	}
 	return res, nil
 }

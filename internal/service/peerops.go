@@ -47,6 +47,24 @@ func serveRestart(ctx context.Context, s *Service, call PeerCall, _ func(stream,
 	return s.RestartSession(ctx, call.SessionID, call.Owner)
 }
 
+func servePause(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+	return s.PauseSession(ctx, call.SessionID, call.Owner, call.KeepMemory)
+}
+
+// resumed is a resume's answer across replicas.
+type resumed struct {
+	Info    *SessionInfo `json:"info"`
+	Resumed bool         `json:"resumed"`
+}
+
+func serveResume(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+	info, ok, err := s.ResumeSession(ctx, call.SessionID, call.Owner)
+	return resumed{info, ok}, err
+}
+
+// runPause: a pause waits for the request in progress in the session.
+func runPause(s *Service, _ PeerCall) time.Duration { return s.cfg.MaxTimeout + 10*time.Second }
+
 func serveClose(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
 	return struct{}{}, s.CloseSession(ctx, call.SessionID, call.Owner)
 }

@@ -64,13 +64,55 @@ const MaxForks = 100
 // ends, freeing its slot, and a resume starts a fresh interpreter on it.
 // Pausing a paused session fails with ErrSessionPaused.
 func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory bool) (*SessionInfo, error) {
-	return nil, ErrUnavailable
+	return do(ctx, s, OpPause, call[*SessionInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, KeepMemory: keepMemory},
+		run: func(ctx context.Context) (*SessionInfo, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				return nil, err
+			}
+			info, err := s.sessions.Pause(ctx, se, keepMemory)
+			if err != nil {
+				return nil, err
+			}
+			out := SessionInfo(info)
+			return &out, nil
+		},
+		success: func(info *SessionInfo, took time.Duration) Event {
+			detail := id + " keep_memory"
+			if !keepMemory {
+				detail = id + " workspace only"
+			}
+			return Event{Kind: EventSession, Action: "pause", Backend: info.Backend, Outcome: "success", Duration: took, Detail: detail}
+		},
+	})
 }
 
 // ResumeSession makes a paused session run again; resumed is false when
 // it was running.
-func (s *Service) ResumeSession(ctx context.Context, id, owner string) (info *SessionInfo, resumed bool, err error) {
-	return nil, false, ErrUnavailable
+func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*SessionInfo, bool, error) {
+	res, err := do(ctx, s, OpResume, call[resumed]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(ctx context.Context) (resumed, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				return resumed{}, err
+			}
+			info, ok, err := s.sessions.Resume(ctx, se)
+			if err != nil {
+				return resumed{}, err
+			}
+			out := SessionInfo(info)
+			return resumed{&out, ok}, nil
+		},
+		success: func(r resumed, took time.Duration) Event {
+			if !r.Resumed {
+				return Event{} // nothing happened: not audited
+			}
+			return Event{Kind: EventSession, Action: "resume", Backend: r.Info.Backend, Outcome: "success", Duration: took, Detail: id}
+		},
+	})
+	return res.Info, res.Resumed, err
 }
 
 // SnapshotSession saves a persistent copy of a session, which keeps

@@ -29,6 +29,10 @@ func (t *Table) ExpireAfter(se *Session, d time.Duration) {
 		if time.Now().UnixNano() < se.deadline.Load() {
 			return // moved meanwhile; the reset timer fires again
 		}
+		if se.req.OnTimeout == "pause" {
+			t.pauseAtTimeout(se)
+			return
+		}
 		t.log.Info("session reached its lifetime", "session", se.id, "owner", se.owner)
 		t.Drop(se)
 	})
@@ -39,10 +43,17 @@ func (t *Table) ExpireAfter(se *Session, d time.Duration) {
 func (t *Table) Restart(ctx context.Context, se *Session) (Info, error) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
+	if se.paused == pausedCold {
+		// No sandbox to replace: a fresh one, as a resume starts it.
+		if err := t.resume(ctx, se); err != nil {
+			return Info{}, err
+		}
+	}
 	lease := se.sandbox()
 	if lease == nil {
 		return Info{}, fmt.Errorf("%w: session %s has no sandbox", ErrEnded, se.id)
 	}
+	se.paused, se.pausedAt = running, time.Time{} // a fresh interpreter runs
 	t.addIdleCPU(se.cpu.settle(lease))
 	// The same slot: a restart needs no room in the budget.
 	replace := func(ctx context.Context, _ string, spec fleet.Spec) (*fleet.Lease, error) {
@@ -117,7 +128,8 @@ func (t *Table) reap() {
 		se.lifeMu.Lock()
 		busy := len(se.commands) > 0
 		se.lifeMu.Unlock()
-		idle := !busy && now.Sub(used) > t.cfg.SessionIdleTTL && se.deadline.Load() == 0 // a lifetime replaces the idle TTL
+		// A lifetime replaces the idle TTL; a paused session is not idle.
+		idle := !busy && se.paused == running && now.Sub(used) > t.cfg.SessionIdleTTL && se.deadline.Load() == 0
 		if idle || now.Sub(se.created) > t.cfg.SessionMaxLifetime {
 			expired = append(expired, se)
 		}

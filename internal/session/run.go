@@ -28,6 +28,10 @@ type Run struct {
 // the session's egress proxy refuses until End.
 func (t *Table) BeginRun(ctx context.Context, se *Session, limits fleet.Limits, refused func(host string)) (*Run, error) {
 	se.mu.Lock()
+	if err := t.wake(ctx, se); err != nil {
+		se.mu.Unlock()
+		return nil, err
+	}
 	if err := se.alive(); err != nil {
 		se.mu.Unlock()
 		return nil, err
@@ -81,6 +85,15 @@ type Command struct {
 // has ended. A command is a request in the session: its interpreter,
 // which the command may talk to, gets its full CPU bandwidth meanwhile.
 func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context, Command, func(), error) {
+	if se.mu.TryLock() {
+		// A command runs beside the interpreter, as on a machine: the
+		// session must be running. (Held by a request, it runs.)
+		err := t.wake(ctx, se)
+		se.mu.Unlock()
+		if err != nil {
+			return nil, Command{}, nil, err
+		}
+	}
 	ctx, workspace, uid, done, err := se.startCommand(ctx)
 	if err != nil {
 		return nil, Command{}, nil, err

@@ -45,6 +45,9 @@ var (
 	ErrUnavailable = errors.New("sandbox unavailable")
 	// ErrPaused: the session is paused, and the request does not resume it.
 	ErrPaused = errors.New("session paused")
+	// ErrBusy: the session cannot do it now (a pause while its commands
+	// run); try again later.
+	ErrBusy = errors.New("session busy")
 )
 
 // Request opens a session.
@@ -196,6 +199,13 @@ type Session struct {
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
+
+	// paused says what a paused session kept (pause.go); pausedAt is when
+	// it paused and leftAtPause what was left of its lifetime then. Under
+	// mu. A cold pause has no lease (nil).
+	paused      pauseState
+	pausedAt    time.Time
+	leftAtPause time.Duration
 }
 
 // Get returns the owner's session id, or ErrNotFound.
@@ -234,6 +244,11 @@ func (se *Session) info(cfg config.Config) Info {
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
 		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot}
+	if se.paused != running {
+		info.State = "paused"
+		at := se.pausedAt
+		info.PausedAt = &at
+	}
 	se.last.Store(&info)
 	return info
 }

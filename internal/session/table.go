@@ -115,6 +115,9 @@ func (se *Session) SandboxUID() int {
 	if lease := se.sandbox(); lease != nil {
 		return lease.HostUID()
 	}
+	if _, _, uid, _ := se.Workspace(); uid != 0 {
+		return uid // paused without its sandbox: the session's own uid
+	}
 	return -1
 }
 

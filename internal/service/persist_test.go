@@ -1,0 +1,197 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/leftovers"
+	"github.com/codecage/codecage/internal/service"
+)
+
+// hostCPUOfUID is the CPU time (clock ticks) the host's processes running
+// as uid have used: a native session's sandbox, judged from the host.
+func hostCPUOfUID(uid int) (ticks int64, procs int) {
+	for _, p := range leftovers.HostProcesses() {
+		if p.UID() != uid {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the command's closing parenthesis: utime is
+		// the 12th of them, stime the 13th.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + s
+			procs++
+		}
+	}
+	return ticks, procs
+}
+
+// workspaceUID is the host uid the session's files belong to.
+func workspaceUID(t *testing.T, stateDir, id string) int {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(stateDir, "sessions", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// A paused session keeps its variables, its threads and its files, and
+// runs nothing: natively its processes use no CPU on the host while it is
+// paused (a thread of it spins). A resume, or the next request, lets it
+// run on. A second pause is refused.
+func TestSessionPauseKeepsStateAndStopsIt(t *testing.T) {
+	var stateDir string
+	svc := sessionService(t, func(c *config.Config) { stateDir = c.StateDir })
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	res := inSession(t, svc, id, "alice", "x = 41\nopen('kept.txt', 'w').write('kept')\nimport threading\n"+
+		"def spin():\n    while True: pass\nthreading.Thread(target=spin, daemon=True).start()")
+	if !res.Success {
+		t.Fatalf("setup: %+v", res)
+	}
+	info, err := svc.PauseSession(ctx, id, "alice", true)
+	if err != nil || info.State != "paused" || info.PausedAt == nil {
+		t.Fatalf("PauseSession: %+v, %v", info, err)
+	}
+	if _, err := svc.PauseSession(ctx, id, "alice", true); !errors.Is(err, service.ErrSessionPaused) {
+		t.Fatalf("a second pause: %v, want ErrSessionPaused", err)
+	}
+	if got, _ := svc.GetSession(ctx, id, "alice"); got == nil || got.State != "paused" {
+		t.Fatalf("GetSession of a paused session: %+v", got)
+	}
+	if testBackend(t) == config.IsolationNative {
+		uid := workspaceUID(t, stateDir, id)
+		c0, n := hostCPUOfUID(uid)
+		time.Sleep(500 * time.Millisecond)
+		c1, _ := hostCPUOfUID(uid)
+		if n == 0 || c1 != c0 {
+			t.Fatalf("paused, the session's %d processes (uid %d) used %d ticks of CPU in 500 ms", n, uid, c1-c0)
+		}
+	}
+	info, resumed, err := svc.ResumeSession(ctx, id, "alice")
+	if err != nil || !resumed || info.State != "running" {
+		t.Fatalf("ResumeSession: %+v, %v, %v", info, resumed, err)
+	}
+	if _, resumed, err := svc.ResumeSession(ctx, id, "alice"); err != nil || resumed {
+		t.Fatalf("resuming a running session: resumed %v, %v", resumed, err)
+	}
+	if out := inSession(t, svc, id, "alice", "print(x + 1, open('kept.txt').read(), threading.active_count())").Stdout; out != "42 kept 2\n" {
+		t.Fatalf("after the resume: %q", out)
+	}
+	// The next request resumes a paused session (auto-resume, the default).
+	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, id, "alice", "x += 1\nprint(x)").Stdout; out != "42\n" {
+		t.Fatalf("a request to the paused session: %q", out)
+	}
+	if got, _ := svc.GetSession(ctx, id, "alice"); got.State != "running" {
+		t.Fatalf("after a request resumed it: %+v", got)
+	}
+}
+
+// A session with manual resume answers a request with ErrSessionPaused
+// until it is resumed; another owner cannot pause or resume it.
+func TestSessionPauseManualResumeAndOwners(t *testing.T) {
+	svc := sessionService(t)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", ManualResume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	inSession(t, svc, id, "alice", "y = 7")
+	if _, err := svc.PauseSession(ctx, id, "bob", true); !errors.Is(err, service.ErrSessionNotFound) {
+		t.Fatalf("bob pausing alice's session: %v", err)
+	}
+	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Execute(ctx, service.Request{SessionID: id, Owner: "alice", Code: "print(y)", Timeout: 10 * time.Second}); !errors.Is(err, service.ErrSessionPaused) {
+		t.Fatalf("a request to a paused session with manual resume: %v, want ErrSessionPaused", err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "bob"); !errors.Is(err, service.ErrSessionNotFound) {
+		t.Fatalf("bob resuming alice's session: %v", err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, id, "alice", "print(y)").Stdout; out != "7\n" {
+		t.Fatalf("after the resume: %q", out)
+	}
+}
+
+// A pause that keeps no memory ends the sandbox and frees its slot; the
+// workspace stays, and a resume starts a fresh interpreter on it.
+func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
+	svc := sessionService(t, func(c *config.Config) { // nothing kept ready refills the budget
+		c.SessionPoolSize, c.GVisorSessionPoolSize, c.GVisorPoolSize, c.GVisorDataPoolSize, c.DataPoolSize = 0, 0, 0, 0, 0
+	})
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	inSession(t, svc, id, "alice", "z = 1\nopen('f.txt', 'w').write('on disk')")
+	before := svc.Budget().InUse
+	if _, err := svc.PauseSession(ctx, id, "alice", false); err != nil {
+		t.Fatal(err)
+	}
+	// The slot comes back once the sandbox is gone (gVisor's takes a moment).
+	for end := time.Now().Add(5 * time.Second); svc.Budget().InUse != before-1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("sandboxes in use: %d before the pause, %d 5 s after; want one fewer", before, svc.Budget().InUse)
+		}
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	out := inSession(t, svc, id, "alice", "print(open('f.txt').read(), 'z' in globals())").Stdout
+	if out != "on disk False\n" {
+		t.Fatalf("after a resume without memory: %q", out)
+	}
+}
+
+// A session whose lifetime ends in a pause (E2B's autoPause) is paused at
+// its deadline, not closed, and answers again after a resume.
+func TestSessionOnTimeoutPause(t *testing.T) {
+	svc := sessionService(t)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", OnTimeout: "pause", ManualResume: true, Lifetime: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSession(t, svc, info.ID, "alice", "w = 'still here'")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := svc.GetSession(ctx, info.ID, "alice")
+		if err != nil {
+			t.Fatalf("the session ended instead of pausing: %v", err)
+		}
+		if got.State == "paused" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused 10 s after a 2 s lifetime: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, _, err := svc.ResumeSession(ctx, info.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, info.ID, "alice", "print(w)").Stdout; out != "still here\n" {
+		t.Fatalf("after the resume: %q", out)
+	}
+}

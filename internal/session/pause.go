@@ -1,0 +1,182 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Pausing a session: it stops running and uses no CPU until it resumes.
+//
+// A pause that keeps memory freezes the session's sandbox where it
+// stands (the cgroup freezer natively, runsc pause under gVisor): the
+// sandbox keeps its slot of the budget and its memory, and a resume lets
+// it run on from there. A pause that does not keep memory ends the
+// sandbox, freeing its slot, and keeps the workspace: a resume starts a
+// fresh interpreter on it, as a restart does (E2B's filesystem-only
+// pause). Either way the session keeps its id, workspace, uid and owner.
+//
+// A paused session is not reaped for idleness, and its lifetime (a
+// deadline) does not run out while it is paused: it ends when it is
+// closed, or at SANDBOX_SESSION_MAX_LIFETIME from its creation, as every
+// session does.
+
+// pauseState is what a paused session kept.
+type pauseState int
+
+const (
+	running     pauseState = iota
+	pausedAlive            // frozen, memory and slot kept
+	pausedCold             // sandbox ended, workspace kept
+)
+
+// Pause pauses se, waiting for a request in progress in it to end. A
+// paused session answers ErrPaused.
+func (t *Table) Pause(ctx context.Context, se *Session, keepMemory bool) (Info, error) {
+	if err := lockCtx(ctx, se); err != nil {
+		return Info{}, err
+	}
+	defer se.mu.Unlock()
+	if se.paused != running {
+		return Info{}, fmt.Errorf("%w: session %s is paused already", ErrPaused, se.id)
+	}
+	if err := se.alive(); err != nil {
+		return Info{}, err
+	}
+	se.lifeMu.Lock()
+	busy := len(se.commands)
+	se.lifeMu.Unlock()
+	if busy > 0 {
+		// A command runs in a sandbox of its own beside the interpreter:
+		// pausing the interpreter alone would let it run on unpaused.
+		return Info{}, fmt.Errorf("%w: session %s has %d command(s) running; pause it when they have ended", ErrBusy, se.id, busy)
+	}
+	lease := se.sandbox()
+	t.addIdleCPU(se.cpu.settle(lease))
+	if keepMemory {
+		if err := lease.Pause(); err != nil {
+			return Info{}, fmt.Errorf("%w: pause: %v", ErrUnavailable, err)
+		}
+		se.paused = pausedAlive
+	} else {
+		lease.Close() // its slot goes back to the budget
+		se.lease.Store(nil)
+		se.closeProxy()
+		se.paused = pausedCold
+	}
+	se.pausedAt = time.Now()
+	se.stopExpiry()
+	return se.info(t.cfg), nil
+}
+
+// Resume makes a paused session run again; resumed is false when it
+// was running.
+func (t *Table) Resume(ctx context.Context, se *Session) (info Info, resumed bool, err error) {
+	if err := lockCtx(ctx, se); err != nil {
+		return Info{}, false, err
+	}
+	defer se.mu.Unlock()
+	if se.paused == running {
+		if err := se.alive(); err != nil {
+			return Info{}, false, err
+		}
+		return se.info(t.cfg), false, nil
+	}
+	if err := t.resume(ctx, se); err != nil {
+		return Info{}, false, err
+	}
+	return se.info(t.cfg), true, nil
+}
+
+// resume thaws or restarts a paused session; call with se.mu.
+func (t *Table) resume(ctx context.Context, se *Session) error {
+	switch se.paused {
+	case pausedAlive:
+		if err := se.sandbox().Resume(); err != nil {
+			return fmt.Errorf("%w: resume: %v", ErrEnded, err)
+		}
+	case pausedCold:
+		if err := t.start(ctx, se, t.opts.Fleet.Start); err != nil {
+			return err
+		}
+	}
+	se.paused, se.pausedAt = running, time.Time{}
+	se.used = time.Now()
+	if se.leftAtPause > 0 {
+		// The lifetime did not run while paused: what was left at the
+		// pause is left now.
+		t.ExpireAfter(se, se.leftAtPause)
+		se.leftAtPause = 0
+	}
+	return nil
+}
+
+// wake resumes a paused session for a request that reached it (call
+// with se.mu): a session with manual resume answers ErrPaused instead.
+func (t *Table) wake(ctx context.Context, se *Session) error {
+	if se.paused == running {
+		return nil
+	}
+	if se.req.ManualResume {
+		return fmt.Errorf("%w: session %s is paused; resume it first", ErrPaused, se.id)
+	}
+	return t.resume(ctx, se)
+}
+
+// Paused reports whether se is paused.
+func (se *Session) Paused() bool {
+	if !se.mu.TryLock() {
+		if last := se.last.Load(); last != nil {
+			return last.State == "paused"
+		}
+		return false
+	}
+	defer se.mu.Unlock()
+	return se.paused != running
+}
+
+// stopExpiry stops the lifetime timer (a paused session's lifetime does
+// not run), keeping the deadline, which resume moves by the pause.
+func (se *Session) stopExpiry() {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	if se.expiry != nil {
+		se.expiry.Stop()
+	}
+	if d := se.deadline.Load(); d != 0 {
+		// Keep what is left of the lifetime, as a duration from the pause.
+		se.leftAtPause = max(time.Until(time.Unix(0, d)), time.Second)
+	}
+}
+
+// lockCtx takes se's run lock, or gives up when ctx ends first (a run in
+// progress may hold it until its timeout).
+func lockCtx(ctx context.Context, se *Session) error {
+	for !se.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// pauseAtTimeout pauses a session whose lifetime ran out and whose
+// timeout pauses it (E2B's autoPause): its commands are ended first (a
+// machine that pauses stops them too, but they run in sandboxes of their
+// own), then it pauses with its memory. A session that cannot pause ends.
+func (t *Table) pauseAtTimeout(se *Session) {
+	se.lifeMu.Lock()
+	for cancel := range se.commands {
+		(*cancel)()
+	}
+	se.lifeMu.Unlock()
+	se.cmdsDone.Wait()
+	if _, err := t.Pause(context.Background(), se, true); err != nil {
+		t.log.Warn("session reached its lifetime and could not pause: closing it", "session", se.id, "owner", se.owner, "err", err)
+		t.Drop(se)
+		return
+	}
+	t.log.Info("session reached its lifetime: paused", "session", se.id, "owner", se.owner)
+}
