@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/config"
 )
 
 // box is an E2B sandbox as the tests reach it: the control plane with
@@ -122,8 +124,8 @@ func ids(items []map[string]any, field string) []string {
 // look down (502) and a second pause is 409 until connect resumes it
 // (201) under the same id and access token; a second connect is 200.
 func TestPauseThenConnectResumes(t *testing.T) {
-	srv, _ := newServer(t)
-	b := createBox(t, srv, `{"templateID": "base", "timeout": 120, "envVars": {"TEST_VAR": "sfisback"}}`)
+	srv, _ := newServerWith(t, func(c *config.Config) { c.EnableFilesystem = true }) // os.environ
+	b := createBox(t, srv, `{"templateID": "filesystem", "timeout": 120, "envVars": {"TEST_VAR": "sfisback"}}`)
 	b.mustRun("x = 41\nopen('/home/user/kept.txt', 'w').write('kept')")
 	if got := b.info()["lifecycle"]; fmt.Sprint(got) != "map[autoResume:false onTimeout:kill]" {
 		t.Errorf("lifecycle of a plain sandbox: %v", got)

@@ -32,10 +32,19 @@ const aliceKey = "e2b_00112233445566778899"
 // newServer is the E2B surface over a real service, on loopback.
 func newServer(t *testing.T) (*httptest.Server, *service.Service) {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with the configuration changed by tune.
+func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *service.Service) {
+	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
+	if tune != nil {
+		tune(&cfg)
+	}
 	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
