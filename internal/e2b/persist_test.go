@@ -317,3 +317,24 @@ func TestListNewestFirstByStateInPages(t *testing.T) {
 		}
 	}
 }
+
+// A filesystem-only pause (memory false) and a connect that asks for a
+// cold boot (memory false, the SDK's onResume 'reboot') both keep the
+// files and start a fresh interpreter, as E2B's cold boot does.
+func TestFilesystemOnlyPauseAndRebootKeepFiles(t *testing.T) {
+	srv, _ := newServer(t)
+	for name, tc := range map[string]struct{ pause, connect string }{
+		"pause memory false":   {`{"memory": false}`, `{}`},
+		"connect memory false": {`{}`, `{"memory": false}`},
+	} {
+		b := createBox(t, srv, `{"timeout": 60}`)
+		b.mustRun("v = 'in memory'\nopen('/home/user/disk.txt', 'w').write('on disk')")
+		if status, body := ctl(t, srv, "POST", "/sandboxes/"+b.id+"/pause", tc.pause); status != 204 {
+			t.Fatalf("%s: pause: %d %v", name, status, body)
+		}
+		if status, body := ctl(t, srv, "POST", "/v2/sandboxes/"+b.id+"/connect", tc.connect); status != 201 {
+			t.Fatalf("%s: connect: %d %v", name, status, body)
+		}
+		b.mustRun("print(open('/home/user/disk.txt').read(), 'v' in globals())", "on disk False")
+	}
+}
