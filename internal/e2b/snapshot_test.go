@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/codecage/codecage/internal/config"
 )
 
 // A snapshot is listed (by sandbox, by name, a page at a time); new
@@ -15,8 +17,8 @@ import (
 // its files and variables and none seeing the others'; deleting it twice
 // is 204 then 404 (the SDK's true then false).
 func TestSnapshotsCreateListStartFromDelete(t *testing.T) {
-	srv, _ := newServer(t)
-	src := createBox(t, srv, `{"timeout": 120}`)
+	srv, _ := newServerWith(t, func(c *config.Config) { c.EnableFilesystem = true }) // os.makedirs
+	src := createBox(t, srv, `{"templateID": "filesystem", "timeout": 120}`)
 	src.mustRun("y = 7\nimport os\nos.makedirs('/home/user/d', exist_ok=True)\nopen('/home/user/d/f.txt', 'w').write('from the source')")
 
 	status, named := ctl(t, srv, "POST", "/sandboxes/"+src.id+"/snapshots", `{"name": "snap-one"}`)
