@@ -132,3 +132,6 @@ func (f *Fleet) StartFromImage(ctx context.Context, dir string, w Work) (*Lease,
 	l.onEnd = func() { ReleaseUID(img.UID) }
 	return l, nil
 }
+
+// ReadImage reads the manifest of the memory image in dir.
+func ReadImage(dir string) (MemoryImage, error) { return gvisor.ReadImage(dir) }

@@ -71,3 +71,7 @@ func uidHeld(uid int) bool {
 	defer uidHolds.Unlock()
 	return uidHolds.n[uid] > 0
 }
+
+// UIDHeld reports whether something of this process holds uid: a restore
+// of an image made by another process must not share it with them.
+func UIDHeld(uid int) bool { return uidHeld(uid) }

@@ -106,6 +106,7 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.sessions.CloseAll()
 	s.fleet.Close()
+	s.closeSnapshots()
 }
 
 // PoolStats reports each pool by class name, and the spare sessions of

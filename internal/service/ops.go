@@ -45,6 +45,9 @@ type op struct {
 const (
 	opCreate   = "create"
 	opValidate = "validate"
+	// The snapshot store is shared by the replicas: any of them answers.
+	opSnapshots      = "snapshots"
+	opDeleteSnapshot = "delete_snapshot"
 )
 
 // ops is filled by init: its serve functions call the public methods,
@@ -74,6 +77,11 @@ func init() {
 		// A resume may start a sandbox (after a pause that kept no memory).
 		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", run: runPause, serve: servePause},
 		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", run: runRestart, serve: serveResume},
+		// A snapshot and a fork copy a workspace and an image: a start's time, and more.
+		OpSnapshot:       {admit: admitHeavy, kind: EventSession, action: "snapshot", run: runSnapshot, serve: serveSnapshot},
+		OpFork:           {admit: admitHeavy, kind: EventSession, action: "fork", run: runSnapshot, serve: serveFork},
+		opSnapshots:      {admit: admitNone, kind: EventSession, action: "list_snapshots", quiet: true},
+		opDeleteSnapshot: {admit: admitLight, kind: EventSession, action: "delete_snapshot"},
 	}
 }
 

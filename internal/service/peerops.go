@@ -62,6 +62,18 @@ func serveResume(ctx context.Context, s *Service, call PeerCall, _ func(stream, 
 	return resumed{info, ok}, err
 }
 
+func serveSnapshot(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+	return s.SnapshotSession(ctx, call.SessionID, call.Owner, call.Name)
+}
+
+func serveFork(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+	return s.ForkSession(ctx, call.SessionID, call.Owner, call.Count, call.Lifetime)
+}
+
+// runSnapshot: a snapshot waits for the request in progress, then copies
+// memory and files.
+func runSnapshot(s *Service, _ PeerCall) time.Duration { return s.cfg.MaxTimeout + 5*time.Minute }
+
 // runPause: a pause waits for the request in progress in the session.
 func runPause(s *Service, _ PeerCall) time.Duration { return s.cfg.MaxTimeout + 10*time.Second }
 

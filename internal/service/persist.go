@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/codecage/codecage/internal/session"
@@ -118,21 +119,94 @@ func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*Session
 // SnapshotSession saves a persistent copy of a session, which keeps
 // running: new sessions start from it (SessionRequest.FromSnapshot).
 func (s *Service) SnapshotSession(ctx context.Context, id, owner, name string) (*SnapshotInfo, error) {
-	return nil, ErrUnavailable
+	return do(ctx, s, OpSnapshot, call[*SnapshotInfo]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Name: name},
+		run: func(ctx context.Context) (*SnapshotInfo, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				return nil, err
+			}
+			return s.saveSnapshot(ctx, se, owner, name)
+		},
+		success: func(info *SnapshotInfo, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "snapshot", Backend: info.Backend, Outcome: "success", Duration: took,
+				Detail: id + " " + info.ID + fmt.Sprintf(" %d bytes", info.SizeBytes)}
+		},
+	})
 }
 
 // ForkSession makes count live copies of a session now, each with its own
 // copy of the workspace; lifetime (0: the default) is each copy's.
 func (s *Service) ForkSession(ctx context.Context, id, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
-	return nil, ErrUnavailable
+	return do(ctx, s, OpFork, call[[]ForkResult]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Count: count, Lifetime: lifetime},
+		check: func() error {
+			if count < 1 || count > MaxForks {
+				return fmt.Errorf("%w: count %d: a fork makes 1 to %d copies", ErrInvalidRequest, count, MaxForks)
+			}
+			return s.checkLifetime(lifetime, time.Now())
+		},
+		run: func(ctx context.Context) ([]ForkResult, error) { return s.fork(ctx, id, owner, count, lifetime) },
+		success: func(res []ForkResult, took time.Duration) Event {
+			made := 0
+			for _, r := range res {
+				if r.Session != nil {
+					made++
+				}
+			}
+			return Event{Kind: EventSession, Action: "fork", Outcome: "success", Duration: took, Detail: fmt.Sprintf("%s %d of %d", id, made, count)}
+		},
+	})
+}
+
+// fork snapshots the session, starts count sessions from the snapshot,
+// then deletes it.
+func (s *Service) fork(ctx context.Context, id, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return nil, err
+	}
+	if se.Paused() {
+		return nil, fmt.Errorf("%w: session %s is paused; resume it before forking it", ErrSessionPaused, id)
+	}
+	snap, err := s.saveSnapshot(ctx, se, owner, "")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := s.deleteSnapshot(context.WithoutCancel(ctx), owner, snap.ID); err != nil {
+			s.log().Warn("a fork's snapshot could not be deleted", "snapshot", snap.ID, "err", err)
+		}
+	}()
+	req := se.Request()
+	out := make([]ForkResult, count)
+	for i := range out {
+		info, err := s.openFromSnapshot(ctx, SessionRequest{Owner: owner, FromSnapshot: snap.ID, Lifetime: lifetime,
+			OnTimeout: req.OnTimeout, ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template})
+		if err != nil {
+			out[i].Error = &ForkError{Kind: ErrorKind(err), Message: err.Error()}
+			continue
+		}
+		info.FromSnapshot = "" // the fork's snapshot is gone once it returns
+		out[i].Session = info
+	}
+	return out, nil
 }
 
 // ListSnapshots lists the owner's snapshots, newest first.
 func (s *Service) ListSnapshots(ctx context.Context, owner string, f SnapshotFilter) ([]SnapshotInfo, error) {
-	return nil, ErrUnavailable
+	return do(ctx, s, opSnapshots, call[[]SnapshotInfo]{
+		run: func(ctx context.Context) ([]SnapshotInfo, error) { return s.listSnapshots(ctx, owner, f) },
+	})
 }
 
 // DeleteSnapshot deletes one of the owner's snapshots.
 func (s *Service) DeleteSnapshot(ctx context.Context, owner, id string) error {
-	return ErrUnavailable
+	_, err := do(ctx, s, opDeleteSnapshot, call[struct{}]{
+		run: func(ctx context.Context) (struct{}, error) { return struct{}{}, s.deleteSnapshot(ctx, owner, id) },
+		success: func(struct{}, time.Duration) Event {
+			return Event{Kind: EventSession, Action: "delete_snapshot", Outcome: "success", Detail: id}
+		},
+	})
+	return err
 }

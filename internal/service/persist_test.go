@@ -195,3 +195,158 @@ func TestSessionOnTimeoutPause(t *testing.T) {
 		t.Fatalf("after the resume: %q", out)
 	}
 }
+
+// snapshotService is a service whose snapshots live under its state dir.
+func snapshotService(t *testing.T, mutate ...func(*config.Config)) (*service.Service, string) {
+	t.Helper()
+	var stateDir string
+	svc := sessionService(t, append(mutate, func(c *config.Config) { stateDir = c.StateDir })...)
+	return svc, stateDir
+}
+
+// A snapshot keeps the session's variables, functions, classes and
+// files; the session goes on, and a session started from the snapshot has
+// them all, in a workspace of its own: a write in one is not seen in the
+// other. Natively a generator cannot be saved and is named; under gVisor
+// the memory image keeps it.
+func TestSessionSnapshotAndStartFromIt(t *testing.T) {
+	svc, stateDir := snapshotService(t)
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	setup := "x = 41\ndef inc(v):\n    return v + 1\nclass Box:\n    def __init__(self, v): self.v = v\nb = Box('boxed')\n" +
+		"g = (i for i in range(10))\nnext(g)\nopen('data.txt', 'w').write('saved file')"
+	if res := inSession(t, svc, id, "alice", setup); !res.Success {
+		t.Fatalf("setup: %+v", res.Error)
+	}
+	snap, err := svc.SnapshotSession(ctx, id, "alice", "first")
+	if err != nil {
+		t.Fatalf("SnapshotSession: %v", err)
+	}
+	if snap.ID == "" || snap.Name != "first" || snap.SessionID != id || snap.SizeBytes <= 0 {
+		t.Fatalf("snapshot: %+v", snap)
+	}
+	gvisor := testBackend(t) == config.IsolationGVisor
+	if named := strings.Join(snap.NotSaved, "\n"); gvisor != (named == "") || (!gvisor && !strings.Contains(named, "g ")) {
+		t.Fatalf("not saved (gVisor %v): %q", gvisor, snap.NotSaved)
+	}
+	// The session goes on, unchanged by the snapshot.
+	if out := inSession(t, svc, id, "alice", "x += 100\nopen('data.txt', 'w').write('changed')\nprint(x)").Stdout; out != "141\n" {
+		t.Fatalf("the session after its snapshot: %q", out)
+	}
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatalf("CreateSession from the snapshot: %v", err)
+	}
+	if info.ID == id || info.FromSnapshot != snap.ID {
+		t.Fatalf("the copy: %+v", info)
+	}
+	code := "print(inc(x), b.v, open('data.txt').read())"
+	want := "42 boxed saved file\n"
+	if gvisor {
+		code, want = "print(inc(x), b.v, open('data.txt').read(), next(g))", "42 boxed saved file 1\n"
+	}
+	if out := inSession(t, svc, info.ID, "alice", code).Stdout; out != want {
+		t.Fatalf("the session started from the snapshot: %q, want %q", out, want)
+	}
+	// Its workspace is its own, on the host too, owned by its sandbox's uid.
+	inSession(t, svc, info.ID, "alice", "open('only-in-copy.txt', 'w').write('c')")
+	if _, err := os.Stat(filepath.Join(stateDir, "sessions", id, "only-in-copy.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the copy's file in the original's workspace: %v", err)
+	}
+	if uid := workspaceUID(t, stateDir, info.ID); uid == 0 {
+		t.Fatalf("the copy's workspace belongs to root")
+	}
+	list, err := svc.ListSnapshots(ctx, "alice", service.SnapshotFilter{})
+	if err != nil || len(list) != 1 || list[0].ID != snap.ID {
+		t.Fatalf("ListSnapshots: %+v, %v", list, err)
+	}
+	if list, _ := svc.ListSnapshots(ctx, "bob", service.SnapshotFilter{}); len(list) != 0 {
+		t.Fatalf("bob sees alice's snapshots: %+v", list)
+	}
+	if _, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "bob", FromSnapshot: snap.ID}); !errors.Is(err, service.ErrSnapshotNotFound) {
+		t.Fatalf("bob starting from alice's snapshot: %v, want ErrSnapshotNotFound", err)
+	}
+	if err := svc.DeleteSnapshot(ctx, "bob", snap.ID); !errors.Is(err, service.ErrSnapshotNotFound) {
+		t.Fatalf("bob deleting alice's snapshot: %v", err)
+	}
+	if err := svc.DeleteSnapshot(ctx, "alice", snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteSnapshot(ctx, "alice", snap.ID); !errors.Is(err, service.ErrSnapshotNotFound) {
+		t.Fatalf("deleting it twice: %v", err)
+	}
+}
+
+// A fork makes live copies of a session now: each has its state and its
+// files, and each goes its own way.
+func TestSessionFork(t *testing.T) {
+	svc, _ := snapshotService(t)
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	inSession(t, svc, id, "alice", "n = 1\nopen('f.txt', 'w').write('parent')")
+	forks, err := svc.ForkSession(ctx, id, "alice", 3, 0)
+	if err != nil || len(forks) != 3 {
+		t.Fatalf("ForkSession: %+v, %v", forks, err)
+	}
+	seen := map[string]bool{id: true}
+	for i, f := range forks {
+		if f.Error != nil || f.Session == nil || seen[f.Session.ID] {
+			t.Fatalf("copy %d: %+v %+v", i, f.Session, f.Error)
+		}
+		seen[f.Session.ID] = true
+		code := "n += " + strconv.Itoa(10*(i+1)) + "\nopen('f.txt', 'a').write(' " + strconv.Itoa(i) + "')"
+		inSession(t, svc, f.Session.ID, "alice", code)
+	}
+	for i, f := range forks {
+		want := strconv.Itoa(1+10*(i+1)) + " parent " + strconv.Itoa(i) + "\n"
+		if out := inSession(t, svc, f.Session.ID, "alice", "print(n, open('f.txt').read())").Stdout; out != want {
+			t.Fatalf("copy %d: %q, want %q", i, out, want)
+		}
+	}
+	if out := inSession(t, svc, id, "alice", "print(n, open('f.txt').read())").Stdout; out != "1 parent\n" {
+		t.Fatalf("the parent after its copies wrote: %q", out)
+	}
+	if list, _ := svc.ListSnapshots(ctx, "alice", service.SnapshotFilter{}); len(list) != 0 {
+		t.Fatalf("a fork left its snapshot behind: %+v", list)
+	}
+	for _, n := range []int{0, service.MaxForks + 1} {
+		if _, err := svc.ForkSession(ctx, id, "alice", n, 0); !errors.Is(err, service.ErrInvalidRequest) {
+			t.Fatalf("a fork into %d: %v, want ErrInvalidRequest", n, err)
+		}
+	}
+}
+
+// A snapshot altered in the store is refused before any of it is used
+// (no session is opened); one over the owner's count is refused.
+func TestSnapshotTamperedOrOverTheLimitIsRefused(t *testing.T) {
+	svc, stateDir := snapshotService(t, func(c *config.Config) { c.SnapshotMaxCount = 1 })
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	inSession(t, svc, id, "alice", "secret = 'kept'\nopen('w.txt', 'w').write('workspace')")
+	snap, err := svc.SnapshotSession(ctx, id, "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SnapshotSession(ctx, id, "alice", ""); !errors.Is(err, service.ErrTooLarge) {
+		t.Fatalf("a second snapshot over a count of 1: %v, want ErrTooLarge", err)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(stateDir, "snapshots", "owners", "*", snap.ID, "blobs", "workspace"))
+	if len(blobs) != 1 {
+		t.Fatalf("the workspace blob on disk: %v", blobs)
+	}
+	b, err := os.ReadFile(blobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(blobs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := svc.SessionCount()
+	if _, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", FromSnapshot: snap.ID}); !errors.Is(err, service.ErrSnapshotUnusable) {
+		t.Fatalf("a tampered snapshot: %v, want ErrSnapshotUnusable", err)
+	}
+	if got := svc.SessionCount(); got != before {
+		t.Fatalf("sessions: %d before, %d after the refused start", before, got)
+	}
+}

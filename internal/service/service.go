@@ -53,6 +53,7 @@ type Service struct {
 	// transfers holds a token per file download or upload in progress
 	// (SANDBOX_MAX_TRANSFERS).
 	transfers chan struct{}
+	snaps     snapshotStore
 }
 
 // Options are what a service is given besides the configuration. Each is

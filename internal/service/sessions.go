@@ -77,7 +77,12 @@ func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInf
 func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
 	return do(ctx, s, opCreate, call[*SessionInfo]{
 		profile: strings.Join(req.Profiles, ","),
-		run:     func(ctx context.Context) (*SessionInfo, error) { return s.createSession(ctx, req) },
+		run: func(ctx context.Context) (*SessionInfo, error) {
+			if req.FromSnapshot != "" {
+				return s.openFromSnapshot(ctx, req)
+			}
+			return s.createSession(ctx, req)
+		},
 		success: func(info *SessionInfo, took time.Duration) Event {
 			return Event{Kind: EventSession, Action: "create", Profile: strings.Join(info.Profiles, ","), Backend: info.Backend, Outcome: "success",
 				Duration: took, Detail: info.ID}

@@ -49,13 +49,11 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 		t.mu.Unlock()
 		return info, nil
 	}
-	id := t.opts.NewID()
-	now := time.Now()
-	se := &Session{id: id, owner: req.Owner, req: req, imports: imports, limits: limits, created: now, used: now, backend: backend}
+	se := t.newSession(req, shape)
 	// Held while it starts, so the reaper does not take a session that
 	// boots slower than its idle TTL (gVisor) for an idle one.
 	se.mu.Lock()
-	t.byID[id] = se // holds the slot while it starts
+	t.byID[se.id] = se // holds the slot while it starts
 	t.mu.Unlock()
 
 	err := t.start(ctx, se, t.opts.Fleet.Start)
@@ -71,8 +69,22 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 	return se.info(t.cfg), nil
 }
 
+// newSession is a session of req in its resolved shape, not yet started.
+func (t *Table) newSession(req Request, shape Shape) *Session {
+	now := time.Now()
+	return &Session{id: t.opts.NewID(), owner: req.Owner, req: req, imports: shape.Imports, limits: shape.Limits,
+		created: now, used: now, backend: shape.Backend}
+}
+
+// launch starts a session's sandbox with a new slot of the budget.
+func (t *Table) launch(ctx context.Context, backend string, spec fleet.Spec) (*fleet.Lease, error) {
+	return t.opts.Fleet.Start(ctx, backend, spec)
+}
+
 // start (re)starts the session's sandbox on its workspace; launch gets
-// it from the fleet (a new slot, a spare's, or the session's own).
+// it from the fleet (a new slot, a spare's, or the session's own). A
+// session restored from a snapshot (se.restore) gets its workspace filled
+// first and, under gVisor, its sandbox from the memory image.
 func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) error {
 	if se.dir == "" {
 		claim, err := claimWorkspaces(t.cfg.StateDir, se.id)
@@ -90,18 +102,29 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
 		}
 		uid := 0
-		if os.Geteuid() == 0 {
+		switch {
+		case se.restore != nil && se.restore.Image != nil:
+			// Every sandbox restored from a memory image runs as its uid.
+			uid = se.restore.Image.UID
+			err = fleet.HoldUID(uid)
+		case os.Geteuid() == 0:
 			// One identity for the session's interpreters and commands:
 			// each can change the files the others wrote.
-			if uid, err = fleet.ReserveUID(); err != nil {
-				removeWorkspace(dir)
-				removeWorkspace(site)
-				return fmt.Errorf("%w: %v", ErrUnavailable, err)
-			}
+			uid, err = fleet.ReserveUID()
+		}
+		if err != nil {
+			removeWorkspace(dir)
+			removeWorkspace(site)
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		se.lifeMu.Lock() // commands read them without mu
 		se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
 		se.lifeMu.Unlock()
+		if se.restore != nil {
+			if err := se.restore.Workspace(se.dir, uid); err != nil {
+				return err // Drop removes the workspace and releases the uid
+			}
+		}
 	}
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
@@ -125,7 +148,13 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	}
 	// The sandbox outlives the request: its end must not end it. (The
 	// wait for a slot is still bounded by the queue timeout.)
-	lease, err := launch(context.WithoutCancel(ctx), se.backend, spec)
+	var lease *fleet.Lease
+	var err error
+	if se.restore != nil && se.restore.Image != nil {
+		lease, err = t.opts.Fleet.StartFromImage(context.WithoutCancel(ctx), se.restore.ImageDir, work)
+	} else {
+		lease, err = launch(context.WithoutCancel(ctx), se.backend, spec)
+	}
 	if err != nil {
 		se.closeProxy()
 		return t.opts.StartError(ctx, err)

@@ -206,6 +206,9 @@ type Session struct {
 	paused      pauseState
 	pausedAt    time.Time
 	leftAtPause time.Duration
+	// restore is the snapshot the session is being started from, during
+	// its first start (under mu).
+	restore *RestoreFrom
 }
 
 // Get returns the owner's session id, or ErrNotFound.

@@ -99,6 +99,10 @@ func (se *Session) Home() string { return fleet.HomeOf(se.req.Home) }
 // Env are the environment variables of the session's runs and commands.
 func (se *Session) Env() map[string]string { return se.req.Env }
 
+// Request is what the session was opened with (fixed once it is in the
+// table).
+func (se *Session) Request() Request { return se.req }
+
 // Workspace is the session's workspace on the host: its directory, its
 // package directory, the uid of its sandboxes (0: each its own, rootless),
 // and whether the directory is a tmpfs of its own whose size is its quota.

@@ -242,3 +242,13 @@ const copyBuf = 1 << 20
 
 // onlyReader hides a reader's WriterTo so CopyBuffer uses the buffer.
 type onlyReader struct{ io.Reader }
+
+// Describe records, before Commit, what was learnt while writing: the
+// gVisor build, platform and uid a memory image binds to, and what could
+// not be saved (capped as in Manifest.NotSaved).
+func (w *Writer) Describe(runscVersion, platform string, uid int64, notSaved []string) {
+	w.m.RunscVersion = capString(runscVersion, MaxFieldLen)
+	w.m.Platform = capString(platform, MaxFieldLen)
+	w.m.UID = uid
+	w.m.NotSaved = capNotSaved(notSaved)
+}

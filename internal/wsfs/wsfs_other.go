@@ -5,6 +5,7 @@ package wsfs
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 )
 
@@ -31,3 +32,13 @@ func (*Root) CreateTemp(string, string, uint32) (*os.File, string, error) {
 func (*Root) Remove(string) error            { return errors.ErrUnsupported }
 func (*Root) RemoveEmptyDir(string) error    { return errors.ErrUnsupported }
 func (*Root) Resolve(string) (string, error) { return "", errors.ErrUnsupported }
+
+// Archive is unsupported outside Linux.
+func Archive(context.Context, string, io.Writer, ArchiveLimits) (ArchiveReport, error) {
+	return ArchiveReport{}, errors.ErrUnsupported
+}
+
+// Unpack is unsupported outside Linux.
+func Unpack(context.Context, string, io.Reader, int, ArchiveLimits) error {
+	return errors.ErrUnsupported
+}

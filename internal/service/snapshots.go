@@ -1,0 +1,362 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
+	"github.com/codecage/codecage/internal/snapstore"
+	"github.com/codecage/codecage/internal/wsfs"
+)
+
+// Snapshots: a session written into the snapshot store (internal/snapstore:
+// sealed, per-owner limits, a TTL) as three blobs: its workspace (a tar),
+// and its interpreter's state (natively, "state": the pickled globals) or
+// its memory image (gVisor, "memory": runsc's image directory as a tar).
+// New sessions start from one; a fork is a snapshot that is deleted once
+// its copies have started.
+
+// Blob names in the store.
+const (
+	blobWorkspace = "workspace"
+	blobState     = "state"
+	blobMemory    = "memory"
+)
+
+// snapshotSpec is the session a snapshot was made of, as its copies are
+// opened: the manifest's opaque spec.
+type snapshotSpec struct {
+	Profiles       []string          `json:"profiles,omitempty"`
+	AllowedImports []string          `json:"allowed_imports,omitempty"`
+	MemoryBytes    int64             `json:"memory_bytes,omitempty"`
+	Home           string            `json:"home,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Template       string            `json:"template,omitempty"`
+}
+
+// snapshotStore is the store, opened when a snapshot is first asked for
+// (a database that is down then is an error of that request, not of the
+// server's start); uids are the image uids this process holds for the
+// gVisor snapshots it made, by snapshot id.
+type snapshotStore struct {
+	mu   sync.Mutex
+	st   *snapstore.Store
+	uids map[string]int
+}
+
+func (s *Service) snapshots(ctx context.Context) (*snapstore.Store, error) {
+	s.snaps.mu.Lock()
+	defer s.snaps.mu.Unlock()
+	if s.snaps.st != nil {
+		return s.snaps.st, nil
+	}
+	dir, dsn, secretFile := s.cfg.SnapshotPlace()
+	st, err := snapstore.Open(ctx, snapstore.Options{Dir: dir, DSN: dsn, Secret: s.cfg.SnapshotSecret, SecretFile: secretFile,
+		MaxBytes: s.cfg.SnapshotMaxBytes, MaxCount: s.cfg.SnapshotMaxCount, TTL: s.cfg.SnapshotTTL})
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	s.snaps.st, s.snaps.uids = st, map[string]int{}
+	return st, nil
+}
+
+// closeSnapshots closes the store (service shutdown).
+func (s *Service) closeSnapshots() {
+	s.snaps.mu.Lock()
+	defer s.snaps.mu.Unlock()
+	if s.snaps.st != nil {
+		_ = s.snaps.st.Close()
+		s.snaps.st = nil
+	}
+}
+
+// snapshotErr classifies a failure of the store or of a saved state.
+func snapshotErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, snapstore.ErrNotFound):
+		return fmt.Errorf("%w: %v", ErrSnapshotNotFound, err)
+	case errors.Is(err, snapstore.ErrLimit), errors.Is(err, fleet.ErrStateTooLarge):
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	case errors.Is(err, snapstore.ErrTampered), errors.Is(err, fleet.ErrImageMismatch), errors.Is(err, fleet.ErrBadImage),
+		errors.Is(err, fleet.ErrStateRefused):
+		return fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
+	case errors.Is(err, snapstore.ErrInvalid), errors.Is(err, snapstore.ErrExists):
+		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	case errors.Is(err, snapstore.ErrUnavailable), errors.Is(err, snapstore.ErrNoSecret):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// workspaceLimits bound a workspace's archive and its unpacking: the
+// workspace's own size, with room for the tar's headers.
+func (s *Service) workspaceLimits() wsfs.ArchiveLimits {
+	return wsfs.ArchiveLimits{MaxBytes: s.cfg.WorkspaceMax + s.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
+}
+
+// imageLimits bound a memory image's directory (runsc's own files).
+func (s *Service) imageLimits() wsfs.ArchiveLimits {
+	return wsfs.ArchiveLimits{MaxBytes: s.cfg.SnapshotMaxBytes + 1, MaxEntries: 1 << 16, MaxDepth: 16}
+}
+
+// stateOptions bound a native state's snapshot and restore.
+func (s *Service) stateOptions(allowed []string) fleet.StateOptions {
+	return fleet.StateOptions{MaxBytes: s.cfg.SnapshotMaxBytes, AllowedImports: allowed}
+}
+
+// tempDir is a new directory for a memory image on its way to or from
+// the store, under the state directory (the same file system as the
+// sandboxes' bundles).
+func (s *Service) tempDir() (string, error) {
+	base := filepath.Join(s.cfg.StateDir, "images")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	dir, err := os.MkdirTemp(base, "img-")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return dir, nil
+}
+
+// saveSnapshot writes session se into the store as a snapshot of owner.
+func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, name string) (*SnapshotInfo, error) {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := se.Request()
+	spec, _ := json.Marshal(snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template})
+	w, err := st.Create(ctx, snapstore.Manifest{Kind: snapstore.KindSnapshot, Owner: owner, Name: name, SessionID: se.ID(),
+		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: spec})
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	defer w.Abort() // nothing, once committed
+	to := session.SnapshotTo{StateOpts: s.stateOptions(nil), Workspace: func(dir string) error {
+		bw, err := w.Blob(blobWorkspace)
+		if err != nil {
+			return err
+		}
+		_, err = wsfs.Archive(ctx, dir, bw, s.workspaceLimits())
+		return err
+	}}
+	if se.Backend() == fleet.GVisor {
+		if to.ImageDir, err = s.tempDir(); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(to.ImageDir)
+	} else if to.State, err = w.Blob(blobState); err != nil {
+		return nil, snapshotErr(err)
+	}
+	c, err := s.sessions.Snapshot(ctx, se, to)
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	var runsc, platform string
+	uid := -1
+	if c.Image != nil {
+		runsc, platform, uid = c.Image.RunscVersion, c.Image.Platform, c.Image.UID
+		bw, err := w.Blob(blobMemory)
+		if err == nil {
+			_, err = wsfs.Archive(ctx, to.ImageDir, bw, s.imageLimits())
+		}
+		if err != nil {
+			fleet.ReleaseUID(uid)
+			return nil, snapshotErr(err)
+		}
+	}
+	w.Describe(runsc, platform, int64(uid), c.NotSaved)
+	m, err := w.Commit()
+	if err != nil {
+		if uid >= 0 {
+			fleet.ReleaseUID(uid)
+		}
+		return nil, snapshotErr(err)
+	}
+	if uid >= 0 {
+		// The image's uid stays held while the snapshot lives: every
+		// session started from it runs as that uid (DeleteSnapshot lets go).
+		s.snaps.mu.Lock()
+		s.snaps.uids[m.ID] = uid
+		s.snaps.mu.Unlock()
+	}
+	info := snapshotInfo(m)
+	return &info, nil
+}
+
+func snapshotInfo(m snapstore.Manifest) SnapshotInfo {
+	return SnapshotInfo{ID: m.ID, Name: m.Name, SessionID: m.SessionID, Backend: m.Backend, CreatedAt: m.Created, ExpiresAt: m.Expires,
+		SizeBytes: m.Size, NotSaved: m.NotSaved}
+}
+
+// openFromSnapshot opens a session of req from the owner's snapshot
+// req.FromSnapshot: the snapshot's session's shape (profiles, memory,
+// home, environment), the caller's lifetime, labels and resume choices.
+func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The whole snapshot is verified before any byte of it is used; its
+	// blobs are read within this context.
+	snap, err := st.Get(ctx, req.Owner, req.FromSnapshot)
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	defer snap.Close()
+	m := snap.Manifest()
+	var spec snapshotSpec
+	if err := json.Unmarshal(m.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
+	}
+	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
+	req.UseContainer = m.Backend == fleet.GVisor
+	if req.Labels == nil {
+		req.Labels = spec.Labels
+	}
+	if req.Template == "" {
+		req.Template = spec.Template
+	}
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return nil, err
+	}
+	if backend != m.Backend {
+		return nil, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
+	}
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
+	}
+	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSessionShape(req); err != nil {
+		return nil, err
+	}
+	from := session.RestoreFrom{StateOpts: s.stateOptions(imports.Modules), Workspace: func(dir string, uid int) error {
+		r, err := snap.Blob(blobWorkspace)
+		if err != nil {
+			return snapshotErr(err)
+		}
+		if err := wsfs.Unpack(ctx, dir, r, uid, s.workspaceLimits()); err != nil {
+			return fmt.Errorf("%w: its workspace: %v", ErrSnapshotUnusable, err)
+		}
+		return nil
+	}}
+	if m.Backend == fleet.GVisor {
+		if from.ImageDir, err = s.imageFrom(ctx, snap); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(from.ImageDir)
+		img, err := fleet.ReadImage(from.ImageDir)
+		if err != nil {
+			return nil, snapshotErr(err)
+		}
+		if int64(img.UID) != m.UID {
+			return nil, fmt.Errorf("%w: its image runs as uid %d, its manifest says %d", ErrSnapshotUnusable, img.UID, m.UID)
+		}
+		if err := s.checkImageUID(m.ID, img.UID); err != nil {
+			return nil, err
+		}
+		from.Image = &img
+	} else if from.State, err = snap.Blob(blobState); err != nil {
+		return nil, snapshotErr(err)
+	}
+	info, lost, err := s.sessions.CreateFrom(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, from)
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	if len(lost) > 0 {
+		s.log().Info("session started from a snapshot without part of its state", "session", info.ID, "snapshot", m.ID, "not_restored", len(lost))
+	}
+	out := SessionInfo(info)
+	return &out, nil
+}
+
+// imageFrom unpacks a snapshot's memory image into a new directory.
+func (s *Service) imageFrom(ctx context.Context, snap *snapstore.Snapshot) (string, error) {
+	dir, err := s.tempDir()
+	if err != nil {
+		return "", err
+	}
+	r, err := snap.Blob(blobMemory)
+	if err == nil {
+		err = wsfs.Unpack(ctx, dir, r, -1, s.imageLimits())
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("%w: its memory image: %v", ErrSnapshotUnusable, snapshotErr(err))
+	}
+	return dir, nil
+}
+
+// checkImageUID refuses to restore an image whose uid this process holds
+// for something else: an image made by an earlier process or another
+// replica, whose uid went to an unrelated session here meanwhile.
+func (s *Service) checkImageUID(id string, uid int) error {
+	s.snaps.mu.Lock()
+	mine := s.snaps.uids[id] == uid
+	s.snaps.mu.Unlock()
+	if !mine && fleet.UIDHeld(uid) {
+		return fmt.Errorf("%w: the snapshot's sandbox ran as host uid %d, which another sandbox here uses now; try again later", ErrUnavailable, uid)
+	}
+	return nil
+}
+
+// listSnapshots lists the owner's snapshots (of the named kind), newest
+// first, narrowed by f.
+func (s *Service) listSnapshots(ctx context.Context, owner string, f SnapshotFilter) ([]SnapshotInfo, error) {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := st.List(ctx, owner)
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	out := []SnapshotInfo{}
+	for _, m := range ms {
+		if m.Kind != snapstore.KindSnapshot || (f.SessionID != "" && m.SessionID != f.SessionID) ||
+			(f.Name != "" && m.Name != f.Name && m.ID != f.Name && !strings.HasPrefix(f.Name, m.ID+":")) {
+			continue
+		}
+		out = append(out, snapshotInfo(m))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	return out, nil
+}
+
+// deleteSnapshot deletes one of the owner's snapshots, and lets go of
+// its image's uid.
+func (s *Service) deleteSnapshot(ctx context.Context, owner, id string) error {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Delete(ctx, owner, id); err != nil {
+		return snapshotErr(err)
+	}
+	s.snaps.mu.Lock()
+	uid, ok := s.snaps.uids[id]
+	delete(s.snaps.uids, id)
+	s.snaps.mu.Unlock()
+	if ok {
+		fleet.ReleaseUID(uid)
+	}
+	return nil
+}

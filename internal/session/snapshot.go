@@ -1,0 +1,162 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+)
+
+// Snapshots of a session: what it holds written out (its interpreter's
+// state and its workspace), and new sessions started from such a copy.
+// Where the copy goes (the snapshot store) is the caller's business.
+//
+// Natively the interpreter's state is its globals, pickled inside the
+// sandbox (fleet.Lease.SnapshotState): what cannot be pickled is named,
+// not saved. Under gVisor it is the sandbox's memory image, whole.
+
+// SnapshotTo says where a snapshot of a session goes.
+type SnapshotTo struct {
+	// State receives a native session's interpreter state.
+	State     io.Writer
+	StateOpts fleet.StateOptions
+	// ImageDir is an empty directory for a gVisor session's memory image.
+	ImageDir string
+	// Workspace writes the workspace at dir out; it is called with the
+	// sandbox stopped, so its code changes nothing meanwhile.
+	Workspace func(dir string) error
+}
+
+// Capture is what a snapshot of a session saved.
+type Capture struct {
+	Backend string
+	// NotSaved names what of a native interpreter's state was not saved,
+	// with why.
+	NotSaved []string
+	// Image is a gVisor session's memory image.
+	Image *fleet.MemoryImage
+}
+
+// Snapshot writes se out while it keeps running; no request runs in it
+// meanwhile. A paused session is refused: resume it first.
+func (t *Table) Snapshot(ctx context.Context, se *Session, to SnapshotTo) (Capture, error) {
+	if err := lockCtx(ctx, se); err != nil {
+		return Capture{}, err
+	}
+	defer se.mu.Unlock()
+	if se.paused != running {
+		return Capture{}, fmt.Errorf("%w: session %s is paused; resume it first", ErrPaused, se.id)
+	}
+	if err := se.alive(); err != nil {
+		return Capture{}, err
+	}
+	lease := se.sandbox()
+	c := Capture{Backend: se.backend}
+	if se.backend == fleet.GVisor {
+		img, err := lease.Checkpoint(ctx, to.ImageDir, true)
+		if err != nil {
+			return Capture{}, err
+		}
+		c.Image = &img
+	} else {
+		rep, err := lease.SnapshotState(to.State, to.StateOpts)
+		if err != nil {
+			return Capture{}, err
+		}
+		for _, g := range rep.Lost {
+			c.NotSaved = append(c.NotSaved, lostName(g))
+		}
+		if extra := rep.LostCount - len(rep.Lost); extra > 0 {
+			c.NotSaved = append(c.NotSaved, fmt.Sprintf("... and %d more", extra))
+		}
+	}
+	// The workspace as the saved state knew it: the code stands still
+	// while it is copied (a frozen cgroup costs a millisecond natively).
+	if err := lease.Pause(); err != nil {
+		return Capture{}, fmt.Errorf("%w: pause for the workspace copy: %v", ErrUnavailable, err)
+	}
+	err := to.Workspace(se.dir)
+	if rerr := lease.Resume(); rerr != nil && err == nil {
+		err = fmt.Errorf("%w: resume after the workspace copy: %v", ErrEnded, rerr)
+	}
+	if err != nil {
+		return Capture{}, err
+	}
+	return c, nil
+}
+
+// lostName is one global that was not saved, for a snapshot's NotSaved.
+func lostName(g fleet.StateGlobal) string {
+	name := g.Name
+	if g.Context != "" {
+		name = g.Context + ":" + name
+	}
+	if g.Reason != "" {
+		name += " (" + g.Reason + ")"
+	}
+	return name
+}
+
+// RestoreFrom is a snapshot a new session starts from.
+type RestoreFrom struct {
+	// Workspace fills the new session's workspace dir, its files owned
+	// by uid.
+	Workspace func(dir string, uid int) error
+	// State is a native session's interpreter state.
+	State     io.Reader
+	StateOpts fleet.StateOptions
+	// ImageDir holds a gVisor session's memory image; Image describes it.
+	ImageDir string
+	Image    *fleet.MemoryImage
+}
+
+// CreateFrom opens a session of req from a snapshot: its workspace
+// filled first, then its sandbox started from the memory image (gVisor)
+// or started fresh and given the saved state (native). What could not be
+// restored is named in the returned list.
+func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from RestoreFrom) (Info, []string, error) {
+	if (shape.Backend == fleet.GVisor) != (from.Image != nil) {
+		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
+	}
+	t.mu.Lock()
+	if len(t.byID) >= t.cfg.MaxSessions {
+		t.mu.Unlock()
+		return Info{}, nil, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
+	}
+	se := t.newSession(req, shape)
+	se.mu.Lock()
+	t.byID[se.id] = se // holds the slot while it starts
+	t.mu.Unlock()
+	se.restore = &from
+	err := t.start(ctx, se, t.launch)
+	se.restore = nil
+	var lost []string
+	if err == nil && from.Image == nil {
+		lost, err = restoreState(se.sandbox(), from)
+	}
+	se.used = time.Now()
+	if err == nil {
+		t.ExpireAfter(se, req.Lifetime)
+	}
+	se.mu.Unlock()
+	if err != nil {
+		t.Drop(se)
+		return Info{}, nil, err
+	}
+	return se.info(t.cfg), lost, nil
+}
+
+// restoreState gives a fresh native sandbox the saved interpreter state.
+func restoreState(lease *fleet.Lease, from RestoreFrom) ([]string, error) {
+	rep, err := lease.RestoreState(from.State, from.StateOpts)
+	if err != nil {
+		return nil, err
+	}
+	var lost []string
+	for _, g := range rep.Lost {
+		lost = append(lost, lostName(g))
+	}
+	return lost, nil
+}
