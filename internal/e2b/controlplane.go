@@ -232,16 +232,21 @@ type timeoutBody struct {
 	Timeout *int64 `json:"timeout"`
 }
 
+// setTimeout moves a sandbox's end to timeout seconds from now; 0 ends
+// its timeout now, so that it does what its timeout does (ends, or
+// pauses with autoPause), as E2B's SDK tests use it.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil || body.Timeout == nil || *body.Timeout <= 0 {
-		writeAPIError(w, http.StatusBadRequest, "the body must be {\"timeout\": <seconds, more than 0>}")
+	if err := decodeBody(r, &body); err != nil || body.Timeout == nil || *body.Timeout < 0 {
+		writeAPIError(w, http.StatusBadRequest, "the body must be {\"timeout\": <seconds, 0 or more>}")
 		return
 	}
 	if _, ok := s.session(w, r); !ok {
 		return
 	}
-	if _, err := s.svc.SetSessionLifetime(r.Context(), r.PathValue("id"), ownerOf(r.Context()), time.Duration(*body.Timeout)*time.Second); err != nil {
+	// The service's lifetimes are positive: "now" is a millisecond away.
+	d := max(time.Duration(*body.Timeout)*time.Second, time.Millisecond)
+	if _, err := s.svc.SetSessionLifetime(r.Context(), r.PathValue("id"), ownerOf(r.Context()), d); err != nil {
 		s.serviceError(w, err)
 		return
 	}

@@ -338,3 +338,38 @@ func TestFilesystemOnlyPauseAndRebootKeepFiles(t *testing.T) {
 		b.mustRun("print(open('/home/user/disk.txt').read(), 'v' in globals())", "on disk False")
 	}
 }
+
+// setTimeout(0) ends the timeout now: a sandbox with autoPause pauses (E2B's
+// Python tests force the timeout action so), one without ends.
+func TestSetTimeoutZeroActsNow(t *testing.T) {
+	srv, _ := newServer(t)
+	paused := createBox(t, srv, `{"timeout": 300, "autoPause": true}`)
+	paused.mustRun("w = 'kept'")
+	ended := createBox(t, srv, `{"timeout": 300}`)
+	for _, b := range []*box{paused, ended} {
+		if status, body := ctl(t, srv, "POST", "/sandboxes/"+b.id+"/timeout", `{"timeout": 0}`); status != 204 {
+			t.Fatalf("setTimeout 0: %d %v", status, body)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for paused.info()["state"] != "paused" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused after setTimeout 0: %v", paused.info())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		status, _ := ctl(t, srv, "GET", "/sandboxes/"+ended.id, "")
+		if status == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ended after setTimeout 0: %d", status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, body := ctl(t, srv, "POST", "/v2/sandboxes/"+paused.id+"/connect", "{}"); status != 201 {
+		t.Fatalf("connect: %d %v", status, body)
+	}
+	paused.mustRun("print(w)", "kept")
+}
