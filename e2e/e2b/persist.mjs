@@ -183,6 +183,32 @@ await check("pause: pause() works on connected sandbox with apiKey in connection
   assert.equal(await connected.isRunning(), false);
 });
 
+await check("pause: pause() uses apiKey from connectionConfig when E2B_API_KEY is not set", async () => {
+  const apiKey = process.env.E2B_API_KEY;
+  const sbx = await create();
+  delete process.env.E2B_API_KEY;
+  try {
+    const connected = await Sandbox.connect(sbx.sandboxId, { apiKey });
+    assert.equal(await connected.pause(), true);
+    assert.equal(await connected.isRunning(), false);
+  } finally {
+    process.env.E2B_API_KEY = apiKey;
+  }
+});
+
+// E2B's test also reads /proc/sys/kernel/random/boot_id to see a reboot;
+// a codecage sandbox has no kernel of its own to boot, so only the files
+// are checked.
+await check("sandbox/snapshot: filesystem-only pause keeps the filesystem (without the boot_id check)", async () => {
+  const sbx = await create();
+  await sbx.files.write("/home/user/fs-only.txt", "survives");
+  assert.equal(await sbx.pause({ keepMemory: false }), true);
+  assert.equal(await sbx.isRunning(), false);
+  await sbx.connect();
+  assert.equal(await sbx.isRunning(), true);
+  assert.equal(await sbx.files.read("/home/user/fs-only.txt"), "survives");
+});
+
 // --- tests/sandbox/snapshot-api.test.ts ----------------------------------------------
 async function snap(sbx, opts) {
   const s = await sbx.createSnapshot(opts);
