@@ -50,7 +50,7 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	keys, err := access.ParseKeys("alice:" + aliceKey)
+	keys, err := access.ParseKeys("alice:" + aliceKey + ",bob:" + bobKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,3 +160,50 @@ func anyStrings(v any) []string {
 	}
 	return out
 }
+
+// Another key can neither pause, resume, snapshot nor fork a sandbox, nor
+// see, delete or start from its snapshots.
+func TestPersistenceIsTheKeysOwn(t *testing.T) {
+	srv, _ := newServer(t)
+	a := createBox(t, srv, `{"timeout": 60}`)
+	a.mustRun("secret = 'alice'")
+	_, sn := ctl(t, srv, "POST", "/sandboxes/"+a.id+"/snapshots", `{"name": "alices"}`)
+	snapID, _ := sn["snapshotID"].(string)
+	if snapID == "" {
+		t.Fatalf("snapshot: %v", sn)
+	}
+	t.Cleanup(func() { ctl(t, srv, "DELETE", "/templates/"+snapID, "") })
+	bob := map[string]string{"X-API-KEY": bobKey}
+	for _, p := range []string{"/sandboxes/" + a.id + "/pause", "/v2/sandboxes/" + a.id + "/connect", "/sandboxes/" + a.id + "/snapshots", "/sandboxes/" + a.id + "/fork"} {
+		if status, body := call(t, "POST", srv.URL+p, "{}", bob); status != 404 || body["code"] != float64(404) {
+			t.Errorf("bob POST %s: %d %v, want 404", p, status, body)
+		}
+	}
+	if status, body := call(t, "DELETE", srv.URL+"/templates/"+snapID, "", bob); status != 404 {
+		t.Errorf("bob deletes alice's snapshot: %d %v", status, body)
+	}
+	for _, q := range []string{"", "?name=alices", "?sandboxID=" + a.id} {
+		req, _ := http.NewRequest("GET", srv.URL+"/snapshots"+q, nil)
+		req.Header.Set("X-API-KEY", bobKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(raw)) != "[]" {
+			t.Errorf("bob lists /snapshots%s: %d %s", q, resp.StatusCode, raw)
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"templateID": snapID})
+	if status, created := call(t, "POST", srv.URL+"/v2/sandboxes", string(body), bob); status == 201 {
+		call(t, "DELETE", srv.URL+"/sandboxes/"+created["sandboxID"].(string), "", bob)
+		t.Errorf("bob started a sandbox from alice's snapshot: %v", created)
+	}
+	if st := a.health(); st != 204 {
+		t.Errorf("alice's sandbox after bob's attempts: health %d", st)
+	}
+	if _, items, _ := ctlList(t, srv, "/snapshots?name=alices"); len(items) != 1 {
+		t.Errorf("alice's snapshot after bob's delete: %v", items)
+	}
+}
