@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/service"
@@ -67,6 +69,10 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 		Name string `json:"name"`
 	}
 	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := checkSnapshotName(body.Name); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -205,6 +211,22 @@ func (s *Server) snapshotFor(r *http.Request, template string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// maxSnapshotName bounds a snapshot's name, which is kept with it and
+// given back in every listing.
+const maxSnapshotName = 128
+
+// checkSnapshotName refuses a name that is too long or that is not
+// printable text ("" is no name).
+func checkSnapshotName(name string) error {
+	if len(name) > maxSnapshotName {
+		return fmt.Errorf("a snapshot name has at most %d bytes, not %d", maxSnapshotName, len(name))
+	}
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return fmt.Errorf("the snapshot name %s is not printable text", service.Quote(name))
+	}
+	return nil
 }
 
 // untagged drops E2B's default tag from a template or snapshot id
