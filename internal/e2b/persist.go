@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/api"
 	"github.com/codecage/codecage/internal/service"
@@ -72,8 +70,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := checkSnapshotName(body.Name); err != nil {
-		writeAPIError(w, http.StatusBadRequest, err.Error())
+	// The name is checked before the sandbox is looked up, as E2B does.
+	if err := service.CheckSnapshotName(body.Name); err != nil {
+		s.serviceError(w, err)
 		return
 	}
 	info, ok := s.session(w, r)
@@ -211,22 +210,6 @@ func (s *Server) snapshotFor(r *http.Request, template string) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// maxSnapshotName bounds a snapshot's name, which is kept with it and
-// given back in every listing.
-const maxSnapshotName = 128
-
-// checkSnapshotName refuses a name that is too long or that is not
-// printable text ("" is no name).
-func checkSnapshotName(name string) error {
-	if len(name) > maxSnapshotName {
-		return fmt.Errorf("a snapshot name has at most %d bytes, not %d", maxSnapshotName, len(name))
-	}
-	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return fmt.Errorf("the snapshot name %s is not printable text", service.Quote(name))
-	}
-	return nil
 }
 
 // untagged drops E2B's default tag from a template or snapshot id
