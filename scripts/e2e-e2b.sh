@@ -46,6 +46,9 @@ export E2B_API_KEY="$alice" CODECAGE_E2B_SECOND_KEY="$bob"
 unset E2B_DEBUG E2B_DOMAIN E2B_ACCESS_TOKEN
 status=0
 node e2e/e2b/test.mjs || status=$?
+# Persistence (pause, connect, lifecycle, snapshots, fork) as E2B's own
+# SDK tests call it.
+[ "$status" -ne 0 ] || node e2e/e2b/persist.mjs || status=$?
 if [ "$status" -ne 0 ]; then
 	echo "--- last lines of the codecage serve log ---" >&2
 	tail -n 40 "$state/serve.log" >&2

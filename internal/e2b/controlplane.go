@@ -1,6 +1,8 @@
 package e2b
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,10 +35,14 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("POST /v2/sandboxes/{id}/connect", s.connect)
 	m.HandleFunc("POST /sandboxes/{id}/connect", s.connect)
 	m.HandleFunc("POST /sandboxes/{id}/resume", s.connect)
-	for _, p := range []string{"POST /sandboxes/{id}/pause", "GET /sandboxes/{id}/metrics", "GET /sandboxes/{id}/logs", "POST /sandboxes/{id}/fork",
-		"POST /sandboxes/{id}/snapshots", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
+	m.HandleFunc("POST /sandboxes/{id}/pause", s.pause)
+	m.HandleFunc("POST /sandboxes/{id}/fork", s.fork)
+	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.snapshot)
+	m.HandleFunc("GET /snapshots", s.listSnapshots)
+	m.HandleFunc("DELETE /templates/{id}", s.deleteSnapshot)
+	for _, p := range []string{"GET /sandboxes/{id}/metrics", "GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be paused, forked, snapshotted or metered per sandbox (see /metrics of the server)")
+			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be metered per sandbox (see /metrics of the server)")
 		})
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -44,12 +50,23 @@ func (s *Server) controlRoutes() {
 	})
 }
 
-// newSandbox is E2B's NewSandbox body (the fields codecage honours).
+// newSandbox is E2B's NewSandbox body (the fields codecage honours). The
+// SDK turns its lifecycle option into autoPause, autoPauseMemory and
+// autoResume.
 type newSandbox struct {
 	TemplateID string            `json:"templateID"`
 	Timeout    *int64            `json:"timeout"`
 	Metadata   map[string]string `json:"metadata"`
 	EnvVars    map[string]string `json:"envVars"`
+	AutoPause  bool              `json:"autoPause"`
+	// AutoPauseMemory false asks for a filesystem-only pause at the
+	// timeout; codecage's timeout pause keeps the memory too (more than
+	// was asked: a later connect goes on where it stood instead of
+	// rebooting).
+	AutoPauseMemory *bool `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 }
 
 // sandboxCreated is E2B's Sandbox: what create and connect answer.
@@ -79,6 +96,14 @@ type sandboxDetail struct {
 	Metadata        map[string]string `json:"metadata"`
 	State           string            `json:"state"`
 	Domain          *string           `json:"domain"`
+	Lifecycle       *lifecycle        `json:"lifecycle,omitempty"`
+}
+
+// lifecycle is E2B's SandboxLifecycle: what the timeout does, and whether
+// traffic wakes the sandbox when it is paused.
+type lifecycle struct {
+	OnTimeout  string `json:"onTimeout"`
+	AutoResume bool   `json:"autoResume"`
 }
 
 // profilesFor maps an E2B template to codecage profiles: E2B's own
@@ -101,6 +126,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
+	autoResume := body.AutoResume != nil && body.AutoResume.Enabled
+	if autoResume && !body.AutoPause {
+		writeAPIError(w, http.StatusBadRequest, "autoResume needs autoPause: only a sandbox its timeout pauses can be resumed by traffic")
+		return
+	}
+	onTimeout := "kill"
+	if body.AutoPause {
+		onTimeout = "pause"
+	}
+	snap, err := s.snapshotFor(r, body.TemplateID)
+	if err != nil {
+		s.serviceError(w, err)
+		return
+	}
+	profiles := profilesFor(body.TemplateID)
+	if snap != "" {
+		profiles = nil // the snapshot's own
+	}
 	lifetime := defaultTimeout
 	if body.Timeout != nil {
 		if *body.Timeout <= 0 || *body.Timeout > int64(24*time.Hour/time.Second) {
@@ -110,8 +153,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		lifetime = time.Duration(*body.Timeout) * time.Second
 	}
 	info, err := s.svc.CreateSession(r.Context(), service.SessionRequest{
-		Owner: ownerOf(r.Context()), Profiles: profilesFor(body.TemplateID), Home: Home, Env: body.EnvVars,
+		Owner: ownerOf(r.Context()), Profiles: profiles, Home: Home, Env: body.EnvVars,
 		Lifetime: lifetime, Labels: body.Metadata, Template: body.TemplateID,
+		// E2B's default is a manual resume: traffic to a paused sandbox
+		// answers 502 and does not wake it.
+		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap,
 	})
 	if err != nil {
 		s.serviceError(w, err)
@@ -136,7 +182,16 @@ func (s *Server) detail(info service.SessionInfo) sandboxDetail {
 	}
 	return sandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: cfg.MemoryLimit >> 20,
-		DiskSizeMB: cfg.WorkspaceMax >> 20, Metadata: md, State: "running"}
+		DiskSizeMB: cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
+		Lifecycle: &lifecycle{OnTimeout: cmp.Or(info.OnTimeout, "kill"), AutoResume: info.AutoResume}}
+}
+
+// stateOf is E2B's state of a sandbox: "running" or "paused".
+func stateOf(info service.SessionInfo) string {
+	if info.State == "paused" {
+		return "paused"
+	}
+	return "running"
 }
 
 // session returns the owner's E2B sandbox id, or answers 404 and false.
@@ -177,41 +232,98 @@ type timeoutBody struct {
 	Timeout *int64 `json:"timeout"`
 }
 
+// setTimeout moves a sandbox's end to timeout seconds from now; 0 ends
+// its timeout now, so that it does what its timeout does (ends, or
+// pauses with autoPause), as E2B's SDK tests use it.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil || body.Timeout == nil || *body.Timeout <= 0 {
-		writeAPIError(w, http.StatusBadRequest, "the body must be {\"timeout\": <seconds, more than 0>}")
+	if err := decodeBody(r, &body); err != nil || body.Timeout == nil || *body.Timeout < 0 {
+		writeAPIError(w, http.StatusBadRequest, "the body must be {\"timeout\": <seconds, 0 or more>}")
 		return
 	}
 	if _, ok := s.session(w, r); !ok {
 		return
 	}
-	if _, err := s.svc.SetSessionLifetime(r.Context(), r.PathValue("id"), ownerOf(r.Context()), time.Duration(*body.Timeout)*time.Second); err != nil {
+	// The service's lifetimes are positive: "now" is a millisecond away.
+	d := max(time.Duration(*body.Timeout)*time.Second, time.Millisecond)
+	if _, err := s.svc.SetSessionLifetime(r.Context(), r.PathValue("id"), ownerOf(r.Context()), d); err != nil {
 		s.serviceError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connect hands a running sandbox to another client of the same key;
-// a timeout in the body moves its end, as E2B's does.
+// connectBody is E2B's ConnectSandbox (v1: timeout required) and
+// ConnectSandboxV2 (both optional); memory false asks a paused sandbox
+// to come back by a cold boot from its filesystem.
+type connectBody struct {
+	Timeout *int64 `json:"timeout"`
+	Memory  *bool  `json:"memory"`
+}
+
+// connect hands a sandbox to another client of the same key: a paused
+// one is resumed (201) with the timeout from now; a running one (200)
+// lives at least the timeout from now, never less than it had, as E2B's.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	var body timeoutBody
+	var body connectBody
 	if err := decodeBody(r, &body); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	d := defaultTimeout // E2B: an omitted timeout is 300 s
+	if body.Timeout != nil {
+		if *body.Timeout < 0 || *body.Timeout > int64(24*time.Hour/time.Second) {
+			writeAPIError(w, http.StatusBadRequest, fmt.Sprintf("timeout %d s is out of range", *body.Timeout))
+			return
+		}
+		if *body.Timeout > 0 {
+			d = time.Duration(*body.Timeout) * time.Second
+		}
 	}
 	info, ok := s.session(w, r)
 	if !ok {
 		return
 	}
-	if body.Timeout != nil && *body.Timeout > 0 {
-		if _, err := s.svc.SetSessionLifetime(r.Context(), info.ID, ownerOf(r.Context()), time.Duration(*body.Timeout)*time.Second); err != nil {
+	ctx, owner := r.Context(), ownerOf(r.Context())
+	status := http.StatusOK
+	if info.State == "paused" {
+		resumed, _, err := s.svc.ResumeSession(ctx, info.ID, owner)
+		if err != nil {
 			s.serviceError(w, err)
 			return
 		}
+		if body.Memory != nil && !*body.Memory {
+			// onResume 'reboot': the files stay, the interpreter and
+			// its processes start afresh, as E2B's cold boot.
+			s.boxes.drop(info.ID)
+			if resumed, err = s.svc.RestartSession(ctx, info.ID, owner); err != nil {
+				s.serviceError(w, err)
+				return
+			}
+		}
+		info, status = resumed, http.StatusCreated
+		if err := s.lifeAtLeast(ctx, info, d, true); err != nil {
+			s.serviceError(w, err)
+			return
+		}
+	} else if err := s.lifeAtLeast(ctx, info, d, false); err != nil {
+		s.serviceError(w, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, s.created(info, keyOf(r.Context())))
+	writeJSON(w, status, s.created(info, keyOf(ctx)))
+}
+
+// lifeAtLeast makes a sandbox live d from now (within the longest life
+// the server allows); unless set, only when that is later than its end.
+func (s *Server) lifeAtLeast(ctx context.Context, info *service.SessionInfo, d time.Duration, set bool) error {
+	if most := time.Until(info.CreatedAt.Add(s.svc.Config().SessionMaxLifetime)); d > most {
+		d = most.Truncate(time.Second)
+	}
+	if d <= 0 || (!set && !time.Now().Add(d).After(info.ExpiresAt)) {
+		return nil
+	}
+	_, err := s.svc.SetSessionLifetime(ctx, info.ID, ownerOf(ctx), d)
+	return err
 }
 
 // list answers Sandbox.list: the key's running sandboxes, filtered by
@@ -223,35 +335,42 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if st := q.Get("state"); st != "" && !strings.Contains(st, "running") {
-		writeJSON(w, http.StatusOK, []sandboxDetail{}) // nothing is ever paused here
+	states, err := stateFilter(q["state"])
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			writeAPIError(w, http.StatusBadRequest, "limit must be 1 to 1000")
-			return
-		}
+	desc := true // E2B's default order: newest first
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		writeAPIError(w, http.StatusBadRequest, "order must be asc or desc")
+		return
 	}
-	offset := 0
-	if v := q.Get("nextToken"); v != "" {
-		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
-			writeAPIError(w, http.StatusBadRequest, "nextToken is not one this server gave")
-			return
-		}
+	limit, offset, ok := pageOf(w, q.Get("limit"), q.Get("nextToken"))
+	if !ok {
+		return
 	}
 	out := []sandboxDetail{}
 	for _, info := range s.svc.ListSessions(r.Context(), ownerOf(r.Context())) {
-		if info.Template == "" || (q.Get("template") != "" && q.Get("template") != info.Template) || !matches(info.Labels, want) {
+		if info.Template == "" || (q.Get("template") != "" && q.Get("template") != info.Template) || !matches(info.Labels, want) ||
+			!states[stateOf(info)] {
 			continue
 		}
-		out = append(out, s.detail(info))
+		d := s.detail(info)
+		d.Lifecycle = nil // not part of ListedSandbox
+		out = append(out, d)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
-	if q.Get("order") == "desc" {
-		sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
-	}
+	// By start, then id: a stable order for the pages of one listing.
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.StartedAt.Equal(b.StartedAt) {
+			return a.StartedAt.After(b.StartedAt) == desc
+		}
+		return (a.SandboxID > b.SandboxID) == desc
+	})
 	if offset > len(out) {
 		offset = len(out)
 	}
@@ -261,6 +380,27 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// stateFilter reads the list's state query (repeated, or comma-joined
+// as the SDKs send it): the states to list, both when absent.
+func stateFilter(raw []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, v := range raw {
+		for st := range strings.SplitSeq(v, ",") {
+			switch st = strings.TrimSpace(st); st {
+			case "running", "paused":
+				out[st] = true
+			case "":
+			default:
+				return nil, fmt.Errorf("state %s is not running or paused", service.Quote(st))
+			}
+		}
+	}
+	if len(out) == 0 {
+		out["running"], out["paused"] = true, true
+	}
+	return out, nil
 }
 
 // metadataFilter reads the list's metadata query: key=value pairs, each

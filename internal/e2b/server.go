@@ -153,11 +153,19 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	ctx := service.WithCaller(r.Context(), *c)
 	// A sandbox that is gone (killed, timed out, never was) answers 502
 	// to everything, as E2B's proxy does: the SDK reads it as "not running".
-	if _, err := s.svc.GetSession(ctx, id, owner); err != nil {
-		if errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost) {
+	info, err := s.svc.GetSession(ctx, id, owner)
+	if err == nil && info.State == "paused" {
+		err = s.wake(ctx, info, owner)
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost):
 			s.boxes.drop(id)
 			http.Error(w, "sandbox "+service.Quote(id)+" is not running (killed, timed out or never created)", http.StatusBadGateway)
 			return "sandbox gone"
+		case errors.Is(err, service.ErrSessionPaused):
+			http.Error(w, "sandbox "+service.Quote(id)+" is paused: connect resumes it", http.StatusBadGateway)
+			return "sandbox paused"
 		}
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return "sandbox error"
@@ -169,6 +177,17 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	_, pattern := mux.Handler(r)
 	mux.ServeHTTP(w, r.WithContext(ctx))
 	return port + " " + pattern
+}
+
+// wake resumes a paused sandbox that traffic wakes (created with
+// autoResume), as E2B's proxy does; any other paused sandbox stays paused
+// (ErrSessionPaused), so its daemons look down to the SDK until a connect.
+func (s *Server) wake(ctx context.Context, info *service.SessionInfo, owner string) error {
+	if !info.AutoResume {
+		return service.ErrSessionPaused
+	}
+	_, _, err := s.svc.ResumeSession(ctx, info.ID, owner)
+	return err
 }
 
 // sandboxKey checks the request's access token (or, for /files, a URL

@@ -32,16 +32,25 @@ const aliceKey = "e2b_00112233445566778899"
 // newServer is the E2B surface over a real service, on loopback.
 func newServer(t *testing.T) (*httptest.Server, *service.Service) {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with the configuration changed by tune.
+func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *service.Service) {
+	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
+	if tune != nil {
+		tune(&cfg)
+	}
 	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	keys, err := access.ParseKeys("alice:" + aliceKey)
+	keys, err := access.ParseKeys("alice:" + aliceKey + ",bob:" + bobKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,16 +90,25 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		status             int
 		says               string
 	}{
-		"not JSON":         {"POST", "/v2/sandboxes", "{", 400, "JSON"},
-		"timeout absurd":   {"POST", "/v2/sandboxes", `{"timeout": 999999999}`, 400, "out of range"},
-		"timeout too long": {"POST", "/v2/sandboxes", `{"timeout": 86000}`, 400, "SANDBOX_SESSION_MAX_LIFETIME"},
-		"unknown template": {"POST", "/v2/sandboxes", `{"templateID": "no-such-profile"}`, 400, "no-such-profile"},
-		"env LD_PRELOAD":   {"POST", "/v2/sandboxes", `{"envVars": {"LD_PRELOAD": "/x.so"}}`, 400, "LD_PRELOAD"},
-		"unknown sandbox":  {"GET", "/sandboxes/snope", "", 404, "not found"},
-		"kill unknown":     {"DELETE", "/sandboxes/snope", "", 404, "not found"},
-		"bad timeout body": {"POST", "/sandboxes/snope/timeout", `{"timeout": -1}`, 400, "timeout"},
-		"pause":            {"POST", "/sandboxes/snope/pause", "", 501, "cannot be paused"},
-		"no such route":    {"GET", "/nope", "", 404, "no such route"},
+		"not JSON":           {"POST", "/v2/sandboxes", "{", 400, "JSON"},
+		"timeout absurd":     {"POST", "/v2/sandboxes", `{"timeout": 999999999}`, 400, "out of range"},
+		"timeout too long":   {"POST", "/v2/sandboxes", `{"timeout": 86000}`, 400, "SANDBOX_SESSION_MAX_LIFETIME"},
+		"unknown template":   {"POST", "/v2/sandboxes", `{"templateID": "no-such-profile"}`, 400, "no-such-profile"},
+		"env LD_PRELOAD":     {"POST", "/v2/sandboxes", `{"envVars": {"LD_PRELOAD": "/x.so"}}`, 400, "LD_PRELOAD"},
+		"unknown sandbox":    {"GET", "/sandboxes/snope", "", 404, "not found"},
+		"kill unknown":       {"DELETE", "/sandboxes/snope", "", 404, "not found"},
+		"bad timeout body":   {"POST", "/sandboxes/snope/timeout", `{"timeout": -1}`, 400, "timeout"},
+		"pause unknown":      {"POST", "/sandboxes/snope/pause", "", 404, "not found"},
+		"fork unknown":       {"POST", "/sandboxes/snope/fork", "", 404, "not found"},
+		"fork count 0":       {"POST", "/sandboxes/snope/fork", `{"count": 0}`, 400, "count must be 1 to 100"},
+		"fork count 101":     {"POST", "/sandboxes/snope/fork", `{"count": 101}`, 400, "count must be 1 to 100"},
+		"snapshot unknown":   {"POST", "/sandboxes/snope/snapshots", "{}", 404, "not found"},
+		"snapshot name long": {"POST", "/sandboxes/snope/snapshots", `{"name": "` + strings.Repeat("n", 129) + `"}`, 400, "at most 128 bytes"},
+		"snapshot name ctrl": {"POST", "/sandboxes/snope/snapshots", `{"name": "a\u0000b"}`, 400, "not printable"},
+		"list bad state":     {"GET", "/v2/sandboxes?state=running,gone", "", 400, "gone"},
+		"list bad order":     {"GET", "/v2/sandboxes?order=up", "", 400, "asc or desc"},
+		"metrics":            {"GET", "/sandboxes/snope/metrics", "", 501, "metered"},
+		"no such route":      {"GET", "/nope", "", 404, "no such route"},
 	} {
 		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)
 		msg, _ := body["message"].(string)

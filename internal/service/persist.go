@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/session"
 )
@@ -58,6 +61,22 @@ type ForkError struct {
 
 // MaxForks is the most copies one fork makes.
 const MaxForks = 100
+
+// MaxSnapshotName bounds a snapshot's name, kept with it and given back
+// in every listing.
+const MaxSnapshotName = 128
+
+// CheckSnapshotName refuses a name that is too long or not printable
+// text ("" is no name).
+func CheckSnapshotName(name string) error {
+	if len(name) > MaxSnapshotName {
+		return fmt.Errorf("%w: a snapshot name has at most %d bytes, not %d", ErrInvalidRequest, MaxSnapshotName, len(name))
+	}
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return fmt.Errorf("%w: the snapshot name %s is not printable text", ErrInvalidRequest, Quote(name))
+	}
+	return nil
+}
 
 // PauseSession pauses a session: it stops running and uses no CPU. With
 // keepMemory (the default) its memory is kept, and a resume goes on from
@@ -121,6 +140,7 @@ func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*Session
 func (s *Service) SnapshotSession(ctx context.Context, id, owner, name string) (*SnapshotInfo, error) {
 	return do(ctx, s, OpSnapshot, call[*SnapshotInfo]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id, Name: name},
+		check: func() error { return CheckSnapshotName(name) },
 		run: func(ctx context.Context) (*SnapshotInfo, error) {
 			se, err := s.session(id, owner)
 			if err != nil {

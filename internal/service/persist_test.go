@@ -188,8 +188,13 @@ func TestSessionOnTimeoutPause(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, _, err := svc.ResumeSession(ctx, info.ID, "alice"); err != nil {
+	resumed, _, err := svc.ResumeSession(ctx, info.ID, "alice")
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Paused because its lifetime ran out, it gets that lifetime again.
+	if left := time.Until(resumed.ExpiresAt); left < 1500*time.Millisecond {
+		t.Fatalf("resumed after its timeout pause, it has %v left of a 2 s lifetime", left)
 	}
 	if out := inSession(t, svc, info.ID, "alice", "print(w)").Stdout; out != "still here\n" {
 		t.Fatalf("after the resume: %q", out)

@@ -218,36 +218,11 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	}
 	defer snap.Close()
 	m := snap.Manifest()
-	var spec snapshotSpec
-	if err := json.Unmarshal(m.Spec, &spec); err != nil {
-		return nil, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
-	}
-	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
-	req.UseContainer = m.Backend == fleet.GVisor
-	if req.Labels == nil {
-		req.Labels = spec.Labels
-	}
-	if req.Template == "" {
-		req.Template = spec.Template
-	}
-	backend, err := s.backendFor(req.UseContainer)
+	req, shape, err := s.snapshotShape(req, m)
 	if err != nil {
 		return nil, err
 	}
-	if backend != m.Backend {
-		return nil, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
-	}
-	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
-	}
-	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkSessionShape(req); err != nil {
-		return nil, err
-	}
+	imports := shape.Imports
 	from := session.RestoreFrom{StateOpts: s.stateOptions(imports.Modules), Workspace: func(dir string, uid int) error {
 		r, err := snap.Blob(blobWorkspace)
 		if err != nil {
@@ -277,7 +252,7 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	} else if from.State, err = snap.Blob(blobState); err != nil {
 		return nil, snapshotErr(err)
 	}
-	info, lost, err := s.sessions.CreateFrom(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, from)
+	info, lost, err := s.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -286,6 +261,43 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	}
 	out := SessionInfo(info)
 	return &out, nil
+}
+
+// snapshotShape is the request and shape of a session started from the
+// snapshot m: its session's profiles, memory, home and environment, on
+// its backend; the caller's lifetime, resume choices, labels and template.
+func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (SessionRequest, session.Shape, error) {
+	var spec snapshotSpec
+	if err := json.Unmarshal(m.Spec, &spec); err != nil {
+		return req, session.Shape{}, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
+	}
+	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
+	req.UseContainer = m.Backend == fleet.GVisor
+	if req.Labels == nil {
+		req.Labels = spec.Labels
+	}
+	if req.Template == "" {
+		req.Template = spec.Template
+	}
+	backend, err := s.backendFor(req.UseContainer)
+	if err != nil {
+		return req, session.Shape{}, err
+	}
+	if backend != m.Backend {
+		return req, session.Shape{}, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
+	}
+	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
+	if err != nil {
+		return req, session.Shape{}, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
+	}
+	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
+	if err != nil {
+		return req, session.Shape{}, err
+	}
+	if err := s.checkSessionShape(req); err != nil {
+		return req, session.Shape{}, err
+	}
+	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, nil
 }
 
 // imageFrom unpacks a snapshot's memory image into a new directory.

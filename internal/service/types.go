@@ -17,7 +17,9 @@
 // table that also serves the peer protocol (ServePeer). The sessions
 // themselves (their table, state, locks and lock order, lifecycle,
 // workspaces, the run in a session) are internal/session's; sessions.go
-// and session_run.go hold what a session request means.
+// and session_run.go hold what a session request means, persist.go and
+// snapshots.go its pause, resume, snapshots and forks (kept in the
+// snapshot store, internal/snapstore).
 package service
 
 import (

@@ -20,6 +20,7 @@ func (t *Table) ExpireAfter(se *Session, d time.Duration) {
 	}
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
+	se.lifetime = d
 	se.deadline.Store(time.Now().Add(d).UnixNano())
 	if se.expiry != nil {
 		se.expiry.Reset(d)

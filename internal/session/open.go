@@ -87,43 +87,8 @@ func (t *Table) launch(ctx context.Context, backend string, spec fleet.Spec) (*f
 // first and, under gVisor, its sandbox from the memory image.
 func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) error {
 	if se.dir == "" {
-		claim, err := claimWorkspaces(t.cfg.StateDir, se.id)
-		if err != nil {
-			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
-		}
-		se.claim = claim // Drop releases it
-		dir, quota, err := newWorkspace(t.cfg.StateDir, se.id, t.cfg.WorkspaceMax)
-		if err != nil {
-			return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
-		}
-		site, _, err := newWorkspace(t.cfg.StateDir, se.id+".site", t.cfg.PipMaxInstall)
-		if err != nil {
-			removeWorkspace(dir)
-			return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
-		}
-		uid := 0
-		switch {
-		case se.restore != nil && se.restore.Image != nil:
-			// Every sandbox restored from a memory image runs as its uid.
-			uid = se.restore.Image.UID
-			err = fleet.HoldUID(uid)
-		case os.Geteuid() == 0:
-			// One identity for the session's interpreters and commands:
-			// each can change the files the others wrote.
-			uid, err = fleet.ReserveUID()
-		}
-		if err != nil {
-			removeWorkspace(dir)
-			removeWorkspace(site)
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		se.lifeMu.Lock() // commands read them without mu
-		se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
-		se.lifeMu.Unlock()
-		if se.restore != nil {
-			if err := se.restore.Workspace(se.dir, uid); err != nil {
-				return err // Drop removes the workspace and releases the uid
-			}
+		if err := t.makeWorkspace(se); err != nil {
+			return err
 		}
 	}
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
@@ -170,6 +135,56 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 	}
 	se.ended = ""
+	return nil
+}
+
+// makeWorkspace gives a session that has none its workspace, package
+// directory and host uid, and fills the workspace of one restored from a
+// snapshot. On failure what it made is undone, except what Drop undoes
+// (the claim, and, once set on se, the directories and the uid).
+func (t *Table) makeWorkspace(se *Session) error {
+	claim, err := claimWorkspaces(t.cfg.StateDir, se.id)
+	if err != nil {
+		return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+	}
+	se.claim = claim // Drop releases it
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	dir, quota, err := newWorkspace(t.cfg.StateDir, se.id, t.cfg.WorkspaceMax)
+	if err != nil {
+		return fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+	}
+	undo = append(undo, func() { removeWorkspace(dir) })
+	site, _, err := newWorkspace(t.cfg.StateDir, se.id+".site", t.cfg.PipMaxInstall)
+	if err != nil {
+		return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
+	}
+	undo = append(undo, func() { removeWorkspace(site) })
+	uid := 0
+	switch {
+	case se.restore != nil && se.restore.Image != nil:
+		// Every sandbox restored from a memory image runs as its uid.
+		uid = se.restore.Image.UID
+		err = fleet.HoldUID(uid)
+	case os.Geteuid() == 0:
+		// One identity for the session's interpreters and commands:
+		// each can change the files the others wrote.
+		uid, err = fleet.ReserveUID()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	undo = nil       // from here Drop removes them and releases the uid
+	se.lifeMu.Lock() // commands read them without mu
+	se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
+	se.lifeMu.Unlock()
+	if se.restore != nil {
+		return se.restore.Workspace(se.dir, uid)
+	}
 	return nil
 }
 

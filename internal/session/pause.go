@@ -33,6 +33,12 @@ const (
 // Pause pauses se, waiting for a request in progress in it to end. A
 // paused session answers ErrPaused.
 func (t *Table) Pause(ctx context.Context, se *Session, keepMemory bool) (Info, error) {
+	return t.pause(ctx, se, keepMemory, false)
+}
+
+// pause pauses se; atTimeout: its lifetime ran out, and a resume gives it
+// that lifetime again (E2B's timeout pause, then a wake).
+func (t *Table) pause(ctx context.Context, se *Session, keepMemory, atTimeout bool) (Info, error) {
 	if err := lockCtx(ctx, se); err != nil {
 		return Info{}, err
 	}
@@ -65,7 +71,7 @@ func (t *Table) Pause(ctx context.Context, se *Session, keepMemory bool) (Info, 
 		se.paused = pausedCold
 	}
 	se.pausedAt = time.Now()
-	se.stopExpiry()
+	se.stopExpiry(atTimeout)
 	return se.info(t.cfg), nil
 }
 
@@ -136,15 +142,18 @@ func (se *Session) Paused() bool {
 }
 
 // stopExpiry stops the lifetime timer (a paused session's lifetime does
-// not run), keeping the deadline, which resume moves by the pause.
-func (se *Session) stopExpiry() {
+// not run) and keeps what is left of it for the resume: all of it for a
+// session paused because it ran out.
+func (se *Session) stopExpiry(atTimeout bool) {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
 	if se.expiry != nil {
 		se.expiry.Stop()
 	}
-	if d := se.deadline.Load(); d != 0 {
-		// Keep what is left of the lifetime, as a duration from the pause.
+	switch d := se.deadline.Load(); {
+	case atTimeout:
+		se.leftAtPause = se.lifetime
+	case d != 0:
 		se.leftAtPause = max(time.Until(time.Unix(0, d)), time.Second)
 	}
 }
@@ -173,7 +182,7 @@ func (t *Table) pauseAtTimeout(se *Session) {
 	}
 	se.lifeMu.Unlock()
 	se.cmdsDone.Wait()
-	if _, err := t.Pause(context.Background(), se, true); err != nil {
+	if _, err := t.pause(context.Background(), se, true, true); err != nil {
 		t.log.Warn("session reached its lifetime and could not pause: closing it", "session", se.id, "owner", se.owner, "err", err)
 		t.Drop(se)
 		return

@@ -175,8 +175,11 @@ type Session struct {
 	// last is the latest description (info), for describe; atomic.
 	last   atomic.Pointer[Info]
 	expiry *time.Timer
-	// lifeMu protects expiry, dropped and commands: what callers reach
-	// while code runs under mu. Taken after mu, never before it.
+	// lifetime is the last lifetime given (ExpireAfter), what a session
+	// paused at its timeout gets again when it resumes; under lifeMu.
+	lifetime time.Duration
+	// lifeMu protects expiry, lifetime, dropped and commands: what callers
+	// reach while code runs under mu. Taken after mu, never before it.
 	lifeMu  sync.Mutex
 	dropped bool
 	// commands are the session's commands running now (they run beside
