@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
@@ -131,24 +129,15 @@ type PauseParams struct {
 // Keep says whether the pause keeps the session's memory (the default).
 func (p PauseParams) Keep() bool { return p.KeepMemory == nil || *p.KeepMemory }
 
-// MaxSnapshotName bounds a snapshot's name, in bytes.
-const MaxSnapshotName = 128
-
 // SnapshotParams are the arguments of snapshot_session and POST /sessions/{id}/snapshots.
 type SnapshotParams struct {
-	Name string `json:"name,omitempty" maxLength:"128" jsonschema:"A name for the snapshot (at most 128 bytes, printable): list_snapshots finds it by it." doc:"A name for the snapshot (at most 128 bytes, printable): GET /snapshots?name= finds it by it."`
+	Name string `json:"name,omitempty" jsonschema:"A name for the snapshot (at most 128 bytes of printable text): list_snapshots finds it by it." doc:"A name for the snapshot (at most 128 bytes of printable text): GET /snapshots?name= finds it by it."`
 }
 
-// Check returns the snapshot's name, refused when too long or when it
-// holds control characters (it is stored, listed and logged).
+// Check refuses a name the service would not keep (the service's one
+// rule), before anything is looked up.
 func (p SnapshotParams) Check() (string, error) {
-	if len(p.Name) > MaxSnapshotName {
-		return "", fmt.Errorf("%w: name is %d bytes long (at most %d)", service.ErrInvalidRequest, len(p.Name), MaxSnapshotName)
-	}
-	if !utf8.ValidString(p.Name) || strings.IndexFunc(p.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return "", fmt.Errorf("%w: name %s holds characters that are not printable", service.ErrInvalidRequest, service.Quote(p.Name))
-	}
-	return p.Name, nil
+	return p.Name, service.CheckSnapshotName(p.Name)
 }
 
 // ForkParams are the arguments of fork_session and POST /sessions/{id}/fork.

@@ -50,7 +50,7 @@ func TestSnapshotNameChecked(t *testing.T) {
 	if n, err := (api.SnapshotParams{Name: "nightly 2026-11-26 é"}).Check(); err != nil || n != "nightly 2026-11-26 é" {
 		t.Errorf("a plain name: %q %v", n, err)
 	}
-	for _, name := range []string{strings.Repeat("a", api.MaxSnapshotName+1), "a\nb", "a\x00", "\xff"} {
+	for _, name := range []string{strings.Repeat("a", service.MaxSnapshotName+1), "a\nb", "a\x00", "\xff"} {
 		if _, err := (api.SnapshotParams{Name: name}).Check(); !errors.Is(err, service.ErrInvalidRequest) {
 			t.Errorf("name %q: %v", name, err)
 		}
