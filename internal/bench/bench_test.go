@@ -37,7 +37,8 @@ func TestGVisorOnly(t *testing.T) {
 			t.Errorf("%s: %+v", row.Key, row)
 		}
 	}
-	want := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "gvisor_session_lifecycle"}
+	want := append([]string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "gvisor_session_lifecycle"},
+		bench.GVisorPersistKeys()...)
 	slices.Sort(keys)
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {
@@ -59,7 +60,8 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "mbpp", "bare_python_sequential", "bare_python_concurrent",
-		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle"} {
+		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle",
+		"session_pause", "session_resume", "session_snapshot", "session_from_snapshot", "session_fork10", "gvisor_session_pause", "gvisor_numpy250_from_snapshot", "gvisor_session_fork10"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)
 		}
@@ -71,7 +73,7 @@ func TestQuickRun(t *testing.T) {
 			}
 			continue
 		}
-		if row.Runs <= 0 || row.P50 <= 0 || (row.Throughput <= 0 && !strings.HasSuffix(row.Key, "_warm") && !strings.HasSuffix(row.Key, "session_lifecycle")) {
+		if row.Runs <= 0 || row.P50 <= 0 || (row.Throughput <= 0 && !latencyOnly(row.Key)) {
 			t.Errorf("%s: runs %d, p50 %v, runs/s %v", row.Key, row.Runs, row.P50, row.Throughput)
 		}
 		if row.P50 > row.P95 || row.P95 > row.P99 || row.P99 > row.Max {
@@ -158,6 +160,17 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// latencyOnly: rows that time one step between untimed ones, and
+// report no throughput.
+func latencyOnly(key string) bool {
+	for _, s := range []string{"_warm", "session_lifecycle", "_pause", "_resume", "_snapshot", "_fork10"} {
+		if strings.HasSuffix(key, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // A failing HumanEval problem is counted and listed, not dropped.

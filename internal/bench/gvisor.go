@@ -29,9 +29,10 @@ func (b *bencher) gvisorRuns() int { return max(5, b.n/10) }
 // and the idle memory of a ready gVisor sandbox.
 func (b *bencher) gvisor(ctx context.Context) error {
 	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle", "gvisor_numpy_cold"}
+	persist := GVisorPersistKeys()
 	info := fleet.ProbeGVisor(b.cfg.Runsc, b.cfg.GVisorPlatform)
 	if !info.Available {
-		for _, k := range keys {
+		for _, k := range append(keys, persist...) {
 			b.rep.Rows = append(b.rep.Rows, Row{Key: k, Case: "use_container " + k, Clients: 1, Skipped: "gVisor unavailable: " + info.Error})
 		}
 		return nil
@@ -96,6 +97,7 @@ func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, p
 	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))
+	b.persistence(ctx, cold, true)
 	return ctx.Err()
 }
 
