@@ -85,18 +85,28 @@ func snapshotErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, snapstore.ErrNotFound):
-		return fmt.Errorf("%w: %v", ErrSnapshotNotFound, err)
+		return as(ErrSnapshotNotFound, err)
 	case errors.Is(err, snapstore.ErrLimit), errors.Is(err, fleet.ErrStateTooLarge):
-		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+		return as(ErrTooLarge, err)
 	case errors.Is(err, snapstore.ErrTampered), errors.Is(err, fleet.ErrImageMismatch), errors.Is(err, fleet.ErrBadImage),
 		errors.Is(err, fleet.ErrStateRefused):
-		return fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
+		return as(ErrSnapshotUnusable, err)
 	case errors.Is(err, snapstore.ErrInvalid), errors.Is(err, snapstore.ErrExists):
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return as(ErrInvalidRequest, err)
 	case errors.Is(err, snapstore.ErrUnavailable), errors.Is(err, snapstore.ErrNoSecret):
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return as(ErrUnavailable, err)
 	}
 	return err
+}
+
+// as is err classified as kind, its text not repeating kind's
+// ("snapshot not found: snapshot not found: x" is "snapshot not found: x").
+func as(kind, err error) error {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, kind.Error()); ok {
+		return fmt.Errorf("%w%s", kind, rest)
+	}
+	return fmt.Errorf("%w: %s", kind, msg)
 }
 
 // workspaceLimits bound a workspace's archive and its unpacking: the
