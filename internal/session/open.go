@@ -25,12 +25,12 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 		spare = t.takeSpare(backend)
 	}
 	t.mu.Lock()
-	if len(t.byID) >= t.cfg.MaxSessions {
+	if err := t.roomLocked(); err != nil {
 		t.mu.Unlock()
 		if spare != nil {
 			t.returnSpare(spare)
 		}
-		return Info{}, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
+		return Info{}, err
 	}
 	if spare != nil {
 		// A fresh sandbox no one has used: it becomes the caller's, with
@@ -49,17 +49,37 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 		t.mu.Unlock()
 		return info, nil
 	}
-	se := t.newSession(req, shape)
-	// Held while it starts, so the reaper does not take a session that
-	// boots slower than its idle TTL (gVisor) for an idle one.
-	se.mu.Lock()
-	t.byID[se.id] = se // holds the slot while it starts
+	se := t.addLocked(req, shape)
 	t.mu.Unlock()
+	return t.started(se, t.start(ctx, se, t.opts.Fleet.Start))
+}
 
-	err := t.start(ctx, se, t.opts.Fleet.Start)
+// roomLocked refuses a session past SANDBOX_MAX_SESSIONS; call with t.mu.
+func (t *Table) roomLocked() error {
+	if len(t.byID) >= t.cfg.MaxSessions {
+		return fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
+	}
+	return nil
+}
+
+// addLocked puts a new session of req in the table, holding its place
+// while it starts, and returns it with its run lock held (so the reaper
+// does not take a session that boots slower than its idle TTL, gVisor's,
+// for an idle one). Call with t.mu.
+func (t *Table) addLocked(req Request, shape Shape) *Session {
+	se := t.newSession(req, shape)
+	se.mu.Lock()
+	t.byID[se.id] = se
+	return se
+}
+
+// started ends a new session's start, err its outcome: its lifetime
+// begins, its run lock is released, and a session that failed to start
+// is dropped.
+func (t *Table) started(se *Session, err error) (Info, error) {
 	se.used = time.Now()
 	if err == nil {
-		t.ExpireAfter(se, req.Lifetime)
+		t.ExpireAfter(se, se.req.Lifetime)
 	}
 	se.mu.Unlock()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
 )
@@ -121,13 +120,11 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
 	}
 	t.mu.Lock()
-	if len(t.byID) >= t.cfg.MaxSessions {
+	if err := t.roomLocked(); err != nil {
 		t.mu.Unlock()
-		return Info{}, nil, fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
+		return Info{}, nil, err
 	}
-	se := t.newSession(req, shape)
-	se.mu.Lock()
-	t.byID[se.id] = se // holds the slot while it starts
+	se := t.addLocked(req, shape)
 	t.mu.Unlock()
 	se.restore = &from
 	err := t.start(ctx, se, t.launch)
@@ -136,16 +133,8 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 	if err == nil && from.Image == nil {
 		lost, err = restoreState(se.sandbox(), from)
 	}
-	se.used = time.Now()
-	if err == nil {
-		t.ExpireAfter(se, req.Lifetime)
-	}
-	se.mu.Unlock()
-	if err != nil {
-		t.Drop(se)
-		return Info{}, nil, err
-	}
-	return se.info(t.cfg), lost, nil
+	info, err := t.started(se, err)
+	return info, lost, err
 }
 
 // restoreState gives a fresh native sandbox the saved interpreter state.
