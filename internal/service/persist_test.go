@@ -162,6 +162,17 @@ func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
 	if out != "on disk False\n" {
 		t.Fatalf("after a resume without memory: %q", out)
 	}
+	// A restart of such a paused session starts its fresh interpreter.
+	if _, err := svc.PauseSession(ctx, id, "alice", false); err != nil {
+		t.Fatal(err)
+	}
+	info, err := svc.RestartSession(ctx, id, "alice")
+	if err != nil || info.State != "running" {
+		t.Fatalf("RestartSession of a paused session: %+v, %v", info, err)
+	}
+	if out := inSession(t, svc, id, "alice", "print(open('f.txt').read())").Stdout; out != "on disk\n" {
+		t.Fatalf("after the restart: %q", out)
+	}
 }
 
 // A session whose lifetime ends in a pause (E2B's autoPause) is paused at

@@ -45,10 +45,11 @@ func (t *Table) Restart(ctx context.Context, se *Session) (Info, error) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
 	if se.paused == pausedCold {
-		// No sandbox to replace: a fresh one, as a resume starts it.
+		// No sandbox to replace: the resume starts a fresh interpreter.
 		if err := t.resume(ctx, se); err != nil {
 			return Info{}, err
 		}
+		return se.info(t.cfg), nil
 	}
 	lease := se.sandbox()
 	if lease == nil {
