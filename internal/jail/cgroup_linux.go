@@ -199,7 +199,7 @@ func writeControl(path, s string) error {
 	if err != nil {
 		return err
 	}
-	_, err = unix.Write(fd, []byte(s))
+	err = retryEINTR(func() error { _, err := unix.Write(fd, []byte(s)); return err })
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
@@ -271,8 +271,19 @@ func (cg *cgroup) write(f cgFile, s string) error {
 	if fd < 0 {
 		return fmt.Errorf("cgroup: no %s", cgFiles[cg.version][f].name)
 	}
-	_, err := unix.Pwrite(fd, []byte(s), 0)
-	return err
+	return retryEINTR(func() error { _, err := unix.Pwrite(fd, []byte(s), 0); return err })
+}
+
+// retryEINTR runs a control file's write again while a signal interrupts
+// it: setting a memory limit below what the group uses makes the kernel
+// reclaim, which a signal cuts short (the Go runtime's preemption signal
+// is one), and the write then fails with EINTR having changed nothing.
+func retryEINTR(write func() error) error {
+	for {
+		if err := write(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // readInt reads a control file that holds one number; 0 when it cannot.
