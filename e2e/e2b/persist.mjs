@@ -125,10 +125,36 @@ await check("sandbox/snapshot: pause and resume a sandbox with file", async () =
   assert.equal(await resumed.files.read("test_snapshot.txt"), "This is a snapshot test file.");
 });
 
-// Left out: "...with ongoing long running process" and "...with completed
-// long running process" pause a sandbox while a background command runs;
-// codecage's service refuses that pause (busy: a command runs in a
-// sandbox of its own, which the pause would not freeze).
+// The two with a background process use python3's sleep: codecage's
+// command allow-list has no sleep program.
+await check("sandbox/snapshot: pause and resume a sandbox with ongoing long running process", async () => {
+  const sbx = await create();
+  const cmd = await sbx.commands.run('python3 -c "import time; time.sleep(3600)"', { background: true });
+  const expectedPid = cmd.pid;
+  await sbx.pause();
+  assert.equal(await sbx.isRunning(), false);
+  const resumed = await Sandbox.connect(sbx.sandboxId);
+  const pids = (await resumed.commands.list()).map((c) => c.pid);
+  assert.ok(pids.includes(expectedPid), `pid ${expectedPid} not in commands.list() after the resume: ${JSON.stringify(pids)}`);
+  assert.equal(await resumed.commands.kill(expectedPid), true);
+});
+
+await check("sandbox/snapshot: pause and resume a sandbox with completed long running process", async () => {
+  const sbx = await create();
+  const filename = "test_long_running.txt";
+  await sbx.commands.run(
+    `python3 -c "import time; time.sleep(2); open('/home/user/${filename}', 'w').write('done\\n')"`,
+    { background: true },
+  );
+  let names = (await sbx.files.list("/home/user")).map((f) => f.name);
+  assert.ok(!names.includes(filename), `${filename} exists before the command could write it`);
+  await sbx.pause();
+  const resumed = await Sandbox.connect(sbx.sandboxId);
+  await new Promise((r) => setTimeout(r, 5000));
+  names = (await resumed.files.list("/home/user")).map((f) => f.name);
+  assert.ok(names.includes(filename), `${filename} missing 5 s after the resume: ${JSON.stringify(names)}`);
+  assert.equal(await resumed.files.read(`/home/user/${filename}`), "done\n");
+});
 
 // --- tests/sandbox/connect.test.ts -----------------------------------------------
 await check("connect: connect", async () => {

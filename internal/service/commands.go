@@ -341,6 +341,9 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if err != nil {
 		return nil, s.fleetError(ctx, err)
 	}
+	if se != nil {
+		in.Attach(lease) // a pause of the session pauses it too
+	}
 	if req.OnStart != nil {
 		req.OnStart()
 	}

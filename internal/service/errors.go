@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/codecage/codecage/internal/access"
-	"github.com/codecage/codecage/internal/session"
 )
 
 // ErrShuttingDown: the service is stopping and takes no new work.
@@ -66,7 +65,7 @@ func ErrorKind(err error) string {
 		return KindSnapshotUnusable
 	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
 		return KindRateLimited
-	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull), errors.Is(err, session.ErrBusy):
+	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
 		return KindBusy
 	case errors.Is(err, ErrShuttingDown):
 		return KindShuttingDown

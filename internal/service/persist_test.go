@@ -366,3 +366,58 @@ func TestSnapshotTamperedOrOverTheLimitIsRefused(t *testing.T) {
 		t.Fatalf("sessions: %d before, %d after the refused start", before, got)
 	}
 }
+
+// A session's running command pauses with it (its sandbox is frozen
+// too: on the host its processes use no CPU), and goes on after the
+// resume to its end; a pause without memory ends it.
+func TestSessionPausePausesItsCommands(t *testing.T) {
+	native := testBackend(t) == config.IsolationNative
+	var stateDir string
+	svc := sessionService(t, func(c *config.Config) { stateDir = c.StateDir })
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	uid := workspaceUID(t, stateDir, id)
+	started := make(chan struct{})
+	done := make(chan *service.CommandResult, 1)
+	go func() {
+		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Owner: "alice", Timeout: 60 * time.Second,
+			Command: "python3 -c 'import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\nopen(\"spun.txt\", \"w\").write(\"done\")'",
+			OnStart: func() { close(started) }})
+		if err != nil {
+			t.Errorf("RunCommand: %v", err)
+		}
+		done <- res
+	}()
+	<-started
+	time.Sleep(300 * time.Millisecond) // the spinner runs
+	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+		t.Fatalf("pausing a session whose command runs: %v", err)
+	}
+	// Natively the host shows the command's processes; under gVisor they
+	// are its kernel's, and the fleet's tests judge its cgroup.
+	c0, n := hostCPUOfUID(uid)
+	time.Sleep(700 * time.Millisecond)
+	c1, _ := hostCPUOfUID(uid)
+	if native && (n == 0 || c1 != c0) {
+		t.Fatalf("paused, the session's %d processes (its command's among them) used %d ticks of CPU in 700 ms", n, c1-c0)
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("the command ended while its session was paused: %+v", res)
+	default:
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || !res.Success {
+			t.Fatalf("the command after the resume: %+v", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not end within 20 s of the resume")
+	}
+	if out := inSession(t, svc, id, "alice", "print(open('spun.txt').read())").Stdout; out != "done\n" {
+		t.Fatalf("the command's file: %q", out)
+	}
+}

@@ -2,8 +2,11 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // Pausing a session: it stops running and uses no CPU until it resumes.
@@ -49,22 +52,22 @@ func (t *Table) pause(ctx context.Context, se *Session, keepMemory, atTimeout bo
 	if err := se.alive(); err != nil {
 		return Info{}, err
 	}
-	se.lifeMu.Lock()
-	busy := len(se.commands)
-	se.lifeMu.Unlock()
-	if busy > 0 {
-		// A command runs in a sandbox of its own beside the interpreter:
-		// pausing the interpreter alone would let it run on unpaused.
-		return Info{}, fmt.Errorf("%w: session %s has %d command(s) running; pause it when they have ended", ErrBusy, se.id, busy)
-	}
 	lease := se.sandbox()
 	t.addIdleCPU(se.cpu.settle(lease))
 	if keepMemory {
+		// The commands run in sandboxes of their own beside the
+		// interpreter: they pause with it, as a machine's processes do.
+		if err := se.freeze(); err != nil {
+			return Info{}, fmt.Errorf("%w: pause: %v", ErrUnavailable, err)
+		}
 		if err := lease.Pause(); err != nil {
+			se.thaw()
 			return Info{}, fmt.Errorf("%w: pause: %v", ErrUnavailable, err)
 		}
 		se.paused = pausedAlive
 	} else {
+		// Without memory, a machine's processes end: so do its commands.
+		se.endCommands()
 		lease.Close() // its slot goes back to the budget
 		se.lease.Store(nil)
 		se.closeProxy()
@@ -101,6 +104,7 @@ func (t *Table) resume(ctx context.Context, se *Session) error {
 		if err := se.sandbox().Resume(); err != nil {
 			return fmt.Errorf("%w: resume: %v", ErrEnded, err)
 		}
+		se.thaw()
 	case pausedCold:
 		if err := t.start(ctx, se, t.opts.Fleet.Start); err != nil {
 			return err
@@ -172,20 +176,58 @@ func lockCtx(ctx context.Context, se *Session) error {
 }
 
 // pauseAtTimeout pauses a session whose lifetime ran out and whose
-// timeout pauses it (E2B's autoPause): its commands are ended first (a
-// machine that pauses stops them too, but they run in sandboxes of their
-// own), then it pauses with its memory. A session that cannot pause ends.
+// timeout pauses it (E2B's autoPause), with its memory and its commands.
+// A session that cannot pause ends.
 func (t *Table) pauseAtTimeout(se *Session) {
-	se.lifeMu.Lock()
-	for cancel := range se.commands {
-		(*cancel)()
-	}
-	se.lifeMu.Unlock()
-	se.cmdsDone.Wait()
 	if _, err := t.pause(context.Background(), se, true, true); err != nil {
 		t.log.Warn("session reached its lifetime and could not pause: closing it", "session", se.id, "owner", se.owner, "err", err)
 		t.Drop(se)
 		return
 	}
 	t.log.Info("session reached its lifetime: paused", "session", se.id, "owner", se.owner)
+}
+
+// freeze pauses the sandboxes of the session's running commands, and
+// those that start until thaw; on a failure it thaws those it paused.
+func (se *Session) freeze() error {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	se.frozen = true
+	for _, cs := range se.commands {
+		if cs.lease == nil {
+			continue // not started yet: Attach pauses it
+		}
+		if err := cs.lease.Pause(); err != nil && !errors.Is(err, fleet.ErrEnded) {
+			se.thawLocked()
+			return fmt.Errorf("a command's sandbox: %v", err)
+		}
+	}
+	return nil
+}
+
+// thaw resumes the sandboxes of the session's commands.
+func (se *Session) thaw() {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	se.thawLocked()
+}
+
+func (se *Session) thawLocked() {
+	se.frozen = false
+	for _, cs := range se.commands {
+		if cs.lease != nil {
+			_ = cs.lease.Resume() // one that ended meanwhile has nothing to resume
+		}
+	}
+}
+
+// endCommands cancels the session's commands and waits for them to end;
+// call with mu (commands never take it).
+func (se *Session) endCommands() {
+	se.lifeMu.Lock()
+	for cancel := range se.commands {
+		(*cancel)()
+	}
+	se.lifeMu.Unlock()
+	se.cmdsDone.Wait()
 }

@@ -76,7 +76,13 @@ type Command struct {
 	Workspace string        // the session's workspace on the host
 	UID       int           // the host uid of the session's sandboxes
 	Idle      time.Duration // the sandbox's CPU time since the session's previous request ended
+	// Attach tells the session the command's sandbox, once started, so
+	// that a pause of the session pauses it too.
+	Attach func(*fleet.Lease)
 }
+
+// cmdSandbox is a running command's sandbox, once it is attached.
+type cmdSandbox struct{ lease *fleet.Lease }
 
 // StartCommand registers a command of se about to run beside its
 // interpreter and the session's other commands, on the same workspace,
@@ -94,7 +100,7 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 			return nil, Command{}, nil, err
 		}
 	}
-	ctx, workspace, uid, done, err := se.startCommand(ctx)
+	ctx, workspace, uid, cs, done, err := se.startCommand(ctx)
 	if err != nil {
 		return nil, Command{}, nil, err
 	}
@@ -105,26 +111,38 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 		se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 		done()
 	}
-	return ctx, Command{Workspace: workspace, UID: uid, Idle: idle}, end, nil
+	attach := func(l *fleet.Lease) {
+		se.lifeMu.Lock()
+		defer se.lifeMu.Unlock()
+		cs.lease = l
+		if se.frozen {
+			// Started as the session paused: it pauses with it.
+			if err := l.Pause(); err != nil {
+				t.log.Warn("a command started as its session paused could not pause", "session", se.id, "err", err)
+			}
+		}
+	}
+	return ctx, Command{Workspace: workspace, UID: uid, Idle: idle, Attach: attach}, end, nil
 }
 
 // startCommand registers a command of se that is about to run; it returns
 // the command's context (canceled when the session closes), the
 // workspace and its uid, and done, to call when the command has ended.
-func (se *Session) startCommand(ctx context.Context) (context.Context, string, int, func(), error) {
+func (se *Session) startCommand(ctx context.Context) (context.Context, string, int, *cmdSandbox, func(), error) {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
 	switch {
 	case se.dropped:
-		return nil, "", 0, nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
+		return nil, "", 0, nil, nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
 	case se.dir == "":
-		return nil, "", 0, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrEnded, se.id)
+		return nil, "", 0, nil, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrEnded, se.id)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	if se.commands == nil {
-		se.commands = map[*context.CancelFunc]struct{}{}
+		se.commands = map[*context.CancelFunc]*cmdSandbox{}
 	}
-	se.commands[&cancel] = struct{}{}
+	cs := &cmdSandbox{}
+	se.commands[&cancel] = cs
 	se.cmdsDone.Add(1)
 	done := func() {
 		cancel()
@@ -134,7 +152,7 @@ func (se *Session) startCommand(ctx context.Context) (context.Context, string, i
 		se.lifeMu.Unlock()
 		se.cmdsDone.Done()
 	}
-	return ctx, se.dir, se.uid, done, nil
+	return ctx, se.dir, se.uid, cs, done, nil
 }
 
 func endReason(e fleet.Exit) string {

@@ -45,9 +45,6 @@ var (
 	ErrUnavailable = errors.New("sandbox unavailable")
 	// ErrPaused: the session is paused, and the request does not resume it.
 	ErrPaused = errors.New("session paused")
-	// ErrBusy: the session cannot do it now (a pause while its commands
-	// run); try again later.
-	ErrBusy = errors.New("session busy")
 )
 
 // Request opens a session.
@@ -186,8 +183,11 @@ type Session struct {
 	// its interpreter, as processes of a VM do), canceled when it closes;
 	// cmdsDone is when the last one ended. touched is the last time one
 	// ended (unix nanoseconds, atomic): activity, for the idle TTL.
-	commands map[*context.CancelFunc]struct{}
+	commands map[*context.CancelFunc]*cmdSandbox
 	cmdsDone sync.WaitGroup
+	// frozen: the session is paused in memory, and so are its commands'
+	// sandboxes, and any that starts meanwhile (under lifeMu).
+	frozen bool
 	touched  atomic.Int64
 
 	// lease is the session's sandbox and its slot of the budget, held

@@ -73,6 +73,10 @@ func (t *Table) Snapshot(ctx context.Context, se *Session, to SnapshotTo) (Captu
 	}
 	// The workspace as the saved state knew it: the code stands still
 	// while it is copied (a frozen cgroup costs a millisecond natively).
+	if err := se.freeze(); err != nil {
+		return Capture{}, fmt.Errorf("%w: pause for the workspace copy: %v", ErrUnavailable, err)
+	}
+	defer se.thaw() // the commands', after the interpreter's
 	if err := lease.Pause(); err != nil {
 		return Capture{}, fmt.Errorf("%w: pause for the workspace copy: %v", ErrUnavailable, err)
 	}
