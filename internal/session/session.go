@@ -187,8 +187,8 @@ type Session struct {
 	cmdsDone sync.WaitGroup
 	// frozen: the session is paused in memory, and so are its commands'
 	// sandboxes, and any that starts meanwhile (under lifeMu).
-	frozen bool
-	touched  atomic.Int64
+	frozen  bool
+	touched atomic.Int64
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the
