@@ -185,10 +185,10 @@ type Session struct {
 	// ended (unix nanoseconds, atomic): activity, for the idle TTL.
 	commands map[*context.CancelFunc]*cmdSandbox
 	cmdsDone sync.WaitGroup
+	touched  atomic.Int64
 	// frozen: the session is paused in memory, and so are its commands'
 	// sandboxes, and any that starts meanwhile (under lifeMu).
-	frozen  bool
-	touched atomic.Int64
+	frozen bool
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the
