@@ -131,7 +131,9 @@ type Shape struct {
 //	      Session.lifeMu
 //
 // sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
-// no lock, never with lifeMu, and it takes none.
+// no lock, never with lifeMu, and it takes none. A pause and a resume
+// pause and resume the commands' sandboxes under lifeMu (after mu); a
+// lease's own locks are leaves below every lock here.
 //
 // Session.mu is the run lock (Lock, BeginRun): held for a whole request,
 // up to its timeout: a blocking Lock of a published session under
