@@ -140,7 +140,15 @@ func SaveState(ch FDChannel, w io.Writer, opt StateOptions) (*StateReport, error
 	}()
 	n, copyErr := copyCapped(w, r, opt.MaxBytes)
 	_ = r.Close() // over the cap: the harness's next write fails
-	rep, err := awaitState(answered, deadline)
+	return stateOutcome(answered, deadline, n, copyErr, opt, "writing")
+}
+
+// stateOutcome is a snapshot's or a restore's end: the harness's answer
+// (by deadline), then what the copy of n bytes met. The harness's reason
+// comes before a failed copy's: it stopped reading (or writing) because
+// the state is bad, and says why.
+func stateOutcome(replies <-chan stateReply, deadline time.Time, n int64, copyErr error, opt StateOptions, doing string) (*StateReport, error) {
+	rep, err := awaitState(replies, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +158,7 @@ func SaveState(ch FDChannel, w io.Writer, opt StateOptions) (*StateReport, error
 	case rep.Error != "":
 		return nil, fmt.Errorf("%w: %s", ErrStateRefused, rep.Error)
 	case copyErr != nil:
-		return nil, fmt.Errorf("runtime: writing the state: %w", copyErr)
+		return nil, fmt.Errorf("runtime: %s the state: %w", doing, copyErr)
 	}
 	rep.State.Bytes = n
 	return rep.State, nil
@@ -176,22 +184,7 @@ func LoadState(ch FDChannel, r io.Reader, opt StateOptions) (*StateReport, error
 	_ = w.SetWriteDeadline(deadline)
 	n, copyErr := copyCapped(w, r, opt.MaxBytes)
 	_ = w.Close() // the end of the state, or, over the cap, a truncated one
-	rep, err := awaitState(replies, deadline)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case errors.Is(copyErr, ErrStateTooLarge):
-		return nil, fmt.Errorf("%w (%d bytes)", ErrStateTooLarge, opt.MaxBytes)
-	case rep.Error != "":
-		// Before a failed write: the harness stopped reading because the
-		// state is bad, and says why.
-		return nil, fmt.Errorf("%w: %s", ErrStateRefused, rep.Error)
-	case copyErr != nil:
-		return nil, fmt.Errorf("runtime: reading the state: %w", copyErr)
-	}
-	rep.State.Bytes = n
-	return rep.State, nil
+	return stateOutcome(replies, deadline, n, copyErr, opt, "reading")
 }
 
 // stateReply is the harness's answer to a state request.
