@@ -169,6 +169,13 @@ type Config struct {
 	SnapshotMaxBytes int64
 	SnapshotMaxCount int
 	SnapshotTTL      time.Duration
+	// PausedInMemoryTTL is how long a session stays paused with its
+	// memory held here before it is parked in the store (its memory and
+	// slot freed; a resume brings it back from the store).
+	PausedInMemoryTTL time.Duration
+	// ParkOnShutdown: on SIGTERM every session is parked in the store, so
+	// that a restart, or another replica, resumes it.
+	ParkOnShutdown bool
 
 	// PackagesDir holds the operator's package layer (codecage packages
 	// install), read-only in every sandbox.
@@ -286,9 +293,11 @@ func DefaultConfig() Config {
 		PipMaxInstall:   512 << 20,
 		PipTimeout:      300 * time.Second,
 
-		SnapshotMaxBytes: 4 << 30,
-		SnapshotMaxCount: 32,
-		SnapshotTTL:      7 * 24 * time.Hour,
+		SnapshotMaxBytes:  4 << 30,
+		SnapshotMaxCount:  32,
+		SnapshotTTL:       7 * 24 * time.Hour,
+		PausedInMemoryTTL: 15 * time.Minute,
+		ParkOnShutdown:    true,
 
 		ToolsMaxCalls:  50,
 		ToolsMaxResult: 256 << 10,

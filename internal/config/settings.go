@@ -143,6 +143,8 @@ var settings = []setting{
 	sizeSetting("snapshot_max_bytes", "SANDBOX_SNAPSHOT_MAX_BYTES", "bytes one owner's snapshots and paused sessions may take in all", func(c *Config) *int64 { return &c.SnapshotMaxBytes }),
 	intSetting("snapshot_max_count", "SANDBOX_SNAPSHOT_MAX_COUNT", "snapshots and paused sessions one owner may keep", func(c *Config) *int { return &c.SnapshotMaxCount }),
 	longDurationSetting("snapshot_ttl", "SANDBOX_SNAPSHOT_TTL", "how long a snapshot or paused session is kept: seconds, or e.g. 12h, 7d", func(c *Config) *time.Duration { return &c.SnapshotTTL }),
+	longDurationSetting("paused_in_memory_ttl", "SANDBOX_PAUSED_IN_MEMORY_TTL", "how long a session paused with its memory stays in this server's memory before it is parked in the snapshot store (memory and slot freed): seconds, or e.g. 15m, 2h", func(c *Config) *time.Duration { return &c.PausedInMemoryTTL }),
+	boolSetting("park_on_shutdown", "SANDBOX_PARK_ON_SHUTDOWN", "on SIGTERM, park every session in the snapshot store (after the running requests end), so that a restart or another replica resumes it", func(c *Config) *bool { return &c.ParkOnShutdown }),
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
 	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
 	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),

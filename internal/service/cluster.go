@@ -264,7 +264,9 @@ const peerListWait = 3 * time.Second
 // ListSessions lists the owner's sessions on every replica.
 func (s *Service) ListSessions(ctx context.Context, owner string) []SessionInfo {
 	out := s.localSessions(owner)
+	out = append(out, s.parkedSessions(ctx, owner)...)
 	if s.cluster == nil {
+		sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerListWait)

@@ -83,6 +83,14 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		s.drain.cancel()
 		<-done
 	}
+	if s.cfg.ParkOnShutdown {
+		// The requests have ended: every session is written out whole, so
+		// that a restart, or another replica, resumes it. This has its
+		// own grace, after the requests'.
+		pctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+		s.parkAll(pctx)
+		cancel()
+	}
 	s.Close()
 	return err
 }

@@ -37,6 +37,9 @@ type op struct {
 	// run is how long the owner may take to run a forwarded call once
 	// admitted (nil: no run to wait for); see forwardDeadline.
 	run func(s *Service, call PeerCall) time.Duration
+	// parked is what it does with its session when that is parked in
+	// the snapshot store (park.go): bring it back first (the default).
+	parked parkRule
 	// serve runs a call another replica forwarded (nil: never forwarded).
 	serve func(ctx context.Context, s *Service, call PeerCall, onOutput func(stream, line string)) (any, error)
 }
@@ -62,8 +65,8 @@ func init() {
 		opCreate:     {admit: admitHeavy, kind: EventSession, action: "create"},
 		opValidate:   {admit: admitHeavy, kind: EventValidate},
 		OpRestart:    {admit: admitHeavy, kind: EventSession, action: "restart", run: runRestart, serve: serveRestart},
-		OpClose:      {admit: admitLight, kind: EventSession, action: "close", serve: serveClose},
-		OpGet:        {admit: admitNone, kind: EventSession, action: "get", quiet: true, serve: serveGet},
+		OpClose:      {admit: admitLight, kind: EventSession, action: "close", parked: parkLeave, serve: serveClose},
+		OpGet:        {admit: admitNone, kind: EventSession, action: "get", quiet: true, parked: parkLeave, serve: serveGet},
 		OpList:       {admit: admitNone, kind: EventSession, action: "list", quiet: true, serve: serveList},
 		OpLifetime:   {admit: admitNone, kind: EventSession, action: "lifetime", serve: serveLifetime},
 		OpWriteFile:  {admit: admitLight, kind: EventFile, action: "write", serve: serveWriteFile},
@@ -75,8 +78,8 @@ func init() {
 		OpMakeDir:    {admit: admitLight, kind: EventFile, action: "mkdir", serve: serveMakeDir},
 		OpMoveFile:   {admit: admitLight, kind: EventFile, action: "move", serve: serveMoveFile},
 		// A resume may start a sandbox (after a pause that kept no memory).
-		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", run: runPause, serve: servePause},
-		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", run: runRestart, serve: serveResume},
+		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", parked: parkLeave, run: runPause, serve: servePause},
+		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", parked: parkLeave, run: runRestart, serve: serveResume},
 		// A snapshot and a fork copy a workspace and an image: a start's time, and more.
 		OpSnapshot:       {admit: admitHeavy, kind: EventSession, action: "snapshot", run: runSnapshot, serve: serveSnapshot},
 		OpFork:           {admit: admitHeavy, kind: EventSession, action: "fork", run: runSnapshot, serve: serveFork},
@@ -149,6 +152,11 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		var cancel context.CancelFunc
 		ctx, cancel = s.bind(ctx)
 		defer cancel()
+	}
+	if c.session != "" {
+		if err := s.bringBack(ctx, c.peer.Owner, c.session, o.parked); err != nil {
+			return fail(err)
+		}
 	}
 	res, err := c.run(ctx)
 	if err != nil {

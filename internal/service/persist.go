@@ -88,6 +88,13 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory
 		session: id, peer: PeerCall{Owner: owner, SessionID: id, KeepMemory: keepMemory},
 		run: func(ctx context.Context) (*SessionInfo, error) {
 			se, err := s.session(id, owner)
+			if errors.Is(err, ErrSessionNotFound) {
+				if _, _, ok, perr := s.parked(ctx, owner, id); ok {
+					return nil, fmt.Errorf("%w: session %s is paused already (parked in the snapshot store)", ErrSessionPaused, id)
+				} else if perr != nil {
+					return nil, perr
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -114,11 +121,20 @@ func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*Session
 	res, err := do(ctx, s, OpResume, call[resumed]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id},
 		run: func(ctx context.Context) (resumed, error) {
+			back := false
+			if !s.sessions.Has(id) {
+				// Parked in the store: brought back, running.
+				if err := s.bringBack(ctx, owner, id, parkResume); err != nil {
+					return resumed{}, err
+				}
+				back = s.sessions.Has(id)
+			}
 			se, err := s.session(id, owner)
 			if err != nil {
 				return resumed{}, err
 			}
 			info, ok, err := s.sessions.Resume(ctx, se)
+			ok = ok || back
 			if err != nil {
 				return resumed{}, err
 			}

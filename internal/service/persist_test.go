@@ -43,7 +43,13 @@ func hostCPUOfUID(uid int) (ticks int64, procs int) {
 // workspaceUID is the host uid the session's files belong to.
 func workspaceUID(t *testing.T, stateDir, id string) int {
 	t.Helper()
-	fi, err := os.Stat(filepath.Join(stateDir, "sessions", id))
+	return workspaceUIDOf(t, filepath.Join(stateDir, "sessions", id))
+}
+
+// workspaceUIDOf is the host uid directory dir belongs to.
+func workspaceUIDOf(t *testing.T, dir string) int {
+	t.Helper()
+	fi, err := os.Stat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

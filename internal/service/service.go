@@ -54,6 +54,8 @@ type Service struct {
 	// (SANDBOX_MAX_TRANSFERS).
 	transfers chan struct{}
 	snaps     snapshotStore
+	// unparking serializes bringing one parked session back (park.go).
+	unparking keyedLock
 }
 
 // Options are what a service is given besides the configuration. Each is
@@ -104,6 +106,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError})
 	s.startSpares()
 	go s.sessions.Reaper(s.stop)
+	go s.parkLongPauses(s.stop)
 	return s, nil
 }
 

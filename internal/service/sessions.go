@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -61,8 +62,16 @@ func (s *Service) SessionIdleCPU() time.Duration { return s.sessions.IdleCPU() }
 func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
 	return do(ctx, s, OpGet, call[*SessionInfo]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id},
-		run: func(context.Context) (*SessionInfo, error) {
+		run: func(ctx context.Context) (*SessionInfo, error) {
 			se, err := s.session(id, owner)
+			if errors.Is(err, ErrSessionNotFound) {
+				if m, spec, ok, perr := s.parked(ctx, owner, id); ok || perr != nil {
+					if perr != nil {
+						return nil, perr
+					}
+					return parkedInfo(m, spec), nil
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -213,8 +222,11 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
 	_, err := do(ctx, s, OpClose, call[struct{}]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id},
-		run: func(context.Context) (struct{}, error) {
+		run: func(ctx context.Context) (struct{}, error) {
 			se, err := s.session(id, owner)
+			if errors.Is(err, ErrSessionNotFound) {
+				return struct{}{}, s.closeParked(ctx, owner, id)
+			}
 			if err == nil {
 				s.sessions.Drop(se)
 			}

@@ -77,6 +77,12 @@ func (s *Service) closeSnapshots() {
 		_ = s.snaps.st.Close()
 		s.snaps.st = nil
 	}
+	// The image uids go as they would with the process: the next service
+	// checks them again when it restores (checkImageUID).
+	for id, uid := range s.snaps.uids {
+		fleet.ReleaseUID(uid)
+		delete(s.snaps.uids, id)
+	}
 }
 
 // snapshotErr classifies a failure of the store or of a saved state.
@@ -142,17 +148,44 @@ func (s *Service) tempDir() (string, error) {
 
 // saveSnapshot writes session se into the store as a snapshot of owner.
 func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, name string) (*SnapshotInfo, error) {
-	st, err := s.snapshots(ctx)
+	req := se.Request()
+	spec, _ := json.Marshal(specOf(req))
+	m := snapstore.Manifest{Kind: snapstore.KindSnapshot, Owner: owner, Name: name, SessionID: se.ID(),
+		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: spec}
+	m, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
+		c, err := s.sessions.Snapshot(ctx, se, to)
+		if err != nil {
+			return err
+		}
+		return seal(c, nil)
+	})
 	if err != nil {
 		return nil, err
 	}
-	req := se.Request()
-	spec, _ := json.Marshal(snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template})
-	w, err := st.Create(ctx, snapstore.Manifest{Kind: snapstore.KindSnapshot, Owner: owner, Name: name, SessionID: se.ID(),
-		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: spec})
+	info := snapshotInfo(m)
+	return &info, nil
+}
+
+// specOf is what a snapshot keeps of a session's request.
+func specOf(req session.Request) snapshotSpec {
+	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template}
+}
+
+// storeSession writes a session into the store under manifest m: capture
+// fills the blobs through to (the session table's Snapshot or Park), and
+// hands what it saved to seal, which adds the memory image and commits
+// (with spec, when not nil, as the manifest's).
+// A gVisor image's uid stays held while the snapshot lives (every
+// session started from it runs as that uid; deleteSnapshot lets go).
+func (s *Service) storeSession(ctx context.Context, m snapstore.Manifest, capture func(session.SnapshotTo, func(session.Capture, json.RawMessage) error) error) (snapstore.Manifest, error) {
+	st, err := s.snapshots(ctx)
 	if err != nil {
-		return nil, snapshotErr(err)
+		return m, err
+	}
+	w, err := st.Create(ctx, m)
+	if err != nil {
+		return m, snapshotErr(err)
 	}
 	defer w.Abort() // nothing, once committed
 	to := session.SnapshotTo{StateOpts: s.stateOptions(nil), Workspace: func(dir string) error {
@@ -163,48 +196,52 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 		_, err = wsfs.Archive(ctx, dir, bw, s.workspaceLimits())
 		return err
 	}}
-	if se.Backend() == fleet.GVisor {
+	if m.Backend == fleet.GVisor {
 		if to.ImageDir, err = s.tempDir(); err != nil {
-			return nil, err
+			return m, err
 		}
 		defer os.RemoveAll(to.ImageDir)
 	} else if to.State, err = w.Blob(blobState); err != nil {
-		return nil, snapshotErr(err)
+		return m, snapshotErr(err)
 	}
-	c, err := s.sessions.Snapshot(ctx, se, to)
-	if err != nil {
-		return nil, snapshotErr(err)
-	}
-	var runsc, platform string
-	uid := -1
-	if c.Image != nil {
-		runsc, platform, uid = c.Image.RunscVersion, c.Image.Platform, c.Image.UID
-		bw, err := w.Blob(blobMemory)
-		if err == nil {
-			_, err = wsfs.Archive(ctx, to.ImageDir, bw, s.imageLimits())
+	var out snapstore.Manifest
+	seal := func(c session.Capture, spec json.RawMessage) error {
+		if spec != nil {
+			if err := w.SetSpec(spec); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			fleet.ReleaseUID(uid)
-			return nil, snapshotErr(err)
+		var runsc, platform string
+		uid := -1
+		if c.Image != nil {
+			runsc, platform, uid = c.Image.RunscVersion, c.Image.Platform, c.Image.UID
+			bw, err := w.Blob(blobMemory)
+			if err == nil {
+				_, err = wsfs.Archive(ctx, to.ImageDir, bw, s.imageLimits())
+			}
+			if err != nil {
+				fleet.ReleaseUID(uid)
+				return err
+			}
 		}
-	}
-	w.Describe(runsc, platform, int64(uid), c.NotSaved)
-	m, err := w.Commit()
-	if err != nil {
+		w.Describe(runsc, platform, int64(uid), c.NotSaved)
+		if out, err = w.Commit(); err != nil {
+			if uid >= 0 {
+				fleet.ReleaseUID(uid)
+			}
+			return err
+		}
 		if uid >= 0 {
-			fleet.ReleaseUID(uid)
+			s.snaps.mu.Lock()
+			s.snaps.uids[out.ID] = uid
+			s.snaps.mu.Unlock()
 		}
-		return nil, snapshotErr(err)
+		return nil
 	}
-	if uid >= 0 {
-		// The image's uid stays held while the snapshot lives: every
-		// session started from it runs as that uid (DeleteSnapshot lets go).
-		s.snaps.mu.Lock()
-		s.snaps.uids[m.ID] = uid
-		s.snaps.mu.Unlock()
+	if err := capture(to, seal); err != nil {
+		return m, snapshotErr(err)
 	}
-	info := snapshotInfo(m)
-	return &info, nil
+	return out, nil
 }
 
 func snapshotInfo(m snapstore.Manifest) SnapshotInfo {
@@ -227,6 +264,15 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 		return nil, snapshotErr(err)
 	}
 	defer snap.Close()
+	if snap.Manifest().Kind != snapstore.KindSnapshot {
+		return nil, fmt.Errorf("%w: %s", ErrSnapshotNotFound, Quote(req.FromSnapshot))
+	}
+	return s.openSnapshot(ctx, req, snap, nil)
+}
+
+// openSnapshot opens a session of req from snap: a new one, or the
+// parked session back brings back.
+func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *snapstore.Snapshot, back *session.Parked) (*SessionInfo, error) {
 	m := snap.Manifest()
 	req, shape, err := s.snapshotShape(req, m)
 	if err != nil {
@@ -243,7 +289,7 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 		}
 		return nil
 	}}
-	if m.Backend == fleet.GVisor {
+	if m.Backend == fleet.GVisor && (back == nil || !back.Cold) {
 		if from.ImageDir, err = s.imageFrom(ctx, snap); err != nil {
 			return nil, err
 		}
@@ -259,9 +305,12 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 			return nil, err
 		}
 		from.Image = &img
-	} else if from.State, err = snap.Blob(blobState); err != nil {
-		return nil, snapshotErr(err)
+	} else if back == nil || !back.Cold {
+		if from.State, err = snap.Blob(blobState); err != nil {
+			return nil, snapshotErr(err)
+		}
 	}
+	from.Back = back
 	info, lost, err := s.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
 		return nil, snapshotErr(err)

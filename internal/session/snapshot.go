@@ -48,6 +48,11 @@ func (t *Table) Snapshot(ctx context.Context, se *Session, to SnapshotTo) (Captu
 	if se.paused != running {
 		return Capture{}, fmt.Errorf("%w: session %s is paused; resume it first", ErrPaused, se.id)
 	}
+	return t.capture(ctx, se, to)
+}
+
+// capture writes out se, alive and running; call with se.mu.
+func (t *Table) capture(ctx context.Context, se *Session, to SnapshotTo) (Capture, error) {
 	if err := se.alive(); err != nil {
 		return Capture{}, err
 	}
@@ -113,6 +118,9 @@ type RestoreFrom struct {
 	// ImageDir holds a gVisor session's memory image; Image describes it.
 	ImageDir string
 	Image    *fleet.MemoryImage
+	// Back is the parked session this brings back, under its id; nil for
+	// a new session.
+	Back *Parked
 }
 
 // CreateFrom opens a session of req from a snapshot: its workspace
@@ -120,7 +128,8 @@ type RestoreFrom struct {
 // or started fresh and given the saved state (native). What could not be
 // restored is named in the returned list.
 func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from RestoreFrom) (Info, []string, error) {
-	if (shape.Backend == fleet.GVisor) != (from.Image != nil) {
+	cold := from.Back != nil && from.Back.Cold
+	if !cold && (shape.Backend == fleet.GVisor) != (from.Image != nil) {
 		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
 	}
 	t.mu.Lock()
@@ -128,13 +137,25 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 		t.mu.Unlock()
 		return Info{}, nil, err
 	}
-	se := t.addLocked(req, shape)
+	var se *Session
+	if b := from.Back; b != nil {
+		if _, dup := t.byID[b.ID]; dup {
+			t.mu.Unlock()
+			return Info{}, nil, fmt.Errorf("%w: session %s is here already", ErrUnavailable, b.ID)
+		}
+		se = t.newSession(req, shape)
+		se.id, se.created, se.runs = b.ID, b.Created, b.Runs
+		se.mu.Lock()
+		t.byID[se.id] = se
+	} else {
+		se = t.addLocked(req, shape)
+	}
 	t.mu.Unlock()
 	se.restore = &from
 	err := t.start(ctx, se, t.launch)
 	se.restore = nil
 	var lost []string
-	if err == nil && from.Image == nil {
+	if err == nil && from.Image == nil && from.State != nil {
 		lost, err = restoreState(se.sandbox(), from)
 	}
 	info, err := t.started(se, err)

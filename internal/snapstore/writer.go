@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -251,4 +252,15 @@ func (w *Writer) Describe(runscVersion, platform string, uid int64, notSaved []s
 	w.m.Platform = capString(platform, MaxFieldLen)
 	w.m.UID = uid
 	w.m.NotSaved = capNotSaved(notSaved)
+}
+
+// SetSpec replaces, before Commit, the manifest's spec with one learnt
+// while writing (a parked session's state at its capture). A spec that is
+// not JSON or too long fails the snapshot.
+func (w *Writer) SetSpec(spec json.RawMessage) error {
+	if len(spec) > MaxSpecLen || !json.Valid(spec) {
+		return w.fail(fmt.Errorf("%w: spec: want at most %d bytes of JSON", ErrInvalid, MaxSpecLen))
+	}
+	w.m.Spec = spec
+	return nil
 }

@@ -1,0 +1,325 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
+	"github.com/codecage/codecage/internal/snapstore"
+)
+
+// Parked sessions: a session written into the snapshot store under its
+// own id (a manifest of kind "paused") and ended here, its memory, slot
+// and workspace freed. It is parked when its server stops (every session,
+// SANDBOX_PARK_ON_SHUTDOWN) and when it stayed paused in memory past
+// SANDBOX_PAUSED_IN_MEMORY_TTL. It stays the caller's session: it is
+// described and listed (paused, or running when it was parked running),
+// and the next request for it brings it back (do, through bringBack),
+// here after a restart, or on any replica when the store is shared.
+
+// parkedSpec is a parked session's description in its manifest.
+type parkedSpec struct {
+	snapshotSpec
+	Created      time.Time     `json:"created"`
+	PausedAt     time.Time     `json:"paused_at"`
+	Left         time.Duration `json:"left,omitempty"`
+	Runs         int           `json:"runs,omitempty"`
+	Cold         bool          `json:"cold,omitempty"`
+	OnTimeout    string        `json:"on_timeout,omitempty"`
+	ManualResume bool          `json:"manual_resume,omitempty"`
+	FromSnapshot string        `json:"from_snapshot,omitempty"`
+}
+
+// parkSession writes se into the store under its id and ends it here.
+func (s *Service) parkSession(ctx context.Context, se *session.Session) error {
+	m := snapstore.Manifest{Kind: snapstore.KindPaused, ID: se.ID(), Owner: se.Owner(), SessionID: se.ID(),
+		Backend: se.Backend(), Profiles: se.Imports().Profiles}
+	write := func() error {
+		_, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
+			return s.sessions.Park(ctx, se, to, func(p session.Parked) error {
+				spec, _ := json.Marshal(parkedSpec{snapshotSpec: specOf(p.Request), Created: p.Created, PausedAt: p.PausedAt,
+					Left: p.Left, Runs: p.Runs, Cold: p.Cold, OnTimeout: p.Request.OnTimeout, ManualResume: p.Request.ManualResume,
+					FromSnapshot: p.Request.FromSnapshot})
+				return seal(p.Capture, spec)
+			})
+		})
+		return err
+	}
+	err := write()
+	if errors.Is(err, ErrInvalidRequest) && s.dropStaleParked(ctx, se) == nil {
+		// A copy left from an earlier park whose delete failed.
+		err = write()
+	}
+	return err
+}
+
+// dropStaleParked deletes an old parked copy of live session se.
+func (s *Service) dropStaleParked(ctx context.Context, se *session.Session) error {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	m, err := st.Stat(ctx, se.Owner(), se.ID())
+	if err != nil || m.Kind != snapstore.KindPaused {
+		return fmt.Errorf("no stale copy: %v", err)
+	}
+	return s.deleteSnapshot(ctx, se.Owner(), se.ID())
+}
+
+// parkedStore is the store where parked sessions are, or nil when there
+// can be none yet (a directory store never made): a miss of an unknown
+// id does not make one.
+func (s *Service) parkedStore(ctx context.Context) (*snapstore.Store, error) {
+	s.snaps.mu.Lock()
+	open := s.snaps.st != nil
+	s.snaps.mu.Unlock()
+	if !open {
+		if dir, dsn, _ := s.cfg.SnapshotPlace(); dsn == "" {
+			if _, err := os.Stat(dir); err != nil {
+				return nil, nil
+			}
+		}
+	}
+	return s.snapshots(ctx)
+}
+
+// parked returns the owner's parked session id, when there is one.
+func (s *Service) parked(ctx context.Context, owner, id string) (snapstore.Manifest, parkedSpec, bool, error) {
+	var spec parkedSpec
+	st, err := s.parkedStore(ctx)
+	if st == nil || err != nil {
+		return snapstore.Manifest{}, spec, false, err
+	}
+	m, err := st.Stat(ctx, owner, id)
+	switch {
+	case errors.Is(err, snapstore.ErrNotFound), errors.Is(err, snapstore.ErrInvalid):
+		return m, spec, false, nil
+	case err != nil:
+		return m, spec, false, snapshotErr(err)
+	case m.Kind != snapstore.KindPaused:
+		return m, spec, false, nil
+	}
+	if err := json.Unmarshal(m.Spec, &spec); err != nil {
+		return m, spec, false, fmt.Errorf("%w: parked session %s: its description: %v", ErrSnapshotUnusable, Quote(id), err)
+	}
+	return m, spec, true, nil
+}
+
+// parkedInfo describes a parked session.
+func parkedInfo(m snapstore.Manifest, spec parkedSpec) *SessionInfo {
+	info := &SessionInfo{ID: m.SessionID, Profiles: m.Profiles, Backend: m.Backend, CreatedAt: spec.Created, LastUsed: m.Created,
+		ExpiresAt: m.Expires, Runs: spec.Runs, Home: fleet.HomeOf(spec.Home), Labels: spec.Labels, Template: spec.Template,
+		State: "running", OnTimeout: cmp.Or(spec.OnTimeout, "kill"), AutoResume: !spec.ManualResume, FromSnapshot: spec.FromSnapshot}
+	if !spec.PausedAt.IsZero() {
+		at := spec.PausedAt
+		info.State, info.PausedAt, info.LastUsed = "paused", &at, at
+	}
+	if info.Profiles == nil {
+		info.Profiles = []string{}
+	}
+	return info
+}
+
+// parkRule is what an operation does with a session parked in the store.
+type parkRule int
+
+const (
+	// parkWake brings it back first, unless it was paused by its owner
+	// with manual resume (ErrSessionPaused).
+	parkWake parkRule = iota
+	// parkResume brings it back whatever its resume choice.
+	parkResume
+	// parkLeave leaves it where it is: the operation handles it (describe,
+	// close, pause).
+	parkLeave
+)
+
+// bringBack brings session id back from the store when it is parked
+// there and not here; nothing when it is here or nowhere.
+func (s *Service) bringBack(ctx context.Context, owner, id string, rule parkRule) error {
+	if rule == parkLeave || s.sessions.Has(id) {
+		return nil
+	}
+	unlock := s.unparking.lock(id)
+	defer unlock()
+	if s.sessions.Has(id) {
+		return nil // another request brought it back meanwhile
+	}
+	m, spec, ok, err := s.parked(ctx, owner, id)
+	if !ok || err != nil {
+		return err
+	}
+	if rule == parkWake && spec.ManualResume && !spec.PausedAt.IsZero() {
+		return fmt.Errorf("%w: session %s is paused; resume it first", ErrSessionPaused, id)
+	}
+	return s.unpark(ctx, m, spec)
+}
+
+// unpark opens the parked session m again under its id, then deletes
+// its parked copy. Call with s.unparking's lock of its id.
+func (s *Service) unpark(ctx context.Context, m snapstore.Manifest, spec parkedSpec) error {
+	st, err := s.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := st.Get(ctx, m.Owner, m.ID)
+	if err != nil {
+		return snapshotErr(err)
+	}
+	back := &session.Parked{ID: m.SessionID, Owner: m.Owner, Created: spec.Created, Runs: spec.Runs, PausedAt: spec.PausedAt,
+		Left: spec.Left, Cold: spec.Cold}
+	req := SessionRequest{Owner: m.Owner, Lifetime: spec.Left, OnTimeout: spec.OnTimeout, ManualResume: spec.ManualResume,
+		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot}
+	_, err = s.openSnapshot(ctx, req, snap, back)
+	snap.Close()
+	if err != nil {
+		return err
+	}
+	if err := s.deleteSnapshot(context.WithoutCancel(ctx), m.Owner, m.ID); err != nil {
+		// The session runs; its next park replaces the stale copy.
+		s.log().Warn("a resumed session's parked copy could not be deleted", "session", m.ID, "err", err)
+	}
+	s.log().Info("parked session resumed", "session", m.ID, "owner", m.Owner, "backend", m.Backend)
+	return nil
+}
+
+// closeParked deletes the owner's parked session id; ErrSessionNotFound
+// when there is none.
+func (s *Service) closeParked(ctx context.Context, owner, id string) error {
+	unlock := s.unparking.lock(id)
+	defer unlock()
+	_, _, ok, err := s.parked(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, Quote(id))
+	}
+	return s.deleteSnapshot(ctx, owner, id)
+}
+
+// parkedSessions lists the owner's parked sessions (none when the store
+// cannot be read: logged).
+func (s *Service) parkedSessions(ctx context.Context, owner string) []SessionInfo {
+	st, err := s.parkedStore(ctx)
+	if st == nil || err != nil {
+		if err != nil {
+			s.log().Warn("listing sessions: parked sessions left out", "err", err)
+		}
+		return nil
+	}
+	ms, err := st.List(ctx, owner)
+	if err != nil {
+		s.log().Warn("listing sessions: parked sessions left out", "err", err)
+		return nil
+	}
+	var out []SessionInfo
+	for _, m := range ms {
+		if m.Kind != snapstore.KindPaused {
+			continue
+		}
+		var spec parkedSpec
+		if json.Unmarshal(m.Spec, &spec) == nil {
+			out = append(out, *parkedInfo(m, spec))
+		}
+	}
+	return out
+}
+
+// parkAll parks every session (Shutdown), two at a time, within ctx.
+func (s *Service) parkAll(ctx context.Context) {
+	var all []*session.Session
+	s.sessions.Each(func(se *session.Session) { all = append(all, se) })
+	if len(all) == 0 {
+		return
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	parked := 0
+	sem := make(chan struct{}, 2)
+	for _, se := range all {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := s.parkSession(ctx, se); err != nil {
+				s.log().Warn("session not parked: it ends with the server", "session", se.ID(), "owner", se.Owner(), "err", err)
+				return
+			}
+			mu.Lock()
+			parked++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	s.log().Info("sessions parked in the snapshot store", "parked", parked, "of", len(all), "took", time.Since(start).Round(time.Millisecond).String())
+}
+
+// parkLongPauses parks the sessions paused in memory for longer than
+// SANDBOX_PAUSED_IN_MEMORY_TTL, until stop is closed.
+func (s *Service) parkLongPauses(stop <-chan struct{}) {
+	ttl := s.cfg.PausedInMemoryTTL
+	tick := time.NewTicker(min(max(ttl/4, 100*time.Millisecond), time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		s.sessions.Each(func(se *session.Session) {
+			at, ok := se.PausedSince()
+			if !ok || time.Since(at) < ttl {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueueTimeout+time.Minute)
+			defer cancel()
+			if err := s.parkSession(ctx, se); err != nil {
+				s.log().Warn("a long-paused session could not be parked: it stays paused in memory", "session", se.ID(), "err", err)
+				return
+			}
+			s.log().Info("a long-paused session was parked in the snapshot store", "session", se.ID(), "paused_for", time.Since(at).Round(time.Second).String())
+		})
+	}
+}
+
+// keyedLock serializes work on one key (bringing back one session).
+type keyedLock struct {
+	mu   sync.Mutex
+	held map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu    sync.Mutex
+	users int
+}
+
+func (k *keyedLock) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.held == nil {
+		k.held = map[string]*keyedEntry{}
+	}
+	e := k.held[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.held[key] = e
+	}
+	e.users++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(k.held, key)
+		}
+		k.mu.Unlock()
+	}
+}
