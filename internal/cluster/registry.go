@@ -27,6 +27,7 @@ var registrySchema = []string{
 		heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
 		stopped_at   TIMESTAMPTZ
 	)`,
+	claimsSchema,
 }
 
 // replica is one row of the registry as this process last read it.
@@ -67,6 +68,12 @@ func (g *registry) migrate(ctx context.Context) error {
 	// Rows of replicas long gone: a session id naming one is then simply
 	// unknown.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM codecage_replicas WHERE heartbeat_at < now() - interval '7 days'`); err != nil {
+		return err
+	}
+	// Claims of replicas no longer on record: any replica may take
+	// those sessions over anyway.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM codecage_session_claims c
+		WHERE NOT EXISTS (SELECT 1 FROM codecage_replicas r WHERE r.id = c.replica_id)`); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -70,9 +70,11 @@ func (c *core) close() {
 	}
 }
 
-// leave records this replica's stop first, so that the other replicas
-// answer "session lost" for its sessions rather than forwarding into the
-// drain.
+// leave records this replica's stop, so that the other replicas take its
+// parked sessions over, or, when it parks none, answer "session lost" for
+// them rather than forwarding into the drain. Until then, a request for
+// one of its sessions elsewhere is answered "unavailable": it does not
+// answer while it drains and parks.
 func (c *core) leave(log *slog.Logger) {
 	if c.node == nil {
 		return

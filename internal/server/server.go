@@ -87,11 +87,16 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	case <-ctx.Done():
 	}
-	c.leave(log)
+	if !cfg.ParkOnShutdown {
+		c.leave(log) // the other replicas answer "session lost" at once
+	}
 	if e2bSrv != nil {
 		go func() { _ = e2bSrv.Shutdown(context.Background()) }()
 	}
 	shutdown(srv, c.svc, cancelBase, cfg.ShutdownGrace, log)
+	// Parked sessions are in the store now: once this replica is marked
+	// stopped, the others take them over.
+	c.leave(log)
 	return nil
 }
 

@@ -43,6 +43,12 @@ type Cluster interface {
 	Call(ctx context.Context, replica string, call PeerCall, onOutput func(stream, line string)) (json.RawMessage, error)
 	// Peers lists the other replicas alive now.
 	Peers(ctx context.Context) []string
+	// Claim returns the replica that takes over session, whose replica
+	// is gone (it parked the session in the shared store as it stopped):
+	// one that claimed it already and is alive, else this one, which now
+	// holds the claim. Release drops this replica's claim.
+	Claim(ctx context.Context, session string) (string, error)
+	Release(ctx context.Context, session string)
 }
 
 // Peer call operations.
@@ -107,6 +113,9 @@ type PeerCall struct {
 	KeepMemory bool   `json:"keep_memory,omitempty"`
 	Name       string `json:"name,omitempty"`
 	Count      int    `json:"count,omitempty"`
+	// Adopt: the session's own replica is gone, and the replica this call
+	// goes to took it over (Cluster.Claim).
+	Adopt bool `json:"adopt,omitempty"`
 }
 
 // PeerError is how a forwarded request's failure travels back: its kind
@@ -228,7 +237,8 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 		return nil, fmt.Errorf("%w: this server is not a replica of a cluster", ErrInvalidRequest)
 	}
 	id := call.Session()
-	if call.Op != OpList && (id == "" || s.remote(id) != "" || !strings.HasSuffix(id, "-"+s.cluster.Self())) {
+	mine := strings.HasSuffix(id, "-"+s.cluster.Self()) && s.remote(id) == ""
+	if call.Op != OpList && (id == "" || !mine && !call.Adopt && !s.sessions.Has(id)) {
 		return nil, fmt.Errorf("%w: %s is not a session of replica %s", ErrSessionNotFound, Quote(id), s.cluster.Self())
 	}
 	ctx = WithCaller(ctx, Caller{Key: call.Key, Surface: call.Surface, RemoteAddr: call.RemoteAddr})

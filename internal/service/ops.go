@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -117,7 +118,7 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 	if !ok {
 		panic("sandbox: operation " + name + " is not in ops")
 	}
-	if r := s.remote(c.session); r != "" {
+	if r := s.remote(c.session); r != "" && !s.sessions.Has(c.session) {
 		c.peer.Op = name
 		action := o.action
 		if c.forwardAction != "" {
@@ -126,7 +127,21 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		if c.onForward != nil {
 			c.onForward()
 		}
-		return forward[T](ctx, s, r, c.peer, c.onOutput, o.kind, action)
+		res, err := forward[T](ctx, s, r, c.peer, c.onOutput, o.kind, action)
+		if !errors.Is(err, ErrSessionLost) {
+			return res, err
+		}
+		// Its replica is gone: another one may have taken it over from
+		// the shared store, or this one may (adopt.go).
+		who, found := s.adopter(ctx, c.session, c.peer.Owner)
+		switch {
+		case who == "" || !found:
+			return res, err
+		case who != s.cluster.Self():
+			c.peer.Adopt = true
+			return forward[T](ctx, s, who, c.peer, c.onOutput, o.kind, action)
+		}
+		// This replica took it over: bringBack, below, opens it here.
 	}
 	start := time.Now()
 	fail := func(err error) (T, error) {

@@ -85,7 +85,9 @@ func (c selfCluster) Self() string { return string(c) }
 func (selfCluster) Call(context.Context, string, PeerCall, func(stream, line string)) (json.RawMessage, error) {
 	return nil, errors.New("no peers")
 }
-func (selfCluster) Peers(context.Context) []string { return nil }
+func (selfCluster) Peers(context.Context) []string                  { return nil }
+func (c selfCluster) Claim(context.Context, string) (string, error) { return string(c), nil }
+func (selfCluster) Release(context.Context, string)                 {}
 
 // TestServePeerRefusesUnknownOps: an operation no row serves, or one
 // whose request is missing, is an invalid request, not a crash.
