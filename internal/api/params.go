@@ -100,6 +100,7 @@ type SessionParams struct {
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
 	FromSnapshot   string   `json:"from_snapshot,omitempty" jsonschema:"Start the session from this snapshot (its snapshot_id, from snapshot_session): its workspace files and its variables." doc:"Start the session from this snapshot (its snapshot_id, from POST /sessions/{id}/snapshots): its workspace files and its variables."`
 	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed."`
+	Lifetime       float64  `json:"lifetime,omitempty" jsonschema:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies." doc:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies."`
 	AutoResume     *bool    `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
 }
 
@@ -117,8 +118,12 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	default:
 		return service.SessionRequest{}, fmt.Errorf("%w: on_timeout %s (want kill or pause)", service.ErrInvalidRequest, service.Quote(p.OnTimeout))
 	}
+	if p.Lifetime < 0 || p.Lifetime > 86400 {
+		return service.SessionRequest{}, fmt.Errorf("%w: lifetime %g is out of range (0 to 86400 seconds)", service.ErrInvalidRequest, p.Lifetime)
+	}
 	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
-		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume}, nil
+		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume,
+		Lifetime: time.Duration(p.Lifetime * float64(time.Second))}, nil
 }
 
 // PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.

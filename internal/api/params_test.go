@@ -32,6 +32,22 @@ func TestSessionParamsOfPersistence(t *testing.T) {
 	}
 }
 
+// TestSessionParamsLifetime: lifetime (seconds) reaches the request; out
+// of range is refused before anything starts.
+func TestSessionParamsLifetime(t *testing.T) {
+	if r, err := (api.SessionParams{Lifetime: 2.5, OnTimeout: "pause"}).Request(""); err != nil || r.Lifetime != 2500*time.Millisecond {
+		t.Errorf("lifetime 2.5: %v %v", r.Lifetime, err)
+	}
+	if r, err := (api.SessionParams{}).Request(""); err != nil || r.Lifetime != 0 {
+		t.Errorf("no lifetime: %v %v", r.Lifetime, err)
+	}
+	for _, bad := range []float64{-1, 86401} {
+		if _, err := (api.SessionParams{Lifetime: bad}).Request(""); !errors.Is(err, service.ErrInvalidRequest) {
+			t.Errorf("lifetime %g: %v", bad, err)
+		}
+	}
+}
+
 func TestForkParamsBounds(t *testing.T) {
 	if n, life, err := (api.ForkParams{}).Fork(); n != 1 || life != 0 || err != nil {
 		t.Errorf("defaults: %d %v %v", n, life, err)

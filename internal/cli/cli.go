@@ -15,7 +15,8 @@ const (
 	exitOK       = 0
 	exitFailure  = 1 // the code failed (exception, limit, crash)
 	exitUsage    = 2 // bad flags or input
-	exitInternal = 3 // the sandbox could not run
+	exitInternal = 3 // the sandbox could not run; a client command: the server did not answer
+	exitRefused  = 4 // a client command (sessions, snapshots): the server refused the request
 )
 
 const usage = `codecage runs untrusted Python behind a kernel boundary.
@@ -31,11 +32,16 @@ Usage:
   codecage openapi                  print the REST API's OpenAPI 3.1 document
   codecage packages install|list    the operator's package layer, importable in every sandbox
   codecage audit list|show|stats    read the audit log
+  codecage sessions list|show|create|exec|pause|resume|snapshot|fork|close
+                                    a running server's sessions, through its REST API
+  codecage snapshots list|rm|gc     a running server's snapshots; gc: collect the store's
   codecage help                     show this help
 
 Every command takes the operator settings as flags (e.g. --timeout,
 --enable-data-science), as SANDBOX_* variables, or from --config FILE;
-run "codecage run -h" to list them.
+run "codecage run -h" to list them. sessions and snapshots list|rm are
+clients of a running server: --url (or CODECAGE_URL), --api-key (or
+CODECAGE_API_KEY); run "codecage sessions help".
 `
 
 // Main runs the command line and returns the exit status.
@@ -65,6 +71,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return benchCmd(args[1:], stdout, stderr)
 	case "audit":
 		return auditCmd(args[1:], stdout, stderr)
+	case "sessions":
+		return sessionsCmd(args[1:], stdin, stdout, stderr)
+	case "snapshots":
+		return snapshotsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -48,7 +48,8 @@ func jsonFieldNames(t reflect.Type, where string, seen map[reflect.Type]bool, ou
 }
 
 // What the command line prints with --json (run, info, validate, audit,
-// bench, packages) is snake_case like the other surfaces.
+// bench, packages, sessions, snapshots) is snake_case like the other
+// surfaces.
 func TestCLIJSONIsSnakeCase(t *testing.T) {
 	types := map[string]reflect.Type{
 		"run":            reflect.TypeFor[service.Result](),
@@ -64,6 +65,8 @@ func TestCLIJSONIsSnakeCase(t *testing.T) {
 		"code tools":     reflect.TypeFor[service.CodeTool](),
 		"code servers":   reflect.TypeFor[service.CodeServer](),
 		"workspace file": reflect.TypeFor[service.FileInfo](),
+		"snapshot":       reflect.TypeFor[service.SnapshotInfo](),
+		"fork":           reflect.TypeFor[service.ForkResult](),
 	}
 	// The walk sees untagged, embedded and nested fields.
 	type inner struct{ Connected bool }
