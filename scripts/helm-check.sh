@@ -18,8 +18,10 @@ values=(--set apiKeys=ops:0123456789abcdef0123 --set peerSecret=0123456789abcdef
 
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
-"$helm" template t "$chart" "${values[@]}" --set postgres.deploy=true --set replicaCount=3 >"$out"
-for want in 'kind: Deployment' 'replicas: 3' 'path: /ready' 'path: /health' 'terminationGracePeriodSeconds: 50' \
+"$helm" template t "$chart" "${values[@]}" --set postgres.deploy=true --set replicaCount=3 \
+	--set snapshotSecret=0123456789abcdef0123456789abcdef-snap >"$out"
+for want in 'kind: Deployment' 'replicas: 3' 'path: /ready' 'path: /health' 'terminationGracePeriodSeconds: 80' \
+	'name: SANDBOX_SNAPSHOT_SECRET' 'snapshot-secret: "0123456789abcdef0123456789abcdef-snap"' \
 	'value: "http://$(POD_IP):8001"' 'procMount: Unmasked' 'type: Unconfined' 'name: t-codecage-postgres'; do
 	grep -qF -- "$want" "$out" || { echo "helm template: no '$want' in the rendered chart" >&2; exit 1; }
 done

@@ -26,6 +26,9 @@ app.kubernetes.io/component: server
 {{- define "codecage.peerSecret" -}}
 {{- .Values.existingPeerSecret | default (include "codecage.fullname" .) -}}
 {{- end -}}
+{{- define "codecage.snapshotSecret" -}}
+{{- .Values.existingSnapshotSecret | default (include "codecage.fullname" .) -}}
+{{- end -}}
 {{- define "codecage.dbSecret" -}}
 {{- .Values.postgres.existingSecret | default (include "codecage.fullname" .) -}}
 {{- end -}}
