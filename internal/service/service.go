@@ -107,6 +107,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	s.startSpares()
 	go s.sessions.Reaper(s.stop)
 	go s.parkLongPauses(s.stop)
+	go s.collectSnapshots(s.stop)
 	return s, nil
 }
 
