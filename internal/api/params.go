@@ -99,13 +99,13 @@ type SessionParams struct {
 	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
 	FromSnapshot   string   `json:"from_snapshot,omitempty" jsonschema:"Start the session from this snapshot (its snapshot_id, from snapshot_session): its workspace files and its variables." doc:"Start the session from this snapshot (its snapshot_id, from POST /sessions/{id}/snapshots): its workspace files and its variables."`
-	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed."`
+	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause,pause_files" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)."`
 	Lifetime       float64  `json:"lifetime,omitempty" jsonschema:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies." doc:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies."`
 	AutoResume     *bool    `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
 }
 
 // OnTimeouts are the values of on_timeout.
-var OnTimeouts = []any{"kill", "pause"}
+var OnTimeouts = []any{"kill", "pause", "pause_files"}
 
 // Request checks the parameters and turns them into a service.SessionRequest.
 func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
@@ -114,9 +114,9 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 		return service.SessionRequest{}, err
 	}
 	switch p.OnTimeout {
-	case "", "kill", "pause":
+	case "", "kill", "pause", "pause_files":
 	default:
-		return service.SessionRequest{}, fmt.Errorf("%w: on_timeout %s (want kill or pause)", service.ErrInvalidRequest, service.Quote(p.OnTimeout))
+		return service.SessionRequest{}, fmt.Errorf("%w: on_timeout %s (want kill, pause or pause_files)", service.ErrInvalidRequest, service.Quote(p.OnTimeout))
 	}
 	if p.Lifetime < 0 || p.Lifetime > 86400 {
 		return service.SessionRequest{}, fmt.Errorf("%w: lifetime %g is out of range (0 to 86400 seconds)", service.ErrInvalidRequest, p.Lifetime)

@@ -60,9 +60,8 @@ type newSandbox struct {
 	EnvVars    map[string]string `json:"envVars"`
 	AutoPause  bool              `json:"autoPause"`
 	// AutoPauseMemory false asks for a filesystem-only pause at the
-	// timeout; codecage's timeout pause keeps the memory too (more than
-	// was asked: a later connect goes on where it stood instead of
-	// rebooting).
+	// timeout (on_timeout pause_files): the sandbox's memory is freed,
+	// and a connect starts a fresh interpreter on its files.
 	AutoPauseMemory *bool `json:"autoPauseMemory"`
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
@@ -134,6 +133,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	onTimeout := "kill"
 	if body.AutoPause {
 		onTimeout = "pause"
+		if body.AutoPauseMemory != nil && !*body.AutoPauseMemory {
+			onTimeout = "pause_files"
+		}
 	}
 	snap, err := s.snapshotFor(r, body.TemplateID)
 	if err != nil {
@@ -183,7 +185,7 @@ func (s *Server) detail(info service.SessionInfo) sandboxDetail {
 	return sandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: cfg.MemoryLimit >> 20,
 		DiskSizeMB: cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
-		Lifecycle: &lifecycle{OnTimeout: cmp.Or(info.OnTimeout, "kill"), AutoResume: info.AutoResume}}
+		Lifecycle: &lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}}
 }
 
 // stateOf is E2B's state of a sandbox: "running" or "paused".
@@ -454,4 +456,13 @@ func (s *Server) serviceError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(api.RetryAfter(err)))
 	}
 	writeAPIError(w, st.E2B, err.Error())
+}
+
+// e2bOnTimeout is a session's on_timeout as E2B's lifecycle names it:
+// both of codecage's pauses are E2B's "pause".
+func e2bOnTimeout(onTimeout string) string {
+	if onTimeout == "pause_files" {
+		return "pause"
+	}
+	return cmp.Or(onTimeout, "kill")
 }

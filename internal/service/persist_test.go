@@ -218,6 +218,45 @@ func TestSessionOnTimeoutPause(t *testing.T) {
 	}
 }
 
+// A session whose lifetime ends in a pause without memory (E2B's
+// autoPauseMemory false) is paused at its deadline with its sandbox ended:
+// from the host, nothing of it runs; a resume starts a fresh interpreter
+// on its files.
+func TestSessionOnTimeoutPauseFiles(t *testing.T) {
+	svc, stateDir := snapshotService(t)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", OnTimeout: "pause_files", ManualResume: true, Lifetime: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSession(t, svc, info.ID, "alice", "w = 'in memory'\nopen('kept.txt', 'w').write('on disk')\nopen('id-"+info.ID+"', 'w')")
+	uid := markedUID(t, stateDir, info.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := svc.GetSession(ctx, info.ID, "alice")
+		if err != nil {
+			t.Fatalf("the session ended instead of pausing: %v", err)
+		}
+		if got.State == "paused" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused 10 s after a 2 s lifetime: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, n := hostCPUOfUID(uid); n != 0 {
+		t.Fatalf("paused without memory, %d processes of the session still run on the host", n)
+	}
+	if _, _, err := svc.ResumeSession(ctx, info.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	res := inSession(t, svc, info.ID, "alice", "print(open('kept.txt').read())\nw")
+	if res.Stdout != "on disk\n" || res.Error == nil || res.Error.Type != "NameError" {
+		t.Fatalf("after the resume: %q %+v", res.Stdout, res.Error)
+	}
+}
+
 // snapshotService is a service whose snapshots live under its state dir.
 func snapshotService(t *testing.T, mutate ...func(*config.Config)) (*service.Service, string) {
 	t.Helper()

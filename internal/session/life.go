@@ -30,8 +30,8 @@ func (t *Table) ExpireAfter(se *Session, d time.Duration) {
 		if time.Now().UnixNano() < se.deadline.Load() {
 			return // moved meanwhile; the reset timer fires again
 		}
-		if se.req.OnTimeout == "pause" {
-			t.pauseAtTimeout(se)
+		if se.req.OnTimeout == "pause" || se.req.OnTimeout == "pause_files" {
+			t.pauseAtTimeout(se, se.req.OnTimeout == "pause")
 			return
 		}
 		t.log.Info("session reached its lifetime", "session", se.id, "owner", se.owner)

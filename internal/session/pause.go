@@ -176,10 +176,10 @@ func lockCtx(ctx context.Context, se *Session) error {
 }
 
 // pauseAtTimeout pauses a session whose lifetime ran out and whose
-// timeout pauses it (E2B's autoPause), with its memory and its commands.
-// A session that cannot pause ends.
-func (t *Table) pauseAtTimeout(se *Session) {
-	if _, err := t.pause(context.Background(), se, true, true); err != nil {
+// timeout pauses it (E2B's autoPause), with its memory and its commands
+// or, without keepMemory, its files only. A session that cannot pause ends.
+func (t *Table) pauseAtTimeout(se *Session, keepMemory bool) {
+	if _, err := t.pause(context.Background(), se, keepMemory, true); err != nil {
 		t.log.Warn("session reached its lifetime and could not pause: closing it", "session", se.id, "owner", se.owner, "err", err)
 		t.Drop(se)
 		return

@@ -74,7 +74,8 @@ type Request struct {
 	// template), given back with its description.
 	Template string `json:",omitempty"`
 	// OnTimeout is what the session's lifetime ends in: "kill" (or empty)
-	// ends it, "pause" pauses it, its memory kept, until a resume.
+	// ends it, "pause" pauses it, its memory kept, until a resume;
+	// "pause_files" pauses it without its memory (E2B's keepMemory false).
 	OnTimeout string `json:",omitempty"`
 	// ManualResume: a paused session answers only a resume (the E2B SDK's
 	// default); otherwise the next request resumes it.
@@ -103,7 +104,8 @@ type Info struct {
 	State string `json:"state"`
 	// PausedAt is when a paused session was paused.
 	PausedAt *time.Time `json:"paused_at,omitempty"`
-	// OnTimeout is "kill" or "pause": what the end of its lifetime does.
+	// OnTimeout is "kill", "pause" or "pause_files": what the end of its
+	// lifetime does.
 	OnTimeout string `json:"on_timeout"`
 	// AutoResume: the next request resumes the session when it is paused.
 	AutoResume bool `json:"auto_resume"`
