@@ -44,7 +44,9 @@ func (s *Service) parkSession(ctx context.Context, se *session.Session) error {
 	write := func() error {
 		_, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
 			return s.sessions.Park(ctx, se, to, func(p session.Parked) error {
-				spec, _ := json.Marshal(parkedSpec{snapshotSpec: specOf(p.Request), Created: p.Created, PausedAt: p.PausedAt,
+				sp := specOf(p.Request)
+				sp.Installed = p.Installed
+				spec, _ := json.Marshal(parkedSpec{snapshotSpec: sp, Created: p.Created, PausedAt: p.PausedAt,
 					Left: p.Left, Runs: p.Runs, Cold: p.Cold, OnTimeout: p.Request.OnTimeout, ManualResume: p.Request.ManualResume,
 					FromSnapshot: p.Request.FromSnapshot})
 				return seal(p.Capture, spec)

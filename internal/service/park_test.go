@@ -177,3 +177,33 @@ func TestSessionLongPauseIsParked(t *testing.T) {
 		t.Fatalf("the session brought back: %q, want %q", out, sessionStateWant)
 	}
 }
+
+// The packages pip_install put in a session come with its snapshot (a
+// park writes the same): a session started from it imports them afresh.
+func TestSessionSnapshotKeepsInstalledPackages(t *testing.T) {
+	wh := wheelhouse(t)
+	svc := installService(t, func(c *config.Config) { c.PipFindLinks, c.EnableFilesystem = wh, true })
+	ctx := context.Background()
+	a, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := svc.PipInstall(ctx, service.InstallRequest{Package: "greet", Version: "1.0", SessionID: a.ID, Owner: "o"}); err != nil || !res.Success {
+		t.Fatalf("install: %v %+v", err, res)
+	}
+	snap, err := svc.SnapshotSession(ctx, a.ID, "o", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh import (not one the saved state held) finds the files.
+	code := "import importlib, sys\nsys.modules.pop('greet', None)\nimportlib.import_module('greet').VALUE"
+	for _, id := range []string{a.ID, b.ID} {
+		if r := inSession(t, svc, id, "o", code); !r.Success || string(r.Result) != `"greet 1.0"` {
+			t.Fatalf("session %s: %+v %+v", id, r, r.Error)
+		}
+	}
+}

@@ -29,6 +29,7 @@ const (
 	blobWorkspace = "workspace"
 	blobState     = "state"
 	blobMemory    = "memory"
+	blobSite      = "site" // the packages pip_install put in the session
 )
 
 // snapshotSpec is the session a snapshot was made of, as its copies are
@@ -41,6 +42,8 @@ type snapshotSpec struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Template       string            `json:"template,omitempty"`
+	// Installed are the modules pip_install put in the session.
+	Installed []string `json:"installed,omitempty"`
 }
 
 // snapshotStore is the store, opened when a snapshot is first asked for
@@ -121,6 +124,12 @@ func (s *Service) workspaceLimits() wsfs.ArchiveLimits {
 	return wsfs.ArchiveLimits{MaxBytes: s.cfg.WorkspaceMax + s.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
 }
 
+// siteLimits bound a session's package directory's archive and its
+// unpacking.
+func (s *Service) siteLimits() wsfs.ArchiveLimits {
+	return wsfs.ArchiveLimits{MaxBytes: s.cfg.PipMaxInstall + s.cfg.PipMaxInstall/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
+}
+
 // imageLimits bound a memory image's directory (runsc's own files).
 func (s *Service) imageLimits() wsfs.ArchiveLimits {
 	return wsfs.ArchiveLimits{MaxBytes: s.cfg.SnapshotMaxBytes + 1, MaxEntries: 1 << 16, MaxDepth: 16}
@@ -157,7 +166,10 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 		if err != nil {
 			return err
 		}
-		return seal(c, nil)
+		sp := specOf(req)
+		sp.Installed = c.Installed
+		spec, _ := json.Marshal(sp)
+		return seal(c, spec)
 	})
 	if err != nil {
 		return nil, err
@@ -194,6 +206,13 @@ func (s *Service) storeSession(ctx context.Context, m snapstore.Manifest, captur
 			return err
 		}
 		_, err = wsfs.Archive(ctx, dir, bw, s.workspaceLimits())
+		return err
+	}, Site: func(dir string) error {
+		bw, err := w.Blob(blobSite)
+		if err != nil {
+			return err
+		}
+		_, err = wsfs.Archive(ctx, dir, bw, s.siteLimits())
 		return err
 	}}
 	if m.Backend == fleet.GVisor {
@@ -289,6 +308,18 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 		}
 		return nil
 	}}
+	if hasBlob(m, blobSite) { // snapshots made before packages were kept have none
+		from.Site = func(dir string, uid int) error {
+			r, err := snap.Blob(blobSite)
+			if err != nil {
+				return snapshotErr(err)
+			}
+			if err := wsfs.Unpack(ctx, dir, r, uid, s.siteLimits()); err != nil {
+				return fmt.Errorf("%w: its packages: %v", ErrSnapshotUnusable, err)
+			}
+			return nil
+		}
+	}
 	if m.Backend == fleet.GVisor && (back == nil || !back.Cold) {
 		if from.ImageDir, err = s.imageFrom(ctx, snap); err != nil {
 			return nil, err
@@ -311,6 +342,9 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 		}
 	}
 	from.Back = back
+	var spec snapshotSpec
+	_ = json.Unmarshal(m.Spec, &spec) // read already by snapshotShape
+	from.Installed = spec.Installed
 	info, lost, err := s.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
 		return nil, snapshotErr(err)
@@ -430,4 +464,14 @@ func (s *Service) deleteSnapshot(ctx context.Context, owner, id string) error {
 		fleet.ReleaseUID(uid)
 	}
 	return nil
+}
+
+// hasBlob reports whether snapshot m has the named blob.
+func hasBlob(m snapstore.Manifest, name string) bool {
+	for _, b := range m.Blobs {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
 }

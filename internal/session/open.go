@@ -203,7 +203,12 @@ func (t *Table) makeWorkspace(se *Session) error {
 	se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
 	se.lifeMu.Unlock()
 	if se.restore != nil {
-		return se.restore.Workspace(se.dir, uid)
+		if err := se.restore.Workspace(se.dir, uid); err != nil {
+			return err
+		}
+		if se.restore.Site != nil {
+			return se.restore.Site(se.site, uid)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -66,8 +67,8 @@ func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, keep
 	switch se.paused {
 	case pausedCold:
 		p.Cold, p.Left = true, se.leftAtPause
-		p.Capture = Capture{Backend: se.backend}
-		if err := to.Workspace(se.dir); err != nil {
+		p.Capture = Capture{Backend: se.backend, Installed: slices.Clone(se.installed)}
+		if err := to.files(se); err != nil {
 			return err
 		}
 		return keep(p)

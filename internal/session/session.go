@@ -151,7 +151,10 @@ type Session struct {
 	owner   string
 	req     Request
 	imports policy.ImportPolicy
-	limits  fleet.Limits
+	// installed are the modules pip_install added to imports (under mu):
+	// a snapshot keeps them with its packages.
+	installed []string
+	limits    fleet.Limits
 	// dir, site, quota and uid are written once, under mu and lifeMu
 	// (start), and read under either: commands read them under
 	// lifeMu while code runs under mu.

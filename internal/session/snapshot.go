@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/codecage/codecage/internal/fleet"
 )
@@ -24,8 +25,10 @@ type SnapshotTo struct {
 	// ImageDir is an empty directory for a gVisor session's memory image.
 	ImageDir string
 	// Workspace writes the workspace at dir out; it is called with the
-	// sandbox stopped, so its code changes nothing meanwhile.
+	// sandbox stopped, so its code changes nothing meanwhile. Site, when
+	// set, writes out the packages pip_install put in the session, after.
 	Workspace func(dir string) error
+	Site      func(dir string) error
 }
 
 // Capture is what a snapshot of a session saved.
@@ -36,6 +39,8 @@ type Capture struct {
 	NotSaved []string
 	// Image is a gVisor session's memory image.
 	Image *fleet.MemoryImage
+	// Installed are the modules pip_install put in the session.
+	Installed []string
 }
 
 // Snapshot writes se out while it keeps running; no request runs in it
@@ -57,7 +62,7 @@ func (t *Table) capture(ctx context.Context, se *Session, to SnapshotTo) (Captur
 		return Capture{}, err
 	}
 	lease := se.sandbox()
-	c := Capture{Backend: se.backend}
+	c := Capture{Backend: se.backend, Installed: slices.Clone(se.installed)}
 	if se.backend == fleet.GVisor {
 		img, err := lease.Checkpoint(ctx, to.ImageDir, true)
 		if err != nil {
@@ -85,7 +90,7 @@ func (t *Table) capture(ctx context.Context, se *Session, to SnapshotTo) (Captur
 	if err := lease.Pause(); err != nil {
 		return Capture{}, fmt.Errorf("%w: pause for the workspace copy: %v", ErrUnavailable, err)
 	}
-	err := to.Workspace(se.dir)
+	err := to.files(se)
 	if rerr := lease.Resume(); rerr != nil && err == nil {
 		err = fmt.Errorf("%w: resume after the workspace copy: %v", ErrEnded, rerr)
 	}
@@ -93,6 +98,17 @@ func (t *Table) capture(ctx context.Context, se *Session, to SnapshotTo) (Captur
 		return Capture{}, err
 	}
 	return c, nil
+}
+
+// files writes out se's workspace, then its packages.
+func (to SnapshotTo) files(se *Session) error {
+	if err := to.Workspace(se.dir); err != nil {
+		return err
+	}
+	if to.Site != nil && se.site != "" {
+		return to.Site(se.site)
+	}
+	return nil
 }
 
 // lostName is one global that was not saved, for a snapshot's NotSaved.
@@ -110,8 +126,9 @@ func lostName(g fleet.StateGlobal) string {
 // RestoreFrom is a snapshot a new session starts from.
 type RestoreFrom struct {
 	// Workspace fills the new session's workspace dir, its files owned
-	// by uid.
+	// by uid; Site, when set, its package directory.
 	Workspace func(dir string, uid int) error
+	Site      func(dir string, uid int) error
 	// State is a native session's interpreter state.
 	State     io.Reader
 	StateOpts fleet.StateOptions
@@ -121,6 +138,9 @@ type RestoreFrom struct {
 	// Back is the parked session this brings back, under its id; nil for
 	// a new session.
 	Back *Parked
+	// Installed are the modules pip_install had put in the session: its
+	// copy may import them.
+	Installed []string
 }
 
 // CreateFrom opens a session of req from a snapshot: its workspace
@@ -154,6 +174,9 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 	se.restore = &from
 	err := t.start(ctx, se, t.launch)
 	se.restore = nil
+	if err == nil {
+		se.Allow(from.Installed)
+	}
 	var lost []string
 	if err == nil && from.Image == nil && from.State != nil {
 		lost, err = restoreState(se.sandbox(), from)

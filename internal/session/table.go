@@ -135,6 +135,11 @@ func (se *Session) Unlock() { se.mu.Unlock() }
 // Allow lets the session import modules (what pip installed into it);
 // call with the run lock.
 func (se *Session) Allow(modules []string) {
+	for _, m := range modules {
+		if !slices.Contains(se.installed, m) {
+			se.installed = append(se.installed, m)
+		}
+	}
 	if se.imports.Modules == nil {
 		return
 	}
