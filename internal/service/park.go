@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,7 +189,7 @@ func (s *Service) unpark(ctx context.Context, m snapstore.Manifest, spec parkedS
 		// The session runs; its next park replaces the stale copy.
 		s.log().Warn("a resumed session's parked copy could not be deleted", "session", m.ID, "err", err)
 	}
-	s.log().Info("parked session resumed", "session", m.ID, "owner", m.Owner, "backend", m.Backend)
+	s.log().Info("parked session resumed", "session", m.ID, "owner", m.Owner, "backend", m.Backend, "not_saved", notSavedText(m.NotSaved))
 	return nil
 }
 
@@ -324,4 +325,13 @@ func (k *keyedLock) lock(key string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// notSavedText is the start of a not-saved list, for a log line (the
+// names come from sandboxed code: at most three, each capped already).
+func notSavedText(names []string) string {
+	if len(names) > 3 {
+		return strings.Join(names[:3], "; ") + fmt.Sprintf("; ... %d in all", len(names))
+	}
+	return strings.Join(names, "; ")
 }
