@@ -52,6 +52,10 @@ func (t *Table) Snapshot(ctx context.Context, se *Session, to SnapshotTo) (Captu
 		return Capture{}, err
 	}
 	lease := se.sandbox()
+	// The save runs inside the sandbox (gVisor's kernel writes its image,
+	// the harness pickles): at the idle allowance it would crawl.
+	t.addIdleCPU(se.cpu.begin(lease, t.cfg.CPULimit, t.log))
+	defer se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 	c := Capture{Backend: se.backend}
 	if se.backend == fleet.GVisor {
 		img, err := lease.Checkpoint(ctx, to.ImageDir, true)
