@@ -61,7 +61,8 @@ func (s *Service) snapshots(ctx context.Context) (*snapstore.Store, error) {
 	}
 	dir, dsn, secretFile := s.cfg.SnapshotPlace()
 	st, err := snapstore.Open(ctx, snapstore.Options{Dir: dir, DSN: dsn, Secret: s.cfg.SnapshotSecret, SecretFile: secretFile,
-		MaxBytes: s.cfg.SnapshotMaxBytes, MaxCount: s.cfg.SnapshotMaxCount, TTL: s.cfg.SnapshotTTL})
+		MaxBytes: s.cfg.SnapshotMaxBytes, MaxCount: s.cfg.SnapshotMaxCount, TTL: s.cfg.SnapshotTTL,
+		TempDir: filepath.Join(s.cfg.StateDir, "images")})
 	if err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -115,11 +116,6 @@ func (s *Service) workspaceLimits() wsfs.ArchiveLimits {
 	return wsfs.ArchiveLimits{MaxBytes: s.cfg.WorkspaceMax + s.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
 }
 
-// imageLimits bound a memory image's directory (runsc's own files).
-func (s *Service) imageLimits() wsfs.ArchiveLimits {
-	return wsfs.ArchiveLimits{MaxBytes: s.cfg.SnapshotMaxBytes + 1, MaxEntries: 1 << 16, MaxDepth: 16}
-}
-
 // stateOptions bound a native state's snapshot and restore.
 func (s *Service) stateOptions(allowed []string) fleet.StateOptions {
 	return fleet.StateOptions{MaxBytes: s.cfg.SnapshotMaxBytes, AllowedImports: allowed}
@@ -146,11 +142,8 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 	if err != nil {
 		return nil, err
 	}
-	req := se.Request()
-	spec, _ := json.Marshal(snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template})
 	w, err := st.Create(ctx, snapstore.Manifest{Kind: snapstore.KindSnapshot, Owner: owner, Name: name, SessionID: se.ID(),
-		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: spec})
+		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: specOf(se)})
 	if err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -164,10 +157,10 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 		return err
 	}}
 	if se.Backend() == fleet.GVisor {
-		if to.ImageDir, err = s.tempDir(); err != nil {
-			return nil, err
+		// runsc writes the image into the store in place (images.go).
+		if to.ImageDir, err = w.Files(blobMemory); err != nil {
+			return nil, snapshotErr(err)
 		}
-		defer os.RemoveAll(to.ImageDir)
 	} else if to.State, err = w.Blob(blobState); err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -179,14 +172,6 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 	uid := -1
 	if c.Image != nil {
 		runsc, platform, uid = c.Image.RunscVersion, c.Image.Platform, c.Image.UID
-		bw, err := w.Blob(blobMemory)
-		if err == nil {
-			_, err = wsfs.Archive(ctx, to.ImageDir, bw, s.imageLimits())
-		}
-		if err != nil {
-			fleet.ReleaseUID(uid)
-			return nil, snapshotErr(err)
-		}
 	}
 	w.Describe(runsc, platform, int64(uid), c.NotSaved)
 	m, err := w.Commit()
@@ -243,11 +228,13 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 		}
 		return nil
 	}}
+	var image *snapstore.FileSet
 	if m.Backend == fleet.GVisor {
-		if from.ImageDir, err = s.imageFrom(ctx, snap); err != nil {
+		if image, err = s.imageFiles(snap); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(from.ImageDir)
+		defer image.Close()
+		from.ImageDir = image.Dir
 		img, err := fleet.ReadImage(from.ImageDir)
 		if err != nil {
 			return nil, snapshotErr(err)
@@ -265,6 +252,9 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	info, lost, err := s.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
 		return nil, snapshotErr(err)
+	}
+	if err := s.imageLoaded(image, info.ID, req.Owner); err != nil {
+		return nil, err
 	}
 	if len(lost) > 0 {
 		s.log().Info("session started from a snapshot without part of its state", "session", info.ID, "snapshot", m.ID, "not_restored", len(lost))
@@ -308,23 +298,6 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 		return req, session.Shape{}, err
 	}
 	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, nil
-}
-
-// imageFrom unpacks a snapshot's memory image into a new directory.
-func (s *Service) imageFrom(ctx context.Context, snap *snapstore.Snapshot) (string, error) {
-	dir, err := s.tempDir()
-	if err != nil {
-		return "", err
-	}
-	r, err := snap.Blob(blobMemory)
-	if err == nil {
-		err = wsfs.Unpack(ctx, dir, r, -1, s.imageLimits())
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("%w: its memory image: %v", ErrSnapshotUnusable, snapshotErr(err))
-	}
-	return dir, nil
 }
 
 // checkImageUID refuses to restore an image whose uid this process holds

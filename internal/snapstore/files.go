@@ -79,7 +79,7 @@ func (w *Writer) Files(name string) (string, error) {
 		w.sets = append(w.sets, &fileSet{name: name, dir: dir, local: true})
 		return dir, nil
 	}
-	dir, err := os.MkdirTemp(w.s.o.TempDir, "snapstore-files-")
+	dir, err := tempDir(w.s.o.TempDir)
 	if err != nil {
 		return "", w.fail(fmt.Errorf("%w: a directory for blob %s: %v", ErrUnavailable, name, err))
 	}
@@ -315,7 +315,7 @@ func (sn *Snapshot) Files(name string, dir string) (*FileSet, error) {
 	if lv, ok := sn.v.(localView); ok {
 		return sn.localFiles(lv, name, blobs)
 	}
-	tmp, err := os.MkdirTemp(dir, "snapstore-files-")
+	tmp, err := tempDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: a directory for blob %s: %v", ErrUnavailable, name, err)
 	}
@@ -370,4 +370,15 @@ func (sn *Snapshot) localFiles(lv localView, name string, blobs []BlobInfo) (*Fi
 		return nil, err
 	}
 	return &FileSet{Dir: lv.localDir(name), check: exact}, nil
+}
+
+// tempDir is a new directory under base (made 0700 if missing), or under
+// the system's temporary directory.
+func tempDir(base string) (string, error) {
+	if base != "" {
+		if err := os.MkdirAll(base, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return os.MkdirTemp(base, "snapstore-files-")
 }
