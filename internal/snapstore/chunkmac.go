@@ -68,7 +68,7 @@ func (s *Store) macAt(owner, id, name string, r io.ReaderAt, size int64) ([]byte
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, fileChunk)
+			buf := make([]byte, min(fileChunk, size)) // a small file: a small buffer
 			for i := range next {
 				want := min(fileChunk, size-i*fileChunk)
 				k, err := r.ReadAt(buf[:want], i*fileChunk)
