@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -204,6 +205,9 @@ func (s *Service) fork(ctx context.Context, id, owner string, count int, lifetim
 	}
 	if se.Paused() {
 		return nil, fmt.Errorf("%w: session %s is paused; resume it before forking it", ErrSessionPaused, id)
+	}
+	if se.Backend() == fleet.GVisor {
+		return s.forkImage(ctx, se, owner, count, lifetime)
 	}
 	snap, err := s.saveSnapshot(ctx, se, owner, "")
 	if err != nil {

@@ -64,7 +64,8 @@ func (s *Service) snapshots(ctx context.Context) (*snapstore.Store, error) {
 	}
 	dir, dsn, secretFile := s.cfg.SnapshotPlace()
 	st, err := snapstore.Open(ctx, snapstore.Options{Dir: dir, DSN: dsn, Secret: s.cfg.SnapshotSecret, SecretFile: secretFile,
-		MaxBytes: s.cfg.SnapshotMaxBytes, MaxCount: s.cfg.SnapshotMaxCount, TTL: s.cfg.SnapshotTTL})
+		MaxBytes: s.cfg.SnapshotMaxBytes, MaxCount: s.cfg.SnapshotMaxCount, TTL: s.cfg.SnapshotTTL,
+		TempDir: filepath.Join(s.cfg.StateDir, "images")})
 	if err != nil {
 		return nil, snapshotErr(err)
 	}
@@ -128,11 +129,6 @@ func (s *Service) workspaceLimits() wsfs.ArchiveLimits {
 // unpacking.
 func (s *Service) siteLimits() wsfs.ArchiveLimits {
 	return wsfs.ArchiveLimits{MaxBytes: s.cfg.PipMaxInstall + s.cfg.PipMaxInstall/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
-}
-
-// imageLimits bound a memory image's directory (runsc's own files).
-func (s *Service) imageLimits() wsfs.ArchiveLimits {
-	return wsfs.ArchiveLimits{MaxBytes: s.cfg.SnapshotMaxBytes + 1, MaxEntries: 1 << 16, MaxDepth: 16}
 }
 
 // stateOptions bound a native state's snapshot and restore.
@@ -216,10 +212,10 @@ func (s *Service) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		return err
 	}}
 	if m.Backend == fleet.GVisor {
-		if to.ImageDir, err = s.tempDir(); err != nil {
-			return m, err
+		// runsc writes the image into the store in place (images.go).
+		if to.ImageDir, err = w.Files(blobMemory); err != nil {
+			return m, snapshotErr(err)
 		}
-		defer os.RemoveAll(to.ImageDir)
 	} else if to.State, err = w.Blob(blobState); err != nil {
 		return m, snapshotErr(err)
 	}
@@ -234,14 +230,6 @@ func (s *Service) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		uid := -1
 		if c.Image != nil {
 			runsc, platform, uid = c.Image.RunscVersion, c.Image.Platform, c.Image.UID
-			bw, err := w.Blob(blobMemory)
-			if err == nil {
-				_, err = wsfs.Archive(ctx, to.ImageDir, bw, s.imageLimits())
-			}
-			if err != nil {
-				fleet.ReleaseUID(uid)
-				return err
-			}
 		}
 		w.Describe(runsc, platform, int64(uid), c.NotSaved)
 		if out, err = w.Commit(); err != nil {
@@ -320,11 +308,13 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 			return nil
 		}
 	}
+	var image *snapstore.FileSet
 	if m.Backend == fleet.GVisor && (back == nil || !back.Cold) {
-		if from.ImageDir, err = s.imageFrom(ctx, snap); err != nil {
+		if image, err = s.imageFiles(snap); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(from.ImageDir)
+		defer image.Close()
+		from.ImageDir = image.Dir
 		img, err := fleet.ReadImage(from.ImageDir)
 		if err != nil {
 			return nil, snapshotErr(err)
@@ -348,6 +338,9 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 	info, lost, err := s.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
 		return nil, snapshotErr(err)
+	}
+	if err := s.imageLoaded(image, info.ID, req.Owner); err != nil {
+		return nil, err
 	}
 	if len(lost) > 0 {
 		s.log().Info("session started from a snapshot without part of its state", "session", info.ID, "snapshot", m.ID, "not_restored", len(lost))
@@ -391,23 +384,6 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 		return req, session.Shape{}, err
 	}
 	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, nil
-}
-
-// imageFrom unpacks a snapshot's memory image into a new directory.
-func (s *Service) imageFrom(ctx context.Context, snap *snapstore.Snapshot) (string, error) {
-	dir, err := s.tempDir()
-	if err != nil {
-		return "", err
-	}
-	r, err := snap.Blob(blobMemory)
-	if err == nil {
-		err = wsfs.Unpack(ctx, dir, r, -1, s.imageLimits())
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("%w: its memory image: %v", ErrSnapshotUnusable, snapshotErr(err))
-	}
-	return dir, nil
 }
 
 // checkImageUID refuses to restore an image whose uid this process holds

@@ -62,6 +62,10 @@ func (t *Table) capture(ctx context.Context, se *Session, to SnapshotTo) (Captur
 		return Capture{}, err
 	}
 	lease := se.sandbox()
+	// The save runs inside the sandbox (gVisor's kernel writes its image,
+	// the harness pickles): at the idle allowance it would crawl.
+	t.addIdleCPU(se.cpu.begin(lease, t.cfg.CPULimit, t.log))
+	defer se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 	c := Capture{Backend: se.backend, Installed: slices.Clone(se.installed)}
 	if se.backend == fleet.GVisor {
 		img, err := lease.Checkpoint(ctx, to.ImageDir, true)

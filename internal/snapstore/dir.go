@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -30,6 +31,7 @@ import (
 // removes, never a half snapshot that looks whole. A delete renames the
 // snapshot into trash/ first, so it disappears at once.
 type dirBackend struct {
+	path string // the root's absolute path, for file sets
 	root *os.Root
 	lock *os.File
 	mu   sync.Mutex // flock does not exclude goroutines sharing lock's file
@@ -64,7 +66,13 @@ func openDir(dir string) (*dirBackend, error) {
 		root.Close()
 		return nil, fmt.Errorf("%w: snapshot directory: %v", ErrUnavailable, err)
 	}
-	return &dirBackend{root: root, lock: lock, active: map[string]bool{}}, nil
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		root.Close()
+		lock.Close()
+		return nil, fmt.Errorf("%w: snapshot directory: %v", ErrUnavailable, err)
+	}
+	return &dirBackend{path: abs, root: root, lock: lock, active: map[string]bool{}}, nil
 }
 
 func (d *dirBackend) close() error {
@@ -178,16 +186,19 @@ func (d *dirBackend) read(ctx context.Context, owner, id string) (view, error) {
 		}
 		return nil, unavailable("reading snapshot "+id, err)
 	}
-	return &dirView{dir: sd, rec: r, files: map[string]*os.File{}}, nil
+	return &dirView{dir: sd, path: filepath.Join(d.path, filepath.FromSlash(snapDir(owner, id))), rec: r,
+		files: map[string]*os.File{}, stamps: map[string]fileStamp{}}, nil
 }
 
 // dirView holds the snapshot's directory and each blob's file open: later
 // reads see the same files even if the snapshot is deleted meanwhile.
 type dirView struct {
-	dir   *os.Root
-	rec   record
-	mu    sync.Mutex
-	files map[string]*os.File
+	dir    *os.Root
+	path   string // dir's path, for file sets read in place
+	rec    record
+	mu     sync.Mutex
+	files  map[string]*os.File
+	stamps map[string]fileStamp // each file's as opened, before it was verified
 }
 
 func (v *dirView) record() record { return v.rec }
@@ -210,6 +221,9 @@ func (v *dirView) blob(ctx context.Context, name string, size int64) (io.Reader,
 	st, err := f.Stat()
 	if err != nil {
 		return nil, unavailable("reading blob "+name, err)
+	}
+	if _, ok := v.stamps[name]; !ok {
+		v.stamps[name] = stampOf(st)
 	}
 	if !st.Mode().IsRegular() || st.Size() != size {
 		return nil, fmt.Errorf("%w: blob %s is %d bytes, sealed as %d", ErrTampered, name, st.Size(), size)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -21,6 +22,11 @@ const (
 
 // FormatVersion is the manifest format this code writes and reads.
 const FormatVersion = 1
+
+// fileSetVersion is the format of a manifest with file sets (blobs named
+// "set/file" with chunked MACs): an older reader refuses it by its
+// version instead of misreading it.
+const fileSetVersion = 2
 
 // Manifest describes a snapshot. The caller fills what it knows; the store
 // sets Version, ID (when empty), Created, Expires, Blobs and Size.
@@ -59,6 +65,9 @@ type BlobInfo struct {
 	Name string `json:"name"`
 	Size int64  `json:"size"`
 	MAC  string `json:"mac"` // hex HMAC-SHA256 of the blob's bytes, bound to owner, id and name
+	// Chunk is the chunk size of a file set's file, whose MAC is chunked
+	// (chunkmac.go); 0 for a plain blob.
+	Chunk int64 `json:"chunk,omitempty"`
 }
 
 // Caps on what a manifest may hold.
@@ -93,6 +102,25 @@ func checkBlobName(name string) error {
 		return fmt.Errorf("%w: blob name %s: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, quoteCap(name))
 	}
 	return nil
+}
+
+// checkSealedName checks a blob entry of a manifest: a plain blob, or a
+// file of a file set ("set/file", chunked).
+func checkSealedName(b BlobInfo) error {
+	set, file, isFile := strings.Cut(b.Name, "/")
+	if !isFile {
+		if b.Chunk != 0 {
+			return fmt.Errorf("%w: blob %s: a chunked MAC", ErrInvalid, quoteCap(b.Name))
+		}
+		return checkBlobName(b.Name)
+	}
+	if b.Chunk != fileChunk {
+		return fmt.Errorf("%w: file %s: chunks of %d bytes", ErrInvalid, quoteCap(b.Name), b.Chunk)
+	}
+	if err := checkBlobName(set); err != nil {
+		return err
+	}
+	return checkBlobName(file)
 }
 
 func checkOwner(owner string) error {

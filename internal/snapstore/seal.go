@@ -70,7 +70,7 @@ func (s *Store) open(r record, owner string) (Manifest, error) {
 	if err := json.Unmarshal(r.raw, &m); err != nil {
 		return Manifest{}, fmt.Errorf("%w: sealed manifest does not decode: %v", ErrTampered, err)
 	}
-	if m.Version != FormatVersion {
+	if m.Version != FormatVersion && m.Version != fileSetVersion {
 		return Manifest{}, fmt.Errorf("%w: manifest format %d, this program reads %d", ErrInvalid, m.Version, FormatVersion)
 	}
 	if m.Owner != owner {

@@ -81,6 +81,9 @@ type Options struct {
 	// Timeout bounds connecting and each database statement, so that a
 	// database that goes away is an error, not a hang.
 	Timeout time.Duration
+	// TempDir holds file sets on their way in and out of a backend that
+	// keeps no files (PostgreSQL); empty: the system's.
+	TempDir string
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 }

@@ -23,7 +23,8 @@ type Writer struct {
 	budget int64 // bytes the owner may still add
 	cur    *blobWriter
 	names  map[string]bool
-	err    error // sticky: the first failure
+	sets   []*fileSet // sealed at Commit
+	err    error      // sticky: the first failure
 }
 
 // Create checks the manifest and the owner's limits and starts a snapshot.
@@ -135,6 +136,9 @@ func (w *Writer) Commit() (Manifest, error) {
 	if err := w.endBlob(); err != nil {
 		return Manifest{}, err
 	}
+	if err := w.sealSets(); err != nil {
+		return Manifest{}, err
+	}
 	if w.m.Blobs == nil {
 		w.m.Blobs = []BlobInfo{}
 	}
@@ -172,6 +176,7 @@ func (w *Writer) fail(err error) error {
 			w.cur = nil
 		}
 		w.tx.abort()
+		w.dropSets()
 	}
 	return err
 }

@@ -1,0 +1,123 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
+	"github.com/codecage/codecage/internal/snapstore"
+	"github.com/codecage/codecage/internal/wsfs"
+)
+
+// gVisor memory images, kept where they are: a snapshot's image is a file
+// set of the store (runsc checkpoints into the store's directory, sealed
+// per file at commit), and a session starts from it in place once the
+// store verified every file, with no tar and no copy (the directory
+// store; PostgreSQL copies it out). A fork keeps its image out of the
+// store: one checkpoint into a directory of its own, from which every
+// copy starts, several at once.
+
+// specOf is a session as its copies are opened: a snapshot's spec.
+func specOf(se *session.Session) json.RawMessage {
+	req := se.Request()
+	spec, _ := json.Marshal(snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template})
+	return spec
+}
+
+// imageFiles is a verified snapshot's memory image, as a directory.
+func (s *Service) imageFiles(snap *snapstore.Snapshot) (*snapstore.FileSet, error) {
+	fs, err := snap.Files(blobMemory, filepath.Join(s.cfg.StateDir, "images"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: its memory image: %v", ErrSnapshotUnusable, snapshotErr(err))
+	}
+	return fs, nil
+}
+
+// imageLoaded ends the session just started from image if a file of it
+// changed while runsc loaded it (nil image: a native snapshot).
+func (s *Service) imageLoaded(image *snapstore.FileSet, id, owner string) error {
+	if image == nil {
+		return nil
+	}
+	if err := image.Check(); err != nil {
+		if se, serr := s.session(id, owner); serr == nil {
+			s.sessions.Drop(se)
+		}
+		return fmt.Errorf("%w: its memory image: %v", ErrSnapshotUnusable, err)
+	}
+	return nil
+}
+
+// forkStarts is how many copies of a fork start at once: runsc restores
+// wait on the disk and on each other's processes as much as on the CPU.
+const forkStarts = 4
+
+// forkImage forks a gVisor session: one checkpoint (the session goes on)
+// and one copy of its workspace into a directory of the fork's own, then
+// count sessions started from them, forkStarts at a time.
+func (s *Service) forkImage(ctx context.Context, se *session.Session, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
+	dir, err := s.tempDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tarPath := filepath.Join(dir, "workspace.tar")
+	to := session.SnapshotTo{ImageDir: filepath.Join(dir, "image"), Workspace: func(ws string) error {
+		f, err := os.OpenFile(tarPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		defer f.Close()
+		_, err = wsfs.Archive(ctx, ws, f, s.workspaceLimits())
+		return err
+	}}
+	c, err := s.sessions.Snapshot(ctx, se, to)
+	if err != nil {
+		return nil, snapshotErr(err)
+	}
+	// The checkpoint holds the image's uid; each copy holds it again for
+	// its life.
+	defer fleet.ReleaseUID(c.Image.UID)
+	req := se.Request()
+	req, shape, err := s.snapshotShape(SessionRequest{Owner: owner, Lifetime: lifetime, OnTimeout: req.OnTimeout,
+		ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template},
+		snapstore.Manifest{Backend: se.Backend(), Spec: specOf(se)})
+	if err != nil {
+		return nil, err
+	}
+	from := session.RestoreFrom{ImageDir: to.ImageDir, Image: c.Image, Workspace: func(ws string, uid int) error {
+		f, err := os.Open(tarPath)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		defer f.Close()
+		return wsfs.Unpack(ctx, ws, f, uid, s.workspaceLimits())
+	}}
+	out := make([]ForkResult, count)
+	sem := make(chan struct{}, forkStarts)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			info, _, err := s.sessions.CreateFrom(ctx, req, shape, from)
+			if err != nil {
+				err = snapshotErr(err)
+				out[i].Error = &ForkError{Kind: ErrorKind(err), Message: err.Error()}
+				return
+			}
+			si := SessionInfo(info)
+			out[i].Session = &si
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
