@@ -383,6 +383,20 @@ await check("lifecycle: auto-pause without auto-resume requires connect to wake"
   assert.equal(await sbx.isRunning(), true);
 });
 
+await check("lifecycle: a timeout pause without memory keeps the files, not the processes", async () => {
+  const sbx = await create({ timeoutMs: 3_000, lifecycle: { onTimeout: { action: "pause", keepMemory: false }, autoResume: false } });
+  await sbx.files.write("/home/user/kept.txt", "on disk");
+  const bg = await sbx.commands.run("sleep 600", { background: true });
+  await sleep(5_000);
+  const info = await sbx.getInfo();
+  assert.equal(info.state, "paused");
+  assert.deepEqual(info.lifecycle, { onTimeout: "pause", autoResume: false });
+  await sbx.connect();
+  assert.equal(await sbx.files.read("/home/user/kept.txt"), "on disk");
+  const pids = (await sbx.commands.list()).map((p) => p.pid);
+  assert.ok(!pids.includes(bg.pid), `the background command survived a pause without memory: ${pids}`);
+});
+
 // --- tests/api/list.test.ts -------------------------------------------------------------------
 async function listAll(opts) {
   const out = [];

@@ -23,14 +23,6 @@ import (
 // store: one checkpoint into a directory of its own, from which every
 // copy starts, several at once.
 
-// specOf is a session as its copies are opened: a snapshot's spec.
-func specOf(se *session.Session) json.RawMessage {
-	req := se.Request()
-	spec, _ := json.Marshal(snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template})
-	return spec
-}
-
 // imageFiles is a verified snapshot's memory image, as a directory.
 func (s *Service) imageFiles(snap *snapstore.Snapshot) (*snapstore.FileSet, error) {
 	fs, err := snap.Files(blobMemory, filepath.Join(s.cfg.StateDir, "images"))
@@ -68,16 +60,30 @@ func (s *Service) forkImage(ctx context.Context, se *session.Session, owner stri
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tarPath := filepath.Join(dir, "workspace.tar")
-	to := session.SnapshotTo{ImageDir: filepath.Join(dir, "image"), Workspace: func(ws string) error {
-		f, err := os.OpenFile(tarPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	tarPath, sitePath := filepath.Join(dir, "workspace.tar"), filepath.Join(dir, "site.tar")
+	archive := func(path string, limits wsfs.ArchiveLimits) func(string) error {
+		return func(ws string) error {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+			defer f.Close()
+			_, err = wsfs.Archive(ctx, ws, f, limits)
+			return err
 		}
-		defer f.Close()
-		_, err = wsfs.Archive(ctx, ws, f, s.workspaceLimits())
-		return err
-	}}
+	}
+	unpack := func(path string, limits wsfs.ArchiveLimits) func(string, int) error {
+		return func(ws string, uid int) error {
+			f, err := os.Open(path)
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+			defer f.Close()
+			return wsfs.Unpack(ctx, ws, f, uid, limits)
+		}
+	}
+	to := session.SnapshotTo{ImageDir: filepath.Join(dir, "image"), Workspace: archive(tarPath, s.workspaceLimits()),
+		Site: archive(sitePath, s.siteLimits())}
 	c, err := s.sessions.Snapshot(ctx, se, to)
 	if err != nil {
 		return nil, snapshotErr(err)
@@ -85,21 +91,19 @@ func (s *Service) forkImage(ctx context.Context, se *session.Session, owner stri
 	// The checkpoint holds the image's uid; each copy holds it again for
 	// its life.
 	defer fleet.ReleaseUID(c.Image.UID)
-	req := se.Request()
-	req, shape, err := s.snapshotShape(SessionRequest{Owner: owner, Lifetime: lifetime, OnTimeout: req.OnTimeout,
-		ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template},
-		snapstore.Manifest{Backend: se.Backend(), Spec: specOf(se)})
+	orig := se.Request()
+	spec, _ := json.Marshal(specOf(orig))
+	req, shape, err := s.snapshotShape(SessionRequest{Owner: owner, Lifetime: lifetime, OnTimeout: orig.OnTimeout,
+		ManualResume: orig.ManualResume, Labels: orig.Labels, Template: orig.Template},
+		snapstore.Manifest{Backend: se.Backend(), Spec: spec})
 	if err != nil {
 		return nil, err
 	}
-	from := session.RestoreFrom{ImageDir: to.ImageDir, Image: c.Image, Workspace: func(ws string, uid int) error {
-		f, err := os.Open(tarPath)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		defer f.Close()
-		return wsfs.Unpack(ctx, ws, f, uid, s.workspaceLimits())
-	}}
+	from := session.RestoreFrom{ImageDir: to.ImageDir, Image: c.Image, Workspace: unpack(tarPath, s.workspaceLimits()),
+		Installed: c.Installed}
+	if _, err := os.Stat(sitePath); err == nil {
+		from.Site = unpack(sitePath, s.siteLimits())
+	}
 	out := make([]ForkResult, count)
 	sem := make(chan struct{}, forkStarts)
 	var wg sync.WaitGroup

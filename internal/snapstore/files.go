@@ -56,10 +56,9 @@ type fileSet struct {
 // Files starts a file set: the caller (or a program it runs) writes
 // regular files, and nothing else, into the returned directory (empty,
 // mode 0700), which must stay untouched after Commit. They are sealed at
-// Commit: each MACed, and (for a paused session) flushed to disk before
-// the snapshot becomes visible; a snapshot's files are flushed in the
-// background, so that a crash right after it leaves a snapshot its seal
-// refuses, never a half one that loads.
+// Commit: each MACed and flushed to disk before the snapshot becomes
+// visible: a snapshot its caller was told of outlives a crash (it is
+// often taken because its session is about to end).
 func (w *Writer) Files(name string) (string, error) {
 	if w.err != nil {
 		return "", w.err
@@ -121,9 +120,8 @@ func setFiles(set string, names []string) ([]string, error) {
 	return names, nil
 }
 
-// sealLocal MACs the files of a set in the store, and flushes them: now
-// for a paused session (the only copy of it), in the background for a
-// snapshot of a running session (a crash loses the session too).
+// sealLocal MACs the files of a set in the store, and flushes them to
+// disk meanwhile.
 func (w *Writer) sealLocal(set *fileSet) error {
 	lt := w.tx.(localTxn)
 	names, err := lt.listDir(set.name)
@@ -146,15 +144,12 @@ func (w *Writer) sealLocal(set *fileSet) error {
 		}
 		files = append(files, f)
 	}
-	durable := w.m.Kind == KindPaused
 	var wg sync.WaitGroup
 	syncErrs := make([]error, len(files))
-	if durable {
-		// The disk writes while the MACs are computed.
-		for i, f := range files {
-			wg.Add(1)
-			go func() { defer wg.Done(); syncErrs[i] = f.Sync() }()
-		}
+	// The disk writes while the MACs are computed.
+	for i, f := range files {
+		wg.Add(1)
+		go func() { defer wg.Done(); syncErrs[i] = f.Sync() }()
 	}
 	for i, f := range files {
 		st, err := f.Stat()
@@ -178,15 +173,6 @@ func (w *Writer) sealLocal(set *fileSet) error {
 	wg.Wait()
 	if err := errors.Join(syncErrs...); err != nil {
 		return unavailable("writing blob "+set.name, err)
-	}
-	if !durable {
-		go func(files []*os.File) {
-			for _, f := range files {
-				f.Sync()
-				f.Close()
-			}
-		}(files)
-		files = nil
 	}
 	return nil
 }
