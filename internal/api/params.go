@@ -129,10 +129,16 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 // PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.
 type PauseParams struct {
 	KeepMemory *bool `json:"keep_memory,omitempty" default:"true" jsonschema:"Keep the interpreter's memory (default true): a resume goes on where the session stood. false: only the workspace files are kept, the sandbox ends and a resume starts a fresh interpreter." doc:"Keep the interpreter's memory (default true): a resume goes on where the session stood. false: only the workspace files are kept, the sandbox ends and a resume starts a fresh interpreter."`
+	Park       bool  `json:"park,omitempty" jsonschema:"Also write the paused session, memory included, into the snapshot store now, freeing its memory and its slot here (the server does it after SANDBOX_PAUSED_IN_MEMORY_TTL anyway); the next request or a resume brings it back. Needs keep_memory. A session already paused in memory may be parked." doc:"Also write the paused session, memory included, into the snapshot store now, freeing its memory and its slot here (the server does it after SANDBOX_PAUSED_IN_MEMORY_TTL anyway); the next request or a resume brings it back. Needs keep_memory. A session already paused in memory may be parked."`
 }
 
 // Keep says whether the pause keeps the session's memory (the default).
 func (p PauseParams) Keep() bool { return p.KeepMemory == nil || *p.KeepMemory }
+
+// Mode is the pause the parameters ask for.
+func (p PauseParams) Mode() service.PauseMode {
+	return service.PauseMode{KeepMemory: p.Keep(), Park: p.Park}
+}
 
 // SnapshotParams are the arguments of snapshot_session and POST /sessions/{id}/snapshots.
 type SnapshotParams struct {

@@ -135,7 +135,7 @@ func persistCycle(ctx context.Context, svc *service.Service, c persistCase, paus
 	}
 	if c.pause {
 		var err error
-		pause.add(timed(func() { _, err = svc.PauseSession(ctx, info.ID, benchOwner, true) }))
+		pause.add(timed(func() { _, err = svc.PauseSession(ctx, info.ID, benchOwner, service.PauseMode{KeepMemory: true}) }))
 		if err != nil {
 			pause.fail(err.Error())
 			resume.fail("not paused")

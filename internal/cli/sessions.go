@@ -12,7 +12,7 @@ const sessionsUsage = `Usage:
   codecage sessions create [--from-snapshot ID] [--on-timeout kill|pause] [--lifetime D]
                            [--manual-resume] [--profile P] [--use-container]
   codecage sessions exec ID [CODE | - | --file F] [--timeout S]
-  codecage sessions pause ID [--no-memory]
+  codecage sessions pause ID [--no-memory | --park]
   codecage sessions resume ID
   codecage sessions snapshot ID [--name N]
   codecage sessions fork ID [--count N] [--lifetime D]
@@ -112,12 +112,16 @@ func (c *clientCmd) onSession(method, suffix string, body any) int {
 
 func sessionsPause(c *clientCmd, args []string) int {
 	noMemory := c.fs.Bool("no-memory", false, "keep only the workspace files: the sandbox ends, and a resume starts a fresh interpreter")
+	park := c.fs.Bool("park", false, "write the paused session, memory included, into the snapshot store now, freeing its memory and slot")
 	if status, ok := c.parse(args, 1, 1, "session id"); !ok {
 		return status
 	}
 	body := map[string]any{}
 	if *noMemory {
 		body["keep_memory"] = false
+	}
+	if *park {
+		body["park"] = true
 	}
 	return c.onSession(http.MethodPost, "/pause", body)
 }

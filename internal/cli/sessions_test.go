@@ -83,6 +83,17 @@ func TestSessionsCLI(t *testing.T) {
 	if out := mustCLI(t, "", "sessions", "exec", id, "x + 1"); out != "42\n" {
 		t.Fatalf("exec x + 1 after pause and resume: %q", out)
 	}
+	// Parked: written to the store, its sandbox gone; the next exec
+	// (auto resume) brings it back.
+	if out := mustCLI(t, "", "sessions", "pause", "--park", id); out != id+" paused\n" {
+		t.Errorf("pause --park printed %q", out)
+	}
+	if code, st := restState(t, s, key, id); code != 200 || st != "paused" {
+		t.Fatalf("after sessions pause --park, REST says %d %q", code, st)
+	}
+	if out := mustCLI(t, "", "sessions", "exec", id, "x + 2"); out != "43\n" {
+		t.Fatalf("exec x + 2 after a park: %q", out)
+	}
 	// The code from standard input and from a file.
 	if out := mustCLI(t, "print(x * 2)", "sessions", "exec", id, "-"); out != "82\n" {
 		t.Errorf("exec from stdin: %q", out)

@@ -35,7 +35,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keep := body.Memory == nil || *body.Memory
-	if _, err := s.svc.PauseSession(r.Context(), info.ID, ownerOf(r.Context()), keep); err != nil {
+	if _, err := s.svc.PauseSession(r.Context(), info.ID, ownerOf(r.Context()), service.PauseMode{KeepMemory: keep}); err != nil {
 		s.serviceError(w, err)
 		return
 	}

@@ -68,7 +68,7 @@ func (s *Server) persistRoutes() {
 		if in.Body != nil {
 			p = *in.Body
 		}
-		info, err := s.svc.PauseSession(ctx, in.ID, owner(ctx), p.Keep())
+		info, err := s.svc.PauseSession(ctx, in.ID, owner(ctx), p.Mode())
 		if err != nil {
 			return nil, problemFor(err)
 		}

@@ -108,7 +108,7 @@ func optionalBool(s *jsonschema.Schema, def bool) {
 }
 
 func (t *tools) pauseSession(ctx context.Context, req *mcp.CallToolRequest, in PauseInput) (*mcp.CallToolResult, *service.SessionInfo, error) {
-	info, err := t.svc.PauseSession(t.caller(ctx, req), in.SessionID, t.owner(req), in.Keep())
+	info, err := t.svc.PauseSession(t.caller(ctx, req), in.SessionID, t.owner(req), in.Mode())
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

@@ -108,9 +108,10 @@ type PeerCall struct {
 	EmptyDir bool `json:"empty_dir,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
-	// KeepMemory is OpPause's; Name names OpSnapshot's snapshot; Count is
+	// KeepMemory and Park are OpPause's; Name names OpSnapshot's snapshot; Count is
 	// how many copies OpFork makes.
 	KeepMemory bool   `json:"keep_memory,omitempty"`
+	Park       bool   `json:"park,omitempty"`
 	Name       string `json:"name,omitempty"`
 	Count      int    `json:"count,omitempty"`
 	// Adopt: the session's own replica is gone, and the replica this call

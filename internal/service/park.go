@@ -38,13 +38,14 @@ type parkedSpec struct {
 	FromSnapshot string        `json:"from_snapshot,omitempty"`
 }
 
-// parkSession writes se into the store under its id and ends it here.
-func (s *Service) parkSession(ctx context.Context, se *session.Session) error {
+// parkSession writes se into the store under its id and ends it here;
+// pause: its owner asked, and it is parked as paused (else as it was).
+func (s *Service) parkSession(ctx context.Context, se *session.Session, pause bool) error {
 	m := snapstore.Manifest{Kind: snapstore.KindPaused, ID: se.ID(), Owner: se.Owner(), SessionID: se.ID(),
 		Backend: se.Backend(), Profiles: se.Imports().Profiles}
 	write := func() error {
 		_, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
-			return s.sessions.Park(ctx, se, to, func(p session.Parked) error {
+			return s.sessions.Park(ctx, se, to, pause, func(p session.Parked) error {
 				sp := specOf(p.Request)
 				sp.Installed = p.Installed
 				spec, _ := json.Marshal(parkedSpec{snapshotSpec: sp, Created: p.Created, PausedAt: p.PausedAt,
@@ -74,6 +75,22 @@ func (s *Service) dropStaleParked(ctx context.Context, se *session.Session) erro
 		return fmt.Errorf("no stale copy: %v", err)
 	}
 	return s.deleteSnapshot(ctx, se.Owner(), se.ID())
+}
+
+// parkOnRequest parks se because its owner asked (a pause with park):
+// it is described as the store has it.
+func (s *Service) parkOnRequest(ctx context.Context, se *session.Session) (*SessionInfo, error) {
+	if err := s.parkSession(ctx, se, true); err != nil {
+		return nil, err
+	}
+	m, spec, ok, err := s.parked(ctx, se.Owner(), se.ID())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: session %s was parked, and its copy is gone from the store", ErrUnavailable, se.ID())
+	}
+	return parkedInfo(m, spec), nil
 }
 
 // parkedStore is the store where parked sessions are, or nil when there
@@ -252,7 +269,7 @@ func (s *Service) parkAll(ctx context.Context) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if err := s.parkSession(ctx, se); err != nil {
+			if err := s.parkSession(ctx, se, false); err != nil {
 				s.log().Warn("session not parked: it ends with the server", "session", se.ID(), "owner", se.Owner(), "err", err)
 				return
 			}
@@ -284,7 +301,7 @@ func (s *Service) parkLongPauses(stop <-chan struct{}) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueueTimeout+time.Minute)
 			defer cancel()
-			if err := s.parkSession(ctx, se); err != nil {
+			if err := s.parkSession(ctx, se, false); err != nil {
 				s.log().Warn("a long-paused session could not be parked: it stays paused in memory", "session", se.ID(), "err", err)
 				return
 			}

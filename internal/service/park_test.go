@@ -90,7 +90,7 @@ func TestSessionParkedAcrossRestart(t *testing.T) {
 		id   string
 		keep bool
 	}{{paused, true}, {cold, false}, {closed, true}} {
-		if _, err := svc.PauseSession(ctx, p.id, "alice", p.keep); err != nil {
+		if _, err := svc.PauseSession(ctx, p.id, "alice", service.PauseMode{KeepMemory: p.keep}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func TestSessionParkedAcrossRestart(t *testing.T) {
 	if _, err := svc.GetSession(ctx, paused, "bob"); !errors.Is(err, service.ErrSessionNotFound) {
 		t.Fatalf("bob sees alice's parked session: %v", err)
 	}
-	if _, err := svc.PauseSession(ctx, paused, "alice", true); !errors.Is(err, service.ErrSessionPaused) {
+	if _, err := svc.PauseSession(ctx, paused, "alice", service.PauseMode{KeepMemory: true}); !errors.Is(err, service.ErrSessionPaused) {
 		t.Fatalf("pausing a parked session: %v, want ErrSessionPaused", err)
 	}
 	// Manual resume: a request is refused until the resume.
@@ -166,7 +166,7 @@ func TestSessionLongPauseIsParked(t *testing.T) {
 	}
 	inSession(t, svc, id, "alice", "open('id-"+id+"', 'w')")
 	uid := markedUID(t, stateDir, id)
-	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
 		t.Fatal(err)
 	}
 	sandboxGone(t, stateDir, uid)
@@ -205,5 +205,53 @@ func TestSessionSnapshotKeepsInstalledPackages(t *testing.T) {
 		if r := inSession(t, svc, id, "o", code); !r.Success || string(r.Result) != `"greet 1.0"` {
 			t.Fatalf("session %s: %+v %+v", id, r, r.Error)
 		}
+	}
+}
+
+// A pause with park writes the session into the store at once: its
+// sandbox ends on the host; it is paused (a request of a session with
+// manual resume is refused) until a resume brings it back whole. A
+// session paused in memory can be parked too; park needs keep_memory.
+func TestSessionParkOnRequest(t *testing.T) {
+	svc, stateDir := snapshotService(t)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", ManualResume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	if res := inSession(t, svc, id, "alice", sessionStateSetup+"\nopen('id-"+id+"', 'w')"); !res.Success {
+		t.Fatalf("setup: %+v", res.Error)
+	}
+	uid := markedUID(t, stateDir, id)
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{Park: true}); !errors.Is(err, service.ErrInvalidRequest) {
+		t.Fatalf("park without keep_memory: %v, want ErrInvalidRequest", err)
+	}
+	got, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true, Park: true})
+	if err != nil || got.State != "paused" || got.PausedAt == nil {
+		t.Fatalf("park: %+v %v", got, err)
+	}
+	sandboxGone(t, stateDir, uid)
+	if _, err := svc.Execute(ctx, service.Request{SessionID: id, Owner: "alice", Code: "x"}); !errors.Is(err, service.ErrSessionPaused) {
+		t.Fatalf("a request to a parked session with manual resume: %v", err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, id, "alice", sessionStateCheck).Stdout; out != sessionStateWant {
+		t.Fatalf("after the park: %q, want %q", out, sessionStateWant)
+	}
+	// Paused in memory first, then parked.
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil || got.State != "paused" {
+		t.Fatalf("parking a session paused in memory: %+v %v", got, err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, id, "alice", sessionStateCheck).Stdout; out != sessionStateWant {
+		t.Fatalf("after the second park: %q", out)
 	}
 }

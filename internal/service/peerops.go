@@ -48,7 +48,7 @@ func serveRestart(ctx context.Context, s *Service, call PeerCall, _ func(stream,
 }
 
 func servePause(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
-	return s.PauseSession(ctx, call.SessionID, call.Owner, call.KeepMemory)
+	return s.PauseSession(ctx, call.SessionID, call.Owner, PauseMode{KeepMemory: call.KeepMemory, Park: call.Park})
 }
 
 // resumed is a resume's answer across replicas.

@@ -79,14 +79,33 @@ func CheckSnapshotName(name string) error {
 	return nil
 }
 
+// PauseMode says what a pause keeps, and where.
+type PauseMode struct {
+	// KeepMemory keeps the interpreter's memory; else only the files.
+	KeepMemory bool
+	// Park writes the session, memory included, into the snapshot store
+	// now, freeing its memory and slot here (as a pause longer than
+	// SANDBOX_PAUSED_IN_MEMORY_TTL is); it needs KeepMemory. A session
+	// paused in memory may be parked too.
+	Park bool
+}
+
 // PauseSession pauses a session: it stops running and uses no CPU. With
-// keepMemory (the default) its memory is kept, and a resume goes on from
-// where it stood; without, only its workspace is kept and its sandbox
-// ends, freeing its slot, and a resume starts a fresh interpreter on it.
-// Pausing a paused session fails with ErrSessionPaused.
-func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory bool) (*SessionInfo, error) {
+// KeepMemory its memory is kept, and a resume goes on from where it
+// stood; without, only its workspace is kept and its sandbox ends,
+// freeing its slot, and a resume starts a fresh interpreter on it.
+// Pausing a paused session fails with ErrSessionPaused (unless it parks
+// one paused in memory).
+func (s *Service) PauseSession(ctx context.Context, id, owner string, mode PauseMode) (*SessionInfo, error) {
+	keepMemory := mode.KeepMemory
 	return do(ctx, s, OpPause, call[*SessionInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, KeepMemory: keepMemory},
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, KeepMemory: keepMemory, Park: mode.Park},
+		check: func() error {
+			if mode.Park && !keepMemory {
+				return fmt.Errorf("%w: park keeps the memory in the store: it needs keep_memory", ErrInvalidRequest)
+			}
+			return nil
+		},
 		run: func(ctx context.Context) (*SessionInfo, error) {
 			se, err := s.session(id, owner)
 			if errors.Is(err, ErrSessionNotFound) {
@@ -99,6 +118,9 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory
 			if err != nil {
 				return nil, err
 			}
+			if mode.Park {
+				return s.parkOnRequest(ctx, se)
+			}
 			info, err := s.sessions.Pause(ctx, se, keepMemory)
 			if err != nil {
 				return nil, err
@@ -108,7 +130,10 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, keepMemory
 		},
 		success: func(info *SessionInfo, took time.Duration) Event {
 			detail := id + " keep_memory"
-			if !keepMemory {
+			switch {
+			case mode.Park:
+				detail = id + " parked in the snapshot store"
+			case !keepMemory:
 				detail = id + " workspace only"
 			}
 			return Event{Kind: EventSession, Action: "pause", Backend: info.Backend, Outcome: "success", Duration: took, Detail: detail}

@@ -70,11 +70,11 @@ func TestSessionPauseKeepsStateAndStopsIt(t *testing.T) {
 	if !res.Success {
 		t.Fatalf("setup: %+v", res)
 	}
-	info, err := svc.PauseSession(ctx, id, "alice", true)
+	info, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true})
 	if err != nil || info.State != "paused" || info.PausedAt == nil {
 		t.Fatalf("PauseSession: %+v, %v", info, err)
 	}
-	if _, err := svc.PauseSession(ctx, id, "alice", true); !errors.Is(err, service.ErrSessionPaused) {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); !errors.Is(err, service.ErrSessionPaused) {
 		t.Fatalf("a second pause: %v, want ErrSessionPaused", err)
 	}
 	if got, _ := svc.GetSession(ctx, id, "alice"); got == nil || got.State != "paused" {
@@ -100,7 +100,7 @@ func TestSessionPauseKeepsStateAndStopsIt(t *testing.T) {
 		t.Fatalf("after the resume: %q", out)
 	}
 	// The next request resumes a paused session (auto-resume, the default).
-	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
 		t.Fatal(err)
 	}
 	if out := inSession(t, svc, id, "alice", "x += 1\nprint(x)").Stdout; out != "42\n" {
@@ -122,10 +122,10 @@ func TestSessionPauseManualResumeAndOwners(t *testing.T) {
 	}
 	id := info.ID
 	inSession(t, svc, id, "alice", "y = 7")
-	if _, err := svc.PauseSession(ctx, id, "bob", true); !errors.Is(err, service.ErrSessionNotFound) {
+	if _, err := svc.PauseSession(ctx, id, "bob", service.PauseMode{KeepMemory: true}); !errors.Is(err, service.ErrSessionNotFound) {
 		t.Fatalf("bob pausing alice's session: %v", err)
 	}
-	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Execute(ctx, service.Request{SessionID: id, Owner: "alice", Code: "print(y)", Timeout: 10 * time.Second}); !errors.Is(err, service.ErrSessionPaused) {
@@ -152,7 +152,7 @@ func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
 	id := newSession(t, svc, "alice")
 	inSession(t, svc, id, "alice", "z = 1\nopen('f.txt', 'w').write('on disk')")
 	before := svc.Budget().InUse
-	if _, err := svc.PauseSession(ctx, id, "alice", false); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: false}); err != nil {
 		t.Fatal(err)
 	}
 	// The slot comes back once the sandbox is gone (gVisor's takes a moment).
@@ -169,7 +169,7 @@ func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
 		t.Fatalf("after a resume without memory: %q", out)
 	}
 	// A restart of such a paused session starts its fresh interpreter.
-	if _, err := svc.PauseSession(ctx, id, "alice", false); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: false}); err != nil {
 		t.Fatal(err)
 	}
 	info, err := svc.RestartSession(ctx, id, "alice")
@@ -435,7 +435,7 @@ func TestSessionPausePausesItsCommands(t *testing.T) {
 	}()
 	<-started
 	time.Sleep(300 * time.Millisecond) // the spinner runs
-	if _, err := svc.PauseSession(ctx, id, "alice", true); err != nil {
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
 		t.Fatalf("pausing a session whose command runs: %v", err)
 	}
 	// Natively the host shows the command's processes; under gVisor they

@@ -36,12 +36,14 @@ type Parked struct {
 
 // Park writes se out through to, hands what it saved to keep, and, when
 // keep succeeds, ends se here. A request in progress is waited for (up
-// to ctx). When the capture or keep fails, se goes on as it was.
-func (t *Table) Park(ctx context.Context, se *Session, to SnapshotTo, keep func(Parked) error) error {
+// to ctx). When the capture or keep fails, se goes on as it was. pause:
+// the park pauses a running session (its owner asked): it is parked as
+// paused, not as running.
+func (t *Table) Park(ctx context.Context, se *Session, to SnapshotTo, pause bool, keep func(Parked) error) error {
 	if err := lockCtx(ctx, se); err != nil {
 		return err
 	}
-	if err := t.parkLocked(ctx, se, to, keep); err != nil {
+	if err := t.parkLocked(ctx, se, to, pause, keep); err != nil {
 		se.mu.Unlock()
 		return err
 	}
@@ -59,7 +61,7 @@ func (t *Table) Park(ctx context.Context, se *Session, to SnapshotTo, keep func(
 }
 
 // parkLocked captures se and hands it to keep; call with se.mu.
-func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, keep func(Parked) error) error {
+func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, pause bool, keep func(Parked) error) error {
 	if se.ended != "" {
 		return fmt.Errorf("%w: %s %s", ErrEnded, se.id, se.ended)
 	}
@@ -89,6 +91,9 @@ func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, keep
 	default:
 		if d := se.deadline.Load(); d != 0 {
 			p.Left = max(time.Until(time.Unix(0, d)), time.Second)
+		}
+		if pause {
+			p.PausedAt = time.Now()
 		}
 	}
 	c, err := t.capture(ctx, se, to)
