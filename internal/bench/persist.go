@@ -90,17 +90,19 @@ func timed(f func()) time.Duration {
 // c.pause), a snapshot, and a session started from it. Latency only: the
 // set-up, checks and closes between steps are not timed.
 func persistRows(ctx context.Context, svc *service.Service, c persistCase, n int) []Row {
-	var pause, resume, snap, restore stepTimes
+	var pause, resume, park, unpark, snap, restore stepTimes
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		persistCycle(ctx, svc, c, &pause, &resume, &snap, &restore)
+		persistCycle(ctx, svc, c, []*stepTimes{&pause, &resume, &park, &unpark}, &snap, &restore)
 	}
 	wall := time.Since(start)
 	var rows []Row
 	if c.pause {
 		rows = append(rows,
 			pause.row(c.prefix+"_pause", c.label+": pause (memory kept)", c.pauseHow+"; then resumed, untimed", wall),
-			resume.row(c.prefix+"_resume", c.label+": resume", "from a pause in memory; the state is checked after, untimed", wall))
+			resume.row(c.prefix+"_resume", c.label+": resume", "from a pause in memory; the state is checked after, untimed", wall),
+			park.row(c.prefix+"_park", c.label+": park", "pause with park: written into the snapshot store (a directory here), its sandbox ended", wall),
+			unpark.row(c.prefix+"_unpark", c.label+": resume from the store", "resume of a parked session, same id, until ready; the state is checked after, untimed", wall))
 	}
 	size := snap.meanSize()
 	rows = append(rows,
@@ -110,10 +112,11 @@ func persistRows(ctx context.Context, svc *service.Service, c persistCase, n int
 }
 
 // persistCycle is one cycle of persistRows.
-func persistCycle(ctx context.Context, svc *service.Service, c persistCase, pause, resume, snap, restore *stepTimes) {
+func persistCycle(ctx context.Context, svc *service.Service, c persistCase, pausing []*stepTimes, snap, restore *stepTimes) {
+	pause, resume, park, unpark := pausing[0], pausing[1], pausing[2], pausing[3]
 	steps := []*stepTimes{snap, restore}
 	if c.pause {
-		steps = append(steps, pause, resume)
+		steps = append(steps, pausing...)
 	}
 	failAll := func(msg string) {
 		for _, s := range steps {
@@ -147,6 +150,7 @@ func persistCycle(ctx context.Context, svc *service.Service, c persistCase, paus
 				resume.fail("after resume: " + msg)
 			}
 		}
+		parkCycle(ctx, svc, c, info.ID, park, unpark)
 	}
 	var si *service.SnapshotInfo
 	snap.add(timed(func() { si, err = svc.SnapshotSession(ctx, info.ID, benchOwner, "") }))
@@ -168,6 +172,23 @@ func persistCycle(ctx context.Context, svc *service.Service, c persistCase, paus
 	defer svc.CloseSession(bg, copyInfo.ID, benchOwner)
 	if msg := runIn(ctx, svc, copyInfo.ID, c.check, c.want); msg != "" {
 		restore.fail("in the copy: " + msg)
+	}
+}
+
+// parkCycle parks session id and resumes it from the store.
+func parkCycle(ctx context.Context, svc *service.Service, c persistCase, id string, park, unpark *stepTimes) {
+	var err error
+	park.add(timed(func() { _, err = svc.PauseSession(ctx, id, benchOwner, service.PauseMode{KeepMemory: true, Park: true}) }))
+	if err != nil {
+		park.fail(err.Error())
+		unpark.fail("not parked")
+		return
+	}
+	unpark.add(timed(func() { _, _, err = svc.ResumeSession(ctx, id, benchOwner) }))
+	if err != nil {
+		unpark.fail(err.Error())
+	} else if msg := runIn(ctx, svc, id, c.check, c.want); msg != "" {
+		unpark.fail("after the resume from the store: " + msg)
 	}
 }
 
