@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // TestEveryPeerOpIsServed: an Op* constant another replica may send must
@@ -92,7 +93,7 @@ func (selfCluster) Release(context.Context, string)                 {}
 // TestServePeerRefusesUnknownOps: an operation no row serves, or one
 // whose request is missing, is an invalid request, not a crash.
 func TestServePeerRefusesUnknownOps(t *testing.T) {
-	s := &Service{cfg: config.DefaultConfig(), cluster: selfCluster("r1")}
+	s := &Service{cfg: config.DefaultConfig(), cluster: selfCluster("r1"), sessions: session.NewTable(config.DefaultConfig(), session.Options{})}
 	for _, call := range []PeerCall{
 		{Op: "nope", SessionID: "sx-r1"},
 		{Op: OpExecute, SessionID: "sx-r1"},
