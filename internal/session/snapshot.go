@@ -52,6 +52,10 @@ func (t *Table) Snapshot(ctx context.Context, se *Session, to SnapshotTo) (Captu
 		return Capture{}, err
 	}
 	lease := se.sandbox()
+	// A snapshot is a request in the session: on the idle allowance
+	// (a tenth of a core) the harness's pickling took ten times as long.
+	t.addIdleCPU(se.cpu.begin(lease, t.cfg.CPULimit, t.log))
+	defer se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 	c := Capture{Backend: se.backend}
 	if se.backend == fleet.GVisor {
 		img, err := lease.Checkpoint(ctx, to.ImageDir, true)
