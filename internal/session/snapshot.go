@@ -127,6 +127,9 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 	if (shape.Backend == fleet.GVisor) != (from.Image != nil) {
 		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
 	}
+	if info, lost, ok, err := t.restoreIntoSpare(req, shape, from); ok {
+		return info, lost, err
+	}
 	t.mu.Lock()
 	if err := t.roomLocked(); err != nil {
 		t.mu.Unlock()
