@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -34,6 +35,11 @@ type persistCase struct {
 	pause bool
 	// pauseHow says what a pause in memory is on this backend.
 	pauseHow string
+	// waitSpare, when set, waits until a spare session is ready: before
+	// the session is created and before the timed start from its
+	// snapshot (untimed, as the lifecycle row); a second start, right
+	// after, finds none (the cold rows).
+	waitSpare func(context.Context) error
 }
 
 // Small states, the same on both backends: a variable and a file.
@@ -90,10 +96,10 @@ func timed(f func()) time.Duration {
 // c.pause), a snapshot, and a session started from it. Latency only: the
 // set-up, checks and closes between steps are not timed.
 func persistRows(ctx context.Context, svc *service.Service, c persistCase, n int) []Row {
-	var pause, resume, park, unpark, snap, restore stepTimes
+	var pause, resume, park, unpark, snap, restore, cold stepTimes
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		persistCycle(ctx, svc, c, []*stepTimes{&pause, &resume, &park, &unpark}, &snap, &restore)
+		persistCycle(ctx, svc, c, []*stepTimes{&pause, &resume, &park, &unpark}, &snap, &restore, &cold)
 	}
 	wall := time.Since(start)
 	var rows []Row
@@ -105,14 +111,22 @@ func persistRows(ctx context.Context, svc *service.Service, c persistCase, n int
 			unpark.row(c.prefix+"_unpark", c.label+": resume from the store", "resume of a parked session, same id, until ready; the state is checked after, untimed", wall))
 	}
 	size := snap.meanSize()
+	waits := ""
+	if c.waitSpare != nil {
+		waits = "; latency only: a spare session ready (waited for, untimed) before the session and before its copy"
+	}
 	rows = append(rows,
-		snap.row(c.prefix+"_snapshot", c.label+": snapshot", fmt.Sprintf("snapshot %s (workspace and interpreter state), the session goes on", sizeText(size)), wall),
-		restore.row(c.prefix+"_from_snapshot", c.label+": start from its snapshot", fmt.Sprintf("create_session from_snapshot (%s) until ready, state restored", sizeText(size)), wall))
+		snap.row(c.prefix+"_snapshot", c.label+": snapshot", fmt.Sprintf("snapshot %s (workspace and interpreter state), the session goes on%s", sizeText(size), waits), wall),
+		restore.row(c.prefix+"_from_snapshot", c.label+": start from its snapshot", fmt.Sprintf("create_session from_snapshot (%s) until ready, state restored%s", sizeText(size), waits), wall))
+	if c.waitSpare != nil {
+		rows = append(rows, cold.row(c.prefix+"_from_snapshot_cold", c.label+": start from its snapshot, no spare",
+			"the same, right after the previous one took the spare: a sandbox boots for it", wall))
+	}
 	return rows
 }
 
 // persistCycle is one cycle of persistRows.
-func persistCycle(ctx context.Context, svc *service.Service, c persistCase, pausing []*stepTimes, snap, restore *stepTimes) {
+func persistCycle(ctx context.Context, svc *service.Service, c persistCase, pausing []*stepTimes, snap, restore, cold *stepTimes) {
 	pause, resume, park, unpark := pausing[0], pausing[1], pausing[2], pausing[3]
 	steps := []*stepTimes{snap, restore}
 	if c.pause {
@@ -123,9 +137,22 @@ func persistCycle(ctx context.Context, svc *service.Service, c persistCase, paus
 			s.fail(msg)
 		}
 	}
+	if c.waitSpare != nil {
+		steps = append(steps, cold)
+	}
+	spareReady := func() error {
+		if c.waitSpare == nil {
+			return nil
+		}
+		return c.waitSpare(ctx)
+	}
 	bg := context.WithoutCancel(ctx)
 	req := c.req
 	req.Owner = benchOwner
+	if err := spareReady(); err != nil {
+		failAll(err.Error())
+		return
+	}
 	info, err := svc.CreateSession(ctx, req)
 	if err != nil {
 		failAll("create_session: " + err.Error())
@@ -161,17 +188,31 @@ func persistCycle(ctx context.Context, svc *service.Service, c persistCase, paus
 	}
 	defer svc.DeleteSnapshot(bg, benchOwner, si.ID)
 	snap.sizes = append(snap.sizes, si.SizeBytes)
-	var copyInfo *service.SessionInfo
-	restore.add(timed(func() {
-		copyInfo, err = svc.CreateSession(ctx, service.SessionRequest{Owner: benchOwner, FromSnapshot: si.ID})
-	}))
-	if err != nil {
+	if err := spareReady(); err != nil {
 		restore.fail(err.Error())
 		return
 	}
-	defer svc.CloseSession(bg, copyInfo.ID, benchOwner)
+	restoreStep(ctx, svc, c, si.ID, restore)
+	if c.waitSpare != nil {
+		restoreStep(ctx, svc, c, si.ID, cold)
+	}
+}
+
+// restoreStep times a session started from snapshot id, checks its state
+// (untimed) and closes it.
+func restoreStep(ctx context.Context, svc *service.Service, c persistCase, id string, step *stepTimes) {
+	var copyInfo *service.SessionInfo
+	var err error
+	step.add(timed(func() {
+		copyInfo, err = svc.CreateSession(ctx, service.SessionRequest{Owner: benchOwner, FromSnapshot: id})
+	}))
+	if err != nil {
+		step.fail(err.Error())
+		return
+	}
+	defer svc.CloseSession(context.WithoutCancel(ctx), copyInfo.ID, benchOwner)
 	if msg := runIn(ctx, svc, copyInfo.ID, c.check, c.want); msg != "" {
-		restore.fail("in the copy: " + msg)
+		step.fail("in the copy: " + msg)
 	}
 }
 
@@ -297,6 +338,8 @@ func (b *bencher) persistence(ctx context.Context, svc *service.Service, gvisor 
 	c := nativePersist
 	if gvisor {
 		c = gvisorPersist
+	} else {
+		c = withSpares(svc, c, b.opts.PoolTimeout)
 	}
 	b.progress("%s persistence: %d cycles of pause, resume, snapshot, restore", c.label, n)
 	b.rep.Rows = append(b.rep.Rows, persistRows(ctx, svc, c, n)...)
@@ -306,4 +349,15 @@ func (b *bencher) persistence(ctx context.Context, svc *service.Service, gvisor 
 	}
 	b.progress("%s: %d forks into %d", c.label, max(1, n/5), forkCopies)
 	b.rep.Rows = append(b.rep.Rows, forkRow(ctx, svc, c, max(1, n/5)))
+}
+
+// withSpares is the native case c waiting for svc's spare sessions, when
+// it keeps them: a native start from a snapshot takes a spare when one is
+// ready.
+func withSpares(svc *service.Service, c persistCase, timeout time.Duration) persistCase {
+	class := "session/" + config.IsolationNative
+	if _, ok := svc.PoolStats()[class]; ok {
+		c.waitSpare = func(ctx context.Context) error { return waitFull(ctx, svc, map[string]int{class: 1}, timeout) }
+	}
+	return c
 }

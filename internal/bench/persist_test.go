@@ -36,11 +36,17 @@ func TestPersistRows(t *testing.T) {
 			}
 			defer svc.Close()
 			var rows []Row
+			want := 2*len(tc.cases) + 2 + 1 // snapshot and restore each, pause and resume of the first, a fork
 			for _, c := range tc.cases {
+				if !tc.gvisor {
+					if c = withSpares(svc, c, time.Minute); c.waitSpare == nil {
+						t.Fatal("the native case does not wait for the service's spare sessions")
+					}
+					want++ // the start with no spare
+				}
 				rows = append(rows, persistRows(ctx, svc, c, 1)...)
 			}
 			rows = append(rows, forkRow(ctx, svc, tc.cases[0], 1))
-			want := 2*len(tc.cases) + 2 + 1 // snapshot and restore each, pause and resume of the first, a fork
 			if len(rows) != want {
 				t.Fatalf("%d rows, want %d: %+v", len(rows), want, rows)
 			}

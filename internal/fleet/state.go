@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/runtime"
@@ -103,6 +104,21 @@ func (l *Lease) RestoreStateFile(path string, opt StateOptions) (*StateReport, e
 	}
 	defer f.Close()
 	return l.RestoreState(f, opt)
+}
+
+// WarmState has the lease's kept-alive harness load what SnapshotState and
+// RestoreState use, ahead of them: for a sandbox that waits for its user.
+// It does not mark the lease used (nothing of the code's ran). A harness
+// that does not answer within timeout is killed (ErrStateLost).
+func (l *Lease) WarmState(timeout time.Duration) error {
+	if l.backend != Native {
+		return ErrStateNotSupported
+	}
+	ch, ok := l.current().Channel().(runtime.FDChannel)
+	if !ok {
+		return ErrStateNotSupported
+	}
+	return l.stateFailed(runtime.WarmState(ch, timeout))
 }
 
 // stateChannel is the harness channel, when it can carry the state's pipe.

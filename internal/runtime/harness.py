@@ -252,7 +252,8 @@ def _state_op(req, contexts, chan, builtins, real_import):
     op = req.get("op")
     fd = -1
     try:
-        fd = _receive_fd(os, chan)
+        if op != "warm":  # the only one without a pipe
+            fd = _receive_fd(os, chan)
         builtins.__import__ = real_import  # the import policy is the code's, not ours
         if not _state_module:
             module = type(sys)("_codecage_state")
@@ -260,6 +261,10 @@ def _state_op(req, contexts, chan, builtins, real_import):
             sys.modules["_codecage_state"] = module
             _state_module.append(module)
         state = _state_module[0]
+        if op == "warm":
+            # A spare session, before anyone uses it: its first snapshot
+            # or restore finds this file compiled and its modules loaded.
+            return {"state": state.warm()}
         seconds = max(req.get("timeout_ms", 0), 1) / 1000
         if op == "snapshot":
             skip = lambda v: v is ToolError or getattr(type(v), "_codecage_tools", False)  # noqa: E731

@@ -187,6 +187,34 @@ func LoadState(ch FDChannel, r io.Reader, opt StateOptions) (*StateReport, error
 	return stateOutcome(replies, deadline, n, copyErr, opt, "reading")
 }
 
+// WarmState has the harness on ch load what its state operations use
+// (state.py compiled, cloudpickle imported), so that the first snapshot or
+// restore does not wait for it: for a sandbox that waits for its user (a
+// spare session). [ErrStateLost] past timeout (and a grace period): the
+// caller ends the sandbox. Not concurrently with another request on ch.
+func WarmState(ch io.ReadWriter, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = DefaultStateTimeout
+	}
+	if err := WriteRequest(ch, Request{Op: "warm", Code: stateSource, KeepAlive: true, TimeoutMS: millis(timeout)}); err != nil {
+		return fmt.Errorf("%w: %v", ErrStateLost, err)
+	}
+	replies := make(chan stateReply, 1)
+	go func() {
+		var rep stateReply
+		rep.err = readJSONFrame(ch, &rep, MaxReplyBytes)
+		replies <- rep
+	}()
+	rep, err := awaitState(replies, time.Now().Add(timeout+stateGrace))
+	if err != nil {
+		return err
+	}
+	if rep.Error != "" {
+		return fmt.Errorf("%w: %s", ErrStateRefused, rep.Error)
+	}
+	return nil
+}
+
 // stateReply is the harness's answer to a state request.
 type stateReply struct {
 	State *StateReport `json:"state"`

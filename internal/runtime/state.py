@@ -135,6 +135,19 @@ def _arm(seconds):
     return disarm
 
 
+def warm():
+    """Loads what a save and a load use (cloudpickle imports some 50
+    modules: 40-70 ms of CPU), so that the first one does not wait for it;
+    returns an empty report."""
+    import importlib  # noqa: F401
+
+    try:
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        pass  # a save says so itself
+    return _Report().dict()
+
+
 # --- saving ---
 
 
@@ -198,6 +211,57 @@ class _Chunks:
         return n
 
 
+# Builtin data: the C pickler saves it as cloudpickle's would (cloudpickle
+# only adds ways to save functions, classes and other objects by value),
+# without cloudpickle's import (some 50 modules, 40-70 ms of CPU in a
+# fresh session). A state made only of it (checked up to PLAIN_WALK
+# objects) is saved that way.
+_PLAIN_ATOMS = frozenset((type(None), bool, int, float, complex, str, bytes, bytearray))
+_PLAIN_CONTAINERS = frozenset((list, tuple, dict, set, frozenset))
+PLAIN_WALK = 10000
+
+
+def _plain(values):
+    """Whether values hold builtin data only: exact types, no subclasses."""
+    stack = list(values)
+    seen = 0
+    while stack:
+        seen += 1
+        if seen > PLAIN_WALK:
+            return False
+        v = stack.pop()
+        t = type(v)
+        if t in _PLAIN_ATOMS:
+            continue
+        if t not in _PLAIN_CONTAINERS:
+            return False
+        if t is dict:
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            stack.extend(v)
+    return True
+
+
+class _NotPlain(Exception):
+    """A value of a plain state changed while it was saved (a thread of the code's)."""
+
+
+def _plain_pickler(chunks):
+    from _pickle import Pickler
+
+    class PlainPickler(Pickler):
+        # Anything but builtin data means the state changed after it was
+        # found plain: the value is lost, said so, never saved by reference.
+        def reducer_override(self, obj):
+            # (A complex number's reduction names its type.)
+            if type(obj) in _PLAIN_ATOMS or type(obj) in _PLAIN_CONTAINERS or obj is complex:
+                return NotImplemented
+            raise _NotPlain("it changed while the snapshot was taken (a %s appeared in it)" % _type_name(obj))
+
+    return PlainPickler(chunks, protocol=5)
+
+
 def _pickler(chunks, context_of):
     import cloudpickle
 
@@ -241,38 +305,49 @@ def _save(fd, contexts, skip):
     out = _Out(fd)
     chunks = _Chunks(out)
     context_of = {id(ctx[0].__dict__): name for name, ctx in contexts.items()}
-    pickler = _pickler(chunks, context_of)
+    # The globals to save, listed once: the plain check and the pickling
+    # see the same ones.
+    todo = []
+    for cname, ctx in contexts.items():
+        for name, value in list(ctx[0].__dict__.items()):
+            if type(name) is not str or name in _MODULE_NAMES or skip(value):
+                continue
+            todo.append((cname, name, value))
+    by_ref = lambda v: type(v) is module_type and sys.modules.get(getattr(v, "__name__", None)) is v  # noqa: E731
+    if _plain(v for _, _, v in todo if not by_ref(v)):
+        pickler = _plain_pickler(chunks)
+    else:
+        pickler = _pickler(chunks, context_of)
     out.put(MAGIC)
     # Every context first: a restore creates them before any value, so a
     # saved function finds its context's globals.
     for name, ctx in contexts.items():
         out.record(CONTEXT, name, ctx[1] or "", "")
         report.contexts.append(_clip(name, MAX_NAME))
-    for cname, ctx in contexts.items():
-        for name, value in list(ctx[0].__dict__.items()):
-            if type(name) is not str or name in _MODULE_NAMES or skip(value):
-                continue
-            if type(value) is module_type and sys.modules.get(getattr(value, "__name__", None)) is value:
-                # By reference: imported again at the restore.
-                out.record(MODULE, cname, name, value.__name__)
-                report.add(cname, name, "module", value.__name__)
-                continue
-            type_name = _type_name(value)
-            out.record(VALUE, cname, name, type_name)
-            chunks.written = False
-            try:
-                pickler.dump(value)
-            except (Deadline, _Broken):
-                raise
-            except BaseException as e:  # noqa: B036 - whatever the value's reduction raised: it is lost, said so
-                pickler = _pickler(chunks, context_of)  # a fresh memo, as the restore will have
-                reason = _reason(e)
-                out.put(ABANDONED.to_bytes(4, "big"))
-                out.string(reason)
-                report.lose(cname, name, type_name, reason)
-                continue
-            out.put(b"\0\0\0\0")
-            report.add(cname, name, type_name)
+    for cname, name, value in todo:
+        if by_ref(value):
+            # By reference: imported again at the restore.
+            out.record(MODULE, cname, name, value.__name__)
+            report.add(cname, name, "module", value.__name__)
+            continue
+        type_name = _type_name(value)
+        out.record(VALUE, cname, name, type_name)
+        chunks.written = False
+        try:
+            pickler.dump(value)
+        except (Deadline, _Broken):
+            raise
+        except BaseException as e:  # noqa: B036 - whatever the value's reduction raised: it is lost, said so
+            # A fresh memo, as the restore will have (cloudpickle's from
+            # here: the state was not as plain as it looked).
+            pickler = _pickler(chunks, context_of)
+            reason = e.args[0] if type(e) is _NotPlain else _reason(e)
+            out.put(ABANDONED.to_bytes(4, "big"))
+            out.string(reason)
+            report.lose(cname, name, type_name, reason)
+            continue
+        out.put(b"\0\0\0\0")
+        report.add(cname, name, type_name)
     out.record(END, "", "", str(report.count))
     out.flush()
     return report.dict()
@@ -401,13 +476,19 @@ def load(fd, contexts, seconds, permitted, new_module):
 
 def _load(fd, contexts, permitted, new_module):
     import importlib
-    import pickle
+
+    # The C unpickler itself (pickle.Unpickler is it): the pickle module
+    # imports re and more, a good part of a fresh session's restore.
+    try:
+        from _pickle import Unpickler
+    except ImportError:
+        from pickle import Unpickler
 
     src = _In(fd)
     if src.read(len(MAGIC)) != MAGIC:
         raise StateError("this is not a codecage session state (its header is wrong)")
     value = _Value(src)
-    unpickler = pickle.Unpickler(value)
+    unpickler = Unpickler(value)
     failed = None  # the value that failed to load since the last new pickler
     report = _Report()
     staged = {}
@@ -447,7 +528,7 @@ def _load(fd, contexts, permitted, new_module):
             try:
                 value.skip()
             except _Abandoned as e:
-                unpickler, failed = pickle.Unpickler(value), None
+                unpickler, failed = Unpickler(value), None
                 report.lose(a, b, c, "not saved: " + _clip(e.args[0], MAX_REASON))
                 continue
             saved += 1
@@ -456,7 +537,7 @@ def _load(fd, contexts, permitted, new_module):
         try:
             v = unpickler.load()
         except _Abandoned as e:
-            unpickler = pickle.Unpickler(value)
+            unpickler = Unpickler(value)
             report.lose(a, b, c, "not saved: " + _clip(e.args[0], MAX_REASON))
             continue
         except (Deadline, StateError, OSError):

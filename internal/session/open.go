@@ -36,14 +36,8 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 		// A fresh sandbox no one has used: it becomes the caller's, with
 		// its lifetime counted from now.
 		spare.mu.Lock()
-		// Spares start before the service knows its replica id: the
-		// session gets its id as it is handed out.
-		spare.id = t.opts.NewID()
-		spare.owner, spare.req = req.Owner, req
-		spare.created, spare.used = time.Now(), time.Now()
-		spare.sandbox().Arm(context.Background(), t.cfg.SessionMaxLifetime, t.cfg.SessionMaxLifetime)
+		t.adoptLocked(spare, req, nil)
 		t.ExpireAfter(spare, req.Lifetime)
-		t.byID[spare.id] = spare
 		info := spare.info(t.cfg)
 		spare.mu.Unlock()
 		t.mu.Unlock()

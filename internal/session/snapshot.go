@@ -156,37 +156,62 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 	if !cold && (shape.Backend == fleet.GVisor) != (from.Image != nil) {
 		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
 	}
+	if info, lost, ok, err := t.restoreIntoSpare(req, shape, from); ok {
+		return info, lost, err
+	}
 	t.mu.Lock()
 	if err := t.roomLocked(); err != nil {
 		t.mu.Unlock()
 		return Info{}, nil, err
 	}
-	var se *Session
-	if b := from.Back; b != nil {
-		if _, dup := t.byID[b.ID]; dup {
-			t.mu.Unlock()
-			return Info{}, nil, fmt.Errorf("%w: session %s is here already", ErrUnavailable, b.ID)
-		}
-		se = t.newSession(req, shape)
-		se.id, se.created, se.runs = b.ID, b.Created, b.Runs
-		se.mu.Lock()
-		t.byID[se.id] = se
-	} else {
-		se = t.addLocked(req, shape)
+	if err := t.backFreeLocked(from.Back); err != nil {
+		t.mu.Unlock()
+		return Info{}, nil, err
 	}
+	se := t.newSession(req, shape)
+	from.Back.identify(se)
+	se.mu.Lock() // until it is restored, as a new session's start
+	t.byID[se.id] = se
 	t.mu.Unlock()
 	se.restore = &from
 	err := t.start(ctx, se, t.launch)
 	se.restore = nil
-	if err == nil {
-		se.Allow(from.Installed)
-	}
 	var lost []string
-	if err == nil && from.Image == nil && from.State != nil {
-		lost, err = restoreState(se.sandbox(), from)
+	if err == nil {
+		lost, err = restoreInterpreter(se, from)
 	}
 	info, err := t.started(se, err)
 	return info, lost, err
+}
+
+// backFreeLocked refuses to bring back a parked session whose id is in
+// the table already (nil back: a new session); call with t.mu.
+func (t *Table) backFreeLocked(back *Parked) error {
+	if back == nil {
+		return nil
+	}
+	if _, dup := t.byID[back.ID]; dup {
+		return fmt.Errorf("%w: session %s is here already", ErrUnavailable, back.ID)
+	}
+	return nil
+}
+
+// identify gives se, brought back from its park, its own id, creation
+// time and run count (nothing for a new session: nil back).
+func (back *Parked) identify(se *Session) {
+	if back != nil {
+		se.id, se.created, se.runs = back.ID, back.Created, back.Runs
+	}
+}
+
+// restoreInterpreter gives a started native sandbox the saved state, and
+// the session the modules its packages allow; call with se.mu.
+func restoreInterpreter(se *Session, from RestoreFrom) ([]string, error) {
+	se.Allow(from.Installed)
+	if from.Image != nil || from.State == nil {
+		return nil, nil // gVisor's memory image has it all; a cold park has none
+	}
+	return restoreState(se.sandbox(), from)
 }
 
 // restoreState gives a fresh native sandbox the saved interpreter state.
