@@ -255,3 +255,38 @@ func TestSessionParkOnRequest(t *testing.T) {
 		t.Fatalf("after the second park: %q", out)
 	}
 }
+
+// A pandas DataFrame comes back whole from a park and in a session
+// started from a snapshot (natively through the pickled globals, under
+// gVisor in the memory image).
+func TestSessionDataFrameSurvivesParkAndSnapshot(t *testing.T) {
+	svc, _ := snapshotService(t, func(c *config.Config) { c.EnableDataScience = true })
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", Profiles: []string{"data_science"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	setup := "import pandas as pd\ndf = pd.DataFrame({'a': range(100000), 'b': ['x', 'y'] * 50000})"
+	if res := inSession(t, svc, id, "alice", setup); !res.Success {
+		t.Fatalf("setup: %+v", res.Error)
+	}
+	const check, want = "print(len(df), int(df.a.sum()), df.b.value_counts()['y'])", "100000 4999950000 50000\n"
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, id, "alice", check).Stdout; out != want {
+		t.Fatalf("the DataFrame after a park: %q, want %q", out, want)
+	}
+	snap, err := svc.SnapshotSession(ctx, id, "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := inSession(t, svc, cp.ID, "alice", check).Stdout; out != want {
+		t.Fatalf("the DataFrame in a copy: %q, want %q", out, want)
+	}
+}
