@@ -181,6 +181,26 @@ func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
 	}
 }
 
+// waitPausedAtTimeout waits for alice's session id, whose 2 s lifetime
+// ends in a pause, to be paused, not ended.
+func waitPausedAtTimeout(t *testing.T, svc *service.Service, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := svc.GetSession(context.Background(), id, "alice")
+		if err != nil {
+			t.Fatalf("the session ended instead of pausing: %v", err)
+		}
+		if got.State == "paused" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused 10 s after a 2 s lifetime: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // A session whose lifetime ends in a pause (E2B's autoPause) is paused at
 // its deadline, not closed, and answers again after a resume.
 func TestSessionOnTimeoutPause(t *testing.T) {
@@ -191,20 +211,7 @@ func TestSessionOnTimeoutPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	inSession(t, svc, info.ID, "alice", "w = 'still here'")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := svc.GetSession(ctx, info.ID, "alice")
-		if err != nil {
-			t.Fatalf("the session ended instead of pausing: %v", err)
-		}
-		if got.State == "paused" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not paused 10 s after a 2 s lifetime: %+v", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitPausedAtTimeout(t, svc, info.ID)
 	resumed, _, err := svc.ResumeSession(ctx, info.ID, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -231,20 +238,7 @@ func TestSessionOnTimeoutPauseFiles(t *testing.T) {
 	}
 	inSession(t, svc, info.ID, "alice", "w = 'in memory'\nopen('kept.txt', 'w').write('on disk')\nopen('id-"+info.ID+"', 'w')")
 	uid := markedUID(t, stateDir, info.ID)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := svc.GetSession(ctx, info.ID, "alice")
-		if err != nil {
-			t.Fatalf("the session ended instead of pausing: %v", err)
-		}
-		if got.State == "paused" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not paused 10 s after a 2 s lifetime: %+v", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitPausedAtTimeout(t, svc, info.ID)
 	if _, n := hostCPUOfUID(uid); n != 0 {
 		t.Fatalf("paused without memory, %d processes of the session still run on the host", n)
 	}
