@@ -219,7 +219,9 @@ func restoreStep(ctx context.Context, svc *service.Service, c persistCase, id st
 // parkCycle parks session id and resumes it from the store.
 func parkCycle(ctx context.Context, svc *service.Service, c persistCase, id string, park, unpark *stepTimes) {
 	var err error
-	park.add(timed(func() { _, err = svc.PauseSession(ctx, id, benchOwner, service.PauseMode{KeepMemory: true, Park: true}) }))
+	park.add(timed(func() {
+		_, err = svc.PauseSession(ctx, id, benchOwner, service.PauseMode{KeepMemory: true, Park: true})
+	}))
 	if err != nil {
 		park.fail(err.Error())
 		unpark.fail("not parked")
