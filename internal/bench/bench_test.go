@@ -61,7 +61,7 @@ func TestQuickRun(t *testing.T) {
 
 	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "mbpp", "bare_python_sequential", "bare_python_concurrent",
 		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle",
-		"session_pause", "session_resume", "session_snapshot", "session_from_snapshot", "session_fork10", "gvisor_session_pause", "gvisor_numpy250_from_snapshot", "gvisor_session_fork10"} {
+		"session_pause", "session_resume", "session_park", "session_unpark", "gvisor_session_park", "gvisor_session_unpark", "session_snapshot", "session_from_snapshot", "session_fork10", "gvisor_session_pause", "gvisor_numpy250_from_snapshot", "gvisor_session_fork10"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)
 		}
@@ -165,7 +165,7 @@ func TestQuickRun(t *testing.T) {
 // latencyOnly: rows that time one step between untimed ones, and
 // report no throughput.
 func latencyOnly(key string) bool {
-	for _, s := range []string{"_warm", "session_lifecycle", "_pause", "_resume", "_snapshot", "_fork10"} {
+	for _, s := range []string{"_warm", "session_lifecycle", "_pause", "_resume", "_park", "_unpark", "_snapshot", "_snapshot_cold", "_fork10"} {
 		if strings.HasSuffix(key, s) {
 			return true
 		}

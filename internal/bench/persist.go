@@ -328,7 +328,7 @@ var (
 
 // GVisorPersistKeys are the keys of the gVisor persistence rows.
 func GVisorPersistKeys() []string {
-	return []string{"gvisor_session_pause", "gvisor_session_resume", "gvisor_session_snapshot", "gvisor_session_from_snapshot",
+	return []string{"gvisor_session_pause", "gvisor_session_resume", "gvisor_session_park", "gvisor_session_unpark", "gvisor_session_snapshot", "gvisor_session_from_snapshot",
 		"gvisor_numpy250_snapshot", "gvisor_numpy250_from_snapshot", fmt.Sprintf("gvisor_session_fork%d", forkCopies)}
 }
 

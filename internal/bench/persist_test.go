@@ -36,7 +36,7 @@ func TestPersistRows(t *testing.T) {
 			}
 			defer svc.Close()
 			var rows []Row
-			want := 2*len(tc.cases) + 2 + 1 // snapshot and restore each, pause and resume of the first, a fork
+			want := 2*len(tc.cases) + 4 + 1 // snapshot and restore each, pause, resume, park and unpark of the first, a fork
 			for _, c := range tc.cases {
 				if !tc.gvisor {
 					if c = withSpares(svc, c, time.Minute); c.waitSpare == nil {
