@@ -15,7 +15,7 @@
 // failure.
 import assert from "node:assert/strict";
 import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError } from "@e2b/code-interpreter";
-import { Sandbox as BaseSandbox } from "e2b";
+import { Sandbox as BaseSandbox, Template } from "e2b";
 
 for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "CODECAGE_E2B_SECOND_KEY"]) {
   if (!process.env[v]) {
@@ -256,6 +256,30 @@ await check("files.makeDir, rename, getInfo, remove", async () => {
   assert.equal(await sbx.files.exists("/home/user/d1/new.txt"), false);
   await sbx.files.remove("/home/user/d1");
   assert.equal(await sbx.files.exists("/home/user/d1"), false);
+});
+
+// E2B's js-sdk tests/sandbox/files/info.test.ts: modes without Go's type bits.
+await check("get info of a directory (mode 0o755, as E2B's)", async () => {
+  await sbx.files.makeDir("test_dir");
+  const info = await sbx.files.getInfo("test_dir");
+  assert.equal(info.type, "dir");
+  assert.equal(info.mode, 0o755, `mode ${info.mode}`);
+  assert.equal(info.permissions, "drwxr-xr-x");
+  await sbx.files.remove("test_dir");
+});
+
+// E2B's js-sdk tests/sandbox/files/remove.test.ts.
+await check("remove non-existing file", async () => {
+  await sbx.files.remove("non_existing_file.txt");
+});
+
+// E2B's js-sdk tests/template/exists.test.ts.
+await check("check if base template name exists", async () => {
+  assert.equal(await Template.exists("base"), true);
+  assert.equal(await Template.exists("code-interpreter-v1"), true);
+});
+await check("check non existing name", async () => {
+  assert.equal(await Template.exists(`nonexistent-${crypto.randomUUID()}`), false);
 });
 
 await check("files.write of several files at once", async () => {

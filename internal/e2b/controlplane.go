@@ -40,6 +40,7 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.snapshot)
 	m.HandleFunc("GET /snapshots", s.listSnapshots)
 	m.HandleFunc("DELETE /templates/{id}", s.deleteSnapshot)
+	m.HandleFunc("GET /templates/aliases/{alias}", templateAlias)
 	for _, p := range []string{"GET /sandboxes/{id}/metrics", "GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be metered per sandbox (see /metrics of the server)")
@@ -48,6 +49,18 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "no such route in codecage's E2B API: "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// templateAlias answers Template.exists: E2B's TemplateAliasResponse for
+// a built-in template, 404 (as E2B's) for any other name.
+func templateAlias(w http.ResponseWriter, r *http.Request) {
+	alias := r.PathValue("alias")
+	if !builtinTemplates[alias] {
+		writeAPIError(w, http.StatusNotFound, "template alias "+service.Quote(alias)+" not found: codecage serves E2B's templates "+
+			"base and code-interpreter (and profile lists, which are no aliases)")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 }
 
 // newSandbox is E2B's NewSandbox body (the fields codecage honours). The
@@ -105,12 +118,16 @@ type lifecycle struct {
 	AutoResume bool   `json:"autoResume"`
 }
 
+// builtinTemplates are E2B's own templates that codecage serves, with
+// the operator's default profiles: the aliases Template.exists finds.
+var builtinTemplates = map[string]bool{"base": true, "code-interpreter-v1": true, "code-interpreter": true, "code-interpreter-stateful": true}
+
 // profilesFor maps an E2B template to codecage profiles: E2B's own
 // templates get the operator's default profiles; any other name is a
-// profile list ("data_science+network").
+// profile list ("data_science+network"). "desktop" is accepted as the
+// default too, but codecage has no desktop, so it is no alias.
 func profilesFor(template string) []string {
-	switch template {
-	case "", "base", "code-interpreter-v1", "code-interpreter", "code-interpreter-stateful", "desktop":
+	if template == "" || template == "desktop" || builtinTemplates[template] {
 		return nil
 	}
 	return strings.FieldsFunc(template, func(r rune) bool { return r == '+' || r == ',' })

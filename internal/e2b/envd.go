@@ -77,7 +77,9 @@ func entry(fi *service.FileInfo) *entryInfo {
 	case fi.Dir:
 		mode |= fs.ModeDir
 	}
-	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode),
+	// The mode is the permission bits only, as envd's (a directory is
+	// 0o755, not Go's ModeDir|0o755); the type is in Type.
+	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode.Perm()),
 		Permissions: mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
 	switch {
 	case fi.Symlink:
@@ -157,7 +159,9 @@ func (s *Server) move(ctx context.Context, req *connect.Request[moveRequest]) (*
 
 func (s *Server) remove(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[empty], error) {
 	ref := sandboxOf(ctx)
-	if err := s.svc.DeleteFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path)); err != nil {
+	// Removing what is not there succeeds, as envd's (os.RemoveAll).
+	err := s.svc.DeleteFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path))
+	if err != nil && !errors.Is(err, service.ErrFileNotFound) {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&empty{}), nil
