@@ -186,12 +186,47 @@ await check("runCode: a DataFrame as last expression gives an html result", asyn
   assert.ok(main.text, "no text/plain alongside html");
 });
 
+// E2B's Result strips one pair of quotes from a text (a str's repr).
+await check("runCode: a string result's text has no quotes (as E2B's Result)", async () => {
+  const ex = await sbx.runCode('"hello"');
+  assert.equal(ex.text, "hello", execSummary(ex));
+  const it = await sbx.runCode(`"it's"`);
+  assert.equal(it.text, "it's", execSummary(it));
+});
+
+// E2B's code-interpreter js/tests/images/bar.test.ts, cells as written
+// there: indented template strings (E2B's kernel dedents them).
+const imageCell = (last) => `
+    import numpy
+    from PIL import Image
+    
+    imarray = numpy.random.rand(16,16,3) * 255
+    image = Image.fromarray(imarray.astype('uint8')).convert('RGBA')
+    
+    ${last}
+    `;
+await check("test show image", async () => {
+  const ex = await sbx.runCode(imageCell('image.show()\n    print("done")'));
+  assert.equal(ex.error, undefined, execSummary(ex));
+  assert.ok(ex.results[0]?.png, execSummary(ex));
+  assert.deepEqual(ex.logs.stdout, ["done\n"]);
+});
+await check("test image represent", async () => {
+  const ex = await sbx.runCode(imageCell("image"));
+  assert.ok(ex.results[0]?.png, execSummary(ex));
+});
+await check("get image on save", async () => {
+  const ex = await sbx.runCode(imageCell('image.save("test.png")'));
+  assert.equal(ex.error, undefined, execSummary(ex));
+  assert.ok(ex.results[0]?.png, execSummary(ex));
+});
+
 await check("code contexts: create (cwd /tmp), isolated variables, list, remove", async () => {
   const ctx = await sbx.createCodeContext({ cwd: "/tmp" });
   assert.ok(ctx.id, `no context id: ${JSON.stringify(ctx)}`);
   const cwd = await sbx.runCode("import os; os.getcwd()", { context: ctx });
   assert.equal(cwd.error, undefined, execSummary(cwd));
-  assert.equal(cwd.text, "'/tmp'", execSummary(cwd));
+  assert.equal(cwd.text, "/tmp", execSummary(cwd));
   const x = await sbx.runCode("x", { context: ctx });
   assert.ok(x.error, `x from the default context is visible in the new one: ${execSummary(x)}`);
   assert.equal(x.error.name, "NameError");
@@ -221,7 +256,7 @@ await check("files.write with a relative path lands in /home/user", async () => 
   assert.equal(info.path, "/home/user/rel.txt");
   assert.equal(await sbx.files.read("/home/user/rel.txt"), "relative");
   const ex = await sbx.runCode("open('/home/user/rel.txt').read()");
-  assert.equal(ex.text, "'relative'", `kernel does not see the file: ${execSummary(ex)}`);
+  assert.equal(ex.text, "relative", `kernel does not see the file: ${execSummary(ex)}`);
 });
 
 await check("files.list /home/user shows a.txt as a file", async () => {

@@ -222,7 +222,12 @@ func resultKey(mime string) string {
 }
 
 // displayValue is the JSON representation as an object, not its text.
+// A text loses one pair of surrounding quotes, as E2B's Result does
+// (a str's repr "'hello'" is the text "hello").
 func displayValue(key, data string) any {
+	if key == "text" {
+		return unquoteText(data)
+	}
 	if key == "json" {
 		var v any
 		if json.Unmarshal([]byte(data), &v) == nil {
@@ -338,4 +343,13 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// unquoteText strips one pair of matching quotes around a text, as E2B's
+// code interpreter does with every result's text/plain.
+func unquoteText(t string) string {
+	if len(t) >= 2 && (t[0] == '\'' || t[0] == '"') && t[len(t)-1] == t[0] {
+		return t[1 : len(t)-1]
+	}
+	return t
 }

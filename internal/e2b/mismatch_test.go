@@ -1,10 +1,16 @@
 package e2b_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/codecage/codecage/internal/config"
 )
 
 // Issue #27's mismatches, each as E2B answers.
@@ -78,5 +84,93 @@ func TestTemplateAliases(t *testing.T) {
 	}
 	if status, _ := call(t, "GET", srv.URL+"/templates/aliases/base", "", nil); status != 401 {
 		t.Errorf("without a key: %d", status)
+	}
+}
+
+// resultLines are the interpreter's answer lines of one type.
+func resultLines(t *testing.T, out, typ string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for l := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("answer line %q: %v", l, err)
+		}
+		if m["type"] == typ {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}
+
+// A string result's text loses one pair of quotes, as E2B's Result does;
+// other results keep theirs.
+func TestStringResultTextIsUnquoted(t *testing.T) {
+	srv, _ := newServer(t)
+	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	for code, want := range map[string]string{
+		`"hello"`:   "hello",
+		`"it's"`:    "it's",
+		`'a' + 'b'`: "ab",
+		`["x"]`:     "['x']",
+		`42`:        "42",
+		`""`:        "",
+	} {
+		status, out := b.run(code)
+		res := resultLines(t, out, "result")
+		if status != 200 || len(res) != 1 || res[0]["text"] != want {
+			t.Errorf("%s: %d %s, want the text %q", code, status, out, want)
+		}
+	}
+}
+
+// A cell whose every line is indented the same runs, as in E2B's kernel
+// (IPython's leading_indent); a cell indented unevenly is still an
+// IndentationError.
+func TestIndentedCellRuns(t *testing.T) {
+	srv, _ := newServer(t)
+	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	b.mustRun("\n    x = 1\n\n    if x:\n        y = x + 1\n    y * 21\n", `"text":"42"`)
+	b.mustRun("\tz = 2\n\tz", `"text":"2"`)
+	status, out := b.run("    a = 1\n  b = 2\n")
+	if errs := resultLines(t, out, "error"); status != 200 || len(errs) != 1 || errs[0]["name"] != "IndentationError" {
+		t.Errorf("an uneven cell: %d %s", status, out)
+	}
+}
+
+// Image.show() of a PIL image, and Image.save() to a file name, are
+// display results (png), as with E2B's PIL hooks; the image is the one
+// shown.
+func TestPILShowIsADisplayResult(t *testing.T) {
+	srv, _ := newServerWith(t, func(c *config.Config) { c.EnableDataScience = true })
+	b := createBox(t, srv, `{"templateID": "data_science", "timeout": 60}`)
+	status, out := b.run("from PIL import Image\nImage.new('RGB', (3, 2), 'red').show()\n")
+	res := resultLines(t, out, "result")
+	if status != 200 || len(res) != 1 || res[0]["is_main_result"] != false {
+		t.Fatalf("show(): %d %.600s", status, out)
+	}
+	raw, err := base64.StdEncoding.DecodeString(res[0]["png"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz := img.Bounds().Size(); sz.X != 3 || sz.Y != 2 {
+		t.Fatalf("the image is %v, want 3x2", sz)
+	}
+	if r, g, _, _ := img.At(1, 1).RGBA(); r>>8 != 255 || g != 0 {
+		t.Fatalf("the image's pixel is %v, want red", img.At(1, 1))
+	}
+	// Saved to a file name, an image is displayed too (E2B's hook); saved
+	// to a stream, it is not.
+	status, out = b.run("import io\nimg = Image.new('RGB', (4, 4))\nimg.save('/tmp/x.png')\nimg.save(io.BytesIO(), 'PNG')\n")
+	if res := resultLines(t, out, "result"); status != 200 || len(res) != 1 || res[0]["png"] == nil {
+		t.Fatalf("save(): %d %.600s", status, out)
+	}
+	// A run that shows nothing gives no image (nothing left from before).
+	if _, out := b.run("1"); len(resultLines(t, out, "result")) != 1 {
+		t.Fatalf("the next run: %s", out)
 	}
 }

@@ -20,6 +20,7 @@ def _harness():
     _site_paths(os)
     _seed_matplotlib_cache(os)
     _quiet_psutil()
+    _hook_pil_show()
     _preload(os)
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
@@ -487,6 +488,114 @@ def _quiet_psutil():
     sys.meta_path.insert(0, Finder)
 
 
+# The images Image.show() gave during the current run, when the run asked
+# for display results (E2B's code interpreter); None otherwise, and then
+# show() does what it did (nothing, in a jail without a display).
+_shown = None
+
+
+def _hook_pil_show():
+    # E2B's kernel shows a PIL image as a display result (PIL's IPython
+    # viewer), and displays an image saved to a file name: a viewer first
+    # in PIL's list and a wrapped Image.save, set when PIL.ImageShow and
+    # PIL.Image are first imported (PIL is not imported before the code
+    # does).
+    import importlib.machinery
+
+    class Viewer:
+        @staticmethod
+        def show(image, **options):
+            if _shown is None:
+                return 0
+            _shown.append(image)
+            return 1
+
+    class Loader:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+            try:
+                if module.__name__ == "PIL.ImageShow":
+                    module.register(Viewer, -1)
+                else:
+                    module.Image.save = saving(module.Image.save)
+            except Exception:
+                pass  # another PIL: it keeps its own show() and save()
+
+    def saving(save):
+        # E2B's hook: an image saved to a named file is displayed too.
+        def wrapper(self, fp, format=None, **params):
+            if _shown is not None and isinstance(fp, str):
+                _shown.append(self)
+            return save(self, fp, format, **params)
+
+        return wrapper
+
+    class Finder:
+        @staticmethod
+        def find_spec(name, path, target=None):
+            if name not in ("PIL.ImageShow", "PIL.Image"):
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = Loader(spec.loader)
+            return spec
+
+    sys.meta_path.insert(0, Finder)
+
+
+def _pil_images(budget):
+    # The images show() collected, as PNG, within the figures' bounds.
+    import base64
+    import io
+
+    out = []
+    for image in _shown[:_MAX_FIGURES]:
+        try:
+            buf = io.BytesIO()
+            if image.mode not in ("1", "L", "LA", "I", "P", "RGB", "RGBA"):
+                image = image.convert("RGBA")
+            image.save(buf, format="PNG")
+            data = buf.getvalue()
+        except Exception as e:  # a broken image must not lose the run's result
+            print("codecage: could not render an image: %s" % e, file=sys.stderr)
+            continue
+        budget -= len(data)
+        if budget < 0:
+            print("codecage: an image left out: the images exceed %d bytes" % _MAX_IMAGE_BYTES, file=sys.stderr)
+            break
+        out.append({"mime_type": "image/png", "data": base64.b64encode(data).decode("ascii")})
+    if len(_shown) > _MAX_FIGURES:
+        print("codecage: %d images left out: at most %d are returned" % (len(_shown) - _MAX_FIGURES, _MAX_FIGURES), file=sys.stderr)
+    return out
+
+
+def _dedent(code):
+    # A cell sent as an indented template string: when every line is
+    # indented by the first line's indent, that indent goes (as IPython's
+    # leading_indent does). Lines keep their numbers; anything else is
+    # left as it was, for the compiler to judge.
+    lines = code.split("\n")
+    first = next((line for line in lines if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return code
+    out = []
+    for line in lines:
+        if line.startswith(indent):
+            out.append(line[len(indent) :])
+        elif line.strip():
+            return code
+        else:
+            out.append("")
+    return "\n".join(out)
+
+
 def _preload(os):
     # A warm sandbox imports the heavy modules of its class before any
     # request, so a run's "import numpy" finds them loaded.
@@ -515,7 +624,8 @@ def _seed_matplotlib_cache(os):
 
 
 def _run(req, builtins, real_import, main):
-    code = req.get("code", "")
+    global _shown
+    code = _dedent(req.get("code", ""))
     filename = "<code>"
     module_type = type(sys)
     g = main.__dict__
@@ -528,6 +638,7 @@ def _run(req, builtins, real_import, main):
     reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0, "images": []}
     if req.get("capture_plots"):
         _quiet_agg_show()
+    _shown = [] if req.get("display") else None
     if req.get("tools"):
         g["tools"] = _tools_namespace(req["tools"])
         g["ToolError"] = ToolError
@@ -557,6 +668,9 @@ def _run(req, builtins, real_import, main):
         reply["exit_code"] = 1
     if req.get("capture_plots"):
         reply["images"] = _figures()
+    if _shown:
+        reply["images"] += _pil_images(_MAX_IMAGE_BYTES - sum(len(i["data"]) * 3 // 4 for i in reply["images"]))
+    _shown = None
     names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type) and not (req.get("tools") and k in ("tools", "ToolError"))]
     reply["variables"] = names[:_MAX_VARIABLES]
     return reply
