@@ -342,6 +342,26 @@ await check("files.read outside the sandbox home (/etc/passwd) fails", async () 
 });
 
 // --- commands ----------------------------------------------------------------
+// E2B's js-sdk tests/sandbox/secure.test.ts: a signed URL works on its
+// own (no sandbox header), as a browser or curl would use it.
+await check("test access file with signing", async () => {
+  await sbx.files.write("hello.txt", "hello world");
+  const res = await fetch(await sbx.downloadUrl("hello.txt"));
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.equal(await res.text(), "hello world");
+  const up = await fetch(await sbx.uploadUrl("up.txt"), { method: "POST", body: "uploaded", headers: { "Content-Type": "application/octet-stream" } });
+  assert.equal(up.status, 200, await up.text());
+  assert.equal(await sbx.files.read("up.txt"), "uploaded");
+  const expired = await sbx.downloadUrl("hello.txt", { useSignatureExpiration: 0 });
+  await sleep(2100);
+  const old = await fetch(expired);
+  const body = await old.text();
+  assert.equal(old.status, 401, body);
+  assert.match(body, /signature is already expired/);
+  await sbx.files.remove("up.txt");
+  return `expired: ${old.status} ${body.slice(0, 80)}`;
+});
+
 await check("commands.run: echo hi && ls /home/user (with onStdout)", async () => {
   const chunks = [];
   const r = await sbx.commands.run("echo hi && ls /home/user", { onStdout: (d) => chunks.push(d) });

@@ -2,13 +2,19 @@ package e2b_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"image/png"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codecage/codecage/internal/config"
 )
@@ -172,5 +178,93 @@ func TestPILShowIsADisplayResult(t *testing.T) {
 	// A run that shows nothing gives no image (nothing left from before).
 	if _, out := b.run("1"); len(resultLines(t, out, "result")) != 1 {
 		t.Fatalf("the next run: %s", out)
+	}
+}
+
+// signURL signs a /files URL as the SDK's downloadUrl and uploadUrl do,
+// with the sandbox's access token; exp "" is no expiration.
+func signURL(base, path, op, token, exp string) string {
+	payload := path + ":" + op + "::" + token
+	if exp != "" {
+		payload += ":" + exp
+	}
+	sum := sha256.Sum256([]byte(payload))
+	u := base + "/files?path=" + url.QueryEscape(path) + "&signature=v1_" + url.QueryEscape(strings.TrimRight(base64.StdEncoding.EncodeToString(sum[:]), "="))
+	if exp != "" {
+		u += "&signature_expiration=" + exp
+	}
+	return u
+}
+
+func fetchURL(t *testing.T, method, u, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(body))
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// A signed URL works on its own, without E2b-Sandbox-Id (E2B's "test
+// access file with signing"): the server finds the sandbox from the
+// signature. Each key's sandboxes hold the same path with different
+// contents: every URL reads its own sandbox's; an expired signature is
+// envd's 401, a tampered one reads nothing.
+func TestSignedURLFindsItsSandbox(t *testing.T) {
+	srv, _ := newServer(t)
+	alice := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	alice2 := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	status, created := call(t, "POST", srv.URL+"/v2/sandboxes", `{"templateID": "base", "timeout": 60}`, map[string]string{"X-API-KEY": bobKey})
+	if status != 201 {
+		t.Fatalf("bob's create: %d %v", status, created)
+	}
+	bob := &box{t: t, srv: srv, id: created["sandboxID"].(string), token: created["envdAccessToken"].(string)}
+	t.Cleanup(func() { call(t, "DELETE", srv.URL+"/sandboxes/"+bob.id, "", map[string]string{"X-API-KEY": bobKey}) })
+	const p = "/home/user/hello.txt"
+	for _, b := range []*box{alice, alice2, bob} {
+		if status, body := fetchURL(t, "POST", signURL(srv.URL, p, "write", b.token, ""), "from "+b.id); status != 200 {
+			t.Fatalf("signed upload to %s: %d %s", b.id, status, body)
+		}
+	}
+	for _, b := range []*box{alice, alice2, bob} {
+		if status, body := fetchURL(t, "GET", signURL(srv.URL, p, "read", b.token, ""), ""); status != 200 || body != "from "+b.id {
+			t.Errorf("signed download of %s: %d %q", b.id, status, body)
+		}
+	}
+	later := strconv.FormatInt(time.Now().Add(time.Minute).Unix(), 10)
+	if status, body := fetchURL(t, "GET", signURL(srv.URL, p, "read", bob.token, later), ""); status != 200 || body != "from "+bob.id {
+		t.Errorf("an unexpired signature: %d %q", status, body)
+	}
+	past := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
+	status, body := fetchURL(t, "GET", signURL(srv.URL, p, "read", alice.token, past), "")
+	if status != 401 || !strings.Contains(body, "signature is already expired") {
+		t.Errorf("an expired signature: %d %s", status, body)
+	}
+	// The same with the sandbox named: envd's answer too.
+	req, _ := http.NewRequest("GET", signURL(srv.URL, p, "read", alice.token, past), nil)
+	req.Header.Set("E2b-Sandbox-Id", alice.id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Errorf("an expired signature with the sandbox named: %v %v", resp, err)
+	}
+	for name, u := range map[string]string{
+		"a read signature used to write": signURL(srv.URL, p, "read", alice.token, ""),
+		"another path":                   strings.Replace(signURL(srv.URL, p, "read", alice.token, ""), "hello", "other", 1),
+		"a made-up token":                signURL(srv.URL, p, "read", "6b65793a616c696365."+strings.Repeat("0", 64), ""),
+		"bob's id with alice's owner":    signURL(srv.URL, p, "read", alice.token[:strings.Index(alice.token, ".")]+bob.token[strings.Index(bob.token, "."):], ""),
+	} {
+		method := "GET"
+		if strings.HasPrefix(name, "a read") {
+			method = "POST"
+		}
+		if status, body := fetchURL(t, method, u, "x"); status != 401 || strings.Contains(body, "from ") {
+			t.Errorf("%s: %d %s", name, status, body)
+		}
 	}
 }

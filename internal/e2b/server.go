@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,9 +89,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := service.Caller{Surface: service.SurfaceE2B, RemoteAddr: r.RemoteAddr}
 	id := r.Header.Get("E2b-Sandbox-Id")
 	route := ""
-	if id == "" {
+	switch {
+	case id == "" && r.URL.Path == "/files" && r.URL.Query().Has("signature"):
+		route = s.serveSigned(rec, r, &c)
+	case id == "":
 		route = s.serveControl(rec, r, &c)
-	} else {
+	default:
 		route = s.serveSandbox(rec, r, id, &c)
 	}
 	s.finish(rec, r, c, route, start)
@@ -139,6 +143,9 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 		http.Error(w, "codecage sandboxes serve ports "+portEnvd+" and "+portInterpreter+" only; port "+service.Quote(port)+" is not open", http.StatusBadGateway)
 		return "sandbox port"
 	}
+	if s.expiredSignature(w, r, *c) {
+		return "signature expired"
+	}
 	key, ok := s.sandboxKey(r, id, port)
 	if !ok {
 		msg := "the sandbox's access token is missing or not valid for sandbox " + service.Quote(id)
@@ -179,6 +186,71 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	return port + " " + pattern
 }
 
+// serveSigned serves a signed /files URL on its own (the SDK's
+// downloadUrl and uploadUrl name no sandbox): the sandbox is the one whose
+// access token made the signature. Each candidate is one of a key's own
+// sandboxes checked with that key's token, so a signature reaches only
+// the sandbox it was made for; the work is one hash per sandbox.
+func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request, c *service.Caller) string {
+	if s.expiredSignature(w, r, *c) {
+		return "signature expired"
+	}
+	q := r.URL.Query()
+	op := signedOperation(r)
+	ctx := service.WithCaller(r.Context(), *c)
+	names := s.keys.Names()
+	if s.keys.Len() == 0 {
+		names = []string{""}
+	}
+	for _, name := range names {
+		for _, info := range s.svc.ListSessions(ctx, api.Owner(name, "")) {
+			if info.Template == "" {
+				continue // not an E2B sandbox
+			}
+			if _, ok := s.tokens.signedOwner(info.ID, q.Get("path"), op, q.Get("username"), q.Get("signature"), q.Get("signature_expiration"), []string{name}); ok {
+				r.Header.Set("E2b-Sandbox-Id", info.ID)
+				r.Header.Set("E2b-Sandbox-Port", portEnvd)
+				return s.serveSandbox(w, r, info.ID, c)
+			}
+		}
+	}
+	// envd's words for a signature that does not check out.
+	msg := "invalid signature: it is not valid for any sandbox of this server"
+	writeAPIError(w, http.StatusUnauthorized, msg)
+	s.denied(r, *c, msg)
+	return "signature unauthorized"
+}
+
+// expiredSignature answers a signed /files request whose signature has
+// expired as envd does (401, "signature is already expired"); a request
+// with an access token is judged by its token.
+func (s *Server) expiredSignature(w http.ResponseWriter, r *http.Request, c service.Caller) bool {
+	q := r.URL.Query()
+	if r.URL.Path != "/files" || !q.Has("signature") || r.Header.Get("X-Access-Token") != "" || !q.Has("signature_expiration") {
+		return false
+	}
+	msg := ""
+	if exp, err := strconv.ParseInt(q.Get("signature_expiration"), 10, 64); err != nil {
+		msg = "signature_expiration is not a Unix time in seconds"
+	} else if time.Now().Unix() > exp {
+		msg = "signature is already expired"
+	} else {
+		return false
+	}
+	writeAPIError(w, http.StatusUnauthorized, msg)
+	s.denied(r, c, msg)
+	return true
+}
+
+// signedOperation is what a /files signature must allow: a download
+// reads, an upload writes.
+func signedOperation(r *http.Request) string {
+	if r.Method == http.MethodPost {
+		return "write"
+	}
+	return "read"
+}
+
 // wake resumes a paused sandbox that traffic wakes (created with
 // autoResume), as E2B's proxy does; any other paused sandbox stays paused
 // (ErrSessionPaused), so its daemons look down to the SDK until a connect.
@@ -204,10 +276,7 @@ func (s *Server) sandboxKey(r *http.Request, id, port string) (string, bool) {
 	}
 	q := r.URL.Query()
 	if sig := q.Get("signature"); sig != "" && port == portEnvd && r.URL.Path == "/files" {
-		op := "read"
-		if r.Method == http.MethodPost {
-			op = "write"
-		}
+		op := signedOperation(r)
 		owners := append([]string{""}, s.keys.Names()...)
 		return s.tokens.signedOwner(id, q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"), owners)
 	}
