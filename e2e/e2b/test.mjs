@@ -445,6 +445,15 @@ await check("Sandbox.list includes the sandbox", async () => {
   assert.ok(ids.includes(sbx.sandboxId), `${sbx.sandboxId} not in ${JSON.stringify(ids)}`);
 });
 
+// E2B's js-sdk tests/api/list.test.ts.
+await check("list sandboxes started after", async () => {
+  const info = await sbx.getInfo();
+  const ids = await listIds({ query: { startedAfter: info.startedAt } });
+  assert.ok(ids.includes(sbx.sandboxId), `${sbx.sandboxId} not in ${JSON.stringify(ids)}`);
+  const later = await listIds({ query: { startedAfter: new Date(info.startedAt.getTime() + 1000) } });
+  assert.ok(!later.includes(sbx.sandboxId), `${sbx.sandboxId} listed as started after it started`);
+});
+
 // --- isolation ------------------------------------------------------------------
 let other;
 await check("two sandboxes share nothing", async () => {

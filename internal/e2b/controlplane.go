@@ -345,8 +345,9 @@ func (s *Server) lifeAtLeast(ctx context.Context, info *service.SessionInfo, d t
 	return err
 }
 
-// list answers Sandbox.list: the key's running sandboxes, filtered by
-// metadata and state, a page at a time (X-Next-Token).
+// list answers Sandbox.list: the key's sandboxes, filtered by metadata,
+// state, template and start (startedAfter), newest first unless asked,
+// a page at a time (X-Next-Token).
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	want, err := metadataFilter(q.Get("metadata"))
@@ -368,6 +369,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "order must be asc or desc")
 		return
 	}
+	var after time.Time // startedAfter: the sandboxes started at or after it
+	if v := q.Get("startedAfter"); v != "" {
+		if after, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeAPIError(w, http.StatusBadRequest, "startedAfter must be an RFC 3339 time, as "+time.RFC3339)
+			return
+		}
+	}
 	limit, offset, ok := pageOf(w, q.Get("limit"), q.Get("nextToken"))
 	if !ok {
 		return
@@ -375,7 +383,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	out := []sandboxDetail{}
 	for _, info := range s.svc.ListSessions(r.Context(), ownerOf(r.Context())) {
 		if info.Template == "" || (q.Get("template") != "" && q.Get("template") != info.Template) || !matches(info.Labels, want) ||
-			!states[stateOf(info)] {
+			!states[stateOf(info)] || info.CreatedAt.Before(after) {
 			continue
 		}
 		d := s.detail(info)

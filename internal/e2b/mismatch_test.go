@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -266,5 +267,31 @@ func TestSignedURLFindsItsSandbox(t *testing.T) {
 		if status, body := fetchURL(t, method, u, "x"); status != 401 || strings.Contains(body, "from ") {
 			t.Errorf("%s: %d %s", name, status, body)
 		}
+	}
+}
+
+// Sandbox.list({query: {startedAfter}}) lists the sandboxes started at or
+// after the time (E2B's ListSandboxes startedAfter); a bad time is 400.
+func TestListStartedAfter(t *testing.T) {
+	srv, _ := newServer(t)
+	tag := "after-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	body := `{"timeout": 60, "metadata": {"t": "` + tag + `"}}`
+	first := createBox(t, srv, body)
+	time.Sleep(20 * time.Millisecond)
+	second := createBox(t, srv, body)
+	started := second.info()["startedAt"].(string)
+	md := "metadata=" + url.QueryEscape("t="+tag)
+	for q, want := range map[string][]string{
+		"": {second.id, first.id},
+		"&startedAfter=" + url.QueryEscape(started):                                              {second.id},
+		"&startedAfter=" + url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)): nil,
+	} {
+		status, items, _ := ctlList(t, srv, "/v2/sandboxes?"+md+q)
+		if got := ids(items, "sandboxID"); status != 200 || !slices.Equal(got, want) {
+			t.Errorf("%q: %d %v, want %v", q, status, got, want)
+		}
+	}
+	if status, body := ctl(t, srv, "GET", "/v2/sandboxes?startedAfter=yesterday", ""); status != 400 || !strings.Contains(body["message"].(string), "RFC 3339") {
+		t.Errorf("a bad startedAfter: %d %v", status, body)
 	}
 }
