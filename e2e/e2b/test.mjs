@@ -15,7 +15,7 @@
 // failure.
 import assert from "node:assert/strict";
 import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError } from "@e2b/code-interpreter";
-import { Sandbox as BaseSandbox, Template } from "e2b";
+import { Sandbox as BaseSandbox, Template, TemplateError } from "e2b";
 
 for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "CODECAGE_E2B_SECOND_KEY"]) {
   if (!process.env[v]) {
@@ -301,6 +301,14 @@ await check("get info of a directory (mode 0o755, as E2B's)", async () => {
   assert.equal(info.mode, 0o755, `mode ${info.mode}`);
   assert.equal(info.permissions, "drwxr-xr-x");
   await sbx.files.remove("test_dir");
+});
+
+// codecage announces envd 0.5.7 (no file metadata): the SDK refuses
+// metadata itself, rather than codecage dropping it.
+await check("files.write with metadata is refused by the SDK (envd 0.5.7, see README)", async () => {
+  const r = await rejects(sbx.files.write("meta.txt", "x", { metadata: { a: "b" } }), TemplateError, "write with metadata");
+  assert.equal(await sbx.files.exists("meta.txt"), false);
+  return r;
 });
 
 // E2B's js-sdk tests/sandbox/files/remove.test.ts.
