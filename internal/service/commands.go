@@ -333,7 +333,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
 	if se != nil {
-		work.Workspace, work.HostUID = in.Workspace, in.UID
+		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
 	}
 	spec := work.Spec()
 	backend := s.commandBackend(se)
