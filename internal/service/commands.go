@@ -67,6 +67,10 @@ type CommandResult struct {
 	OutputDropped *OutputDropped `json:"output_dropped"`
 }
 
+// LimitCanceled is CommandResult.Limit of a command ended before its
+// end: by its caller, or with its session.
+const LimitCanceled = string(fleet.LimitCanceled)
+
 // commandSet is the resolved minimal root of the command jail, computed
 // once: it depends only on the operator's list.
 type commandSet struct {
