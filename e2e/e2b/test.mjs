@@ -14,7 +14,7 @@
 // Prints one line per check ("ok NAME" / "FAIL NAME: ..."); exits non-zero on
 // failure.
 import assert from "node:assert/strict";
-import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError } from "@e2b/code-interpreter";
+import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError, TimeoutError } from "@e2b/code-interpreter";
 import { Sandbox as BaseSandbox, Template, TemplateError } from "e2b";
 
 for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "CODECAGE_E2B_SECOND_KEY"]) {
@@ -413,6 +413,47 @@ await check("commands: background command, list, kill, wait rejects", async () =
   return waited;
 });
 
+// E2B's VM has one /tmp for every command and the interpreter (multi-step
+// shell workflows: clone into /tmp, build, run).
+await check("commands.run: one /tmp for every command and runCode, as a VM's", async () => {
+  await sbx.commands.run("echo hi > /tmp/f");
+  const r = await sbx.commands.run("cat /tmp/f");
+  assert.equal(r.stdout, "hi\n", "a later command does not see /tmp/f");
+  const ex = await sbx.runCode("open('/tmp/g', 'w').write('py')\nopen('/tmp/f').read() == 'hi\\n'");
+  assert.equal(ex.text, "True", execSummary(ex));
+  const g = await sbx.commands.run("cat /tmp/g");
+  assert.equal(g.stdout, "py", "a command does not see the interpreter's /tmp/g");
+});
+
+await check("commands.run: the programs agents expect in a shell", async () => {
+  const r = await sbx.commands.run("sleep 0.1; printenv HOME; whoami; id -u; realpath .; nproc >/dev/null && ln -sf /tmp/f l && realpath l && rm l; env | grep -c ^PATH=");
+  assert.equal(r.stdout, "/home/user\nuser\n1000\n/home/user\n/tmp/f\n1\n");
+  const p = await sbx.commands.run("sleep 30 & ps -e -o comm= | grep -c ^sleep; kill -9 $!");
+  assert.equal(p.stdout, "1\n", "ps and kill");
+});
+
+// E2B's envd lists a symlink by its resolved target and the target's type
+// (e2b Python <= 2.34 cannot parse FILE_TYPE_SYMLINK at all).
+await check("files.list: a symlink has its resolved target and its target's type", async () => {
+  const ex = await sbx.runCode("import os\nos.makedirs('/home/user/ln/d', exist_ok=True)\nopen('/home/user/ln/t.txt', 'w').write('x')\nfor n, t in [('f', 't.txt'), ('dd', '/home/user/ln/d'), ('gone', 'nothing'), ('out', '/etc/passwd')]:\n    os.symlink(t, '/home/user/ln/' + n)");
+  assert.equal(ex.error, undefined, execSummary(ex));
+  const byName = Object.fromEntries((await sbx.files.list("/home/user/ln")).map((e) => [e.name, e]));
+  assert.equal(byName.f.type, "file", JSON.stringify(byName.f));
+  assert.equal(byName.f.symlinkTarget, "/home/user/ln/t.txt");
+  assert.equal(byName.dd.type, "dir", JSON.stringify(byName.dd));
+  assert.equal(byName.dd.symlinkTarget, "/home/user/ln/d");
+  for (const n of ["gone", "out"]) {
+    // A broken link has no type: the SDK leaves it out of listings, as with envd's.
+    assert.equal(byName[n], undefined, JSON.stringify(byName[n]));
+    const e = await sbx.files.getInfo("/home/user/ln/" + n);
+    assert.equal(e.type, undefined, JSON.stringify(e));
+    assert.equal(e.symlinkTarget, "/home/user/ln/" + n, "a broken link names itself");
+  }
+  const info = await sbx.files.getInfo("/home/user/ln/f");
+  assert.equal(info.type, "file");
+  return `f -> ${byName.f.symlinkTarget}, dd -> ${byName.dd.symlinkTarget}`;
+});
+
 await check("commands.run: a program not on the allow-list fails", async () => {
   const e = await sbx.commands.run("curl --version").catch((err) => err);
   assert.ok(e instanceof CommandExitError, `expected CommandExitError, got ${describe(e)}`);
@@ -623,6 +664,21 @@ await check("files and commands are served while code runs (as in E2B's VM)", as
   assert.ok(done.write < resolvedAt, `files.write waited for the running code: ${timing}`);
   assert.ok(done.command < resolvedAt, `commands.run waited for the running code: ${timing}`);
   return timing;
+});
+
+// A sandbox killed under a run: the SDK sees the stream break and raises
+// its TimeoutError ("the sandbox was killed"), not an in-band error.
+await check("runCode and commands.run: a kill mid-run raises TimeoutError", async () => {
+  const victim = await Sandbox.create();
+  created.push([victim, ALICE]);
+  const run = victim.runCode("import time\nprint('started', flush=True)\ntime.sleep(30)").then((v) => v, (e) => e);
+  const cmd = victim.commands.run("echo started; sleep 30").then((v) => v, (e) => e);
+  await sleep(1500);
+  assert.equal(await victim.kill(), true, "kill()");
+  const [r, c] = await Promise.all([run, cmd]);
+  assert.ok(r instanceof TimeoutError, `runCode: expected TimeoutError, got ${r instanceof Error ? describe(r) : execSummary(r)}`);
+  assert.ok(c instanceof TimeoutError, `commands.run: expected TimeoutError, got ${describe(c)}`);
+  return `runCode ${describe(r).slice(0, 90)}; commands.run ${describe(c).slice(0, 90)}`;
 });
 
 // --- kill ---------------------------------------------------------------------------

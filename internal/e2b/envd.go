@@ -83,13 +83,30 @@ func entry(fi *service.FileInfo) *entryInfo {
 		Permissions: mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
 	switch {
 	case fi.Symlink:
-		e.Type = "FILE_TYPE_SYMLINK"
-		target := fi.Target
-		e.SymlinkTarget = &target
+		linkEntry(e, fi.Link)
 	case fi.Dir:
 		e.Type = "FILE_TYPE_DIRECTORY"
 	}
 	return e
+}
+
+// linkEntry describes a symlink as envd does: by where it leads (its
+// resolved absolute path) and what is there (its type and permission
+// bits). One that does not resolve (here: dangling, a loop, or out of the
+// workspace) names itself as its target, of no type: envd's broken link.
+// (FILE_TYPE_SYMLINK, which newer envds can give, is not in the enum of
+// older SDKs, e2b Python 2.34's among them: their parser refuses it.)
+func linkEntry(e *entryInfo, to *service.LinkEnd) {
+	if to == nil {
+		self := e.Path
+		e.Type, e.SymlinkTarget, e.Mode = "FILE_TYPE_UNSPECIFIED", &self, 0
+		return
+	}
+	target := to.Path
+	e.Type, e.SymlinkTarget, e.Mode = "FILE_TYPE_FILE", &target, to.Mode
+	if to.Dir {
+		e.Type = "FILE_TYPE_DIRECTORY"
+	}
 }
 
 // daemonStatus is the HTTP status of a service error in a sandbox's

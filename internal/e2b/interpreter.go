@@ -164,6 +164,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			res, err = s.svc.Execute(r.Context(), req)
 		}
 	}
+	if (err != nil || res.Error != nil) && s.sandboxGone(r.Context(), ref) {
+		// Killed (or at its end) under the run: the stream breaks, as a
+		// VM's does, and the SDK raises its "sandbox was killed" error.
+		out.done()
+		breakStream()
+	}
 	if err != nil {
 		out.fail(err)
 		return

@@ -26,7 +26,10 @@ type proc struct {
 	mu     sync.Mutex
 	events []event // data events, then the end
 	ended  bool
-	wake   chan struct{} // closed and replaced when events grow
+	// gone: it ended with its sandbox (killed, or at its end of life): no
+	// end event, the streams that follow it break instead.
+	gone bool
+	wake chan struct{} // closed and replaced when events grow
 
 	// started is closed when the command runs, or, with refused set, when
 	// the service refused it (it never ran: no events).
@@ -51,6 +54,16 @@ func (p *proc) add(ev event, end bool) {
 	p.wake = make(chan struct{})
 }
 
+// goneWithSandbox ends p without an end event: it went with its sandbox,
+// and its followers break their streams.
+func (p *proc) goneWithSandbox() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gone, p.ended = true, true
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
 // follow sends p's events from the from'th on until its end, or until ctx
 // ends (the client went away: the process goes on, as in E2B). It sends a
 // keepalive event when the process is quiet for keepalive.
@@ -68,6 +81,12 @@ func (p *proc) follow(ctx context.Context, from int, keepalive time.Duration, se
 		}
 		from += len(batch)
 		if ended && len(batch) == 0 {
+			p.mu.Lock()
+			gone := p.gone
+			p.mu.Unlock()
+			if gone {
+				return errSandboxGone
+			}
 			return nil
 		}
 		if len(batch) > 0 {
@@ -138,7 +157,7 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
 		return err
 	}
-	return p.follow(ctx, 0, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) })
+	return breakIfGone(p.follow(ctx, 0, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) }))
 }
 
 // run runs p to its end and records what it did.
@@ -173,6 +192,10 @@ func (s *Server) run(ctx context.Context, x *box, p *proc, creq service.CommandR
 		return
 	}
 	p.markStarted(nil)
+	if res.Limit != nil && *res.Limit == service.LimitCanceled && s.sandboxGone(ctx, sandboxRef{id: creq.SessionID, owner: creq.Owner}) {
+		p.goneWithSandbox()
+		return
+	}
 	// What the streams held back: a last line without its newline.
 	if len(res.Stdout) > streamed[0] {
 		p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)
@@ -241,14 +264,14 @@ func (s *Server) connectProc(ctx context.Context, req *connect.Request[selectReq
 	}
 	p.mu.Lock()
 	from := len(p.events)
-	if p.ended {
+	if p.ended && !p.gone {
 		from = len(p.events) - 1 // only its end
 	}
 	p.mu.Unlock()
 	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
 		return err
 	}
-	return p.follow(ctx, from, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) })
+	return breakIfGone(p.follow(ctx, from, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) }))
 }
 
 func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*connect.Response[listResponse], error) {

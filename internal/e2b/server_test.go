@@ -19,6 +19,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -41,7 +42,7 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
-	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
+	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands) // as serve does with --e2b-listen
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -60,6 +60,9 @@ type Work struct {
 	// (0: one of its own).
 	Workspace, Site string
 	HostUID         int
+	// Tmp is a session's /tmp on the host, shared by its interpreter and
+	// its commands ("": the sandbox's own).
+	Tmp string
 	// Home is a session's home setting, or a command's home directory;
 	// Vars are a session's own environment variables.
 	Home string
@@ -81,7 +84,7 @@ func (w Work) Spec() Spec {
 		spec.Argv, spec.Env, spec.Binds = runtime.Argv(w.Interpreter), runtime.Env(), w.Layer
 	case Session:
 		spec.Argv, spec.Env = runtime.Argv(w.Interpreter), runtime.Env()
-		spec.Workspace, spec.HostUID, spec.Home = w.Workspace, w.HostUID, w.Home
+		spec.Workspace, spec.HostUID, spec.Home, spec.Tmp = w.Workspace, w.HostUID, w.Home, w.Tmp
 		spec.Binds = append([]Bind{{Host: w.Site, Path: runtime.SiteDir}}, w.Layer...)
 		if w.Home != "" || len(w.Vars) > 0 {
 			spec.Env = sessionEnv(spec.Env, HomeOf(w.Home), w.Vars)
@@ -90,7 +93,7 @@ func (w Work) Spec() Spec {
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
-		spec.Workspace, spec.HostUID = w.Workspace, w.HostUID
+		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

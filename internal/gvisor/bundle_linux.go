@@ -184,9 +184,13 @@ func sandboxMounts(dir string, spec jail.Spec, uid int) []ociMount {
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	l := spec.Limits
+	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}}
+	if spec.Tmp != "" {
+		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: spec.Tmp, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}}
+	}
 	mounts = append(mounts,
 		ociMount{Destination: "/proc", Type: "proc", Source: "proc"},
-		ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}},
+		tmp,
 		// gVisor's own /dev/shm is root's; POSIX shared memory and
 		// semaphores (multiprocessing) need a writable one, as in the jail.
 		ociMount{Destination: "/dev/shm", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}},

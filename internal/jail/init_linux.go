@@ -43,7 +43,10 @@ type initConfig struct {
 	Binds         []Bind
 	// BindMounts[i]: Binds[i] is a detached mount at fdBinds+i (else the
 	// init opens Binds[i].Host itself).
-	BindMounts     []bool
+	BindMounts []bool
+	// SharedTmp: the last of Binds is Spec.Tmp, mounted writable at /tmp
+	// in place of a tmpfs.
+	SharedTmp      bool
 	TmpBytes       int64
 	WorkspaceBytes int64
 	Rlimits        []rlimit

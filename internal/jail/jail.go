@@ -163,6 +163,11 @@ type Spec struct {
 	ReadOnlyBinds []string
 	// Binds are host paths mounted read-only elsewhere in the sandbox.
 	Binds []Bind
+	// Tmp, if set, is a host directory mounted read-write (noexec) at /tmp
+	// instead of a fresh tmpfs of Limits.TmpBytes: a session's, which its
+	// interpreter and its commands share as processes of one machine do.
+	// Its size is the caller's to cap.
+	Tmp string
 	// HostUID, when not zero, is the host uid the sandbox runs as (from
 	// ReserveUID), instead of one of its own; ignored rootless.
 	HostUID int

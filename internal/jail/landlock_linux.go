@@ -106,8 +106,10 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, p := range cfg.ReadOnlyBinds {
 		rules = append(rules, landlockRule{p, readExec})
 	}
-	for _, b := range cfg.Binds {
-		rules = append(rules, landlockRule{b.Path, readExec})
+	for i, b := range cfg.Binds {
+		if !cfg.isSharedTmp(i) { // the shared /tmp has its scratch rule above
+			rules = append(rules, landlockRule{b.Path, readExec})
+		}
 	}
 	return rules
 }

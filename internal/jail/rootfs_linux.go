@@ -29,7 +29,14 @@ const (
 	// scratchFlags are for the writable tmpfs mounts: nothing there may be
 	// executed or carry privilege.
 	scratchFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	// scratchAttrs are scratchFlags as mount attributes, for a bind.
+	scratchAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
 )
+
+// isSharedTmp reports whether Binds[i] is the session's /tmp.
+func (cfg *initConfig) isSharedTmp(i int) bool {
+	return cfg.SharedTmp && i == len(cfg.Binds)-1
+}
 
 // buildRoot assembles the sandbox root and pivots into it. It runs in the
 // init, as uid 1000 holding capabilities in its own user namespace.
@@ -70,13 +77,19 @@ func buildRoot(cfg *initConfig) error {
 		}
 	}
 	for i, b := range cfg.Binds {
-		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path); err != nil {
+		flags := uint64(roFlags)
+		if cfg.isSharedTmp(i) {
+			flags = scratchAttrs // the session's /tmp, as writable as a tmpfs one
+		}
+		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path, flags); err != nil {
 			return fmt.Errorf("bind %s: %w", b.Host, err)
 		}
 	}
-	tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
-	if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
-		return err
+	if !cfg.SharedTmp {
+		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
+		if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
+			return err
+		}
 	}
 	if err := buildWorkspace(cfg, src.workspace); err != nil {
 		return err
@@ -156,11 +169,11 @@ func (src *hostSources) close() {
 	}
 }
 
-// attachBind mounts one of Spec.Binds read-only at dst: the detached mount
+// attachBind mounts one of Spec.Binds at dst with attrs: the detached mount
 // at treeFD, or (rootless) the directory the init opened, at openFD.
-func attachBind(openFD, treeFD int, dst string) error {
+func attachBind(openFD, treeFD int, dst string, attrs uint64) error {
 	if openFD >= 0 {
-		return bindReadOnly(fmt.Sprintf("/proc/self/fd/%d", openFD), dst)
+		return bindWith(fmt.Sprintf("/proc/self/fd/%d", openFD), dst, attrs)
 	}
 	if err := makeMountPoint(dst, true); err != nil {
 		return err
@@ -169,7 +182,7 @@ func attachBind(openFD, treeFD int, dst string) error {
 		return err
 	}
 	_ = unix.Close(treeFD)
-	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: roFlags})
+	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs})
 }
 
 // placePrograms builds a minimal root: the symlinks that lead to the
@@ -219,7 +232,10 @@ func placeSystemDir(dir string) error {
 // bindReadOnly binds src at dst (creating dst) and makes the whole subtree
 // read-only, nosuid and nodev. mount_setattr with AT_RECURSIVE covers every
 // submount and, unlike a bind remount, never has to repeat locked flags.
-func bindReadOnly(src, dst string) error {
+func bindReadOnly(src, dst string) error { return bindWith(src, dst, roFlags) }
+
+// bindWith binds src at dst with the mount attributes attrs.
+func bindWith(src, dst string, attrs uint64) error {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
@@ -230,8 +246,8 @@ func bindReadOnly(src, dst string) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
-	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: roFlags}); err != nil {
-		return fmt.Errorf("make %s read-only: %w", src, err)
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs}); err != nil {
+		return fmt.Errorf("set the attributes of %s: %w", src, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,7 +76,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if spec.Nested && host.Cgroup.version == 0 {
 		return nil, fmt.Errorf("%w: nested sandboxes need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
 	}
-	fds, err := newSandboxFiles(spec.Workspace, spec.Binds, spec.Forward != nil, spec.SeqPacketChannel)
+	fds, err := newSandboxFiles(spec.Workspace, mountedBinds(spec), spec.Forward != nil, spec.SeqPacketChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +184,9 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		WorkspacePath:  fds.workspacePath,
 		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
 		Programs:       s.spec.Programs,
-		Binds:          s.spec.Binds,
+		Binds:          mountedBinds(s.spec),
 		BindMounts:     bindMounts(fds.binds),
+		SharedTmp:      s.spec.Tmp != "",
 		TmpBytes:       s.spec.Limits.TmpBytes,
 		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,
 		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
@@ -480,6 +482,14 @@ func forwardPort(f *Forward) int {
 		return 0
 	}
 	return f.Port
+}
+
+// mountedBinds are spec's binds, then its shared /tmp (initConfig.SharedTmp).
+func mountedBinds(spec Spec) []Bind {
+	if spec.Tmp == "" {
+		return spec.Binds
+	}
+	return append(slices.Clip(spec.Binds), Bind{Host: spec.Tmp, Path: "/tmp"})
 }
 
 // bindMounts says which Spec.Binds entries come as detached mounts.

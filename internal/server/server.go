@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/frontdoor"
+	"github.com/codecage/codecage/internal/policy"
 )
 
 // Options are what the command line gives the server besides the
@@ -119,10 +119,9 @@ func settle(cfg *config.Config, log *slog.Logger) (*access.Keys, addresses, erro
 		if a.e2b, err = bindAddress(cfg.E2BListen, keys.Len() > 0); err != nil {
 			return nil, a, usage(fmt.Errorf("--e2b-listen: %w", err))
 		}
-		// E2B's SDKs run every command as /bin/bash -l -c CMD.
-		if !slices.Contains(cfg.AllowedCommands, "bash") {
-			cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")
-		}
+		// E2B's SDKs run every command as /bin/bash -l -c CMD, and agents
+		// expect a shell's usual programs.
+		cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
 		if !cfg.EnableFilesystem {
 			log.Warn("the E2B surface is on but the filesystem profile is off: code written for E2B usually imports os; set SANDBOX_ENABLE_FILESYSTEM=true to allow it")
 		}

@@ -67,6 +67,10 @@ type CommandResult struct {
 	OutputDropped *OutputDropped `json:"output_dropped"`
 }
 
+// LimitCanceled is CommandResult.Limit of a command ended before its
+// end: by its caller, or with its session.
+const LimitCanceled = string(fleet.LimitCanceled)
+
 // commandSet is the resolved minimal root of the command jail, computed
 // once: it depends only on the operator's list.
 type commandSet struct {
@@ -333,7 +337,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
 	if se != nil {
-		work.Workspace, work.HostUID = in.Workspace, in.UID
+		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
 	}
 	spec := work.Spec()
 	backend := s.commandBackend(se)

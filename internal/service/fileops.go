@@ -19,12 +19,12 @@ func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo,
 	return do(ctx, s, OpStatFile, call[*FileInfo]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
 		run: func(context.Context) (*FileInfo, error) {
-			r, _, rel, err := s.root(id, owner, p)
+			r, se, rel, err := s.root(id, owner, p)
 			if err != nil {
 				return nil, err
 			}
 			defer r.Close()
-			return stat(r, rel)
+			return stat(r, se.Home(), rel)
 		},
 	})
 }
@@ -115,5 +115,5 @@ func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
 		}
 		return nil, fileError(to, err)
 	}
-	return stat(r, dst)
+	return stat(r, se.Home(), dst)
 }

@@ -60,6 +60,10 @@ type FileInfo struct {
 	Mode uint32 `json:"mode"`
 	// Target is where a symlink points.
 	Target string `json:"target,omitempty"`
+	// Link is where a symlink leads, followed inside the workspace (nil
+	// when it dangles, loops or leaves it): for surfaces that describe a
+	// link by its target, as E2B's does.
+	Link *LinkEnd `json:"-"`
 }
 
 // FileList is a listing of a workspace directory.
@@ -198,7 +202,7 @@ func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byt
 	if err := errors.Join(werr, cerr); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	return stat(r, rel)
+	return stat(r, se.Home(), rel)
 }
 
 // checkRoom refuses n more bytes the workspace has no room for. A tmpfs
@@ -249,7 +253,7 @@ func (s *Service) appendFile(ctx context.Context, id, owner, p string, data []by
 	if _, err := f.Write(data); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	return stat(r, rel)
+	return stat(r, se.Home(), rel)
 }
 
 // ReadFile returns the contents of path in a session's workspace, whole
@@ -303,7 +307,7 @@ func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (
 	if p == "" {
 		p = "."
 	}
-	r, _, rel, err := s.root(id, owner, p)
+	r, se, rel, err := s.root(id, owner, p)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +323,10 @@ func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (
 	out := &FileList{Files: make([]FileInfo, 0, len(l.Entries)), Truncated: l.Truncated}
 	for _, e := range l.Entries {
 		out.Files = append(out.Files, fileInfo(e))
+		if e.Mode&fs.ModeSymlink != 0 {
+			f := &out.Files[len(out.Files)-1]
+			f.Link = resolveLink(r, se.Home(), e.Path)
+		}
 	}
 	return out, nil
 }
@@ -360,11 +368,15 @@ func (s *Service) removeEmptyDir(id, owner, p string) error {
 	return fileError(p, r.RemoveEmptyDir(rel))
 }
 
-func stat(r *wsfs.Root, rel string) (*FileInfo, error) {
+// stat describes rel, in a workspace seen at home in the sandbox.
+func stat(r *wsfs.Root, home, rel string) (*FileInfo, error) {
 	e, err := r.Lstat(rel)
 	if err != nil {
 		return nil, fileError(rel, err)
 	}
 	info := fileInfo(e)
+	if info.Symlink {
+		info.Link = resolveLink(r, home, rel)
+	}
 	return &info, nil
 }

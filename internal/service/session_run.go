@@ -57,7 +57,8 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		if res.Error == nil {
 			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
 		}
-		res.Error.Message += fmt.Sprintf("; session %s has ended (restart it with restart_session, or create a new one)", se.ID())
+		// In words every surface shares: each has its own way to restart.
+		res.Error.Message += fmt.Sprintf("; session %s has ended: restart it to keep its files (its variables are lost), or create a new one", se.ID())
 		res.Success = false
 	}
 	return res, nil

@@ -307,7 +307,7 @@ func (u *Upload) place(f *pendingFile) (*FileInfo, error) {
 		}
 		return nil, fileError(f.given, err)
 	}
-	return stat(u.root, f.final)
+	return stat(u.root, u.se.Home(), f.final)
 }
 
 // listPaths names files for a message, within a bound.

@@ -103,6 +103,9 @@ func (t *Table) Drop(se *Session) {
 	if se.site != "" {
 		removeWorkspace(se.site)
 	}
+	if se.tmp != "" {
+		removeWorkspace(se.tmp)
+	}
 	releaseWorkspaces(se.claim)
 	se.claim = nil
 	if se.uid != 0 {

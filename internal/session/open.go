@@ -106,7 +106,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		}
 	}
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
-		Workspace: se.dir, Site: se.site, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
+		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
 		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
@@ -143,6 +143,9 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	// there; the service reaches it as root through wsfs.
 	uid := lease.HostUID()
 	_ = os.Chown(se.site, uid, uid) // pip_install writes there as the session
+	if se.tmp != "" {
+		_ = os.Chown(se.tmp, uid, uid)
+	}
 	if err := os.Chown(se.dir, uid, uid); err != nil && !os.IsPermission(err) {
 		lease.Kill(fleet.LimitNone)
 		lease.Wait()
@@ -178,6 +181,15 @@ func (t *Table) makeWorkspace(se *Session) error {
 		return fmt.Errorf("%w: package directory: %v", ErrUnavailable, err)
 	}
 	undo = append(undo, func() { removeWorkspace(site) })
+	tmp := ""
+	if se.backend == fleet.Native {
+		// One /tmp for the interpreter and the commands, as on a machine;
+		// a gVisor sandbox's own /tmp is part of its memory image.
+		if tmp, err = newTmp(t.cfg.StateDir, se.id, t.cfg.TmpSize); err != nil {
+			return fmt.Errorf("%w: /tmp: %v", ErrUnavailable, err)
+		}
+		undo = append(undo, func() { removeWorkspace(tmp) })
+	}
 	uid := 0
 	switch {
 	case se.restore != nil && se.restore.Image != nil:
@@ -194,7 +206,7 @@ func (t *Table) makeWorkspace(se *Session) error {
 	}
 	undo = nil       // from here Drop removes them and releases the uid
 	se.lifeMu.Lock() // commands read them without mu
-	se.dir, se.site, se.quota, se.uid = dir, site, quota, uid
+	se.dir, se.site, se.tmp, se.quota, se.uid = dir, site, tmp, quota, uid
 	se.lifeMu.Unlock()
 	if se.restore != nil {
 		if err := se.restore.Workspace(se.dir, uid); err != nil {
@@ -206,6 +218,24 @@ func (t *Table) makeWorkspace(se *Session) error {
 	}
 	return nil
 }
+
+// newTmp makes a session's /tmp, <id>.tmp beside its workspace: a tmpfs
+// of size as root (the size of a sandbox's own /tmp), world-writable and
+// sticky as a /tmp is.
+func newTmp(stateDir, id string, size int64) (string, error) {
+	dir, _, err := newWorkspace(stateDir, id+tmpSuffix, size)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		removeWorkspace(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// tmpSuffix names a session's /tmp beside its workspace.
+const tmpSuffix = ".tmp"
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
 // of its own, so the kernel enforces the size quota for the code's writes

@@ -74,6 +74,7 @@ func (r *Run) End() {
 // Command is what a command of a session runs with.
 type Command struct {
 	Workspace string        // the session's workspace on the host
+	Tmp       string        // the session's /tmp on the host ("": the command's own)
 	UID       int           // the host uid of the session's sandboxes
 	Idle      time.Duration // the sandbox's CPU time since the session's previous request ended
 	// Attach tells the session the command's sandbox, once started, so
@@ -100,7 +101,7 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 			return nil, Command{}, nil, err
 		}
 	}
-	ctx, workspace, uid, cs, done, err := se.startCommand(ctx)
+	ctx, workspace, tmp, uid, cs, done, err := se.startCommand(ctx)
 	if err != nil {
 		return nil, Command{}, nil, err
 	}
@@ -122,20 +123,21 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 			}
 		}
 	}
-	return ctx, Command{Workspace: workspace, UID: uid, Idle: idle, Attach: attach}, end, nil
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, Attach: attach}, end, nil
 }
 
 // startCommand registers a command of se that is about to run; it returns
 // the command's context (canceled when the session closes), the
-// workspace and its uid, and done, to call when the command has ended.
-func (se *Session) startCommand(ctx context.Context) (context.Context, string, int, *cmdSandbox, func(), error) {
+// workspace, the /tmp and their uid, and done, to call when the command
+// has ended.
+func (se *Session) startCommand(ctx context.Context) (context.Context, string, string, int, *cmdSandbox, func(), error) {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
 	switch {
 	case se.dropped:
-		return nil, "", 0, nil, nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
+		return nil, "", "", 0, nil, nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
 	case se.dir == "":
-		return nil, "", 0, nil, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrEnded, se.id)
+		return nil, "", "", 0, nil, nil, fmt.Errorf("%w: session %s is still starting; try again", ErrEnded, se.id)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	if se.commands == nil {
@@ -152,7 +154,7 @@ func (se *Session) startCommand(ctx context.Context) (context.Context, string, i
 		se.lifeMu.Unlock()
 		se.cmdsDone.Done()
 	}
-	return ctx, se.dir, se.uid, cs, done, nil
+	return ctx, se.dir, se.tmp, se.uid, cs, done, nil
 }
 
 func endReason(e fleet.Exit) string {

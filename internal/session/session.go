@@ -155,7 +155,7 @@ type Session struct {
 	// a snapshot keeps them with its packages.
 	installed []string
 	limits    fleet.Limits
-	// dir, site, quota and uid are written once, under mu and lifeMu
+	// dir, site, tmp, quota and uid are written once, under mu and lifeMu
 	// (start), and read under either: commands read them under
 	// lifeMu while code runs under mu.
 	dir string // host directory of the workspace
@@ -163,6 +163,10 @@ type Session struct {
 	// limit (the file API asks the kernel how full it is).
 	quota bool
 	site  string // host directory of its installed packages
+	// tmp is the host directory of its /tmp, shared by its interpreter
+	// and its commands (native sessions; "" under gVisor, whose /tmp is
+	// its sandbox's own, kept in its memory image).
+	tmp string
 	// claim is the lock that marks dir and site as this process's
 	// (wsowner_linux.go), so a restart can reclaim a dead one's.
 	claim   *os.File

@@ -88,7 +88,7 @@ func reapStaleWorkspaces(stateDir string) (staleWorkspaces, error) {
 		name := e.Name()
 		switch {
 		case e.IsDir():
-			if !owners[strings.TrimSuffix(name, ".site")] {
+			if !owners[strings.TrimSuffix(strings.TrimSuffix(name, ".site"), tmpSuffix)] {
 				r.Unowned++
 			}
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ownerSuffix+".tmp"):
@@ -100,7 +100,7 @@ func reapStaleWorkspaces(stateDir string) (staleWorkspaces, error) {
 		}
 	}
 	for id := range owners {
-		reapOwner(filepath.Join(dir, id+ownerSuffix), []string{filepath.Join(dir, id), filepath.Join(dir, id+".site")}, &r)
+		reapOwner(filepath.Join(dir, id+ownerSuffix), []string{filepath.Join(dir, id), filepath.Join(dir, id+".site"), filepath.Join(dir, id+tmpSuffix)}, &r)
 	}
 	return r, nil
 }
