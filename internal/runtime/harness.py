@@ -452,11 +452,10 @@ def _site_paths(os):
     builtins.help = _sitebuiltins._Helper()
 
 
-def _quiet_psutil():
-    # The sandbox's /proc holds its processes alone (subset=pid). psutil
-    # reads /proc/stat when it is imported (sklearn imports it through
-    # joblib), copes without it, but prints a traceback: load its Linux
-    # module with that message dropped. Nothing else is touched.
+def _on_import(names, run):
+    # Runs run(module, exec_module) in place of exec_module when a module
+    # of names is first imported: the harness's one way of adjusting a
+    # library as it loads, with nothing imported before the code does.
     import importlib.machinery
 
     class Loader:
@@ -467,18 +466,12 @@ def _quiet_psutil():
             return self.inner.create_module(spec)
 
         def exec_module(self, module):
-            import io
-
-            saved, sys.stderr = sys.stderr, io.StringIO()
-            try:
-                self.inner.exec_module(module)
-            finally:
-                sys.stderr = saved
+            run(module, self.inner.exec_module)
 
     class Finder:
         @staticmethod
         def find_spec(name, path, target=None):
-            if name != "psutil._pslinux":
+            if name not in names:
                 return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
@@ -486,6 +479,23 @@ def _quiet_psutil():
             return spec
 
     sys.meta_path.insert(0, Finder)
+
+
+def _quiet_psutil():
+    # The sandbox's /proc holds its processes alone (subset=pid). psutil
+    # reads /proc/stat when it is imported (sklearn imports it through
+    # joblib), copes without it, but prints a traceback: load its Linux
+    # module with that message dropped. Nothing else is touched.
+    def quietly(module, exec_module):
+        import io
+
+        saved, sys.stderr = sys.stderr, io.StringIO()
+        try:
+            exec_module(module)
+        finally:
+            sys.stderr = saved
+
+    _on_import(("psutil._pslinux",), quietly)
 
 
 # The images Image.show() gave during the current run, when the run asked
@@ -500,8 +510,6 @@ def _hook_pil_show():
     # in PIL's list and a wrapped Image.save, set when PIL.ImageShow and
     # PIL.Image are first imported (PIL is not imported before the code
     # does).
-    import importlib.machinery
-
     class Viewer:
         @staticmethod
         def show(image, **options):
@@ -509,23 +517,6 @@ def _hook_pil_show():
                 return 0
             _shown.append(image)
             return 1
-
-    class Loader:
-        def __init__(self, inner):
-            self.inner = inner
-
-        def create_module(self, spec):
-            return self.inner.create_module(spec)
-
-        def exec_module(self, module):
-            self.inner.exec_module(module)
-            try:
-                if module.__name__ == "PIL.ImageShow":
-                    module.register(Viewer, -1)
-                else:
-                    module.Image.save = saving(module.Image.save)
-            except Exception:
-                pass  # another PIL: it keeps its own show() and save()
 
     def saving(save):
         # E2B's hook: an image saved to a named file is displayed too.
@@ -536,17 +527,17 @@ def _hook_pil_show():
 
         return wrapper
 
-    class Finder:
-        @staticmethod
-        def find_spec(name, path, target=None):
-            if name not in ("PIL.ImageShow", "PIL.Image"):
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is not None and spec.loader is not None:
-                spec.loader = Loader(spec.loader)
-            return spec
+    def hooked(module, exec_module):
+        exec_module(module)
+        try:
+            if module.__name__ == "PIL.ImageShow":
+                module.register(Viewer, -1)
+            else:
+                module.Image.save = saving(module.Image.save)
+        except Exception:
+            pass  # another PIL: it keeps its own show() and save()
 
-    sys.meta_path.insert(0, Finder)
+    _on_import(("PIL.ImageShow", "PIL.Image"), hooked)
 
 
 def _pil_images(budget):
