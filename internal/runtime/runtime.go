@@ -19,7 +19,14 @@ import (
 )
 
 //go:embed harness.py
-var harnessSource string
+var harnessFile string
+
+//go:embed cell.py
+var cellSource string
+
+// harnessSource is the harness as it runs: cell.py, which the validator
+// shares, then harness.py.
+var harnessSource = cellSource + "\n" + harnessFile
 
 // DefaultInterpreter is the Python the harness runs on. Debian's own
 // interpreter, not whatever python3 is first on PATH.

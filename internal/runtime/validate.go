@@ -7,7 +7,11 @@ import (
 )
 
 //go:embed validator.py
-var validatorSource string
+var validatorFile string
+
+// validatorSource is the validator as it runs: cell.py, which the harness
+// shares, then validator.py.
+var validatorSource = cellSource + "\n" + validatorFile
 
 // ValidatorArgv starts the static analyzer behind validate_code. It runs in
 // a jail like any code: parsing untrusted source is itself untrusted work.

@@ -78,7 +78,7 @@ func runValidatorFrame(t *testing.T, body []byte, frame bool) []byte {
 	defer parent.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, DefaultInterpreter, "-I", "-B", "-X", "utf8", "-c", testValidatorSource)
+	cmd := exec.CommandContext(ctx, DefaultInterpreter, "-I", "-B", "-X", "utf8", "-c", cellSource+"\n"+testValidatorSource)
 	cmd.ExtraFiles = []*os.File{child} // fd 3
 	cmd.Env = Env()
 	cmd.Dir = "/"
@@ -586,4 +586,13 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// An indented cell, as programs send template strings, is valid: the
+// validator judges it dedented, as the harness runs it.
+func TestValidatorDedentsAsTheHarnessRuns(t *testing.T) {
+	rep := runValidator(t, validateReq("    x = 1\n    if x:\n        print(x)\n", nil, ""))
+	if !rep.Validation.Valid || rep.Analysis.LineCount != 3 {
+		t.Fatalf("an indented cell: %+v %+v", rep.Validation, rep.Analysis)
+	}
 }
