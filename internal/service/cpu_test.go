@@ -2,6 +2,9 @@ package service_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -99,30 +102,40 @@ func (h hostCgroups) usage(name string) (time.Duration, bool) {
 // quota is the cgroup's CPU bandwidth in cores (-1: unlimited).
 func (h hostCgroups) quota(t *testing.T, name string) float64 {
 	t.Helper()
+	q, err := h.readQuota(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// readQuota is cgroup name's CPU bandwidth in cores (-1: none); an error
+// wrapping fs.ErrNotExist when the cgroup is gone (its sandbox ended).
+func (h hostCgroups) readQuota(name string) (float64, error) {
 	var q, p string
 	if h.v2 {
 		b, err := os.ReadFile(filepath.Join(h.bw, name, "cpu.max"))
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		q, p, _ = strings.Cut(strings.TrimSpace(string(b)), " ")
 	} else {
 		bq, err1 := os.ReadFile(filepath.Join(h.bw, name, "cpu.cfs_quota_us"))
 		bp, err2 := os.ReadFile(filepath.Join(h.bw, name, "cpu.cfs_period_us"))
-		if err1 != nil || err2 != nil {
-			t.Fatalf("read the bandwidth of cgroup %s: %v %v", name, err1, err2)
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, fmt.Errorf("read the bandwidth of cgroup %s: %w", name, err)
 		}
 		q, p = strings.TrimSpace(string(bq)), strings.TrimSpace(string(bp))
 	}
 	if q == "max" || q == "-1" {
-		return -1
+		return -1, nil
 	}
 	qf, err1 := strconv.ParseFloat(q, 64)
 	pf, err2 := strconv.ParseFloat(p, 64)
 	if err1 != nil || err2 != nil || pf == 0 {
-		t.Fatalf("cgroup %s: unreadable quota %q period %q", name, q, p)
+		return 0, fmt.Errorf("cgroup %s: unreadable quota %q period %q", name, q, p)
 	}
-	return qf / pf
+	return qf / pf, nil
 }
 
 // cgroupUse is what sampling saw of one cgroup: its usage when first and
@@ -156,7 +169,15 @@ func (h hostCgroups) sample(t *testing.T, stop <-chan struct{}) (string, cgroupU
 				s.last, s.lastT = u, now
 				continue
 			}
-			seen[n] = &cgroupUse{first: u, last: u, firstT: now, lastT: now, quota: h.quota(t, n)}
+			q, err := h.readQuota(n)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // ended between the listing and the read: another sandbox's
+			}
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			seen[n] = &cgroupUse{first: u, last: u, firstT: now, lastT: now, quota: q}
 		}
 		select {
 		case <-stop:
