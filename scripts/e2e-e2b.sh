@@ -49,6 +49,14 @@ node e2e/e2b/test.mjs || status=$?
 # Persistence (pause, connect, lifecycle, snapshots, fork) as E2B's own
 # SDK tests call it.
 [ "$status" -ne 0 ] || node e2e/e2b/persist.mjs || status=$?
+# One suite per feature (stdin, terminals, watches, kernels, ...), each on
+# e2e/e2b/lib.mjs.
+for suite in e2e/e2b/suites/*.mjs; do
+	[ -e "$suite" ] || continue
+	[ "$status" -ne 0 ] && break
+	echo "--- $suite ---"
+	node "$suite" || status=$?
+done
 if [ "$status" -ne 0 ]; then
 	echo "--- last lines of the codecage serve log ---" >&2
 	tail -n 40 "$state/serve.log" >&2
