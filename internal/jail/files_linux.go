@@ -20,12 +20,13 @@ type sandboxFiles struct {
 	workspace            *os.File // detached mount of the host workspace, or nil
 	workspacePath        string   // the workspace, when the init must open it
 	forward, initForward *os.File // connections passed out of the sandbox
+	stdin, stdinR        *os.File // the program's stdin pipe (Spec.Stdin), or nil
 	// binds are detached mounts of Spec.Binds' host paths (nil where the
 	// init must open the path itself, rootless).
 	binds []*os.File
 }
 
-func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket bool) (f *sandboxFiles, err error) {
+func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket, stdin bool) (f *sandboxFiles, err error) {
 	f = &sandboxFiles{}
 	defer func() {
 		if err != nil {
@@ -50,6 +51,13 @@ func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket bool) (f
 	}
 	if f.stdout, f.stdoutW, err = os.Pipe(); err != nil {
 		return f, err
+	}
+	if stdin {
+		// The write end is non-blocking (os.Pipe): a write waits for the
+		// program with a deadline, never forever.
+		if f.stdinR, f.stdin, err = os.Pipe(); err != nil {
+			return f, err
+		}
 	}
 	if f.stderr, f.stderrW, err = os.Pipe(); err != nil {
 		return f, err
@@ -127,12 +135,13 @@ func closeAll(files ...*os.File) {
 }
 
 func (f *sandboxFiles) closeChildEnds() {
-	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace, f.initForward)
+	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace, f.initForward, f.stdinR)
 	closeAll(f.binds...)
 }
 
 // closeParentEnds closes what the supervisor keeps, except the channel,
-// which belongs to whoever talks to the program.
+// which belongs to whoever talks to the program (and the stdin pipe once
+// the sandbox's input has taken it).
 func (f *sandboxFiles) closeParentEnds() {
-	closeAll(f.control, f.stdout, f.stderr, f.forward)
+	closeAll(f.control, f.stdout, f.stderr, f.forward, f.stdin)
 }

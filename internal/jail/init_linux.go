@@ -66,6 +66,12 @@ type initConfig struct {
 	// SettlePids asks the init to report Forking and wait for the
 	// supervisor's Fork before it starts the program.
 	SettlePids bool
+	// Stdin: the init's stdin is the program's stdin pipe (else the
+	// program reads /dev/null).
+	Stdin bool
+	// Terminal, if set, runs the program on a terminal of the sandbox's
+	// own devpts; the init passes its master to the supervisor.
+	Terminal *WindowSize
 }
 
 // supervisorReply answers an initReport that waits for one.
@@ -117,8 +123,12 @@ func MaybeRunInit() {
 
 func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	// PID 1 must not die of a signal the program sends it; SIGKILL from the
-	// supervisor still ends it, and with it the whole pid namespace.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+	// supervisor still ends it, and with it the whole pid namespace. The
+	// signals are caught and dropped, not ignored: an ignored signal stays
+	// ignored across fork and exec, and the program would inherit a deaf
+	// SIGTERM, SIGINT, SIGHUP (kill PID, ^C in a terminal), where a caught
+	// one is reset to its default in the child.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
 		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
 	// Non-dumpable: /proc/1 becomes unreadable to the program (environ, mem,
@@ -157,8 +167,17 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return 0, fmt.Errorf("no_new_privs: %w", err)
 		}
-	} else if err := restrictSelf(&cfg); err != nil {
+	}
+	// The terminal is opened before Landlock: the program's descriptors
+	// of it then carry every right, its ioctls included.
+	term, err := openTerminal(cfg.Terminal)
+	if err != nil {
 		return 0, err
+	}
+	if !cfg.Nested {
+		if err := restrictSelf(&cfg); err != nil {
+			return 0, err
+		}
 	}
 	// From here on the init only waits: no collections, so the Go runtime
 	// has no reason to start threads that would count against pids.max.
@@ -172,11 +191,19 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 			return 0, fmt.Errorf("supervisor did not allow the fork: %v", err)
 		}
 	}
-	pid, err := startProgram(&cfg)
+	pid, err := startProgram(&cfg, term)
 	if err != nil {
 		return 0, err
 	}
-	if err := enc.Encode(initReport{Started: pid}); err != nil {
+	if term != nil {
+		// The master goes to the supervisor with the start report; the
+		// init keeps no end of the terminal.
+		err = sendWithFD(ctl, initReport{Started: pid}, term.master)
+		term.close()
+	} else {
+		err = enc.Encode(initReport{Started: pid})
+	}
+	if err != nil {
 		return 0, err
 	}
 	exit := reap(pid)
@@ -232,20 +259,29 @@ func restrictSelf(cfg *initConfig) error {
 	return nil
 }
 
-func startProgram(cfg *initConfig) (int, error) {
+func startProgram(cfg *initConfig, term *terminal) (int, error) {
 	devNull, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, err
 	}
 	defer devNull.Close()
+	stdin := devNull.Fd()
+	if cfg.Stdin {
+		stdin = 0 // the supervisor's pipe
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   cfg.Home,
 		Env:   cfg.Env,
-		Files: []uintptr{devNull.Fd(), 1, 2, fdChannel},
+		Files: []uintptr{stdin, 1, 2, fdChannel},
 		Sys: &syscall.SysProcAttr{
-			Setsid:    true, // no controlling terminal, its own session
+			Setsid:    true, // its own session, without a terminal unless given one
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if term != nil {
+		slave := uintptr(term.slave)
+		attr.Files = []uintptr{slave, slave, slave, fdChannel}
+		attr.Sys.Setctty, attr.Sys.Ctty = true, 0 // the slave, as the program's fd 0
 	}
 	if cfg.Nested {
 		attr.Sys.AmbientCaps = capsOf(cfg.CellUIDs)
@@ -276,6 +312,9 @@ func startProgram(cfg *initConfig) (int, error) {
 	// The init's own copies would keep the pipes open after the program ends.
 	for _, fd := range []int{1, 2, fdChannel} {
 		_ = unix.Close(fd)
+	}
+	if cfg.Stdin {
+		_ = unix.Close(0)
 	}
 	// Make the program, not the init, the OOM killer's choice; raising the
 	// score needs no privilege, and its children inherit it.

@@ -197,6 +197,32 @@ type Spec struct {
 	// SeqPacketChannel makes the channel a SOCK_SEQPACKET socket, which keeps
 	// message boundaries (and descriptors passed with them).
 	SeqPacketChannel bool
+	// Stdin gives the program a pipe as its standard input, written with
+	// Sandbox.WriteInput and ended with CloseInput; without it (and
+	// without Terminal) the program reads /dev/null.
+	Stdin bool
+	// Terminal, if set, runs the program on a pseudo-terminal of this
+	// size: a devpts instance of the sandbox's own, whose slave is the
+	// program's stdin, stdout, stderr and controlling terminal. The
+	// supervisor holds the master: the terminal's output goes to Stdout
+	// (under its cap), WriteInput types into it, Resize changes its size.
+	Terminal *WindowSize
+}
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct {
+	Cols, Rows uint16
+}
+
+// MaxTerminalSide bounds a terminal's columns and rows.
+const MaxTerminalSide = 1000
+
+// Check refuses a size no terminal has.
+func (w WindowSize) Check() error {
+	if w.Cols == 0 || w.Rows == 0 || w.Cols > MaxTerminalSide || w.Rows > MaxTerminalSide {
+		return fmt.Errorf("jail: terminal size %dx%d: columns and rows go from 1 to %d", w.Cols, w.Rows, MaxTerminalSide)
+	}
+	return nil
 }
 
 // Bind mounts the host path Host read-only at Path inside the sandbox.
@@ -252,6 +278,12 @@ var (
 	// ErrEnded means the sandbox has ended (or is being killed): it can
 	// no longer be paused or resumed.
 	ErrEnded = errors.New("jail: the sandbox has ended")
+	// ErrNoInput means the program has no input to write to: it was
+	// started without Stdin or Terminal, or its input was closed.
+	ErrNoInput = errors.New("jail: the program's input is not open")
+	// ErrInputFull means the program did not read its input within the
+	// writer's time: what was written so far stays written.
+	ErrInputFull = errors.New("jail: the program is not reading its input (its buffer is full)")
 )
 
 // NewID returns a random sandbox id.

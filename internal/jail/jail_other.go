@@ -173,3 +173,12 @@ func (c *Cgroup) KillAll() error { return nil }
 
 // Destroy does nothing.
 func (c *Cgroup) Destroy() error { return nil }
+
+// WriteInput fails: there is no sandbox here.
+func (s *Sandbox) WriteInput(p []byte, wait time.Duration) (int, error) { return 0, ErrUnsupported }
+
+// CloseInput fails: there is no sandbox here.
+func (s *Sandbox) CloseInput() error { return ErrUnsupported }
+
+// Resize fails: there is no sandbox here.
+func (s *Sandbox) Resize(size WindowSize) error { return ErrUnsupported }

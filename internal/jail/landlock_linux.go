@@ -90,6 +90,12 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, n := range devNodes {
 		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})
 	}
+	if cfg.Terminal != nil {
+		// The sandbox's own terminals (see terminal_linux.go): TIOCSTI
+		// and TIOCLINUX stay refused by seccomp.
+		terminal := uint64(readDir | writeFile | ll.AccessFSIoctlDev)
+		rules = append(rules, landlockRule{"/dev/pts", terminal}, landlockRule{"/dev/tty", terminal})
+	}
 	if cfg.Programs != nil {
 		// Only the programs themselves may be executed; the root's read
 		// rule above covers their libraries and data.

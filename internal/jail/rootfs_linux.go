@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -339,7 +340,16 @@ func buildDev(cfg *initConfig) error {
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
 		return fmt.Errorf("mount /dev: %w", err)
 	}
-	for _, n := range devNodes {
+	nodes := devNodes
+	if cfg.Terminal != nil {
+		// The program's controlling terminal by its usual name (the host
+		// node names each process's own terminal, here the sandbox's).
+		nodes = append(slices.Clip(nodes), "tty")
+		if err := mountDevpts(dev); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
 		dst := filepath.Join(dev, n)
 		if err := makeMountPoint(dst, false); err != nil {
 			return err

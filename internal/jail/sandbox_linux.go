@@ -38,6 +38,7 @@ type Sandbox struct {
 	paused  bool       // frozen by Pause, under pauseMu
 
 	output     *Output
+	input      *input // the program's stdin pipe or terminal, or nil
 	enforcer   *Enforcer
 	exitReport *programExit
 	done       chan struct{}
@@ -76,7 +77,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if spec.Nested && host.Cgroup.version == 0 {
 		return nil, fmt.Errorf("%w: nested sandboxes need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
 	}
-	fds, err := newSandboxFiles(spec.Workspace, mountedBinds(spec), spec.Forward != nil, spec.SeqPacketChannel)
+	fds, err := newSandboxFiles(spec.Workspace, mountedBinds(spec), spec.Forward != nil, spec.SeqPacketChannel, spec.Stdin)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +114,14 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		<-waited
 		fds.closeParentEnds()
 		_ = fds.channel.Close()
+		s.input.close()
 		s.cleanup()
 		return nil, err
+	}
+	if fds.stdin != nil {
+		// The pipe's write end now belongs to the sandbox's input.
+		s.input = &input{f: fds.stdin}
+		fds.stdin = nil
 	}
 	if spec.Forward != nil {
 		// The supervisor's end now belongs to the receiver.
@@ -137,6 +144,15 @@ func prepareSpec(spec *Spec) error {
 	}
 	if spec.CellUIDs < 0 || spec.CellUIDs > MaxCellUIDs {
 		return fmt.Errorf("jail: %d cell uids, at most %d", spec.CellUIDs, MaxCellUIDs)
+	}
+	if spec.Terminal != nil {
+		if err := spec.Terminal.Check(); err != nil {
+			return err
+		}
+		if spec.Nested {
+			return errors.New("jail: a nested program gets no terminal")
+		}
+		spec.Stdin = false // the terminal is its input
 	}
 	spec.Limits = spec.Limits.WithDefaults()
 	if spec.ID == "" {
@@ -196,11 +212,15 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Nested:         s.spec.Nested,
 		CellUIDs:       s.cellUIDs(),
 		ForwardPort:    forwardPort(s.spec.Forward),
+		Stdin:          s.spec.Stdin,
+		Terminal:       s.spec.Terminal,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
 	}
-	fds.controlDec = json.NewDecoder(fds.control)
+	// The init passes a terminal's master with its start report.
+	rights := newRightsReader(fds.control)
+	fds.controlDec = json.NewDecoder(rights)
 	for {
 		var rep initReport
 		if err := fds.controlDec.Decode(&rep); err != nil {
@@ -210,6 +230,22 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		case rep.Error != "":
 			return fmt.Errorf("%w: %s", ErrSetup, rep.Error)
 		case rep.Started != 0:
+			fd := rights.take()
+			if s.spec.Terminal == nil {
+				if fd >= 0 {
+					_ = unix.Close(fd)
+				}
+				return nil
+			}
+			if fd < 0 {
+				return fmt.Errorf("%w: the init sent no terminal", ErrSetup)
+			}
+			in, err := newTerminal(fd)
+			if err != nil {
+				_ = unix.Close(fd)
+				return err
+			}
+			s.input = in
 			return nil
 		case rep.Forking:
 			if err := s.cg.settlePids(s.spec.Limits.MaxProcesses); err != nil {
@@ -229,6 +265,12 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 	copiers.Add(2)
 	go s.output.Copy(&copiers, 0, fds.stdout, s.spec.Stdout)
 	go s.output.Copy(&copiers, 1, fds.stderr, s.spec.Stderr)
+	if s.input != nil && s.input.term {
+		// The terminal's output is the program's stdout; its read ends
+		// (EIO) once no process of the sandbox holds the terminal.
+		copiers.Add(1)
+		go s.output.Copy(&copiers, 0, s.input.f, s.spec.Stdout)
+	}
 	reportDone := make(chan struct{})
 	go func() {
 		defer close(reportDone)
@@ -250,6 +292,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 	copiers.Wait()
 	s.finish()
 	fds.closeParentEnds()
+	s.input.close()
 	s.cleanup()
 	close(s.done)
 }
@@ -400,6 +443,7 @@ func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd,
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
 		Args:        []string{"codecage-init", initArg},
 		Env:         []string{"GOMAXPROCS=1", "GOGC=50"},
+		Stdin:       fds.stdinR, // the program's stdin pipe, or nil (/dev/null)
 		Stdout:      fds.stdoutW,
 		Stderr:      fds.stderrW,
 		ExtraFiles:  files,
