@@ -42,6 +42,7 @@ func (s *Server) envdRoutes() {
 	rpc("/process.Process/SendSignal", connect.NewUnaryHandler("/process.Process/SendSignal", s.signal, opts...))
 	rpc("/process.Process/SendInput", connect.NewUnaryHandler("/process.Process/SendInput", s.sendInput, opts...))
 	rpc("/process.Process/CloseStdin", connect.NewUnaryHandler("/process.Process/CloseStdin", s.closeStdin, opts...))
+	rpc("/process.Process/Update", connect.NewUnaryHandler("/process.Process/Update", s.update, opts...))
 	rpc("/filesystem.Filesystem/Stat", connect.NewUnaryHandler("/filesystem.Filesystem/Stat", s.stat, opts...))
 	rpc("/filesystem.Filesystem/ListDir", connect.NewUnaryHandler("/filesystem.Filesystem/ListDir", s.listDir, opts...))
 	rpc("/filesystem.Filesystem/MakeDir", connect.NewUnaryHandler("/filesystem.Filesystem/MakeDir", s.makeDir, opts...))
@@ -52,7 +53,7 @@ func (s *Server) envdRoutes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintf(w, `{"code":"unimplemented","message":%q}`, "codecage's sandbox daemon does not implement "+r.URL.Path+
-			" (no terminals, no directory watches, no stdin streams)")
+			" (no directory watches)")
 	})
 }
 

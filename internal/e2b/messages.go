@@ -78,6 +78,30 @@ type selectRequest struct {
 	Process selector `json:"process"`
 }
 
+// ptyConfig is process.PTY: a terminal's size.
+type ptyConfig struct {
+	Size struct {
+		Cols uint32 `json:"cols"`
+		Rows uint32 `json:"rows"`
+	} `json:"size"`
+}
+
+// inputRequest is process.SendInputRequest: bytes for a process's stdin
+// or its terminal.
+type inputRequest struct {
+	Process selector `json:"process"`
+	Input   struct {
+		Stdin []byte `json:"stdin,omitempty"`
+		PTY   []byte `json:"pty,omitempty"`
+	} `json:"input"`
+}
+
+// updateRequest is process.UpdateRequest: a terminal's new size.
+type updateRequest struct {
+	Process selector   `json:"process"`
+	PTY     *ptyConfig `json:"pty,omitempty"`
+}
+
 type signalRequest struct {
 	Process selector `json:"process"`
 	Signal  enum     `json:"signal"`
@@ -112,6 +136,7 @@ type startEvent struct {
 type dataEvent struct {
 	Stdout []byte `json:"stdout,omitempty"`
 	Stderr []byte `json:"stderr,omitempty"`
+	PTY    []byte `json:"pty,omitempty"`
 }
 
 type endEvent struct {

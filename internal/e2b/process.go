@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -36,6 +37,23 @@ type proc struct {
 	started   chan struct{}
 	startOnce sync.Once
 	refused   error
+
+	// input is the command's stdin or terminal (started with stdin or a
+	// pty), under mu; nil otherwise.
+	input *service.CommandInput
+}
+
+// inputOf is p's input, or the error E2B's clients get without one.
+func (p *proc) inputOf() (*service.CommandInput, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.ended:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
+	case p.input == nil:
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d was started without stdin: start it with stdin: true (commands.run(cmd, {stdin: true})) or as a pty", p.pid))
+	}
+	return p.input, nil
 }
 
 func (p *proc) markStarted(refused error) {
@@ -110,13 +128,18 @@ func (p *proc) follow(ctx context.Context, from int, keepalive time.Duration, se
 func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], stream *connect.ServerStream[processEvent]) error {
 	ref := sandboxOf(ctx)
 	m := req.Msg
-	if len(m.PTY) > 0 && string(m.PTY) != "null" {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("codecage sandboxes have no terminals (pty): run commands without one"))
-	}
 	if m.Process.Cmd == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
 	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
+	creq.Stdin = m.Stdin != nil && *m.Stdin
+	if len(m.PTY) > 0 && string(m.PTY) != "null" {
+		var pty ptyConfig
+		if err := json.Unmarshal(m.PTY, &pty); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty: %v", err))
+		}
+		creq.Terminal = &service.TerminalSize{Cols: int(min(pty.Size.Cols, 1<<20)), Rows: int(min(pty.Size.Rows, 1<<20))}
+	}
 	if m.Process.Cwd != nil && *m.Process.Cwd != "" {
 		cwd := *m.Process.Cwd
 		if strings.HasPrefix(cwd, "~") {
@@ -172,7 +195,19 @@ func (s *Server) run(ctx context.Context, x *box, p *proc, creq service.CommandR
 		})
 	}()
 	var streamed [2]int
+	creq.OnInput = func(in *service.CommandInput) {
+		p.mu.Lock()
+		p.input = in
+		p.mu.Unlock()
+	}
+	terminal := creq.Terminal != nil
 	creq.OnOutput = func(stream, line string) {
+		if terminal {
+			// A terminal has one stream, E2B's pty.
+			streamed[0] += len(line)
+			p.add(event{Data: &dataEvent{PTY: []byte(line)}}, false)
+			return
+		}
 		if stream == "stderr" {
 			streamed[1] += len(line)
 			p.add(event{Data: &dataEvent{Stderr: []byte(line)}}, false)
@@ -198,7 +233,11 @@ func (s *Server) run(ctx context.Context, x *box, p *proc, creq service.CommandR
 	}
 	// What the streams held back: a last line without its newline.
 	if len(res.Stdout) > streamed[0] {
-		p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)
+		if terminal {
+			p.add(event{Data: &dataEvent{PTY: []byte(res.Stdout[streamed[0]:])}}, false)
+		} else {
+			p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)
+		}
 	}
 	if len(res.Stderr) > streamed[1] {
 		p.add(event{Data: &dataEvent{Stderr: []byte(res.Stderr[streamed[1]:])}}, false)
@@ -310,18 +349,62 @@ func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]
 	return connect.NewResponse(&empty{}), nil
 }
 
-// sendInput refuses: a command's stdin is empty here.
-func (s *Server) sendInput(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
-	if _, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process); err != nil {
+// sendInput writes to a process's stdin or terminal (either field goes
+// to what the process has).
+func (s *Server) sendInput(ctx context.Context, req *connect.Request[inputRequest]) (*connect.Response[empty], error) {
+	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	if err != nil {
 		return nil, err
 	}
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("codecage commands read an empty stdin: pass input as a file or an argument"))
+	in, err := p.inputOf()
+	if err != nil {
+		return nil, err
+	}
+	data := req.Msg.Input.Stdin
+	if len(data) == 0 {
+		data = req.Msg.Input.PTY
+	}
+	if err := in.Write(data); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&empty{}), nil
 }
 
-// closeStdin succeeds: stdin is closed from the start.
+// closeStdin ends a process's stdin. A process started without one has
+// read an empty stdin from the start: closing it again succeeds.
 func (s *Server) closeStdin(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
-	if _, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process); err != nil {
+	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	if err != nil {
 		return nil, err
+	}
+	p.mu.Lock()
+	in := p.input
+	p.mu.Unlock()
+	if in == nil {
+		return connect.NewResponse(&empty{}), nil
+	}
+	if err := in.Close(); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&empty{}), nil
+}
+
+// update resizes a process's terminal.
+func (s *Server) update(ctx context.Context, req *connect.Request[updateRequest]) (*connect.Response[empty], error) {
+	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.PTY == nil {
+		return connect.NewResponse(&empty{}), nil // nothing to change
+	}
+	in, err := p.inputOf()
+	if err != nil {
+		return nil, err
+	}
+	size := req.Msg.PTY.Size
+	if err := in.Resize(int(min(size.Cols, 1<<20)), int(min(size.Rows, 1<<20))); err != nil {
+		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&empty{}), nil
 }

@@ -33,6 +33,14 @@ type (
 	Layers = jail.Layers
 	// Host is what this host's kernel offers the jail.
 	Host = jail.Host
+	// WindowSize is a terminal's size.
+	WindowSize = jail.WindowSize
+)
+
+// Errors of a program's input (see Lease.WriteInput).
+var (
+	ErrNoInput   = jail.ErrNoInput
+	ErrInputFull = jail.ErrInputFull
 )
 
 // The limits that can end a sandbox.
@@ -44,6 +52,9 @@ const (
 	LimitOutput   = jail.LimitOutput
 	LimitCanceled = jail.LimitCanceled
 )
+
+// MaxTerminalSide bounds a terminal's columns and rows.
+const MaxTerminalSide = jail.MaxTerminalSide
 
 // WorkspaceDir is the workspace's path inside a sandbox.
 const WorkspaceDir = jail.WorkspaceDir

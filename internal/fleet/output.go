@@ -50,6 +50,9 @@ type stream struct {
 	marker  []byte
 	seen    chan struct{} // closed when the marker has passed
 	done    bool          // later writes are not this run's
+	// chunks passes on what comes as it comes, lines or not: an
+	// interactive program's prompt has no newline after it.
+	chunks bool
 }
 
 func newStream(name, marker string, onLine func(stream, line string)) *stream {
@@ -88,7 +91,7 @@ func (s *stream) Write(p []byte) (int, error) {
 		}
 		// Only complete lines, but without a marker (whose start an
 		// unfinished line may be) not forever.
-		if s.marker == nil && len(rest) > maxPartialLine {
+		if s.marker == nil && len(rest) > 0 && (s.chunks || len(rest) > maxPartialLine) {
 			s.onLine(s.name, string(rest))
 			s.emitted += len(rest)
 		}
@@ -169,6 +172,15 @@ type Collector struct{ out *output }
 // NewCollector returns a collector; onLine may be nil.
 func NewCollector(onLine func(stream, line string)) *Collector {
 	return &Collector{out: newOutput(false, onLine)}
+}
+
+// NewInteractiveCollector is NewCollector for a program that is given
+// input (a stdin, a terminal): what it writes is passed to onOutput at
+// once, complete lines or not.
+func NewInteractiveCollector(onOutput func(stream, text string)) *Collector {
+	c := NewCollector(onOutput)
+	c.out.stdout.chunks, c.out.stderr.chunks = true, true
+	return c
 }
 
 // Stdout is the standard output collected, as valid UTF-8.

@@ -74,6 +74,10 @@ type Work struct {
 	Forward *Forward
 	// Stdout and Stderr receive a Command's or pip's output.
 	Stdout, Stderr io.Writer
+	// Stdin gives a Command a stdin pipe; Terminal runs it on a terminal
+	// of that size instead (see Lease.WriteInput).
+	Stdin    bool
+	Terminal *WindowSize
 }
 
 // Spec is the sandbox the work runs in.
@@ -94,6 +98,7 @@ func (w Work) Spec() Spec {
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
+		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

@@ -14,9 +14,10 @@ var DefaultCommands = []string{
 // E2BShellCommands are the programs agents expect in a VM's shell, added
 // to the default list when the E2B surface is on (see WithE2BCommands):
 // each acts within the sandbox only (its processes, its files, its own
-// identity); ps and kill see the command's own processes. git is added
-// where Debian's is installed (a missing program is left out).
-var E2BShellCommands = []string{"sleep", "env", "printenv", "id", "whoami", "nproc", "realpath", "ln", "ps", "kill", "git"}
+// identity); ps and kill see the command's own processes; stty, tty and
+// tput act on the command's own terminal (a terminal's shell needs them).
+// git is added where Debian's is installed (a missing program is left out).
+var E2BShellCommands = []string{"sleep", "env", "printenv", "id", "whoami", "nproc", "realpath", "ln", "ps", "kill", "git", "stty", "tty", "tput"}
 
 // WithE2BCommands is the command list of a server with the E2B surface
 // on: E2B's SDKs run every command as bash -l -c, so bash is added; the

@@ -43,7 +43,25 @@ type CommandRequest struct {
 	// OnStart, if set, is called once the command's sandbox runs it (a
 	// refused request never calls it).
 	OnStart func() `json:"-"`
+	// Stdin keeps the command's stdin open for OnInput's CommandInput;
+	// without it (and without Terminal) the command reads an empty stdin.
+	Stdin bool `json:",omitempty"`
+	// Terminal runs the command on a pseudo-terminal of this size (its
+	// stdin, stdout and stderr, and its controlling terminal); what it
+	// shows comes as stdout, passed on as it comes.
+	Terminal *TerminalSize `json:",omitempty"`
+	// OnInput, with Stdin or Terminal, is given the command's input just
+	// before OnStart.
+	OnInput func(*CommandInput) `json:"-"`
 }
+
+// TerminalSize is a terminal's size in characters.
+type TerminalSize struct {
+	Cols, Rows int
+}
+
+// interactive reports whether the command is given input.
+func (req CommandRequest) interactive() bool { return req.Stdin || req.Terminal != nil }
 
 // CommandResult is run_command's result: the seed's fields, and those of an
 // execution's result that apply.
@@ -94,9 +112,9 @@ func (s *Service) commandPrograms() (*fleet.Programs, error) {
 		if dir := pythonStdlib(s.cfg.AllowedCommands); dir != "" {
 			data = append(data, dir)
 		}
-		if _, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil {
-			data = append(data, "/usr/lib/locale/C.utf8")
-		}
+		// The locale, and the terminal descriptions a program on a
+		// terminal reads (bash's line editing, tput).
+		data = append(data, "/usr/lib/locale/C.utf8", "/lib/terminfo", "/usr/share/terminfo")
 		var present []string
 		for _, d := range data {
 			if _, err := os.Stat(d); err == nil {
@@ -194,6 +212,12 @@ func (s *Service) checkCommand(req CommandRequest, home string, sessionEnv map[s
 		return 0, nil, "", err
 	}
 	vars := map[string]string{"PATH": "/usr/bin:/bin", "HOME": home, "USER": fleet.UserOf(home), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+	if req.Terminal != nil {
+		if _, err := terminalSize(req.Terminal.Cols, req.Terminal.Rows); err != nil {
+			return 0, nil, "", err
+		}
+		vars["TERM"] = "xterm-256color"
+	}
 	for _, m := range []map[string]string{sessionEnv, req.Env} {
 		for k, v := range m {
 			vars[k] = v
@@ -264,8 +288,12 @@ func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandR
 
 // runCommandRequest is RunCommand with its output behind a sink.
 func (s *Service) runCommandRequest(ctx context.Context, req CommandRequest) (*CommandResult, error) {
+	if req.interactive() && s.remote(req.SessionID) != "" && !s.sessions.Has(req.SessionID) {
+		// Its input would have to follow it to the other replica.
+		return nil, fmt.Errorf("%w: stdin and terminals are served by the replica that holds the session; connect to it", ErrInvalidRequest)
+	}
 	fwd := req
-	fwd.OnOutput, fwd.OnStart = nil, nil
+	fwd.OnOutput, fwd.OnStart, fwd.OnInput = nil, nil, nil
 	return do(ctx, s, OpCommand, call[*CommandResult]{
 		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Command: &fwd}, onOutput: req.OnOutput,
 		onForward: func() {
@@ -326,7 +354,14 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if err != nil {
 		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
 	}
+	backend := s.commandBackend(se)
+	if req.interactive() && backend != fleet.Native {
+		return nil, fmt.Errorf("%w: stdin and terminals are not available on the %s backend (its commands read an empty stdin); run the session on the native jail", ErrInvalidRequest, backend)
+	}
 	out := fleet.NewCollector(req.OnOutput)
+	if req.interactive() {
+		out = fleet.NewInteractiveCollector(req.OnOutput)
+	}
 	// The working directory is entered by the shell, so that a missing one
 	// is the shell's ordinary error.
 	argv := []string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec /bin/sh -c "$1"`, "sh", dir, req.Command}
@@ -336,17 +371,24 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: env, Home: home, Programs: programs,
 		Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
+	work.Stdin = req.Stdin
+	if req.Terminal != nil {
+		size, _ := terminalSize(req.Terminal.Cols, req.Terminal.Rows) // checked above
+		work.Terminal = &size
+	}
 	if se != nil {
 		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
 	}
 	spec := work.Spec()
-	backend := s.commandBackend(se)
 	lease, err := s.fleet.Start(ctx, backend, spec)
 	if err != nil {
 		return nil, s.fleetError(ctx, err)
 	}
 	if se != nil {
 		in.Attach(lease) // a pause of the session pauses it too
+	}
+	if req.OnInput != nil && req.interactive() {
+		req.OnInput(&CommandInput{lease: lease, terminal: req.Terminal != nil})
 	}
 	if req.OnStart != nil {
 		req.OnStart()
