@@ -157,6 +157,10 @@ def _kernel_run(req):
     if req.get("new_context"):
         _kernel_stop(key)
         _kernel_cwd[key] = req.get("cwd")
+        if not req.get("cwd") and not req.get("code"):
+            # A context removed: its kernel goes, none starts in its place.
+            _kernel_cwd.pop(key, None)
+            return _kernel_reply()
     limit = req.get("max_result_bytes", 65536)
     seconds = req.get("timeout_ms", 0) / 1000 or 3600
     deadline = time.monotonic() + seconds

@@ -48,3 +48,11 @@ func (s *Service) KernelEnabled(lang string) bool {
 func kernelDeadline(timeout time.Duration) time.Duration {
 	return timeout - max(250*time.Millisecond, timeout/20)
 }
+
+// NormalizeLanguage names a language as E2B's code interpreter does ("js"
+// is javascript, "ts" typescript, "" python); ok is false for one no
+// kernel runs.
+func NormalizeLanguage(lang string) (string, bool) { return fleet.NormalizeLanguage(lang) }
+
+// KernelLanguages lists the kernels' languages, Python first.
+func KernelLanguages() []string { return slices.Clone(fleet.Languages) }
