@@ -10,8 +10,9 @@ sudo=""
 # python3 runs the code (python3-pip runs pip_install, in a jail); numpy to
 # sklearn are the data_science profile, requests the network profile;
 # cloudpickle saves a native session's globals (snapshots); runsc is gVisor,
-# the second backend (use_container, SANDBOX_ISOLATION=gvisor).
-packages=(python3 python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib python3-sympy python3-sklearn python3-requests python3-cloudpickle runsc)
+# the second backend (use_container, SANDBOX_ISOLATION=gvisor); nodejs runs
+# the JavaScript and TypeScript kernels (SANDBOX_KERNELS; Debian 12's 18 is enough).
+packages=(python3 python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib python3-sympy python3-sklearn python3-requests python3-cloudpickle nodejs runsc)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -137,6 +137,11 @@ type Config struct {
 	ReplicaName string // for people; "" = the host name
 	PeerSecret  string // replicas authenticate each other with it; never printed
 
+	// Kernels are the languages besides Python a session's code may run in
+	// (javascript, typescript, bash); nil: none, or all when the E2B
+	// surface is on.
+	Kernels []string
+
 	// Commands (run_command).
 	AllowedCommands []string      // programs a command line may run
 	CommandTimeout  time.Duration // default wall-clock limit of a command

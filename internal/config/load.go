@@ -145,6 +145,13 @@ func (c *Config) validate() error {
 	if c.IdleCPU > c.CPULimit {
 		return fmt.Errorf("session idle CPU (SANDBOX_SESSION_IDLE_CPU=%g) is above the CPU limit (SANDBOX_CPU_LIMIT=%g)", c.IdleCPU, c.CPULimit)
 	}
+	for _, k := range c.Kernels {
+		switch k {
+		case "python", "javascript", "typescript", "bash":
+		default:
+			return fmt.Errorf("SANDBOX_KERNELS: no kernel for %q (python, javascript, typescript, bash)", k)
+		}
+	}
 	if c.CommandTimeout > c.MaxCommandTime {
 		return errors.New("command timeout default (SANDBOX_COMMAND_TIMEOUT) is above its maximum (SANDBOX_MAX_COMMAND_TIMEOUT)")
 	}

@@ -147,6 +147,7 @@ var settings = []setting{
 	boolSetting("park_on_shutdown", "SANDBOX_PARK_ON_SHUTDOWN", "on SIGTERM, park every session in the snapshot store (after the running requests end), so that a restart or another replica resumes it", func(c *Config) *bool { return &c.ParkOnShutdown }),
 	choiceSetting("log_format", "SANDBOX_LOG_FORMAT", "log format: text or json", []string{"text", "json"}, func(c *Config) *string { return &c.LogFormat }),
 	choiceSetting("log_level", "SANDBOX_LOG_LEVEL", "log level: debug, info, warn or error", []string{"debug", "info", "warn", "error"}, func(c *Config) *string { return &c.LogLevel }),
+	listSetting("kernels", "SANDBOX_KERNELS", "languages besides Python a session's code may run in: javascript, typescript, bash (default: none; all three with the E2B surface)", func(c *Config) *[]string { return &c.Kernels }),
 	listSetting("allowed_commands", "SANDBOX_ALLOWED_COMMANDS", "programs run_command may run (the kernel refuses the rest)", func(c *Config) *[]string { return &c.AllowedCommands }),
 	durationSetting("command_timeout", "SANDBOX_COMMAND_TIMEOUT", "default wall-clock limit of a command, seconds", func(c *Config) *time.Duration { return &c.CommandTimeout }),
 	durationSetting("max_command_timeout", "SANDBOX_MAX_COMMAND_TIMEOUT", "largest timeout a command may ask for, seconds", func(c *Config) *time.Duration { return &c.MaxCommandTime }),

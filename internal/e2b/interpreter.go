@@ -111,12 +111,28 @@ func (n *ndjson) done() {
 	n.mu.Unlock()
 }
 
-func isPython(lang string) bool {
-	switch strings.ToLower(lang) {
-	case "", "python", "python3", "py":
-		return true
+// kernelFor resolves the language of a run or a new context as E2B's
+// server does (normalized: "js" is javascript, "" python). A language no
+// kernel runs here is E2B's failure to create its context: a 500 whose
+// text says why.
+func (s *Server) kernelFor(lang string) (string, error) {
+	l, ok := service.NormalizeLanguage(lang)
+	if !ok {
+		return "", fmt.Errorf("Failed to create context: no kernel named %s (codecage's code interpreter runs %s)", service.Quote(lang), strings.Join(service.KernelLanguages(), ", "))
 	}
-	return false
+	if !s.svc.KernelEnabled(l) {
+		return "", fmt.Errorf("Failed to create context: the %s kernel is not enabled on this server (SANDBOX_KERNELS)", l)
+	}
+	return l, nil
+}
+
+// languageContext names the context a run with a language but no context
+// uses: one per language, as E2B's default contexts ("" is Python's).
+func languageContext(lang string) string {
+	if lang == "python" {
+		return ""
+	}
+	return "lang-" + lang
 }
 
 // execute runs code in a context of the sandbox's interpreter, answering
@@ -128,22 +144,27 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !isPython(body.Language) {
-		http.Error(w, "language "+service.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python (run other programs with commands.run)", http.StatusBadRequest)
+	if body.ContextID != "" && body.Language != "" {
+		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
+		return
+	}
+	lang, err := s.kernelFor(body.Language)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	req := service.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
-		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout)}
+		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout), Context: languageContext(lang), Language: lang}
 	if body.ContextID != "" && body.ContextID != "default" {
 		x := s.boxes.get(ref.id)
 		x.mu.Lock()
-		_, ok := x.contexts[body.ContextID]
+		c, ok := x.contexts[body.ContextID]
 		x.mu.Unlock()
 		if !ok {
 			http.Error(w, "context "+service.Quote(body.ContextID)+" not found", http.StatusNotFound)
 			return
 		}
-		req.Context = body.ContextID
+		req.Context, req.Language = c.ID, c.Language
 	}
 	out := newNDJSON(w, s.svc.Config().StreamWriteTimeout)
 	defer out.done()
@@ -269,14 +290,15 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !isPython(body.Language) {
-		http.Error(w, "language "+service.Quote(body.Language)+" is not supported: codecage's code interpreter runs Python", http.StatusBadRequest)
+	lang, err := s.kernelFor(body.Language)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	if body.Cwd == "" {
 		body.Cwd = Home
 	}
-	c := codeContext{ID: newContextID(), Language: "python", Cwd: body.Cwd}
+	c := codeContext{ID: newContextID(), Language: lang, Cwd: body.Cwd}
 	if err := s.startContext(r, ref, c); err != nil {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
@@ -292,12 +314,16 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 // in its directory.
 func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) error {
 	res, err := s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Cwd: c.Cwd,
-		Code: "pass"})
+		Code: startCode(c.Language), Language: c.Language})
 	if err != nil {
 		return err
 	}
 	if !res.Success {
-		return fmt.Errorf("%w: the context could not start in %s: %s", service.ErrInvalidRequest, c.Cwd, res.Stderr)
+		why := res.Stderr
+		if res.Error != nil {
+			why += res.Error.Message
+		}
+		return fmt.Errorf("%w: the context could not start in %s: %s", service.ErrInvalidRequest, c.Cwd, why)
 	}
 	return nil
 }
@@ -325,7 +351,7 @@ func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Its variables go: a fresh, empty state under its name.
-	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: "pass"})
+	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: startCode(c.Language), Language: c.Language})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -349,6 +375,14 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// startCode is what starts an empty context of lang: nothing to run.
+func startCode(lang string) string {
+	if lang == "python" || lang == "" {
+		return "pass"
+	}
+	return ""
 }
 
 // unquoteText strips one pair of matching quotes around a text, as E2B's

@@ -174,10 +174,11 @@ func TestDaemonErrorsAndGoneSandbox(t *testing.T) {
 		t.Errorf("watchDir: %v", err)
 	}
 
-	// /execute: a language codecage does not run is refused up front.
+	// /execute: a language no kernel here runs is E2B's failure to create
+	// its context (a 500 naming the kernels there are).
 	status, body := call(t, "POST", srv.URL+"/execute", `{"code": "1", "language": "r"}`,
 		map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
-	if status != 400 || !strings.Contains(body["raw"].(string), "Python") {
+	if raw, _ := body["raw"].(string); status != 500 || !strings.Contains(raw, "Failed to create context") || !strings.Contains(raw, "javascript") {
 		t.Errorf("language r: %d %v", status, body)
 	}
 	if status, _ := call(t, "GET", srv.URL+"/health", "", map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8080", "X-Access-Token": token}); status != 502 {

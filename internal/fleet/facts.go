@@ -133,3 +133,22 @@ const DefaultInterpreter = runtime.DefaultInterpreter
 
 // PackagesDir is where the operator's package layer is seen inside a sandbox.
 const PackagesDir = runtime.PackagesDir
+
+// The kernels a session's code may run in besides Python's interpreter.
+const (
+	LangPython     = runtime.LangPython
+	LangJavaScript = runtime.LangJavaScript
+	LangTypeScript = runtime.LangTypeScript
+	LangBash       = runtime.LangBash
+)
+
+// Languages are the kernels' languages, Python first.
+var Languages = runtime.Languages
+
+// NormalizeLanguage names a language as E2B's code interpreter does ("js"
+// is javascript, "" python); ok is false for one no kernel runs.
+func NormalizeLanguage(lang string) (string, bool) { return runtime.NormalizeLanguage(lang) }
+
+// KernelFamily is the kernel process a language runs in (TypeScript runs
+// in JavaScript's).
+func KernelFamily(lang string) string { return runtime.KernelFamily(lang) }

@@ -184,6 +184,10 @@ def _serve(os, builtins, marshal, chan, ready=None):
                 os._exit(0)  # a fork of the code's, in a value's reduction
             write_frame(reply)
             continue
+        if req.get("language"):
+            # JavaScript, TypeScript, bash: a kernel process of the context's (kernels.py).
+            _finish(os, req, _kernel_run(req), write_frame)
+            continue
         name = req.get("context", "")
         ctx = contexts.get(name)
         if ctx is None or req.get("new_context") or not req.get("keep_alive"):
@@ -215,24 +219,28 @@ def _serve(os, builtins, marshal, chan, ready=None):
             # A process the code forked fell off the end of the code: it must
             # not answer for the harness.
             os._exit(0)
-        for stream in (sys.stdout, sys.stderr):
+        _finish(os, req, reply, write_frame)
+
+
+def _finish(os, req, reply, write_frame):
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    marker = req.get("end_marker")
+    if marker:
+        # Tells the supervisor this request's output is complete (a
+        # session's pipes outlive the request). Raw writes: the code may
+        # have replaced sys.stdout.
+        for fd in (1, 2):
             try:
-                stream.flush()
-            except Exception:
+                os.write(fd, marker.encode())
+            except OSError:
                 pass
-        marker = req.get("end_marker")
-        if marker:
-            # Tells the supervisor this request's output is complete (a
-            # session's pipes outlive the request). Raw writes: the code may
-            # have replaced sys.stdout.
-            for fd in (1, 2):
-                try:
-                    os.write(fd, marker.encode())
-                except OSError:
-                    pass
-        write_frame(reply)
-        if not req.get("keep_alive"):
-            os._exit(0)
+    write_frame(reply)
+    if not req.get("keep_alive"):
+        os._exit(0)
 
 
 # The channel's frame functions, for the tools object (set by _serve).

@@ -151,6 +151,9 @@ func (r Request) marshalAfter(prefix []byte) ([]byte, error) {
 	if r.Op != "" {
 		m["op"], m["timeout_ms"] = r.Op, r.TimeoutMS
 	}
+	if r.Language != "" {
+		m["language"], m["timeout_ms"] = r.Language, r.TimeoutMS
+	}
 	if len(r.Tools) > 0 {
 		tools := make([]any, len(r.Tools))
 		for i, t := range r.Tools {

@@ -24,9 +24,15 @@ var harnessFile string
 //go:embed cell.py
 var cellSource string
 
+//go:embed kernels.py
+var kernelsSource string
+
+//go:embed kernel.js
+var kernelJS string
+
 // harnessSource is the harness as it runs: cell.py, which the validator
-// shares, then harness.py.
-var harnessSource = cellSource + "\n" + harnessFile
+// shares, kernels.py and the JavaScript kernel it starts, then harness.py.
+var harnessSource = cellSource + "\n" + kernelsSource + "\n_KERNEL_JS = " + pyString(kernelJS) + "\n" + harnessFile
 
 // DefaultInterpreter is the Python the harness runs on. Debian's own
 // interpreter, not whatever python3 is first on PATH.
@@ -140,6 +146,10 @@ type Request struct {
 	// TimeoutMS.
 	Op        string `json:"op,omitempty"`
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
+	// Language, when not Python's ("" is Python), runs the code in the
+	// context's kernel of that language (see [Languages]), stopped past
+	// TimeoutMS.
+	Language string `json:"language,omitempty"`
 }
 
 // ToolSpec describes one upstream tool to the harness, which builds a

@@ -122,6 +122,10 @@ func settle(cfg *config.Config, log *slog.Logger) (*access.Keys, addresses, erro
 		// E2B's SDKs run every command as /bin/bash -l -c CMD, and agents
 		// expect a shell's usual programs.
 		cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
+		if cfg.Kernels == nil {
+			// E2B's code interpreter runs JavaScript, TypeScript and bash.
+			cfg.Kernels = []string{"javascript", "typescript", "bash"}
+		}
 		if !cfg.EnableFilesystem {
 			log.Warn("the E2B surface is on but the filesystem profile is off: code written for E2B usually imports os; set SANDBOX_ENABLE_FILESYSTEM=true to allow it")
 		}

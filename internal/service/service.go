@@ -173,6 +173,9 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err := checkRunShape(req); err != nil {
 		return nil, "", err
 	}
+	if err := s.checkLanguage(req); err != nil {
+		return nil, "", err
+	}
 	if req.SessionID != "" {
 		se, err := s.session(req.SessionID, req.Owner)
 		if err != nil {

@@ -42,6 +42,10 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		Env:            req.Env,
 		Display:        req.Display,
 	}
+	if lang, _ := fleet.NormalizeLanguage(req.Language); lang != fleet.LangPython {
+		rreq.Language = lang
+		rreq.TimeoutMS = int(kernelDeadline(limits.Timeout).Milliseconds())
+	}
 	var handler fleet.ToolHandler
 	if len(tools) > 0 {
 		rreq.Tools = toolSpecs(tools)

@@ -74,6 +74,11 @@ type Request struct {
 	// Display asks for the last value's representations by MIME type
 	// (Result.Display), as a notebook shows them.
 	Display bool `json:",omitempty"`
+	// Language runs the code in a kernel of that language in the session
+	// ("" or "python": its interpreter; "javascript", "typescript",
+	// "bash": a kernel process per context, as the operator allows with
+	// SANDBOX_KERNELS).
+	Language string `json:",omitempty"`
 	// OnOutput, if set, receives the output as it comes, a line at a time
 	// ("stdout" or "stderr"), from a goroutine of its own: a slow OnOutput
 	// never holds the run, and past a bound the later lines are left out
