@@ -148,7 +148,11 @@ func TestWatchRefusesMissingAndFiles(t *testing.T) {
 // inotify instance is gone once the watch stops and the session closes.
 func TestWatchHostileTreeIsBounded(t *testing.T) {
 	const maxDirs = 200
-	svc := watchService(t, func(c *config.Config) { c.WatchMaxDirs = maxDirs; c.Timeout = 60 * time.Second; c.MaxTimeout = 60 * time.Second })
+	svc := watchService(t, func(c *config.Config) {
+		c.WatchMaxDirs = maxDirs
+		c.Timeout = 60 * time.Second
+		c.MaxTimeout = 60 * time.Second
+	})
 	id := watchedSession(t, svc)
 	ctx := context.Background()
 	host := t.TempDir() // a host directory the code plants a link to
@@ -175,7 +179,9 @@ for i in range(2000):
     os.rename('wide_1', 'wide_x') if i % 2 == 0 else os.rename('wide_x', 'wide_1')
 os.mkfifo('fifo')
 `
-	mustSucceed(t, run(t, svc, code, func(r *service.Request) { r.SessionID, r.Owner, r.AllowedImports, r.Timeout = id, "o", nil, 60*time.Second }))
+	mustSucceed(t, run(t, svc, code, func(r *service.Request) {
+		r.SessionID, r.Owner, r.AllowedImports, r.Timeout = id, "o", nil, 60*time.Second
+	}))
 	// Meanwhile the host directory the link names changes.
 	if err := os.WriteFile(filepath.Join(host, "host_secret"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
