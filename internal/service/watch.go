@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,6 +71,11 @@ type Watch struct {
 	why     error         // why it stopped; nil while it runs
 	stopped chan struct{}
 	release func()
+
+	// takeMu orders Takes; movedIn is the directory an upload's
+	// temporary file was just renamed from, under takeMu.
+	takeMu  sync.Mutex
+	movedIn *string
 }
 
 // watchSet is the service's watches, by id.
@@ -194,10 +201,28 @@ func (w *Watch) Take() ([]WatchEvent, error) {
 	if why != nil {
 		return nil, why
 	}
+	w.takeMu.Lock()
+	defer w.takeMu.Unlock()
 	evs, err := w.w.Take()
 	out := make([]WatchEvent, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, WatchEvent{Name: e.Name, Type: watchTypes[e.Op], Dropped: e.Dropped, Reason: e.Reason})
+		typ := watchTypes[e.Op]
+		// An upload writes a temporary file and renames it into place
+		// (all or nothing): what its caller did, and what envd reports
+		// of its in-place write, is a write of the file. (Whether the
+		// file was there before is not known here: no create.)
+		dir, base := path.Split(e.Name)
+		if strings.HasPrefix(base, uploadPrefix) {
+			if e.Op == wsfs.OpRename {
+				w.movedIn = &dir
+			}
+			continue
+		}
+		if e.Op == wsfs.OpCreate && w.movedIn != nil && *w.movedIn == dir {
+			typ = WatchWrite
+		}
+		w.movedIn = nil
+		out = append(out, WatchEvent{Name: e.Name, Type: typ, Dropped: e.Dropped, Reason: e.Reason})
 	}
 	if errors.Is(err, io.EOF) && len(out) == 0 {
 		return nil, io.EOF

@@ -119,7 +119,7 @@ func (r *Root) Watch(rel string, recursive bool, lim WatchLimits) (*Watcher, err
 	if recursive {
 		// The tree as it is must fit: a watch that starts incomplete would
 		// only say so in its first event.
-		if reason := w.scan(top); reason != "" {
+		if reason := w.scan(top, false); reason != "" {
 			return fail(fmt.Errorf("%w: %s", ErrWatchTooBig, reason))
 		}
 	}
@@ -198,8 +198,9 @@ func (w *Watcher) spend(n float64) bool {
 }
 
 // scan watches the directories below n, breadth first; it returns why it
-// stopped short ("" when it did not).
-func (w *Watcher) scan(n *wnode) string {
+// stopped short ("" when it did not). announce: n is new in the tree, and
+// what it holds was made before its watch: each entry is a create.
+func (w *Watcher) scan(n *wnode, announce bool) string {
 	queue := []*wnode{n}
 	var buf [8 << 10]byte
 	for len(queue) > 0 {
@@ -213,7 +214,7 @@ func (w *Watcher) scan(n *wnode) string {
 		if err != nil {
 			continue // gone, or swapped for a link: not followed
 		}
-		reason := w.scanDir(fd, d, &buf, &queue)
+		reason := w.scanDir(fd, d, &buf, &queue, announce)
 		unix.Close(fd)
 		if reason != "" {
 			return reason
@@ -223,7 +224,7 @@ func (w *Watcher) scan(n *wnode) string {
 }
 
 // scanDir watches the subdirectories of d, open at fd, queuing them.
-func (w *Watcher) scanDir(fd int, d *wnode, buf *[8 << 10]byte, queue *[]*wnode) string {
+func (w *Watcher) scanDir(fd int, d *wnode, buf *[8 << 10]byte, queue *[]*wnode, announce bool) string {
 	const perUnit = 256 // entries read for one unit of the budget
 	read := 0
 	for {
@@ -252,6 +253,9 @@ func (w *Watcher) scanDir(fd int, d *wnode, buf *[8 << 10]byte, queue *[]*wnode)
 			nm := string(name)
 			if nm == "." || nm == ".." {
 				continue
+			}
+			if announce {
+				w.emit(d.path()+"/"+nm, OpCreate)
 			}
 			if typ == unix.DT_UNKNOWN {
 				var st unix.Stat_t
@@ -411,7 +415,7 @@ func (w *Watcher) follow(parent *wnode, name string) {
 	case errors.Is(err, ErrWatchTooBig):
 		w.overflow("not watched: " + strings.TrimPrefix(err.Error(), ErrWatchTooBig.Error()+": "))
 	case d != nil:
-		if reason := w.scan(d); reason != "" {
+		if reason := w.scan(d, true); reason != "" {
 			w.overflow("not watched: " + reason)
 		}
 	}
