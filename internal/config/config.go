@@ -85,6 +85,11 @@ type Config struct {
 
 	// MaxSessions bounds the sessions open at once.
 	MaxSessions int
+	// MaxWatches bounds the directory watches open at once, server-wide
+	// (each is an inotify instance, and those are counted per host user);
+	// SessionMaxWatches bounds a session's; WatchMaxDirs bounds the
+	// directories one recursive watch covers (one inotify watch each).
+	MaxWatches, SessionMaxWatches, WatchMaxDirs int
 	// SessionPoolSize and GVisorSessionPoolSize are the sessions started
 	// ahead of create_session (default profiles and memory), natively and
 	// under gVisor (when it is in use).
@@ -258,6 +263,9 @@ func DefaultConfig() Config {
 		Zygote:             true,
 
 		MaxSessions:           16,
+		MaxWatches:            32,
+		SessionMaxWatches:     4,
+		WatchMaxDirs:          1024,
 		SessionPoolSize:       1,
 		GVisorSessionPoolSize: 1,
 		SessionIdleTTL:        15 * time.Minute,

@@ -48,12 +48,15 @@ func (s *Server) envdRoutes() {
 	rpc("/filesystem.Filesystem/MakeDir", connect.NewUnaryHandler("/filesystem.Filesystem/MakeDir", s.makeDir, opts...))
 	rpc("/filesystem.Filesystem/Move", connect.NewUnaryHandler("/filesystem.Filesystem/Move", s.move, opts...))
 	rpc("/filesystem.Filesystem/Remove", connect.NewUnaryHandler("/filesystem.Filesystem/Remove", s.remove, opts...))
+	rpc("/filesystem.Filesystem/WatchDir", streaming(streamwrite.Handler(connect.NewServerStreamHandler("/filesystem.Filesystem/WatchDir", s.watchDir, opts...), perWrite)))
+	rpc("/filesystem.Filesystem/CreateWatcher", connect.NewUnaryHandler("/filesystem.Filesystem/CreateWatcher", s.createWatcher, opts...))
+	rpc("/filesystem.Filesystem/GetWatcherEvents", connect.NewUnaryHandler("/filesystem.Filesystem/GetWatcherEvents", s.getWatcherEvents, opts...))
+	rpc("/filesystem.Filesystem/RemoveWatcher", connect.NewUnaryHandler("/filesystem.Filesystem/RemoveWatcher", s.removeWatcher, opts...))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// Connect reads a JSON body's code: unimplemented, not "not found".
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w, `{"code":"unimplemented","message":%q}`, "codecage's sandbox daemon does not implement "+r.URL.Path+
-			" (no directory watches)")
+		fmt.Fprintf(w, `{"code":"unimplemented","message":%q}`, "codecage's sandbox daemon does not implement "+r.URL.Path)
 	})
 }
 

@@ -145,7 +145,10 @@ func TestDaemonErrorsAndGoneSandbox(t *testing.T) {
 	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithCodec(testCodec{}), in("49983")}
 	stat := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/filesystem.Filesystem/Stat", opts...)
 	signal := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/process.Process/SendSignal", opts...)
-	watch := connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/filesystem.Filesystem/WatchDir", opts...)
+	client := func(proc string) *connect.Client[map[string]any, map[string]any] {
+		return connect.NewClient[map[string]any, map[string]any](http.DefaultClient, srv.URL+"/filesystem.Filesystem/"+proc, opts...)
+	}
+	create, events, remove := client("CreateWatcher"), client("GetWatcherEvents"), client("RemoveWatcher")
 	ctx := context.Background()
 	codeOf := func(err error) connect.Code {
 		var ce *connect.Error
@@ -170,8 +173,37 @@ func TestDaemonErrorsAndGoneSandbox(t *testing.T) {
 	if _, err := signal.CallUnary(ctx, connect.NewRequest(&map[string]any{"process": map[string]any{"pid": 7}, "signal": "SIGNAL_SIGHUP"})); codeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("an unknown signal: %v", err)
 	}
-	if _, err := watch.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user"})); codeOf(err) != connect.CodeUnimplemented {
-		t.Errorf("watchDir: %v", err)
+	// The polling watch (the Python SDK's): envd's codes and names.
+	if _, err := create.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "missing_dir"})); codeOf(err) != connect.CodeNotFound {
+		t.Errorf("CreateWatcher of a missing directory: %v", err)
+	}
+	if w, err := create.CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "/home/user", "recursive": true})); err != nil {
+		t.Errorf("CreateWatcher: %v", err)
+	} else {
+		wid := (*w.Msg)["watcherId"]
+		if _, err := client("MakeDir").CallUnary(ctx, connect.NewRequest(&map[string]any{"path": "watched"})); err != nil {
+			t.Fatal(err)
+		}
+		var got []any
+		for range 50 {
+			res, err := events.CallUnary(ctx, connect.NewRequest(&map[string]any{"watcherId": wid}))
+			if err != nil {
+				t.Fatalf("GetWatcherEvents: %v", err)
+			}
+			if got, _ = (*res.Msg)["events"].([]any); len(got) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(got) == 0 || got[0].(map[string]any)["name"] != "watched" || got[0].(map[string]any)["type"] != "EVENT_TYPE_CREATE" {
+			t.Errorf("GetWatcherEvents after a MakeDir: %v", got)
+		}
+		if _, err := remove.CallUnary(ctx, connect.NewRequest(&map[string]any{"watcherId": wid})); err != nil {
+			t.Errorf("RemoveWatcher: %v", err)
+		}
+		if _, err := events.CallUnary(ctx, connect.NewRequest(&map[string]any{"watcherId": wid})); codeOf(err) != connect.CodeNotFound {
+			t.Errorf("GetWatcherEvents of a removed watcher: %v", err)
+		}
 	}
 
 	// /execute: a language no kernel here runs is E2B's failure to create

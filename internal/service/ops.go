@@ -78,6 +78,8 @@ func init() {
 		OpStatFile:   {admit: admitLight, kind: EventFile, action: "stat", quiet: true, serve: serveStatFile},
 		OpMakeDir:    {admit: admitLight, kind: EventFile, action: "mkdir", serve: serveMakeDir},
 		OpMoveFile:   {admit: admitLight, kind: EventFile, action: "move", serve: serveMoveFile},
+		// A watch runs here only: not forwarded (no serve), see watch.go.
+		OpWatch: {admit: admitLight, kind: EventFile, action: "watch"},
 		// A resume may start a sandbox (after a pause that kept no memory).
 		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", parked: parkLeave, run: runPause, serve: servePause},
 		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", parked: parkLeave, run: runRestart, serve: serveResume},

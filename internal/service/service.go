@@ -56,6 +56,8 @@ type Service struct {
 	snaps     snapshotStore
 	// unparking serializes bringing one parked session back (park.go).
 	unparking keyedLock
+	// watches are the directory watches open (watch.go).
+	watches watchSet
 }
 
 // Options are what a service is given besides the configuration. Each is

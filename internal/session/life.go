@@ -89,7 +89,9 @@ func (t *Table) Drop(se *Session) {
 	for cancel := range se.commands {
 		(*cancel)()
 	}
+	stops := se.takeWatchesLocked()
 	se.lifeMu.Unlock()
+	stopAll(stops)
 	se.cmdsDone.Wait() // their jails hold the workspace
 	se.mu.Lock()
 	defer se.mu.Unlock()

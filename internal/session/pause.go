@@ -74,6 +74,9 @@ func (t *Table) pause(ctx context.Context, se *Session, keepMemory, atTimeout bo
 		se.paused = pausedCold
 	}
 	se.pausedAt = time.Now()
+	// A paused machine's watches end with its envd; none starts until it
+	// resumes.
+	se.endWatches(true)
 	se.stopExpiry(atTimeout)
 	return se.info(t.cfg), nil
 }
@@ -112,6 +115,7 @@ func (t *Table) resume(ctx context.Context, se *Session) error {
 	}
 	se.paused, se.pausedAt = running, time.Time{}
 	se.used = time.Now()
+	se.endWatches(false)
 	if se.leftAtPause > 0 {
 		// The lifetime did not run while paused: what was left at the
 		// pause is left now.

@@ -200,6 +200,11 @@ type Session struct {
 	// frozen: the session is paused in memory, and so are its commands'
 	// sandboxes, and any that starts meanwhile (under lifeMu).
 	frozen bool
+	// watches are the directory watches on its workspace (watch.go),
+	// each by the function that stops it; watchesOff: none may start
+	// (paused). Under lifeMu.
+	watches    map[*func()]struct{}
+	watchesOff bool
 
 	// lease is the session's sandbox and its slot of the budget, held
 	// for the session's life (a restart replaces the sandbox, not the

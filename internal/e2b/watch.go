@@ -1,0 +1,168 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/codecage/codecage/internal/service"
+)
+
+// envd's directory watches: WatchDir streams a watch's events (what the
+// JS SDK's files.watchDir reads); CreateWatcher, GetWatcherEvents and
+// RemoveWatcher are the same watch, polled (the Python SDK's). The watch
+// itself is the service's (service.WatchDir): inotify on the workspace's
+// host directory, bounded. Events of a watch that missed some (the
+// reader fell behind, the kernel's queue overflowed, a tree too big to
+// follow) end it with an error, as envd's does when inotify overflows.
+
+type watchDirRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
+}
+
+// fsEvent is filesystem.FilesystemEvent.
+type fsEvent struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// watchDirResponse is one event of a WatchDir stream.
+type watchDirResponse struct {
+	Start      *empty   `json:"start,omitempty"`
+	Filesystem *fsEvent `json:"filesystem,omitempty"`
+	Keepalive  *empty   `json:"keepalive,omitempty"`
+}
+
+type watcherRequest struct {
+	WatcherID string `json:"watcherId"`
+}
+
+type watcherEventsResponse struct {
+	Events []fsEvent `json:"events"`
+}
+
+var eventTypes = map[string]string{
+	service.WatchCreate: "EVENT_TYPE_CREATE", service.WatchWrite: "EVENT_TYPE_WRITE", service.WatchRemove: "EVENT_TYPE_REMOVE",
+	service.WatchRename: "EVENT_TYPE_RENAME", service.WatchChmod: "EVENT_TYPE_CHMOD",
+}
+
+// fsEvents turns a watch's events into envd's; an overflow among them is
+// the error that ends the watch, after the events before it.
+func fsEvents(evs []service.WatchEvent) ([]fsEvent, error) {
+	out := make([]fsEvent, 0, len(evs))
+	for _, e := range evs {
+		if e.Type == service.WatchOverflow {
+			return out, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("the watch missed events (%s); start a new one", e.Reason))
+		}
+		out = append(out, fsEvent{Name: e.Name, Type: eventTypes[e.Type]})
+	}
+	return out, nil
+}
+
+// watchEnded is the error of a watch that ended without its caller: the
+// stream breaks when the sandbox went (as with envd's VM), else the
+// sandbox paused.
+func (s *Server) watchEnded(ctx context.Context, ref sandboxRef, err error) error {
+	if s.sandboxGone(ctx, ref) {
+		breakStream()
+	}
+	return connect.NewError(connect.CodeUnavailable, err)
+}
+
+func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequest], stream *connect.ServerStream[watchDirResponse]) error {
+	ref := sandboxOf(ctx)
+	w, err := s.svc.WatchDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), req.Msg.Recursive)
+	if err != nil {
+		return rpcError(err)
+	}
+	defer w.Stop()
+	if err := stream.Send(&watchDirResponse{Start: &empty{}}); err != nil {
+		return err
+	}
+	keepalive := keepaliveOf(req.Header())
+	for {
+		quiet, cancel := context.WithTimeout(ctx, keepalive)
+		evs, err := w.Next(quiet)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err() // the client's timeoutMs, or it went away
+		case errors.Is(err, context.DeadlineExceeded):
+			if err := stream.Send(&watchDirResponse{Keepalive: &empty{}}); err != nil {
+				return err
+			}
+			continue
+		case errors.Is(err, io.EOF):
+			return nil // the watched directory is gone
+		case errors.Is(err, service.ErrWatchEnded):
+			return s.watchEnded(ctx, ref, err)
+		case err != nil:
+			return rpcError(err)
+		}
+		out, missed := fsEvents(evs)
+		for i := range out {
+			if err := stream.Send(&watchDirResponse{Filesystem: &out[i]}); err != nil {
+				return err
+			}
+		}
+		if missed != nil {
+			return missed
+		}
+	}
+}
+
+func (s *Server) createWatcher(ctx context.Context, req *connect.Request[watchDirRequest]) (*connect.Response[watcherRequest], error) {
+	ref := sandboxOf(ctx)
+	w, err := s.svc.WatchDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), req.Msg.Recursive)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&watcherRequest{WatcherID: w.ID}), nil
+}
+
+// watcher is the caller's watcher of the request's sandbox.
+func (s *Server) watcher(ctx context.Context, id string) (*service.Watch, error) {
+	ref := sandboxOf(ctx)
+	w, err := s.svc.Watch(ref.id, ref.owner, id)
+	if err != nil {
+		// envd's words for an unknown watcher.
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher with id %s not found", service.Quote(strings.TrimSpace(id))))
+	}
+	return w, nil
+}
+
+func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[watcherEventsResponse], error) {
+	w, err := s.watcher(ctx, req.Msg.WatcherID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := w.Take()
+	switch {
+	case errors.Is(err, io.EOF):
+		err = nil // the watched directory is gone: no more events
+	case errors.Is(err, service.ErrWatchEnded):
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	case err != nil:
+		return nil, rpcError(err)
+	}
+	out, missed := fsEvents(evs)
+	if missed != nil {
+		return nil, missed
+	}
+	return connect.NewResponse(&watcherEventsResponse{Events: out}), nil
+}
+
+func (s *Server) removeWatcher(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[empty], error) {
+	w, err := s.watcher(ctx, req.Msg.WatcherID)
+	if err != nil {
+		return nil, err
+	}
+	w.Stop()
+	return connect.NewResponse(&empty{}), nil
+}
