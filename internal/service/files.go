@@ -184,7 +184,7 @@ func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byt
 	}
 	r, rel := o.r, o.rel
 	uid := o.se.SandboxUID()
-	if dir := path.Dir(rel); dir != "." {
+	if dir := path.Dir(rel); dir != "." && !o.throughLast {
 		if _, err := r.MkdirAll(dir, 0o755, uid); err != nil {
 			return nil, fileError(p, err)
 		}

@@ -191,7 +191,7 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	}
 	uid := u.se.SandboxUID()
 	dir := path.Dir(rel)
-	if dir != "." {
+	if dir != "." && !sp.throughLast { // through a link, its target's directory must exist
 		missing := missingDirs(root, dir)
 		_, err := root.MkdirAll(dir, 0o755, uid)
 		u.dirs = append(u.dirs, missing...)

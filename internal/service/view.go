@@ -86,6 +86,10 @@ type spot struct {
 	m   *mount // nil for a directory made only of mount points
 	rel string // relative to m's host directory ("." for itself)
 	abs string // the path in the sandbox, its symlinks resolved
+	// throughLast: the path's last component was a symlink, followed. A
+	// write then needs the target's directory to exist, as a kernel's
+	// open(O_CREAT) through a link does: it makes no parents for it.
+	throughLast bool
 }
 
 // virtual: the spot is a directory the sandbox has only as the parent of
@@ -194,18 +198,19 @@ func (v *view) resolve(p string, follow bool) (spot, error) {
 	if err != nil {
 		return spot{}, err
 	}
+	last := false
 	for range maxLinkHops {
 		m, rel := v.lookup(abs)
 		if m == nil {
 			if v.isParent(abs) {
-				return spot{abs: abs}, nil
+				return spot{abs: abs, throughLast: last}, nil
 			}
 			return spot{}, v.outside(p, abs)
 		}
 		var link, target string
 		if m.link != "" {
 			if rel == "." && !follow {
-				return spot{m: m, rel: ".", abs: abs}, nil
+				return spot{m: m, rel: ".", abs: abs, throughLast: last}, nil
 			}
 			link, target = ".", m.link
 		} else {
@@ -219,7 +224,7 @@ func (v *view) resolve(p string, follow bool) (spot, error) {
 				return spot{}, fileError(p, err)
 			}
 			if link == "" || (link == rel && !follow) {
-				return spot{m: m, rel: rel, abs: abs}, nil
+				return spot{m: m, rel: rel, abs: abs, throughLast: last}, nil
 			}
 		}
 		// The link's parents are real directories: its target, joined to
@@ -232,7 +237,7 @@ func (v *view) resolve(p string, follow bool) (spot, error) {
 		if !path.IsAbs(target) {
 			target = path.Join(path.Dir(linkAbs), target)
 		}
-		abs = path.Join(path.Clean(target), rest)
+		abs, last = path.Join(path.Clean(target), rest), rest == ""
 	}
 	return spot{}, fmt.Errorf("%w: %s passes through too many symlinks", ErrBadPath, Quote(p))
 }
