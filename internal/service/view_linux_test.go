@@ -23,7 +23,7 @@ import (
 // are refused with ErrPermission, and the host tree is left unchanged.
 func TestFileAPIReachesTmpAndSystemTree(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
-		t.Skip("a gVisor session's /tmp is its sandbox's own (TestFileAPIRefusesGVisorTmp)")
+		t.Skip("a gVisor session's /tmp is its sandbox's own: the file API refuses it (view.go noTmp)")
 	}
 	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
