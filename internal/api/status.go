@@ -46,7 +46,10 @@ const Canceled = 499
 var statuses = map[string]Status{
 	service.KindInvalidRequest: {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
 	service.KindBadPath:        {REST: http.StatusBadRequest, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeInvalidArgument, MCP: "invalid request"},
-	service.KindFileNotFound:   {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
+	// A write to the sandbox's read-only system tree: envd's answer to
+	// its own permission error (the SDK raises SandboxError).
+	service.KindPermissionDenied: {REST: http.StatusForbidden, E2B: http.StatusForbidden, Envd: http.StatusForbidden, Connect: connect.CodePermissionDenied, MCP: "permission denied"},
+	service.KindFileNotFound:     {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
 	// envd answers a write past the disk's room with 507.
 	service.KindTooLarge: {REST: http.StatusRequestEntityTooLarge, E2B: http.StatusRequestEntityTooLarge, Envd: http.StatusInsufficientStorage, Connect: connect.CodeResourceExhausted},
 	// To the E2B SDK a sandbox that is gone, lost or ended is "not

@@ -68,11 +68,19 @@ func sandboxPath(p string) string {
 	return p
 }
 
-// entry describes a file of the workspace as E2B's EntryInfo.
+// entry describes a file of the sandbox as E2B's EntryInfo: the service
+// names a file of the workspace relative to it, any other absolutely.
 func entry(fi *service.FileInfo) *entryInfo {
 	p := Home
-	if fi.Path != "." && fi.Path != "" {
+	switch {
+	case strings.HasPrefix(fi.Path, "/"):
+		p = fi.Path
+	case fi.Path != "." && fi.Path != "":
 		p = Home + "/" + fi.Path
+	}
+	owner := "user"
+	if p != Home && !strings.HasPrefix(p, Home+"/") && p != "/tmp" && !strings.HasPrefix(p, "/tmp/") {
+		owner = "root" // the read-only system tree
 	}
 	mode := fs.FileMode(fi.Mode)
 	switch {
@@ -84,7 +92,7 @@ func entry(fi *service.FileInfo) *entryInfo {
 	// The mode is the permission bits only, as envd's (a directory is
 	// 0o755, not Go's ModeDir|0o755); the type is in Type.
 	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode.Perm()),
-		Permissions: mode.String(), Owner: "user", Group: "user", ModifiedTime: fi.Modified}
+		Permissions: mode.String(), Owner: owner, Group: owner, ModifiedTime: fi.Modified, Metadata: fi.Metadata}
 	switch {
 	case fi.Symlink:
 		linkEntry(e, fi.Link)
@@ -216,9 +224,31 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 
 // written is what envd answers for each file an upload wrote.
 type written struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Path string `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Path     string            `json:"path"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// metadataHeader starts the headers of an upload that carry its files'
+// metadata (X-Metadata-<key>: <value>), as envd 0.6.2 reads them.
+const metadataHeader = "X-Metadata-"
+
+// uploadMetadata is the metadata an upload's headers carry; keys are
+// lowercased by the service, as envd does.
+func uploadMetadata(h http.Header) map[string]string {
+	var md map[string]string
+	for name, values := range h {
+		key, ok := strings.CutPrefix(name, metadataHeader)
+		if !ok || key == "" || len(values) == 0 {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[key] = values[0]
+	}
+	return md
 }
 
 // upload writes files: a multipart form (field "file", the filename is
@@ -237,6 +267,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer up.Close()
+	if err := up.SetMetadata(uploadMetadata(r.Header)); err != nil {
+		fileError(w, err)
+		return
+	}
 	add := func(p string, body io.Reader) error { return up.Add(sandboxPath(p), body) }
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
@@ -268,7 +302,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	out := make([]written, 0, len(files))
 	for i := range files {
 		e := entry(&files[i])
-		out = append(out, written{Name: e.Name, Type: "file", Path: e.Path})
+		out = append(out, written{Name: e.Name, Type: "file", Path: e.Path, Metadata: e.Metadata})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -26,8 +26,10 @@ const (
 
 // EnvdVersion is the version of E2B's in-sandbox daemon whose protocol
 // this surface speaks; the SDK turns features on by it (0.5.7: requests
-// without a user, CloseStdin, raw uploads).
-const EnvdVersion = "0.5.7"
+// without a user, CloseStdin, raw uploads; 0.6.2: file metadata, sent as
+// X-Metadata-* headers of an upload and read back in every EntryInfo).
+// 0.6.3 would promise entry info in watch events.
+const EnvdVersion = "0.6.2"
 
 // Options configure a Server.
 type Options struct {

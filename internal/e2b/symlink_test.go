@@ -15,9 +15,10 @@ import (
 // Symlinks are described as envd describes them: by the resolved
 // absolute path and the target's type and permissions (never
 // FILE_TYPE_SYMLINK, which e2b Python <= 2.34 cannot parse). They are
-// resolved inside the workspace only: a dangling, looping or escaping
-// link is a broken one (itself as its target, no type), and nothing of
-// the host beyond the workspace shows, however the link is written.
+// resolved in the sandbox's view only (its workspace, /tmp and read-only
+// system tree): a dangling, looping or escaping link is a broken one
+// (itself as its target, no type), and nothing of the host beyond that
+// view shows, however the link is written.
 func TestSymlinksListLikeEnvd(t *testing.T) {
 	srv, svc := newServer(t)
 	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
@@ -77,10 +78,11 @@ func TestSymlinksListLikeEnvd(t *testing.T) {
 		"inner":    {"FILE_TYPE_DIRECTORY", "/home/user/sub", float64(0o750)},
 		"dangling": {"FILE_TYPE_UNSPECIFIED", "/home/user/dangling", nil},
 		"loop":     {"FILE_TYPE_UNSPECIFIED", "/home/user/loop", nil},
-		"etc":      {"FILE_TYPE_UNSPECIFIED", "/home/user/etc", nil},
-		"host":     {"FILE_TYPE_UNSPECIFIED", "/home/user/host", nil},
-		"up":       {"FILE_TYPE_UNSPECIFIED", "/home/user/up", nil},
-		"upstate":  {"FILE_TYPE_UNSPECIFIED", "/home/user/upstate", nil},
+		// The sandbox's own /etc and / (directories of its view), not the host's.
+		"etc":     {"FILE_TYPE_DIRECTORY", "/etc", float64(0o755)},
+		"host":    {"FILE_TYPE_UNSPECIFIED", "/home/user/host", nil},
+		"up":      {"FILE_TYPE_DIRECTORY", "/", float64(0o755)},
+		"upstate": {"FILE_TYPE_UNSPECIFIED", "/home/user/upstate", nil},
 	}
 	for name, w := range want {
 		e := got[name]

@@ -74,6 +74,10 @@ func UserOf(home string) string { return jail.UserOf(home) }
 // CheckHome refuses a home directory a sandbox cannot have.
 func CheckHome(home string) error { return jail.CheckHome(home) }
 
+// SystemTree lists the host directories a session's sandbox shows
+// read-only at the same paths.
+func SystemTree() []string { return jail.SystemTree() }
+
 // ResolvePrograms finds the named host programs and the data they need.
 func ResolvePrograms(names, data []string) (*Programs, error) {
 	return jail.ResolvePrograms(names, data)

@@ -37,6 +37,17 @@ type Programs struct {
 // host; a symlink (merged /usr) is recreated as the same symlink instead.
 var hostSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
+// hostEtcDirs are bound read-only: Debian resolves shared libraries such as
+// BLAS through /etc/alternatives symlinks.
+var hostEtcDirs = []string{"/etc/alternatives"}
+
+// SystemTree lists the host directories an interpreter's sandbox shows,
+// read-only, at the same paths (a symlink among them is shown as that
+// symlink): what a file API may read of the sandbox's system tree.
+func SystemTree() []string {
+	return append(append([]string(nil), hostSystemDirs...), hostEtcDirs...)
+}
+
 // ProgramSearchPath is where ResolvePrograms looks for program names.
 var ProgramSearchPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"}
 

@@ -18,10 +18,6 @@ const newRoot = "/tmp"
 // hostEtcFiles are copied (not bound) into the generated /etc.
 var hostEtcFiles = []string{"/etc/ld.so.cache"}
 
-// hostEtcDirs are bound read-only: Debian resolves shared libraries such as
-// BLAS through /etc/alternatives symlinks.
-var hostEtcDirs = []string{"/etc/alternatives"}
-
 // devNodes are bound from the host /dev into the sandbox's tmpfs /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 

@@ -96,6 +96,8 @@ type PeerCall struct {
 	// Lifetime is OpLifetime's new lifetime, from now.
 	Lifetime time.Duration `json:"lifetime,omitempty"`
 	Data     []byte        `json:"data,omitempty"`
+	// Metadata is OpWriteFile's metadata for the file (its first chunk).
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Offset is where OpReadRange reads from; Classify asks it whether
 	// the file is text.
 	Offset   int64 `json:"offset,omitempty"`

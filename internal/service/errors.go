@@ -13,12 +13,14 @@ var ErrShuttingDown = errors.New("shutting down")
 // Error kinds, the stable names every surface reports a failure by (REST
 // problem types, MCP error prefixes, metrics and the audit log).
 const (
-	KindInvalidRequest  = "invalid_request"
-	KindBadPath         = "bad_path"
-	KindFileNotFound    = "file_not_found"
-	KindTooLarge        = "too_large"
-	KindSessionNotFound = "session_not_found"
-	KindSessionEnded    = "session_ended"
+	KindInvalidRequest = "invalid_request"
+	KindBadPath        = "bad_path"
+	// KindPermissionDenied: a change to what the sandbox has read-only.
+	KindPermissionDenied = "permission_denied"
+	KindFileNotFound     = "file_not_found"
+	KindTooLarge         = "too_large"
+	KindSessionNotFound  = "session_not_found"
+	KindSessionEnded     = "session_ended"
 	// KindSessionLost (cluster.go): the replica holding it is gone.
 	KindTooManySessions = "too_many_sessions"
 	// KindSessionPaused: the session is paused and the request does not
@@ -43,6 +45,8 @@ func ErrorKind(err error) string {
 		return ""
 	case errors.Is(err, ErrInvalidRequest):
 		return KindInvalidRequest
+	case errors.Is(err, ErrPermission):
+		return KindPermissionDenied
 	case errors.Is(err, ErrBadPath):
 		return KindBadPath
 	case errors.Is(err, ErrFileNotFound):
@@ -80,7 +84,7 @@ func ErrorKind(err error) string {
 // Kinds lists every error kind ErrorKind returns, for the surfaces' tables
 // (a test there fails on a kind a transport has no answer for).
 var Kinds = []string{
-	KindInvalidRequest, KindBadPath, KindFileNotFound, KindTooLarge,
+	KindInvalidRequest, KindBadPath, KindPermissionDenied, KindFileNotFound, KindTooLarge,
 	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
 	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable,
 	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
@@ -96,6 +100,8 @@ func KindError(kind string) error {
 		return ErrInvalidRequest
 	case KindBadPath:
 		return ErrBadPath
+	case KindPermissionDenied:
+		return ErrPermission
 	case KindFileNotFound:
 		return ErrFileNotFound
 	case KindTooLarge:

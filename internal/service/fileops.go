@@ -19,12 +19,12 @@ func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo,
 	return do(ctx, s, OpStatFile, call[*FileInfo]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
 		run: func(context.Context) (*FileInfo, error) {
-			r, se, rel, err := s.root(id, owner, p)
+			o, err := s.open(id, owner, p, false, false)
 			if err != nil {
 				return nil, err
 			}
-			defer r.Close()
-			return stat(r, se.Home(), rel)
+			defer o.Close()
+			return o.stat()
 		},
 	})
 }
@@ -59,25 +59,36 @@ func (s *Service) MakeDir(ctx context.Context, id, owner, p string) (bool, error
 }
 
 func (s *Service) makeDir(id, owner, p string) (bool, error) {
-	r, se, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, true, false)
 	if err != nil {
+		// Out of the view: refused as a read-only place when it is one.
+		if _, werr := s.open(id, owner, p, true, true); errors.Is(werr, ErrPermission) {
+			return false, werr
+		}
 		return false, err
 	}
-	defer r.Close()
-	if e, err := r.Lstat(rel); err == nil {
+	defer o.Close()
+	if o.r == nil || o.rel == "." {
+		return false, nil // a directory of the view itself: already there
+	}
+	if e, err := o.r.Lstat(o.rel); err == nil {
 		if !e.Mode.IsDir() {
 			return false, fmt.Errorf("%w: %q exists and is not a directory", ErrBadPath, p)
 		}
 		return false, nil
 	}
-	if _, err := r.MkdirAll(rel, 0o755, se.SandboxUID()); err != nil {
+	if !o.m.writable {
+		return false, o.v.readOnly(p)
+	}
+	if _, err := o.r.MkdirAll(o.rel, 0o755, o.se.SandboxUID()); err != nil {
 		return false, fileError(p, err)
 	}
 	return true, nil
 }
 
-// MoveFile renames a file or directory within a session's workspace,
-// creating the destination's parents, and describes it at its new place.
+// MoveFile renames a file or directory within a session's writable
+// filesystem, creating the destination's parents, and describes it at
+// its new place.
 func (s *Service) MoveFile(ctx context.Context, id, owner, from, to string) (*FileInfo, error) {
 	return do(ctx, s, OpMoveFile, call[*FileInfo]{
 		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: from, To: to},
@@ -89,31 +100,37 @@ func (s *Service) MoveFile(ctx context.Context, id, owner, from, to string) (*Fi
 }
 
 func (s *Service) moveFile(id, owner, from, to string) (*FileInfo, error) {
-	r, se, src, err := s.root(id, owner, from)
+	src, err := s.open(id, owner, from, false, true)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	dst, err := workspacePath(to, se.Home())
+	defer src.Close()
+	dst, err := s.open(id, owner, to, false, true)
 	if err != nil {
 		return nil, err
 	}
-	if src == "." || dst == "." {
-		return nil, fmt.Errorf("%w: the workspace itself cannot be moved or replaced", ErrBadPath)
+	defer dst.Close()
+	if src.rel == "." || dst.rel == "." {
+		return nil, fmt.Errorf("%w: %s itself cannot be moved or replaced", ErrBadPath, src.m.at)
 	}
-	if _, err := r.Lstat(src); err != nil {
+	if src.m.host != dst.m.host {
+		// Two file systems on the host: a rename cannot join them.
+		return nil, fmt.Errorf("%w: %q and %q are on different file systems (%s and %s); copy the file instead", ErrInvalidRequest, from, to, src.m.at, dst.m.at)
+	}
+	r := src.r
+	if _, err := r.Lstat(src.rel); err != nil {
 		return nil, fileError(from, err)
 	}
-	if dir := path.Dir(dst); dir != "." {
-		if _, err := r.MkdirAll(dir, 0o755, se.SandboxUID()); err != nil {
+	if dir := path.Dir(dst.rel); dir != "." {
+		if _, err := r.MkdirAll(dir, 0o755, src.se.SandboxUID()); err != nil {
 			return nil, fileError(to, err)
 		}
 	}
-	if err := r.Rename(src, dst); err != nil {
+	if err := r.Rename(src.rel, dst.rel); err != nil {
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			return nil, fmt.Errorf("%w: %q is a directory that is not empty", ErrBadPath, to)
 		}
 		return nil, fileError(to, err)
 	}
-	return stat(r, se.Home(), dst)
+	return dst.describe(dst.rel)
 }

@@ -64,6 +64,9 @@ type FileInfo struct {
 	// when it dangles, loops or leaves it): for surfaces that describe a
 	// link by its target, as E2B's does.
 	Link *LinkEnd `json:"-"`
+	// Metadata is the file's user-defined metadata (its user.e2b.*
+	// extended attributes), within MaxMetadataKeys and MaxMetadataBytes.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileList is a listing of a workspace directory.
@@ -108,27 +111,6 @@ func workspacePath(p, home string) (string, error) {
 	return clean, nil
 }
 
-// root opens the session's workspace for the file API. wsfs resolves every
-// path beneath it in one pass and refuses symlinks (and "..") that lead
-// out, so a link the code plants never takes the server outside.
-// It returns p relative to the workspace, too.
-func (s *Service) root(id, owner, p string) (*wsfs.Root, *session.Session, string, error) {
-	se, err := s.session(id, owner)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	rel, err := workspacePath(p, se.Home())
-	if err != nil {
-		return nil, nil, "", err
-	}
-	dir, _, _, _ := se.Workspace()
-	r, err := wsfs.Open(dir)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
-	}
-	return r, se, rel, nil
-}
-
 func fileError(p string, err error) error {
 	switch {
 	case err == nil:
@@ -143,18 +125,35 @@ func fileError(p string, err error) error {
 		return fmt.Errorf("%w: %q passes through a symlink the file API does not follow here", ErrBadPath, p)
 	case errors.Is(err, wsfs.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("%w: %q is not a directory", ErrBadPath, p)
+	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("%w: %q: %v", ErrPermission, p, err)
 	case errors.Is(err, syscall.ENAMETOOLONG):
 		return fmt.Errorf("%w: %q is too long", ErrBadPath, p)
 	}
 	return fmt.Errorf("%w: %q: %v", ErrBadPath, p, err)
 }
 
-// WriteFile writes data to path in a session's workspace, creating parent
-// directories, within the file-size and workspace limits.
+// metadataError is a failure to store a file's metadata.
+func metadataError(p string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.E2BIG) {
+		return fmt.Errorf("%w: no room for the metadata of %q: %v", ErrTooLarge, p, err)
+	}
+	return fmt.Errorf("%w: the metadata of %q: %v", ErrInvalidRequest, p, err)
+}
+
+// WriteFile writes data to path in a session's filesystem (its
+// workspace, or its /tmp), creating parent directories, within the
+// file-size and workspace limits.
 func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
+	return s.WriteFileWith(ctx, id, owner, p, data, nil)
+}
+
+// WriteFileWith is WriteFile that stores md as the file's metadata
+// (replacing what it had; CheckMetadata's rules).
+func (s *Service) WriteFileWith(ctx context.Context, id, owner, p string, data []byte, md map[string]string) (*FileInfo, error) {
 	return do(ctx, s, OpWriteFile, call[*FileInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p, Data: data},
-		run: func(ctx context.Context) (*FileInfo, error) { return s.writeFile(ctx, id, owner, p, data) },
+		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p, Data: data, Metadata: md},
+		run: func(ctx context.Context) (*FileInfo, error) { return s.writeFile(ctx, id, owner, p, data, md) },
 		success: func(fi *FileInfo, took time.Duration) Event {
 			return Event{Kind: EventFile, Action: "write", Outcome: "success", Duration: took,
 				Detail: fmt.Sprintf("%s: %s (%d bytes)", id, fi.Path, len(data))}
@@ -162,20 +161,30 @@ func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byt
 	})
 }
 
-func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
+func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byte, md map[string]string) (*FileInfo, error) {
 	if int64(len(data)) > s.cfg.MaxFileSize {
 		return nil, fmt.Errorf("%w: %d bytes is over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, len(data), s.cfg.MaxFileSize)
 	}
-	r, se, rel, err := s.root(id, owner, p)
+	md, err := CheckMetadata(md)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	if err := s.checkRoom(ctx, r, se, int64(len(data))); err != nil {
+	o, err := s.open(id, owner, p, true, true)
+	if err != nil {
 		return nil, err
 	}
-	uid := se.SandboxUID()
-	if dir := path.Dir(rel); dir != "." {
+	defer o.Close()
+	if o.rel == "." {
+		return nil, fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
+	}
+	if o.m.workspace {
+		if err := s.checkRoom(ctx, o.r, o.se, int64(len(data))); err != nil {
+			return nil, err
+		}
+	}
+	r, rel := o.r, o.rel
+	uid := o.se.SandboxUID()
+	if dir := path.Dir(rel); dir != "." && !o.throughLast {
 		if _, err := r.MkdirAll(dir, 0o755, uid); err != nil {
 			return nil, fileError(p, err)
 		}
@@ -198,11 +207,17 @@ func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byt
 		// The code (another uid on the host) may change it later.
 		_ = f.Chown(uid, uid)
 	}
+	// A write replaces the file's metadata (none given: none kept), as
+	// envd's does.
+	merr := wsfs.SetMetadataFD(int(f.Fd()), md)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	return stat(r, se.Home(), rel)
+	if merr != nil {
+		return nil, metadataError(p, merr)
+	}
+	return o.describe(rel)
 }
 
 // checkRoom refuses n more bytes the workspace has no room for. A tmpfs
@@ -230,12 +245,15 @@ func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session.Sessi
 // an upload forwarded from another replica), within the file-size and
 // workspace limits.
 func (s *Service) appendFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
-	r, se, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, true, true)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	defer o.Close()
+	if o.rel == "." {
+		return nil, fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
+	}
+	f, err := o.r.OpenFile(o.rel, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -247,13 +265,15 @@ func (s *Service) appendFile(ctx context.Context, id, owner, p string, data []by
 	if fi.Size()+int64(len(data)) > s.cfg.MaxFileSize {
 		return nil, fmt.Errorf("%w: %q would be over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, s.cfg.MaxFileSize)
 	}
-	if err := s.checkRoom(ctx, r, se, int64(len(data))); err != nil {
-		return nil, err
+	if o.m.workspace {
+		if err := s.checkRoom(ctx, o.r, o.se, int64(len(data))); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := f.Write(data); err != nil {
 		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
 	}
-	return stat(r, se.Home(), rel)
+	return o.describe(o.rel)
 }
 
 // ReadFile returns the contents of path in a session's workspace, whole
@@ -272,12 +292,15 @@ func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, er
 }
 
 func (s *Service) readFile(id, owner, p string) ([]byte, error) {
-	r, _, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, true, false)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0) // a planted FIFO must not hang us
+	defer o.Close()
+	if o.r == nil {
+		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
+	}
+	f, err := o.r.OpenFile(o.rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0) // a planted FIFO must not hang us
 	if err != nil {
 		return nil, fileError(p, err)
 	}
@@ -307,28 +330,12 @@ func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (
 	if p == "" {
 		p = "."
 	}
-	r, se, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, true, false)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	lim := wsfs.ListLimits{Depth: depth, Entries: MaxListedFiles, Bytes: MaxListBytes}
-	if depth == 0 {
-		lim.Depth, lim.MarkDeeper = MaxListDepth, true
-	}
-	l, err := r.List(ctx, rel, lim)
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	out := &FileList{Files: make([]FileInfo, 0, len(l.Entries)), Truncated: l.Truncated}
-	for _, e := range l.Entries {
-		out.Files = append(out.Files, fileInfo(e))
-		if e.Mode&fs.ModeSymlink != 0 {
-			f := &out.Files[len(out.Files)-1]
-			f.Link = resolveLink(r, se.Home(), e.Path)
-		}
-	}
-	return out, nil
+	defer o.Close()
+	return o.list(ctx, depth)
 }
 
 // DeleteFile removes a file or a directory tree from the workspace.
@@ -344,39 +351,26 @@ func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
 }
 
 func (s *Service) deleteFile(ctx context.Context, id, owner, p string) error {
-	r, _, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, false, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	if rel == "." {
-		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
+	defer o.Close()
+	if o.rel == "." {
+		return fmt.Errorf("%w: %s itself cannot be deleted", ErrBadPath, o.m.at)
 	}
-	return fileError(p, r.RemoveAll(ctx, rel))
+	return fileError(p, o.r.RemoveAll(ctx, o.rel))
 }
 
 // removeEmptyDir removes a directory of the workspace if it is empty.
 func (s *Service) removeEmptyDir(id, owner, p string) error {
-	r, _, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, false, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	if rel == "." {
-		return fmt.Errorf("%w: the workspace itself cannot be deleted", ErrBadPath)
+	defer o.Close()
+	if o.rel == "." {
+		return fmt.Errorf("%w: %s itself cannot be deleted", ErrBadPath, o.m.at)
 	}
-	return fileError(p, r.RemoveEmptyDir(rel))
-}
-
-// stat describes rel, in a workspace seen at home in the sandbox.
-func stat(r *wsfs.Root, home, rel string) (*FileInfo, error) {
-	e, err := r.Lstat(rel)
-	if err != nil {
-		return nil, fileError(rel, err)
-	}
-	info := fileInfo(e)
-	if info.Symlink {
-		info.Link = resolveLink(r, home, rel)
-	}
-	return &info, nil
+	return fileError(p, o.r.RemoveEmptyDir(o.rel))
 }

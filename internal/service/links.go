@@ -2,13 +2,11 @@ package service
 
 import (
 	"io/fs"
-	"path"
-	"strings"
 
 	"github.com/codecage/codecage/internal/wsfs"
 )
 
-// LinkEnd is what a symlink of a workspace leads to.
+// LinkEnd is what a symlink of a session's filesystem leads to.
 type LinkEnd struct {
 	// Path is the target's absolute path in the sandbox, its links resolved.
 	Path string
@@ -20,46 +18,25 @@ type LinkEnd struct {
 // maxLinkHops bounds a chain of links, as the kernel's 40 do.
 const maxLinkHops = 40
 
-// resolveLink follows the symlink at rel (relative to the workspace, seen
-// at home in the sandbox) as the sandbox would, but only inside the
-// workspace: a link that dangles, loops, or leads out of it (the host
-// beyond the workspace is never looked at) gives nil.
-func resolveLink(r *wsfs.Root, home, rel string) *LinkEnd {
-	cur := rel
-	for range maxLinkHops {
-		e, err := r.Lstat(cur)
-		if err != nil {
-			return nil
-		}
-		if e.Mode&fs.ModeSymlink == 0 {
-			// Its real place: the links among its parents resolved too.
-			real, err := r.Resolve(cur)
-			if err != nil {
-				return nil
-			}
-			return &LinkEnd{Path: inSandbox(home, real), Dir: e.Mode.IsDir(), Mode: uint32(e.Mode.Perm())}
-		}
-		target := e.Target
-		if !path.IsAbs(target) {
-			target = path.Join(inSandbox(home, path.Dir(cur)), target)
-		}
-		target = path.Clean(target)
-		switch {
-		case target == home:
-			cur = "."
-		case strings.HasPrefix(target, home+"/"):
-			cur = strings.TrimPrefix(target, home+"/")
-		default:
-			return nil // out of the workspace
-		}
+// linkEnd follows the symlink at abs as the sandbox would, within the
+// view (the host beyond it is never looked at): nil when it dangles,
+// loops, or leads out of what the view holds.
+func (v *view) linkEnd(abs string) *LinkEnd {
+	sp, err := v.resolve(abs, true)
+	if err != nil {
+		return nil
 	}
-	return nil
-}
-
-// inSandbox is rel (relative to the workspace) as the sandbox sees it.
-func inSandbox(home, rel string) string {
-	if rel == "." || rel == "" {
-		return home
+	if sp.virtual() {
+		return &LinkEnd{Path: sp.abs, Dir: true, Mode: 0o755}
 	}
-	return home + "/" + rel
+	r, err := wsfs.Open(sp.m.host)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	e, err := r.Lstat(sp.rel)
+	if err != nil || e.Mode&fs.ModeSymlink != 0 {
+		return nil
+	}
+	return &LinkEnd{Path: sp.abs, Dir: e.Mode.IsDir(), Mode: uint32(e.Mode.Perm())}
 }

@@ -91,7 +91,7 @@ func serveWriteFile(ctx context.Context, s *Service, call PeerCall, _ func(strea
 		// admitted (and counted against the caller's rate).
 		return s.appendFile(ctx, call.SessionID, call.Owner, call.Path, call.Data)
 	}
-	return s.WriteFile(ctx, call.SessionID, call.Owner, call.Path, call.Data)
+	return s.WriteFileWith(ctx, call.SessionID, call.Owner, call.Path, call.Data, call.Metadata)
 }
 
 func serveReadFile(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {

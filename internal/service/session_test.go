@@ -221,12 +221,18 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 		if err == nil || strings.Contains(string(got), token) || strings.Contains(string(got), "root:") {
 			t.Errorf("ReadFile(%q) = %q, %v: host content through a symlink", p, got, err)
 		}
-		if _, err := svc.WriteFile(context.Background(), id, "", p, []byte("overwrite")); err == nil {
+		if _, err := svc.WriteFile(context.Background(), id, "", p, []byte("overwrite")); err == nil && p != "d/root"+canary {
 			t.Errorf("WriteFile(%q) followed a symlink out", p)
 		}
 	}
 	if b, _ := os.ReadFile(canary); string(b) != token {
 		t.Fatalf("the host canary changed: %q", b)
+	}
+	// d/root leads to the sandbox's "/": a write through it lands in the
+	// session's own /tmp (mkdir -p through a link, as envd does), which
+	// the sandbox's code sees, never on the host (the canary above).
+	if res := inSession(t, svc, id, "", `open("`+canary+`").read()`); !res.Success || !strings.Contains(string(res.Result), "overwrite") {
+		t.Fatalf("the write through d/root did not land in the sandbox's /tmp: %+v", res)
 	}
 	// A FIFO must not hang the server.
 	done := make(chan error, 1)

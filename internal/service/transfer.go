@@ -107,13 +107,16 @@ func (s *Service) OpenFile(ctx context.Context, id, owner, p string, classify bo
 
 // openRead opens a regular file of the workspace and describes it.
 func (s *Service) openRead(id, owner, p string, classify bool) (*os.File, FileInfo, bool, error) {
-	r, _, rel, err := s.root(id, owner, p)
+	o, err := s.open(id, owner, p, true, false)
 	if err != nil {
 		return nil, FileInfo{}, false, err
 	}
-	defer r.Close() // the file stays open without it
+	defer o.Close() // the file stays open without it
+	if o.r == nil {
+		return nil, FileInfo{}, false, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
+	}
 	// O_NONBLOCK: a FIFO the code planted must not hang the server.
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := o.r.OpenFile(o.rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, FileInfo{}, false, fileError(p, err)
 	}
@@ -125,7 +128,7 @@ func (s *Service) openRead(id, owner, p string, classify bool) (*os.File, FileIn
 		}
 		return nil, FileInfo{}, false, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
 	}
-	info := FileInfo{Path: rel, Size: st.Size(), Modified: st.ModTime().UTC(), Mode: uint32(st.Mode().Perm())}
+	info := FileInfo{Path: o.shown(o.rel), Size: st.Size(), Modified: st.ModTime().UTC(), Mode: uint32(st.Mode().Perm())}
 	text := false
 	if classify {
 		if text, err = isText(io.NewSectionReader(f, 0, info.Size)); err != nil {

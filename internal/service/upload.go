@@ -44,11 +44,16 @@ type Upload struct {
 	committed bool
 	closers   []func()
 
-	// dirs are the directories the upload made, parents first.
-	dirs []string
-	// A session of this replica:
-	root *wsfs.Root
-	se   *session.Session
+	// dirs are the directories the upload made, parents first (their
+	// paths on the replica holding the session, remote).
+	dirs []madeDir
+	// meta is every file's metadata (SetMetadata).
+	meta map[string]string
+	// A session of this replica: its filesystem, and the mounts the
+	// upload has opened (by their path in the sandbox).
+	v     *view
+	roots map[string]*wsfs.Root
+	se    *session.Session
 	// used counts the workspace's bytes when it is not a tmpfs of its own
 	// (measured once, at the start, then what the upload adds).
 	used int64
@@ -60,9 +65,17 @@ type Upload struct {
 }
 
 type pendingFile struct {
-	tmp, final string // relative to the workspace (or as given, remote)
+	r          *wsfs.Root // its mount (nil: remote)
+	m          *mount
+	tmp, final string // relative to its mount (or as given, remote)
 	given      string
 	placed     bool
+}
+
+// madeDir is a directory an upload made: relative to r (or remote).
+type madeDir struct {
+	r   *wsfs.Root
+	rel string
 }
 
 // BeginUpload starts an upload into a session's workspace.
@@ -82,20 +95,51 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 		return nil, err
 	}
 	u.closers = append(u.closers, release)
-	r, se, _, err := s.root(id, owner, ".")
+	o, err := s.open(id, owner, ".", true, false)
 	if err != nil {
 		u.Close()
 		return nil, err
 	}
-	u.root, u.se, u.buf = r, se, make([]byte, TransferBuffer)
-	u.closers = append(u.closers, func() { r.Close() })
-	if _, _, _, quota := se.Workspace(); !quota {
-		if u.used, err = r.Usage(ctx, usageDepth, usageEntries); ctx.Err() != nil {
+	u.se, u.v, u.buf = o.se, o.v, make([]byte, TransferBuffer)
+	u.roots = map[string]*wsfs.Root{o.m.at: o.r}
+	u.closers = append(u.closers, func() {
+		for _, r := range u.roots {
+			r.Close()
+		}
+	})
+	if _, _, _, quota := o.se.Workspace(); !quota {
+		if u.used, err = o.r.Usage(ctx, usageDepth, usageEntries); ctx.Err() != nil {
 			u.Close()
 			return nil, ctx.Err()
 		}
 	}
 	return u, nil
+}
+
+// SetMetadata gives every file of the upload md as its metadata
+// (CheckMetadata's rules), as envd applies a request's X-Metadata-*
+// headers to each file it writes. Call it before Add.
+func (u *Upload) SetMetadata(md map[string]string) error {
+	md, err := CheckMetadata(md)
+	if err != nil {
+		u.failed = err
+		return err
+	}
+	u.meta = md
+	return nil
+}
+
+// rootOf is m's directory, opened once per upload.
+func (u *Upload) rootOf(m *mount) (*wsfs.Root, error) {
+	if r, ok := u.roots[m.at]; ok {
+		return r, nil
+	}
+	r, err := wsfs.Open(m.host)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, m.at, err)
+	}
+	u.roots[m.at] = r
+	return r, nil
 }
 
 // Add streams body to the file p (parents created), under a temporary
@@ -115,24 +159,30 @@ func (u *Upload) Add(p string, body io.Reader) error {
 }
 
 func (u *Upload) addLocal(p string, body io.Reader) error {
-	rel, err := workspacePath(p, u.se.Home())
+	// A symlink is written through, as in a VM: the file lands where the
+	// link leads, within the sandbox's view.
+	sp, err := u.v.resolve(p, true)
+	if err != nil {
+		if abs, aerr := u.v.absolute(p); errors.Is(err, ErrBadPath) && aerr == nil && !u.v.underWritable(abs) {
+			return u.v.readOnly(p)
+		}
+		return err
+	}
+	if sp.virtual() || !sp.m.writable {
+		return u.v.readOnly(p)
+	}
+	rel := sp.rel
+	if rel == "." {
+		return fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
+	}
+	root, err := u.rootOf(sp.m)
 	if err != nil {
 		return err
 	}
-	if rel == "." {
-		return fmt.Errorf("%w: %q is the workspace itself", ErrBadPath, p)
-	}
-	if e, err := u.root.Lstat(rel); err == nil {
-		if e.Mode&fs.ModeSymlink != 0 {
-			// Written through, as in a VM: the file lands where the link leads.
-			if rel, err = u.root.Resolve(rel); err != nil {
-				return fmt.Errorf("%w: %q is a symlink to nothing the file API can write", ErrBadPath, p)
-			}
-			if e, err = u.root.Lstat(rel); err != nil {
-				return fileError(p, err)
-			}
-		}
+	if e, err := root.Lstat(rel); err == nil {
 		switch {
+		case e.Mode&fs.ModeSymlink != 0:
+			return fmt.Errorf("%w: %q changed while it was written", ErrBadPath, p)
 		case e.Mode.IsDir():
 			return fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
 		case !e.Mode.IsRegular():
@@ -141,24 +191,28 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	}
 	uid := u.se.SandboxUID()
 	dir := path.Dir(rel)
-	if dir != "." {
-		missing := u.missingDirs(dir)
-		_, err := u.root.MkdirAll(dir, 0o755, uid)
+	if dir != "." && !sp.throughLast { // through a link, its target's directory must exist
+		missing := missingDirs(root, dir)
+		_, err := root.MkdirAll(dir, 0o755, uid)
 		u.dirs = append(u.dirs, missing...)
 		if err != nil {
 			return fileError(p, err)
 		}
 	}
-	f, tmp, err := u.root.CreateTemp(dir, uploadPrefix, 0o644)
+	f, tmp, err := root.CreateTemp(dir, uploadPrefix, 0o644)
 	if err != nil {
 		return fileError(p, err)
 	}
-	u.files = append(u.files, pendingFile{tmp: tmp, final: rel, given: p})
+	u.files = append(u.files, pendingFile{r: root, m: sp.m, tmp: tmp, final: rel, given: p})
 	limit := u.s.cfg.MaxFileSize
 	w := &errWriter{w: f}
 	n, cerr := io.CopyBuffer(w, io.LimitReader(body, limit+1), u.buf)
 	if uid >= 0 {
 		_ = f.Chown(uid, uid) // the code (another uid on the host) may change it later
+	}
+	var merr error
+	if u.meta != nil && w.err == nil {
+		merr = wsfs.SetMetadataFD(int(f.Fd()), u.meta)
 	}
 	if err := f.Close(); err != nil && w.err == nil {
 		w.err = err
@@ -166,6 +220,9 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	switch {
 	case w.err != nil:
 		if errors.Is(w.err, syscall.ENOSPC) || errors.Is(w.err, syscall.EDQUOT) || errors.Is(w.err, syscall.EFBIG) {
+			if !sp.m.workspace {
+				return fmt.Errorf("%w: writing %q: %s is full (SANDBOX_TMP_SIZE %d bytes)", ErrTooLarge, p, sp.m.at, u.s.cfg.TmpSize)
+			}
 			return fmt.Errorf("%w: writing %q: the workspace is full (SANDBOX_WORKSPACE_SIZE %d bytes)", ErrTooLarge, p, u.s.cfg.WorkspaceMax)
 		}
 		return fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, w.err)
@@ -173,8 +230,10 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 		return bodyError(p, cerr)
 	case n > limit:
 		return fmt.Errorf("%w: %q is over the file limit of %d bytes (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, limit)
+	case merr != nil:
+		return metadataError(p, merr)
 	}
-	if _, _, _, quota := u.se.Workspace(); !quota {
+	if _, _, _, quota := u.se.Workspace(); !quota && sp.m.workspace {
 		if u.used += n; u.used > u.s.cfg.WorkspaceMax {
 			return fmt.Errorf("%w: %q: the workspace would hold more than its limit of %d bytes (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, p, u.s.cfg.WorkspaceMax)
 		}
@@ -182,15 +241,15 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	return nil
 }
 
-// missingDirs lists dir and those of its parents that do not exist yet,
-// parents first: what Close removes again if the upload fails.
-func (u *Upload) missingDirs(dir string) []string {
-	var missing []string
+// missingDirs lists dir and those of its parents that do not exist yet
+// in r, parents first: what Close removes again if the upload fails.
+func missingDirs(r *wsfs.Root, dir string) []madeDir {
+	var missing []madeDir
 	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
-		if _, err := u.root.Lstat(d); err == nil {
+		if _, err := r.Lstat(d); err == nil {
 			break
 		}
-		missing = append(missing, d)
+		missing = append(missing, madeDir{r, d})
 	}
 	for i, j := 0, len(missing)-1; i < j; i, j = i+1, j-1 {
 		missing[i], missing[j] = missing[j], missing[i]
@@ -217,6 +276,9 @@ func (u *Upload) addRemote(p string, body io.Reader) error {
 				return fmt.Errorf("%w: %q is over the file limit of %d bytes (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, limit)
 			}
 			call := PeerCall{Op: OpWriteFile, Owner: u.owner, SessionID: u.id, Path: tmp, Data: u.buf[:n], Append: !first}
+			if first {
+				call.Metadata = u.meta
+			}
 			if _, err := forward[*FileInfo](u.ctx, u.s, u.replica, call, nil, EventFile, "write"); err != nil {
 				return err
 			}
@@ -250,7 +312,7 @@ func (u *Upload) remoteMissingDirs(dir string) error {
 		missing = append(missing, d)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		u.dirs = append(u.dirs, missing[i])
+		u.dirs = append(u.dirs, madeDir{rel: missing[i]})
 	}
 	for d := dir; d != "." && d != "/" && !u.known[d]; d = path.Dir(d) {
 		u.known[d] = true
@@ -301,13 +363,14 @@ func (u *Upload) place(f *pendingFile) (*FileInfo, error) {
 		call := PeerCall{Op: OpMoveFile, Owner: u.owner, SessionID: u.id, Path: f.tmp, To: f.final}
 		return forward[*FileInfo](u.ctx, u.s, u.replica, call, nil, EventFile, "write")
 	}
-	if err := u.root.Rename(f.tmp, f.final); err != nil {
+	if err := f.r.Rename(f.tmp, f.final); err != nil {
 		if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			return nil, fmt.Errorf("%w: %q is a directory", ErrBadPath, f.given)
 		}
 		return nil, fileError(f.given, err)
 	}
-	return stat(u.root, u.se.Home(), f.final)
+	o := opened{spot: spot{m: f.m}, r: f.r, se: u.se, v: u.v}
+	return o.describe(f.final)
 }
 
 // listPaths names files for a message, within a bound.
@@ -359,21 +422,20 @@ func (u *Upload) rollback() {
 			}
 		}
 		for i := len(u.dirs) - 1; i >= 0; i-- {
-			_, _ = forward[struct{}](ctx, u.s, u.replica, PeerCall{Op: OpDeleteFile, Owner: u.owner, SessionID: u.id, Path: u.dirs[i], EmptyDir: true}, nil, EventFile, "delete")
+			_, _ = forward[struct{}](ctx, u.s, u.replica, PeerCall{Op: OpDeleteFile, Owner: u.owner, SessionID: u.id, Path: u.dirs[i].rel, EmptyDir: true}, nil, EventFile, "delete")
 		}
 		u.files, u.dirs = nil, nil
 		return
 	}
-	if u.root == nil {
-		return
-	}
 	for _, f := range u.files {
-		if !f.placed {
-			_ = u.root.Remove(f.tmp)
+		if !f.placed && f.r != nil {
+			_ = f.r.Remove(f.tmp)
 		}
 	}
 	for i := len(u.dirs) - 1; i >= 0; i-- {
-		_ = u.root.RemoveEmptyDir(u.dirs[i]) // the code may have put files there meanwhile: then it stays
+		if d := u.dirs[i]; d.r != nil {
+			_ = d.r.RemoveEmptyDir(d.rel) // the code may have put files there meanwhile: then it stays
+		}
 	}
 	u.files, u.dirs = nil, nil
 }

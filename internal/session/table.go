@@ -113,6 +113,14 @@ func (se *Session) Workspace() (dir, site string, uid int, quota bool) {
 	return se.dir, se.site, se.uid, se.quota
 }
 
+// Tmp is the host directory of the session's /tmp, shared by its
+// interpreter and commands; "" when its sandbox keeps its own (gVisor).
+func (se *Session) Tmp() string {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	return se.tmp
+}
+
 // SandboxUID is the host uid of the session's sandbox, so that what the
 // file API creates is the code's to change; -1 before it first starts.
 func (se *Session) SandboxUID() int {

@@ -48,3 +48,15 @@ type Listing struct {
 	// Truncated: some entries were left out by the limits.
 	Truncated bool
 }
+
+// MetadataPrefix names the extended attributes that hold a file's
+// user-defined metadata, as E2B's envd stores it (user.e2b.<key>): code
+// in the sandbox sees and may set them too, as in E2B's VM.
+const MetadataPrefix = "user.e2b."
+
+// MetaLimits bound the metadata read from one file: the code may set any
+// number of attributes, of up to 64 KiB each.
+type MetaLimits struct {
+	Keys  int // attributes kept
+	Bytes int // of keys and values together
+}

@@ -32,6 +32,16 @@ func (*Root) CreateTemp(string, string, uint32) (*os.File, string, error) {
 func (*Root) Remove(string) error            { return errors.ErrUnsupported }
 func (*Root) RemoveEmptyDir(string) error    { return errors.ErrUnsupported }
 func (*Root) Resolve(string) (string, error) { return "", errors.ErrUnsupported }
+func (*Root) FirstLink(string) (string, string, error) {
+	return "", "", errors.ErrUnsupported
+}
+func (*Root) Metadata(string, MetaLimits) (map[string]string, error) {
+	return nil, errors.ErrUnsupported
+}
+func (*Root) SetMetadata(string, map[string]string) error { return errors.ErrUnsupported }
+
+// SetMetadataFD is unsupported outside Linux.
+func SetMetadataFD(int, map[string]string) error { return errors.ErrUnsupported }
 
 // Archive is unsupported outside Linux.
 func Archive(context.Context, string, io.Writer, ArchiveLimits) (ArchiveReport, error) {
