@@ -24,7 +24,7 @@ def _dedent(code):
     return "\n".join(out)
 
 
-def _cell(code):
+def _cell_code(code):
     # The cell as it runs: dedented, then its IPython line magics and
     # shell escapes made calls of the harness's __codecage_magic__.
     return _magics(_dedent(code))

@@ -671,7 +671,7 @@ def _seed_matplotlib_cache(os):
 
 def _run(req, builtins, real_import, main):
     global _outputs
-    code = _cell(req.get("code", ""))
+    code = _cell_code(req.get("code", ""))
     filename = "<code>"
     module_type = type(sys)
     g = main.__dict__
