@@ -201,24 +201,38 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	if len(res.Stderr) > streamed[1] {
 		out.line(map[string]any{"type": "stderr", "text": res.Stderr[streamed[1]:], "timestamp": time.Now().UnixMicro()})
 	}
-	for _, img := range res.Images {
-		key := strings.TrimPrefix(img.MIMEType, "image/")
-		out.line(map[string]any{"type": "result", key: img.Data, "text": "<Figure>", "is_main_result": false})
+	// What the code displayed, then its value, then the figures it left
+	// open, as a kernel's display_data and execute_result messages come.
+	for _, o := range res.Outputs {
+		if !o.AfterResult {
+			out.line(resultLine(o.Data, false))
+		}
 	}
 	if len(res.Display) > 0 {
-		line := map[string]any{"type": "result", "is_main_result": true}
-		for mime, data := range res.Display {
-			if key := resultKey(mime); key != "" {
-				line[key] = displayValue(key, data)
-			}
+		out.line(resultLine(res.Display, true))
+	}
+	for _, o := range res.Outputs {
+		if o.AfterResult {
+			out.line(resultLine(o.Data, false))
 		}
-		out.line(line)
 	}
 	if res.Error != nil {
 		out.line(map[string]any{"type": "error", "name": res.Error.Type, "value": res.Error.Message, "traceback": res.Error.Traceback})
 	}
 	out.line(map[string]any{"type": "number_of_executions", "execution_count": runsOf(s, r, ref)})
 	out.line(map[string]any{"type": "end_of_execution"})
+}
+
+// resultLine is one result of a run: a value by MIME type, keyed as
+// E2B's Result is.
+func resultLine(data map[string]string, main bool) map[string]any {
+	line := map[string]any{"type": "result", "is_main_result": main}
+	for mime, d := range data {
+		if key := resultKey(mime); key != "" {
+			line[key] = displayValue(key, d)
+		}
+	}
+	return line
 }
 
 // resultKey names a MIME type as E2B's Result does.
@@ -244,6 +258,10 @@ func resultKey(mime string) string {
 		return "json"
 	case "application/javascript":
 		return "javascript"
+	case "e2b/data": // a DataFrame's columns
+		return "data"
+	case "e2b/chart": // a figure's structure
+		return "chart"
 	}
 	return ""
 }
@@ -255,7 +273,7 @@ func displayValue(key, data string) any {
 	if key == "text" {
 		return unquoteText(data)
 	}
-	if key == "json" {
+	if key == "json" || key == "data" || key == "chart" {
 		var v any
 		if json.Unmarshal([]byte(data), &v) == nil {
 			return v

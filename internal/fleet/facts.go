@@ -128,6 +128,7 @@ type (
 	ToolResult      = runtime.ToolResult
 	ToolHandler     = runtime.ToolHandler
 	Image           = runtime.Image
+	Output          = runtime.Output
 	Validation      = runtime.Validation
 	ValidateRequest = runtime.ValidateRequest
 )

@@ -21,6 +21,7 @@ def _harness():
     _seed_matplotlib_cache(os)
     _quiet_psutil()
     _hook_pil_show()
+    _hook_notebook(builtins)
     _preload(os)
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
@@ -319,6 +320,27 @@ def _receive_fd(os, chan):
     return fds[0]
 
 
+_calls = [0]
+
+
+def _supervisor_call(tool, args):
+    # One call to the supervisor during a run (a frame out, its answer
+    # in): an upstream tool (code mode), or a magic's "!shell" and "!pip",
+    # which the service runs under its policy. Returns the tool_result.
+    read_frame, write_frame = _channel
+    _calls[0] += 1
+    write_frame({"tool_call": {"id": _calls[0], "tool": tool, "args": args}})
+    while True:
+        msg = read_frame()
+        if msg is None:
+            import os
+
+            os._exit(0)  # the supervisor is gone
+        res = msg.get("tool_result") if type(msg) is dict else None
+        if res is not None and res.get("id") == _calls[0]:
+            return res
+
+
 class ToolError(Exception):
     """An upstream tool failed, or the call was refused; the message says why."""
 
@@ -327,9 +349,6 @@ def _tools_namespace(specs):
     # Code mode: tools.<server>.<tool>(**kwargs) and tools.call("s.t", {...}).
     # Each call is a frame to the supervisor, which holds the upstream
     # connections (and their credentials) and checks every call.
-    read_frame, write_frame = _channel
-    state = {"id": 0}
-
     def jsonable(v, depth=0):
         if depth > 64:
             return False
@@ -349,17 +368,7 @@ def _tools_namespace(specs):
             args = {}
         if type(args) is not dict or not jsonable(args):
             raise TypeError("tools.call: arguments must be a dict of JSON values (str, int, float, bool, None, list, dict)")
-        state["id"] += 1
-        write_frame({"tool_call": {"id": state["id"], "tool": tool, "args": args}})
-        while True:
-            msg = read_frame()
-            if msg is None:
-                import os
-
-                os._exit(0)  # the supervisor is gone
-            res = msg.get("tool_result") if type(msg) is dict else None
-            if res is not None and res.get("id") == state["id"]:
-                break
+        res = _supervisor_call(tool, args)
         if not res.get("ok"):
             raise ToolError(res.get("error") or "the tool failed")
         value = res.get("value")
@@ -506,10 +515,13 @@ def _quiet_psutil():
     _on_import(("psutil._pslinux",), quietly)
 
 
-# The images Image.show() gave during the current run, when the run asked
-# for display results (E2B's code interpreter); None otherwise, and then
-# show() does what it did (nothing, in a jail without a display).
-_shown = None
+# The current run's display outputs (display(), plt.show(), a PIL image
+# shown), in order, when the run asked for display results (E2B's code
+# interpreter); None otherwise, and then show() does what it did (nothing,
+# in a jail without a display). _outputs_bytes is their size so far.
+_outputs = None
+_outputs_bytes = [0]
+_result_limit = [65536]
 
 
 def _hook_pil_show():
@@ -521,17 +533,20 @@ def _hook_pil_show():
     class Viewer:
         @staticmethod
         def show(image, **options):
-            if _shown is None:
+            if _outputs is None:
                 return 0
-            _shown.append(image)
+            nb = _notebook()
+            nb.emit(nb.image_bundle(image))
             return 1
 
     def saving(save):
         # E2B's hook: an image saved to a named file is displayed too.
         def wrapper(self, fp, format=None, **params):
-            if _shown is not None and isinstance(fp, str):
-                _shown.append(self)
-            return save(self, fp, format, **params)
+            result = save(self, fp, format, **params)
+            if _outputs is not None and isinstance(fp, str):
+                nb = _notebook()
+                nb.emit(nb.image_bundle(self))
+            return result
 
         return wrapper
 
@@ -548,30 +563,91 @@ def _hook_pil_show():
     _on_import(("PIL.ImageShow", "PIL.Image"), hooked)
 
 
-def _pil_images(budget):
-    # The images show() collected, as PNG, within the figures' bounds.
-    import base64
-    import io
+_notebook_module = []
 
-    out = []
-    for image in _shown[:_MAX_FIGURES]:
-        try:
-            buf = io.BytesIO()
-            if image.mode not in ("1", "L", "LA", "I", "P", "RGB", "RGBA"):
-                image = image.convert("RGBA")
-            image.save(buf, format="PNG")
-            data = buf.getvalue()
-        except Exception as e:  # a broken image must not lose the run's result
-            print("codecage: could not render an image: %s" % e, file=sys.stderr)
-            continue
-        budget -= len(data)
-        if budget < 0:
-            print("codecage: an image left out: the images exceed %d bytes" % _MAX_IMAGE_BYTES, file=sys.stderr)
-            break
-        out.append({"mime_type": "image/png", "data": base64.b64encode(data).decode("ascii")})
-    if len(_shown) > _MAX_FIGURES:
-        print("codecage: %d images left out: at most %d are returned" % (len(_shown) - _MAX_FIGURES, _MAX_FIGURES), file=sys.stderr)
-    return out
+
+def _notebook():
+    # notebook.py (the harness's _NOTEBOOK), compiled when a run first
+    # needs it: a display, a figure shown, a magic.
+    if not _notebook_module:
+        module = type(sys)("_codecage_notebook")
+        module.__dict__["_h"] = globals()
+        exec(compile(_NOTEBOOK, "<codecage-notebook>", "exec"), module.__dict__)
+        _notebook_module.append(module)
+    return _notebook_module[0]
+
+
+def _hook_notebook(builtins):
+    # What a Jupyter kernel gives every cell: display() without an import,
+    # the magics (cell.py makes each a __codecage_magic__ call), plt.show()
+    # showing the figures as outputs, and IPython.display, from a small
+    # module of ours when IPython is not installed.
+    def display(*objs, **kwargs):
+        """Display each object as a result of the cell (IPython's display)."""
+        return _notebook().display(*objs, **kwargs)
+
+    def __codecage_magic__(name, args, body=None):
+        return _notebook().magic(name, args, body)
+
+    builtins.display = display
+    builtins.__codecage_magic__ = __codecage_magic__
+
+    def pyplot(module, exec_module):
+        exec_module(module)
+        show = module.show
+
+        def shown(*args, **kwargs):
+            if _outputs is None:
+                return show(*args, **kwargs)
+            _notebook().show_figures()
+            return None
+
+        shown.__doc__ = show.__doc__
+        module.show = shown
+
+    _on_import(("matplotlib.pyplot",), pyplot)
+
+    def hooked(module, exec_module):
+        exec_module(module)
+        if hasattr(module, "display"):
+            module.display = display  # IPython's own, outside a kernel, only prints
+
+    _on_import(("IPython.core.display_functions", "IPython.display"), hooked)
+    sys.meta_path.append(_IPythonShim)
+
+
+class _IPythonShim:
+    # Last on the path: answers for IPython only when no IPython is
+    # installed, with notebook.py's modules.
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name.partition(".")[0] != "IPython" or not _ipython_shimmed():
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, _IPythonShim, is_package=name in ("IPython", "IPython.core"))
+
+    @staticmethod
+    def create_module(spec):
+        module = _notebook().ipython_modules().get(spec.name)
+        if module is None:
+            raise ImportError("No module named %r (codecage's small IPython has only IPython.display)" % spec.name, name=spec.name)
+        return module
+
+    @staticmethod
+    def exec_module(module):
+        pass
+
+
+_shim = []
+
+
+def _ipython_shimmed():
+    if not _shim:
+        import importlib.machinery
+
+        _shim.append(importlib.machinery.PathFinder.find_spec("IPython") is None)
+    return _shim[0]
 
 
 def _preload(os):
@@ -602,8 +678,8 @@ def _seed_matplotlib_cache(os):
 
 
 def _run(req, builtins, real_import, main):
-    global _shown
-    code = _dedent(req.get("code", ""))
+    global _outputs
+    code = _cell_code(req.get("code", ""))
     filename = "<code>"
     module_type = type(sys)
     g = main.__dict__
@@ -616,7 +692,9 @@ def _run(req, builtins, real_import, main):
     reply = {"result": None, "result_type": None, "variables": [], "error": None, "exit_code": 0, "images": []}
     if req.get("capture_plots"):
         _quiet_agg_show()
-    _shown = [] if req.get("display") else None
+    _outputs = [] if req.get("display") else None
+    _outputs_bytes[0] = 0
+    _result_limit[0] = req.get("max_result_bytes", 65536)
     if req.get("tools"):
         g["tools"] = _tools_namespace(req["tools"])
         g["ToolError"] = ToolError
@@ -644,11 +722,15 @@ def _run(req, builtins, real_import, main):
     except BaseException as e:  # noqa: B036 - everything the code raises is reported
         reply["error"] = _exception(e, code, filename)
         reply["exit_code"] = 1
-    if req.get("capture_plots"):
+    if _outputs is not None:
+        # A notebook's figures still open show after the result, as the
+        # inline backend's flush does; they are outputs, not images.
+        if req.get("capture_plots") and "matplotlib.pyplot" in sys.modules:
+            _notebook().show_figures(after=True)
+        reply["outputs"] = [o for o in _outputs if o is not None]
+    elif req.get("capture_plots"):
         reply["images"] = _figures()
-    if _shown:
-        reply["images"] += _pil_images(_MAX_IMAGE_BYTES - sum(len(i["data"]) * 3 // 4 for i in reply["images"]))
-    _shown = None
+    _outputs = None
     names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type) and not (req.get("tools") and k in ("tools", "ToolError"))]
     reply["variables"] = names[:_MAX_VARIABLES]
     return reply
@@ -662,6 +744,8 @@ def _install_import_policy(builtins, real_import, user_globals, allowed, req):
     def check(name):
         if _permitted(allowed, name):
             return
+        if name.partition(".")[0] == "IPython" and _ipython_shimmed():
+            return  # codecage's own IPython.display, not a library
         msg = "Import of '%s' is not allowed in profile %s" % (name, profile)
         hint = hints.get(name) or hints.get(name.partition(".")[0]) or hints.get("*")
         if hint:
@@ -803,6 +887,17 @@ def _display(value, limit):
     except Exception as e:
         text = "<unrepresentable %s: %s>" % (type(value).__name__, e)
     out = {"text/plain": text if len(text) <= limit else text[:limit] + "... [truncated]"}
+    if type(value) in (dict, list):
+        # E2B's kernel gives a plain dict or list as JSON too.
+        try:
+            out["application/json"] = _json(value, limit)
+        except Exception:
+            pass
+    elif type(value).__module__.partition(".")[0] in ("pandas", "matplotlib"):
+        try:
+            _notebook().extra_formats(value, out)
+        except Exception:
+            pass
     for mime, name in _REPR_METHODS:
         method = getattr(type(value), name, None)  # the type's: an object's __getattr__ would answer anything
         if not callable(method):
@@ -821,7 +916,7 @@ def _display(value, limit):
                 data = _json(data, limit)
         except Exception:
             continue
-        if len(data) <= limit:
+        if len(data) <= (_MAX_IMAGE_BYTES // 4 if mime.startswith("image/") or mime == "application/pdf" else limit):
             out[mime] = data
     return out
 

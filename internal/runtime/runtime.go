@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 )
 
 //go:embed harness.py
@@ -30,9 +31,29 @@ var kernelsSource string
 //go:embed kernel.js
 var kernelJS string
 
+// notebookFile is what a Jupyter kernel adds (display outputs, charts,
+// magics): the harness holds it as a string and compiles it only when a
+// run first needs it, since compiling source is most of the harness's
+// start-up.
+//
+//go:embed notebook.py
+var notebookFile string
+
 // harnessSource is the harness as it runs: cell.py, which the validator
-// shares, kernels.py and the JavaScript kernel it starts, then harness.py.
-var harnessSource = cellSource + "\n" + kernelsSource + "\n_KERNEL_JS = " + pyString(kernelJS) + "\n" + harnessFile
+// shares, kernels.py and the JavaScript kernel it starts, notebook.py as
+// the string _NOTEBOOK, then harness.py (which starts serving at its end).
+var harnessSource = cellSource + "\n" + kernelsSource + "\n_KERNEL_JS = " + pyString(kernelJS) + "\n" +
+	pyRawString("_NOTEBOOK", notebookFile) + harnessFile
+
+// pyRawString is a Python assignment of text as a raw triple-quoted
+// string; the embedded files are ours, so a text that cannot be one is
+// a build mistake.
+func pyRawString(name, text string) string {
+	if strings.Contains(text, "'''") || strings.HasSuffix(text, "\\") {
+		panic("runtime: " + name + " cannot be embedded as a raw string")
+	}
+	return name + " = r'''" + text + "'''\n"
+}
 
 // DefaultInterpreter is the Python the harness runs on. Debian's own
 // interpreter, not whatever python3 is first on PATH.
@@ -222,9 +243,21 @@ type Reply struct {
 	// ("text/plain" always, "text/html", "image/png" (base64), ... when the
 	// value has them), when the request asked for them.
 	Display map[string]string `json:"display,omitempty"`
+	// Outputs are what the code displayed, in order, when the request
+	// asked for display: display() calls, figures shown (png and, for
+	// E2B, "e2b/chart"), PIL images shown; Images stays empty then.
+	Outputs []Output `json:"outputs,omitempty"`
 	// ToolCall is set instead of the above when the frame is a tool call
 	// of the code, not the reply.
 	ToolCall *ToolCall `json:"tool_call,omitempty"`
+}
+
+// Output is one display output: a value by MIME type, as Display.
+type Output struct {
+	Data map[string]string `json:"data"`
+	// AfterResult: shown after the last value (a figure left open at the
+	// end, as a notebook's inline backend shows it).
+	AfterResult bool `json:"after_result,omitempty"`
 }
 
 // Error describes an exception raised by the code.

@@ -805,7 +805,7 @@ def validate(req):
         code = code.decode("utf-8", "replace")
     if not isinstance(code, str):
         raise TypeError("code is a %s, not a string" % type(code).__name__)
-    code = _dedent(code)  # as the harness runs it (cell.py)
+    code = _cell_code(code)  # as the harness runs it (cell.py)
     analysis = _empty_analysis(code)
     # The tree is acyclic and the process short-lived: the cyclic collector,
     # running over and over while CPython allocates a million nodes, would

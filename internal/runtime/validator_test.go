@@ -596,3 +596,16 @@ func TestValidatorDedentsAsTheHarnessRuns(t *testing.T) {
 		t.Fatalf("an indented cell: %+v %+v", rep.Validation, rep.Analysis)
 	}
 }
+
+// A cell with magics and shell escapes is valid as the harness runs it:
+// cell.py makes each line a call before either compiles it.
+func TestValidatorReadsMagicsAsTheHarnessRuns(t *testing.T) {
+	rep := runValidator(t, validateReq("!ls -la\n%pip install requests\nx = 1\nif x:\n    %time x + 1\n", nil, ""))
+	if !rep.Validation.Valid || rep.Analysis.LineCount != 5 {
+		t.Fatalf("a cell with magics: %+v %+v", rep.Validation, rep.Analysis)
+	}
+	rep = runValidator(t, validateReq("%%bash\necho hi\n", nil, ""))
+	if !rep.Validation.Valid {
+		t.Fatalf("a cell magic: %+v", rep.Validation)
+	}
+}

@@ -32,6 +32,9 @@ type InstallRequest struct {
 	Version   string // "" or "latest", a version, or a PEP 440 specifier
 	SessionID string
 	Owner     string
+	// inRun: asked by the session's own run (a %pip line), which holds
+	// the session's run lock already.
+	inRun bool
 }
 
 // Why an install failed, in InstallResult.Error.
@@ -116,8 +119,10 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 		return nil, err
 	}
 	// One request at a time per session, as for its interpreter.
-	se.Lock()
-	defer se.Unlock()
+	if !req.inRun {
+		se.Lock()
+		defer se.Unlock()
+	}
 	_, site, uid, _ := se.Workspace()
 	if site == "" {
 		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.ID())

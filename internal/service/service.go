@@ -243,7 +243,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		handler, done = s.toolCaller(ctx, tools, &id)
 		defer done()
 	}
-	o := lease.Run(rreq, handler, req.OnOutput)
+	o := lease.Run(rreq, s.magicCaller(ctx, "", "", "", 0, handler), req.OnOutput)
 	return buildResult(id, backend, o, limits), imports.Label(), nil
 }
 
@@ -341,7 +341,7 @@ func buildResult(id, backend string, o fleet.Outcome, lim fleet.Limits) *Result 
 			r.Result = rep.Result
 		}
 		r.ResultType = rep.ResultType
-		r.Images, r.Display = rep.Images, rep.Display
+		r.Images, r.Display, r.Outputs = rep.Images, rep.Display, rep.Outputs
 		if rep.Variables != nil {
 			r.Variables = rep.Variables
 		}

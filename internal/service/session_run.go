@@ -54,6 +54,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		handler, done = s.toolCaller(ctx, tools, &id)
 		defer done()
 	}
+	handler = s.magicCaller(ctx, se.ID(), req.Owner, se.Home(), limits.Timeout, handler)
 	o := run.Do(rreq, handler, req.OnOutput)
 	res := buildResult(se.ID(), se.Backend(), o, limits)
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()

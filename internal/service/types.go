@@ -99,9 +99,13 @@ type Result struct {
 	Images []fleet.Image `json:"images"`
 	// Display is the last value by MIME type ("text/plain", "text/html",
 	// "image/png" in base64, ...), when the request asked for it.
-	Display  map[string]string `json:"display,omitempty"`
-	ExitCode int               `json:"exit_code"`
-	Error    *ErrorInfo        `json:"error"`
+	Display map[string]string `json:"display,omitempty"`
+	// Outputs are what the code displayed, in order (display() calls,
+	// figures and images shown), when the request asked for Display;
+	// Images is empty then.
+	Outputs  []fleet.Output `json:"outputs,omitempty"`
+	ExitCode int            `json:"exit_code"`
+	Error    *ErrorInfo     `json:"error"`
 	// ExecutionTime is the wall time of the sandbox, in seconds.
 	ExecutionTime float64 `json:"execution_time"`
 	TimedOut      bool    `json:"timed_out"`
