@@ -37,6 +37,9 @@ type Sandbox struct {
 	pauseMu sync.Mutex // one Pause or Resume at a time
 	paused  bool       // frozen by Pause, under pauseMu
 
+	netMu sync.Mutex
+	pidfd *os.File // of the init, for DialPort; nil once torn down
+
 	output     *Output
 	enforcer   *Enforcer
 	exitReport *programExit
@@ -160,6 +163,7 @@ func (s *Sandbox) startInit() (waited chan struct{}, err error) {
 			startErr <- err
 			return
 		}
+		s.openPidfd() // before the Wait below can reap the init
 		startErr <- nil
 		_ = s.cmd.Wait()
 		close(waited)
@@ -358,6 +362,7 @@ func (s *Sandbox) Wait() Exit {
 // cleanup runs once. s.cg stays set: SetCPU and CPUUsage may still come,
 // and a destroyed cgroup refuses them.
 func (s *Sandbox) cleanup() {
+	s.closePidfd()
 	if s.cg != nil {
 		_ = s.cg.destroy()
 	}

@@ -213,6 +213,8 @@ type Session struct {
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
+	// mark is the previous metrics sample (CPUSinceLastSample); atomic.
+	mark atomic.Pointer[usageMark]
 
 	// paused says what a paused session kept (pause.go); pausedAt is when
 	// it paused and leftAtPause what was left of its lifetime then. Under
