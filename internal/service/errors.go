@@ -28,13 +28,13 @@ const (
 	// KindSnapshotUnusable: altered, or made by another gVisor build.
 	KindSnapshotUnusable = "snapshot_unusable"
 	// KindPortClosed: nothing listens on the asked port in the session.
-	KindPortClosed = "port_closed"
-	KindRateLimited      = "rate_limited"
-	KindBusy             = "busy"
-	KindUnavailable      = "unavailable"
-	KindShuttingDown     = "shutting_down"
-	KindCanceled         = "canceled"
-	KindInternal         = "internal"
+	KindPortClosed   = "port_closed"
+	KindRateLimited  = "rate_limited"
+	KindBusy         = "busy"
+	KindUnavailable  = "unavailable"
+	KindShuttingDown = "shutting_down"
+	KindCanceled     = "canceled"
+	KindInternal     = "internal"
 )
 
 // ErrorKind names the kind of a service error: the one place where the
