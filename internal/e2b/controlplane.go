@@ -41,7 +41,9 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("GET /snapshots", s.listSnapshots)
 	m.HandleFunc("DELETE /templates/{id}", s.deleteSnapshot)
 	m.HandleFunc("GET /templates/aliases/{alias}", templateAlias)
-	for _, p := range []string{"GET /sandboxes/{id}/metrics", "GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
+	m.HandleFunc("GET /sandboxes/{id}/metrics", s.sandboxMetrics)
+	m.HandleFunc("GET /sandboxes/metrics", s.listMetrics)
+	for _, p := range []string{"GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be metered per sandbox (see /metrics of the server)")
 		})
@@ -183,6 +185,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		// E2B's default is a manual resume: traffic to a paused sandbox
 		// answers 502 and does not wake it.
 		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap,
+		// E2B programs serve on their sandbox's ports (getHost).
+		Servers:       true,
 		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
 	})
 	if err != nil {

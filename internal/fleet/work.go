@@ -72,6 +72,9 @@ type Work struct {
 	// Forward carries the sandbox's connections to its proxy (network
 	// runs, sessions and pip), whose address the sandbox's environment names.
 	Forward *Forward
+	// LoopbackServers: a command may serve on TCP ports of its loopback
+	// (jail.Spec.LoopbackServers), which the host reaches with DialPort.
+	LoopbackServers bool
 	// Stdout and Stderr receive a Command's or pip's output.
 	Stdout, Stderr io.Writer
 }
@@ -94,6 +97,7 @@ func (w Work) Spec() Spec {
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
+		spec.LoopbackServers = w.LoopbackServers
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

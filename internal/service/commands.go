@@ -338,6 +338,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	work.Stdout, work.Stderr = out.Writers()
 	if se != nil {
 		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
+		work.LoopbackServers = se.Request().Servers
 	}
 	spec := work.Spec()
 	backend := s.commandBackend(se)

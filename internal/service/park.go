@@ -37,6 +37,7 @@ type parkedSpec struct {
 	ManualResume  bool          `json:"manual_resume,omitempty"`
 	FromSnapshot  string        `json:"from_snapshot,omitempty"`
 	PublicTraffic bool          `json:"public_traffic,omitempty"`
+	Servers       bool          `json:"servers,omitempty"`
 }
 
 // parkSession writes se into the store under its id and ends it here;
@@ -51,7 +52,7 @@ func (s *Service) parkSession(ctx context.Context, se *session.Session, pause bo
 				sp.Installed = p.Installed
 				spec, _ := json.Marshal(parkedSpec{snapshotSpec: sp, Created: p.Created, PausedAt: p.PausedAt,
 					Left: p.Left, Runs: p.Runs, Cold: p.Cold, OnTimeout: p.Request.OnTimeout, ManualResume: p.Request.ManualResume,
-					FromSnapshot: p.Request.FromSnapshot, PublicTraffic: p.Request.PublicTraffic})
+					FromSnapshot: p.Request.FromSnapshot, PublicTraffic: p.Request.PublicTraffic, Servers: p.Request.Servers})
 				return seal(p.Capture, spec)
 			})
 		})
@@ -198,7 +199,8 @@ func (s *Service) unpark(ctx context.Context, m snapstore.Manifest, spec parkedS
 	back := &session.Parked{ID: m.SessionID, Owner: m.Owner, Created: spec.Created, Runs: spec.Runs, PausedAt: spec.PausedAt,
 		Left: spec.Left, Cold: spec.Cold}
 	req := SessionRequest{Owner: m.Owner, Lifetime: spec.Left, OnTimeout: spec.OnTimeout, ManualResume: spec.ManualResume,
-		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot, PublicTraffic: spec.PublicTraffic}
+		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot, PublicTraffic: spec.PublicTraffic,
+		Servers: spec.Servers}
 	_, err = s.openSnapshot(ctx, req, snap, back)
 	snap.Close()
 	if err != nil {

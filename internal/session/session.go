@@ -87,6 +87,10 @@ type Request struct {
 	// reachable through the E2B surface without the sandbox's traffic
 	// token (E2B's allowPublicTraffic); otherwise the token is needed.
 	PublicTraffic bool `json:",omitempty"`
+	// Servers: the session's commands may listen on TCP ports of their
+	// loopback (python3 -m http.server), reached with the service's
+	// OpenPort; otherwise Landlock refuses every TCP bind.
+	Servers bool `json:",omitempty"`
 }
 
 // Info describes a session.
