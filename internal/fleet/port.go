@@ -36,6 +36,9 @@ func (l *Lease) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return d.DialPort(ctx, port)
 }
 
+// CheckPort refuses a port number that is not a TCP port.
+func CheckPort(port int) error { return jail.CheckPort(port) }
+
 // Usage is what the sandbox uses now, for metrics.
 type Usage struct {
 	// CPU is the CPU time its processes have used since it started.

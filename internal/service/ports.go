@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/jail"
 )
 
 // ErrPortClosed means nothing listens on the port in the session: no
@@ -37,7 +36,7 @@ func (s *Service) OpenPort(ctx context.Context, req PortRequest) (net.Conn, erro
 	return do(ctx, s, opPort, call[net.Conn]{
 		session: req.SessionID, peer: PeerCall{Owner: req.Owner, SessionID: req.SessionID},
 		check: func() error {
-			if err := jail.CheckPort(req.Port); err != nil {
+			if err := fleet.CheckPort(req.Port); err != nil {
 				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 			}
 			return nil
