@@ -45,7 +45,11 @@ func serveInSession(t *testing.T, svc *service.Service, id, owner string, port i
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-ended
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the server command of session %s did not end 30 s after its cancellation", id)
+		}
 	})
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
