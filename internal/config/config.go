@@ -114,6 +114,7 @@ type Config struct {
 	// Server settings (codecage serve).
 	Listen        string // REST, MCP and metrics; beyond loopback only with API keys
 	E2BListen     string // the E2B SDKs' API too, when set
+	E2BDomain     string // sandbox hosts are <port>-<id>.<E2BDomain>; "" = localhost:<E2B port>
 	APIKeys       string // "name:key,..."; never printed
 	APIKeysFile   string
 	MaxBodySize   int64

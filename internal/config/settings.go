@@ -98,6 +98,7 @@ var settings = []setting{
 	intSetting("max_transfers", "SANDBOX_MAX_TRANSFERS", "file downloads and uploads in progress at once (then: busy)", func(c *Config) *int { return &c.MaxTransfers }),
 	stringSetting("listen", "SANDBOX_LISTEN", "address serve listens on (beyond loopback only with API keys)", func(c *Config) *string { return &c.Listen }),
 	stringSetting("e2b_listen", "SANDBOX_E2B_LISTEN", "serve the E2B SDKs' API (set E2B_API_URL and E2B_SANDBOX_URL to it) on this address too; off when empty", func(c *Config) *string { return &c.E2BListen }),
+	stringSetting("e2b_domain", "SANDBOX_E2B_DOMAIN", "the domain of sandbox hosts (getHost gives <port>-<sandbox id>.<domain>; a :port may follow), as clients reach the E2B listener; empty: localhost:<the E2B listener's port>", func(c *Config) *string { return &c.E2BDomain }),
 	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
 		get: func(c *Config) string {
 			if c.APIKeys != "" {

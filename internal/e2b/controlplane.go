@@ -41,7 +41,9 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("GET /snapshots", s.listSnapshots)
 	m.HandleFunc("DELETE /templates/{id}", s.deleteSnapshot)
 	m.HandleFunc("GET /templates/aliases/{alias}", templateAlias)
-	for _, p := range []string{"GET /sandboxes/{id}/metrics", "GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
+	m.HandleFunc("GET /sandboxes/{id}/metrics", s.sandboxMetrics)
+	m.HandleFunc("GET /sandboxes/metrics", s.listMetrics)
+	for _, p := range []string{"GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be metered per sandbox (see /metrics of the server)")
 		})
@@ -79,6 +81,12 @@ type newSandbox struct {
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
+	// Network.AllowPublicTraffic true lets the sandbox's ports be reached
+	// without its traffic token. E2B's default is true; codecage's is
+	// false (closed), unless the create asks.
+	Network *struct {
+		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	} `json:"network"`
 }
 
 // sandboxCreated is E2B's Sandbox: what create and connect answer.
@@ -177,6 +185,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		// E2B's default is a manual resume: traffic to a paused sandbox
 		// answers 502 and does not wake it.
 		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap,
+		// E2B programs serve on their sandbox's ports (getHost).
+		Servers:       true,
+		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
 	})
 	if err != nil {
 		s.serviceError(w, err)
@@ -190,7 +201,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 func (s *Server) created(info *service.SessionInfo, key string) sandboxCreated {
 	token := s.tokens.issue(info.ID, key)
 	return sandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
-		EnvdAccessToken: token, TrafficAccessToken: token}
+		EnvdAccessToken: token, TrafficAccessToken: token, Domain: s.domainOf()}
 }
 
 func (s *Server) detail(info service.SessionInfo) sandboxDetail {
@@ -202,7 +213,17 @@ func (s *Server) detail(info service.SessionInfo) sandboxDetail {
 	return sandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: cfg.MemoryLimit >> 20,
 		DiskSizeMB: cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
-		Lifecycle: &lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}}
+		Lifecycle: &lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
+}
+
+// domainOf is the domain create and get announce: where getHost's hosts
+// are (null without one, as E2B's for its default domain).
+func (s *Server) domainOf() *string {
+	if s.domain == "" {
+		return nil
+	}
+	d := s.domain
+	return &d
 }
 
 // stateOf is E2B's state of a sandbox: "running" or "paused".

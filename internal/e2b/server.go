@@ -44,6 +44,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Log receives one line per request.
 	Log *slog.Logger
+	// Domain is the domain of sandbox hosts: a request whose Host is
+	// <port>-<sandbox id>.<Domain> goes to that port of the sandbox
+	// (getHost). Empty: no sandbox hosts.
+	Domain string
 }
 
 // Server answers the E2B SDKs.
@@ -57,12 +61,15 @@ type Server struct {
 	envd    *http.ServeMux // port 49983
 	interp  *http.ServeMux // port 49999
 	boxes   *boxes
+	domain  string       // of sandbox hosts, as create announces it
+	ports   http.Handler // the relay to sandboxes' ports
 }
 
 // New builds the E2B surface over svc.
 func New(svc *service.Service, o Options) *Server {
 	s := &Server{svc: svc, keys: o.Keys, tokens: tokens{secret: o.Secret}, metrics: o.Metrics, log: o.Log,
-		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), boxes: newBoxes()}
+		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), boxes: newBoxes(), domain: o.Domain}
+	s.ports = s.newPortProxy()
 	if len(s.tokens.secret) == 0 {
 		s.tokens.secret = make([]byte, 32)
 		_, _ = rand.Read(s.tokens.secret)
@@ -91,7 +98,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := service.Caller{Surface: service.SurfaceE2B, RemoteAddr: r.RemoteAddr}
 	id := r.Header.Get("E2b-Sandbox-Id")
 	route := ""
+	port, hostID, byHost := s.sandboxHost(r.Host)
 	switch {
+	case byHost:
+		if id == "" {
+			r.Header.Set("E2b-Sandbox-Id", hostID) // for the request log
+		}
+		route = s.servePort(rec, r, port, hostID, &c)
 	case id == "" && r.URL.Path == "/files" && r.URL.Query().Has("signature"):
 		route = s.serveSigned(rec, r, &c)
 	case id == "":

@@ -108,7 +108,9 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		"snapshot name ctrl": {"POST", "/sandboxes/snope/snapshots", `{"name": "a\u0000b"}`, 400, "not printable"},
 		"list bad state":     {"GET", "/v2/sandboxes?state=running,gone", "", 400, "gone"},
 		"list bad order":     {"GET", "/v2/sandboxes?order=up", "", 400, "asc or desc"},
-		"metrics":            {"GET", "/sandboxes/snope/metrics", "", 501, "metered"},
+		"metrics unknown":    {"GET", "/sandboxes/snope/metrics", "", 404, "not found"},
+		"metrics bad start":  {"GET", "/sandboxes/snope/metrics?start=yesterday", "", 400, "Unix times"},
+		"logs":               {"GET", "/sandboxes/snope/logs", "", 501, "metered"},
 		"no such route":      {"GET", "/nope", "", 404, "no such route"},
 	} {
 		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)

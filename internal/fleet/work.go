@@ -72,6 +72,9 @@ type Work struct {
 	// Forward carries the sandbox's connections to its proxy (network
 	// runs, sessions and pip), whose address the sandbox's environment names.
 	Forward *Forward
+	// LoopbackServers: a command may serve on TCP ports of its loopback
+	// (jail.Spec.LoopbackServers), which the host reaches with DialPort.
+	LoopbackServers bool
 	// Stdout and Stderr receive a Command's or pip's output.
 	Stdout, Stderr io.Writer
 	// Stdin gives a Command a stdin pipe; Terminal runs it on a terminal
@@ -99,6 +102,7 @@ func (w Work) Spec() Spec {
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
 		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
+		spec.LoopbackServers = w.LoopbackServers
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

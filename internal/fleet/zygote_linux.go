@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -171,6 +172,12 @@ func (c *cellBox) Wait() jail.Exit             { return c.cell.Wait() }
 func (c *cellBox) Done() <-chan struct{}       { return c.cell.Done() }
 func (c *cellBox) HostUID() int                { return c.hostUID }
 func (c *cellBox) AfterDone(f func())          { c.cell.AfterDone(f) }
+func (c *cellBox) CPUUsage() time.Duration     { return c.cell.CPUUsage() }
+func (c *cellBox) MemoryUsage() int64          { return c.cell.MemoryUsage() }
+
+func (c *cellBox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	return c.cell.DialPort(ctx, port)
+}
 
 func (c *cellBox) Arm(ctx context.Context, timeout, cpu time.Duration) {
 	c.cell.Arm(ctx, timeout, cpu)

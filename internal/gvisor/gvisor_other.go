@@ -60,6 +60,9 @@ func (s *Sandbox) SetCPU(cores float64) error { return nil }
 // CPUUsage is zero.
 func (s *Sandbox) CPUUsage() time.Duration { return 0 }
 
+// MemoryUsage is zero.
+func (s *Sandbox) MemoryUsage() int64 { return 0 }
+
 // Usage is zero.
 func (s *Sandbox) Usage() (time.Duration, int64) { return 0, 0 }
 

@@ -289,6 +289,18 @@ func (s *Sandbox) SetCPU(cores float64) error {
 	return cg.SetCPU(cores)
 }
 
+// MemoryUsage is the memory of the sandbox's host processes now (its
+// cgroup's: the sentry holds the sandbox's memory).
+func (s *Sandbox) MemoryUsage() int64 {
+	s.mu.Lock()
+	cg := s.cg
+	s.mu.Unlock()
+	if cg == nil {
+		return 0
+	}
+	return cg.MemoryUsage()
+}
+
 // CPUUsage is the CPU time the sandbox (its cgroup) has used so far.
 func (s *Sandbox) CPUUsage() time.Duration {
 	s.mu.Lock()

@@ -57,6 +57,9 @@ type initConfig struct {
 	// ForwardPort, if not zero, is the loopback port whose connections the
 	// init passes to the supervisor over fdForward.
 	ForwardPort int
+	// LoopbackServers: Landlock leaves TCP bind and connect to the
+	// namespace (Spec.LoopbackServers).
+	LoopbackServers bool
 	// Nested keeps the program's capabilities and leaves the restrictions
 	// to it (see nested_linux.go).
 	Nested bool
@@ -242,7 +245,7 @@ func restrictSelf(cfg *initConfig) error {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	if cfg.LandlockABI > 0 {
-		if err := applyLandlock(cfg.LandlockABI, sandboxRules(cfg), cfg.ForwardPort); err != nil {
+		if err := applyLandlock(cfg.LandlockABI, sandboxRules(cfg), cfg.ForwardPort, cfg.LoopbackServers); err != nil {
 			return err
 		}
 	}

@@ -189,6 +189,11 @@ type Spec struct {
 	Stdout, Stderr io.Writer
 	// Forward, if set, is the one service the sandbox may reach over TCP.
 	Forward *Forward
+	// LoopbackServers lets the program bind TCP ports and connect to
+	// them: servers on its own loopback, which only the supervisor's
+	// DialPort reaches from outside (Landlock otherwise refuses every TCP
+	// bind and connect; the empty network namespace is then the wall).
+	LoopbackServers bool
 	// Nested marks a trusted program that builds a cell for each piece of
 	// untrusted work itself (a zygote): it keeps the init's capabilities in
 	// the sandbox's user namespace, gets no Landlock or seccomp, and finds

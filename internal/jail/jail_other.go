@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"time"
@@ -182,3 +183,25 @@ func (s *Sandbox) CloseInput() error { return ErrUnsupported }
 
 // Resize fails: there is no sandbox here.
 func (s *Sandbox) Resize(size WindowSize) error { return ErrUnsupported }
+
+// DialPort fails: there is no sandbox here.
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	return nil, ProbeHost().Usable()
+}
+
+// MemoryUsage is 0.
+func (s *Sandbox) MemoryUsage() int64 { return 0 }
+
+// DialPort fails: there is no cell here.
+func (c *Cell) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	return nil, ProbeHost().Usable()
+}
+
+// MemoryUsage is 0.
+func (c *Cell) MemoryUsage() int64 { return 0 }
+
+// CPUUsage is 0.
+func (c *Cell) CPUUsage() time.Duration { return 0 }
+
+// MemoryUsage is 0.
+func (c *Cgroup) MemoryUsage() int64 { return 0 }

@@ -123,11 +123,18 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 // applyLandlock restricts the calling thread (and every process it forks
 // afterwards) to rules. TCP and UDP ports are handled, so no socket can bind
 // or connect by port except a TCP connect to connectPort (when not zero);
-// abstract unix sockets and signals are scoped to the sandbox. Rights the
-// host's ABI lacks are left out.
-func applyLandlock(abi int, rules []landlockRule, connectPort int) error {
+// with servers, TCP bind and connect are left to the network namespace
+// (lo only), so that the program can serve on its loopback. Abstract unix
+// sockets and signals are scoped to the sandbox. Rights the host's ABI
+// lacks are left out.
+func applyLandlock(abi int, rules []landlockRule, connectPort int, servers bool) error {
 	handled := fsRights(abi)
-	attr := ll.RulesetAttr{HandledAccessFS: handled, HandledAccessNet: netRights(abi), Scoped: scopes(abi)}
+	net := netRights(abi)
+	if servers {
+		net &^= ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+		connectPort = 0 // a rule for an access not handled is refused
+	}
+	attr := ll.RulesetAttr{HandledAccessFS: handled, HandledAccessNet: net, Scoped: scopes(abi)}
 	rulesetFD, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset: %w", err)

@@ -37,6 +37,9 @@ type Sandbox struct {
 	pauseMu sync.Mutex // one Pause or Resume at a time
 	paused  bool       // frozen by Pause, under pauseMu
 
+	netMu sync.Mutex
+	pidfd *os.File // of the init, for DialPort; nil once torn down
+
 	output     *Output
 	input      *input // the program's stdin pipe or terminal, or nil
 	enforcer   *Enforcer
@@ -176,6 +179,7 @@ func (s *Sandbox) startInit() (waited chan struct{}, err error) {
 			startErr <- err
 			return
 		}
+		s.openPidfd() // before the Wait below can reap the init
 		startErr <- nil
 		_ = s.cmd.Wait()
 		close(waited)
@@ -192,28 +196,29 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		}
 	}
 	cfg := initConfig{
-		Argv:           s.spec.Argv,
-		Env:            s.spec.Env,
-		Hostname:       "sandbox",
-		Home:           HomeOf(s.spec.Home),
-		HasWorkspace:   fds.workspace != nil,
-		WorkspacePath:  fds.workspacePath,
-		ReadOnlyBinds:  s.spec.ReadOnlyBinds,
-		Programs:       s.spec.Programs,
-		Binds:          mountedBinds(s.spec),
-		BindMounts:     bindMounts(fds.binds),
-		SharedTmp:      s.spec.Tmp != "",
-		TmpBytes:       s.spec.Limits.TmpBytes,
-		WorkspaceBytes: s.spec.Limits.WorkspaceBytes,
-		Rlimits:        programRlimits(s.spec.Limits, s.cg != nil),
-		LandlockABI:    s.host.LandlockABI,
-		CgroupNS:       s.cg != nil,
-		SettlePids:     s.cg != nil,
-		Nested:         s.spec.Nested,
-		CellUIDs:       s.cellUIDs(),
-		ForwardPort:    forwardPort(s.spec.Forward),
-		Stdin:          s.spec.Stdin,
-		Terminal:       s.spec.Terminal,
+		Argv:            s.spec.Argv,
+		Env:             s.spec.Env,
+		Hostname:        "sandbox",
+		Home:            HomeOf(s.spec.Home),
+		HasWorkspace:    fds.workspace != nil,
+		WorkspacePath:   fds.workspacePath,
+		ReadOnlyBinds:   s.spec.ReadOnlyBinds,
+		Programs:        s.spec.Programs,
+		Binds:           mountedBinds(s.spec),
+		BindMounts:      bindMounts(fds.binds),
+		SharedTmp:       s.spec.Tmp != "",
+		TmpBytes:        s.spec.Limits.TmpBytes,
+		WorkspaceBytes:  s.spec.Limits.WorkspaceBytes,
+		Rlimits:         programRlimits(s.spec.Limits, s.cg != nil),
+		LandlockABI:     s.host.LandlockABI,
+		CgroupNS:        s.cg != nil,
+		SettlePids:      s.cg != nil,
+		Nested:          s.spec.Nested,
+		CellUIDs:        s.cellUIDs(),
+		ForwardPort:     forwardPort(s.spec.Forward),
+		Stdin:           s.spec.Stdin,
+		Terminal:        s.spec.Terminal,
+		LoopbackServers: s.spec.LoopbackServers,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
@@ -401,6 +406,7 @@ func (s *Sandbox) Wait() Exit {
 // cleanup runs once. s.cg stays set: SetCPU and CPUUsage may still come,
 // and a destroyed cgroup refuses them.
 func (s *Sandbox) cleanup() {
+	s.closePidfd()
 	if s.cg != nil {
 		_ = s.cg.destroy()
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/codecage/codecage/internal/access"
@@ -124,9 +126,23 @@ func serveE2B(cfg config.Config, svc *service.Service, keys *access.Keys, m *met
 		return nil, usage(fmt.Errorf("--e2b-listen: %w", err))
 	}
 	m.OpenConnections("e2b", el.Open)
-	srv := frontdoor.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log}), door, log)
+	srv := frontdoor.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log,
+		Domain: e2bDomain(cfg.E2BDomain, el.Addr())}), door, log)
 	go func() { _ = srv.Serve(el) }()
 	log.Info("serving the E2B API", "addr", el.Addr().String(), "hint", "E2B_API_URL=E2B_SANDBOX_URL=http://"+el.Addr().String())
 	fmt.Fprintf(stdout, "codecage serving the E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", el.Addr())
 	return srv, nil
+}
+
+// e2bDomain is the domain of the E2B surface's sandbox hosts: the
+// operator's, or localhost with the E2B listener's port, which browsers
+// and curl resolve to loopback.
+func e2bDomain(set string, addr net.Addr) string {
+	if set != "" {
+		return set
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		return "localhost:" + strconv.Itoa(ta.Port)
+	}
+	return "localhost"
 }

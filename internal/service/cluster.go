@@ -74,6 +74,7 @@ const (
 	OpResume    = "resume"
 	OpSnapshot  = "snapshot"
 	OpFork      = "fork"
+	OpMetrics   = "metrics"
 )
 
 // PeerCall is a session request one replica forwards to the replica that

@@ -378,6 +378,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	}
 	if se != nil {
 		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
+		work.LoopbackServers = se.Request().Servers
 	}
 	spec := work.Spec()
 	lease, err := s.fleet.Start(ctx, backend, spec)

@@ -29,12 +29,14 @@ const (
 	KindSnapshotNotFound = "snapshot_not_found"
 	// KindSnapshotUnusable: altered, or made by another gVisor build.
 	KindSnapshotUnusable = "snapshot_unusable"
-	KindRateLimited      = "rate_limited"
-	KindBusy             = "busy"
-	KindUnavailable      = "unavailable"
-	KindShuttingDown     = "shutting_down"
-	KindCanceled         = "canceled"
-	KindInternal         = "internal"
+	// KindPortClosed: nothing listens on the asked port in the session.
+	KindPortClosed   = "port_closed"
+	KindRateLimited  = "rate_limited"
+	KindBusy         = "busy"
+	KindUnavailable  = "unavailable"
+	KindShuttingDown = "shutting_down"
+	KindCanceled     = "canceled"
+	KindInternal     = "internal"
 )
 
 // ErrorKind names the kind of a service error: the one place where the
@@ -67,6 +69,8 @@ func ErrorKind(err error) string {
 		return KindSnapshotNotFound
 	case errors.Is(err, ErrSnapshotUnusable):
 		return KindSnapshotUnusable
+	case errors.Is(err, ErrPortClosed):
+		return KindPortClosed
 	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
 		return KindRateLimited
 	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
@@ -86,7 +90,7 @@ func ErrorKind(err error) string {
 var Kinds = []string{
 	KindInvalidRequest, KindBadPath, KindPermissionDenied, KindFileNotFound, KindTooLarge,
 	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
-	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable,
+	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable, KindPortClosed,
 	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
 }
 
@@ -120,6 +124,8 @@ func KindError(kind string) error {
 		return ErrSnapshotNotFound
 	case KindSnapshotUnusable:
 		return ErrSnapshotUnusable
+	case KindPortClosed:
+		return ErrPortClosed
 	case KindRateLimited:
 		return access.ErrRateLimited
 	case KindBusy:

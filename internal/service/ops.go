@@ -52,6 +52,8 @@ const (
 	// The snapshot store is shared by the replicas: any of them answers.
 	opSnapshots      = "snapshots"
 	opDeleteSnapshot = "delete_snapshot"
+	// A connection to a session's port is made where the session runs.
+	opPort = "port"
 )
 
 // ops is filled by init: its serve functions call the public methods,
@@ -88,6 +90,9 @@ func init() {
 		OpFork:           {admit: admitHeavy, kind: EventSession, action: "fork", run: runSnapshot, serve: serveFork},
 		opSnapshots:      {admit: admitNone, kind: EventSession, action: "list_snapshots", quiet: true},
 		opDeleteSnapshot: {admit: admitLight, kind: EventSession, action: "delete_snapshot"},
+		// A paused session's ports wait for a resume (the caller's).
+		opPort:    {admit: admitLight, kind: EventSession, action: "port", parked: parkLeave},
+		OpMetrics: {admit: admitNone, kind: EventSession, action: "metrics", quiet: true, parked: parkLeave, serve: serveMetrics},
 	}
 }
 

@@ -28,14 +28,16 @@ import (
 // parkedSpec is a parked session's description in its manifest.
 type parkedSpec struct {
 	snapshotSpec
-	Created      time.Time     `json:"created"`
-	PausedAt     time.Time     `json:"paused_at"`
-	Left         time.Duration `json:"left,omitempty"`
-	Runs         int           `json:"runs,omitempty"`
-	Cold         bool          `json:"cold,omitempty"`
-	OnTimeout    string        `json:"on_timeout,omitempty"`
-	ManualResume bool          `json:"manual_resume,omitempty"`
-	FromSnapshot string        `json:"from_snapshot,omitempty"`
+	Created       time.Time     `json:"created"`
+	PausedAt      time.Time     `json:"paused_at"`
+	Left          time.Duration `json:"left,omitempty"`
+	Runs          int           `json:"runs,omitempty"`
+	Cold          bool          `json:"cold,omitempty"`
+	OnTimeout     string        `json:"on_timeout,omitempty"`
+	ManualResume  bool          `json:"manual_resume,omitempty"`
+	FromSnapshot  string        `json:"from_snapshot,omitempty"`
+	PublicTraffic bool          `json:"public_traffic,omitempty"`
+	Servers       bool          `json:"servers,omitempty"`
 }
 
 // parkSession writes se into the store under its id and ends it here;
@@ -50,7 +52,7 @@ func (s *Service) parkSession(ctx context.Context, se *session.Session, pause bo
 				sp.Installed = p.Installed
 				spec, _ := json.Marshal(parkedSpec{snapshotSpec: sp, Created: p.Created, PausedAt: p.PausedAt,
 					Left: p.Left, Runs: p.Runs, Cold: p.Cold, OnTimeout: p.Request.OnTimeout, ManualResume: p.Request.ManualResume,
-					FromSnapshot: p.Request.FromSnapshot})
+					FromSnapshot: p.Request.FromSnapshot, PublicTraffic: p.Request.PublicTraffic, Servers: p.Request.Servers})
 				return seal(p.Capture, spec)
 			})
 		})
@@ -136,7 +138,8 @@ func (s *Service) parked(ctx context.Context, owner, id string) (snapstore.Manif
 func parkedInfo(m snapstore.Manifest, spec parkedSpec) *SessionInfo {
 	info := &SessionInfo{ID: m.SessionID, Profiles: m.Profiles, Backend: m.Backend, CreatedAt: spec.Created, LastUsed: m.Created,
 		ExpiresAt: m.Expires, Runs: spec.Runs, Home: fleet.HomeOf(spec.Home), Labels: spec.Labels, Template: spec.Template,
-		State: "running", OnTimeout: cmp.Or(spec.OnTimeout, "kill"), AutoResume: !spec.ManualResume, FromSnapshot: spec.FromSnapshot}
+		State: "running", OnTimeout: cmp.Or(spec.OnTimeout, "kill"), AutoResume: !spec.ManualResume, FromSnapshot: spec.FromSnapshot,
+		PublicTraffic: spec.PublicTraffic}
 	if !spec.PausedAt.IsZero() {
 		at := spec.PausedAt
 		info.State, info.PausedAt, info.LastUsed = "paused", &at, at
@@ -196,7 +199,8 @@ func (s *Service) unpark(ctx context.Context, m snapstore.Manifest, spec parkedS
 	back := &session.Parked{ID: m.SessionID, Owner: m.Owner, Created: spec.Created, Runs: spec.Runs, PausedAt: spec.PausedAt,
 		Left: spec.Left, Cold: spec.Cold}
 	req := SessionRequest{Owner: m.Owner, Lifetime: spec.Left, OnTimeout: spec.OnTimeout, ManualResume: spec.ManualResume,
-		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot}
+		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot, PublicTraffic: spec.PublicTraffic,
+		Servers: spec.Servers}
 	_, err = s.openSnapshot(ctx, req, snap, back)
 	snap.Close()
 	if err != nil {

@@ -83,6 +83,14 @@ type Request struct {
 	// FromSnapshot starts the session from one of the owner's snapshots:
 	// its workspace, and its interpreter's state.
 	FromSnapshot string `json:",omitempty"`
+	// PublicTraffic: the servers the session's code listens with are
+	// reachable through the E2B surface without the sandbox's traffic
+	// token (E2B's allowPublicTraffic); otherwise the token is needed.
+	PublicTraffic bool `json:",omitempty"`
+	// Servers: the session's commands may listen on TCP ports of their
+	// loopback (python3 -m http.server), reached with the service's
+	// OpenPort; otherwise Landlock refuses every TCP bind.
+	Servers bool `json:",omitempty"`
 }
 
 // Info describes a session.
@@ -111,6 +119,8 @@ type Info struct {
 	AutoResume bool `json:"auto_resume"`
 	// FromSnapshot is the snapshot the session started from.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// PublicTraffic: its ports are reachable without its traffic token.
+	PublicTraffic bool `json:"public_traffic,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import
@@ -218,6 +228,8 @@ type Session struct {
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
+	// mark is the previous metrics sample (CPUSinceLastSample); atomic.
+	mark atomic.Pointer[usageMark]
 
 	// paused says what a paused session kept (pause.go); pausedAt is when
 	// it paused and leftAtPause what was left of its lifetime then. Under
@@ -265,7 +277,8 @@ func (se *Session) info(cfg config.Config) Info {
 	}
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
-		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot}
+		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot,
+		PublicTraffic: se.req.PublicTraffic}
 	if se.paused != running {
 		info.State = "paused"
 		at := se.pausedAt

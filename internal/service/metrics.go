@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// SessionMetrics is what a session's sandbox uses now: E2B's
+// SandboxMetric, which getMetrics reports.
+type SessionMetrics struct {
+	Timestamp time.Time `json:"timestamp"`
+	// CPUCount is the session's CPU bandwidth, in whole cores.
+	CPUCount int `json:"cpu_count"`
+	// CPUUsedPct is the CPU its processes used since the previous sample
+	// (or since it started), in percent of its bandwidth.
+	CPUUsedPct float64 `json:"cpu_used_pct"`
+	// MemUsed is the memory of its interpreter and running commands
+	// (their cgroups', page cache included); MemTotal is its memory limit.
+	MemUsed  int64 `json:"mem_used"`
+	MemTotal int64 `json:"mem_total"`
+	// DiskUsed is what its workspace holds; DiskTotal its size limit.
+	DiskUsed  int64 `json:"disk_used"`
+	DiskTotal int64 `json:"disk_total"`
+}
+
+// SessionMetrics samples what one of the owner's sessions uses now, from
+// its sandboxes' cgroups (v1 or v2) and its workspace. A paused session
+// that is parked (its sandbox ended) answers ErrSessionPaused.
+func (s *Service) SessionMetrics(ctx context.Context, id, owner string) (*SessionMetrics, error) {
+	return do(ctx, s, OpMetrics, call[*SessionMetrics]{
+		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+		run: func(ctx context.Context) (*SessionMetrics, error) {
+			se, err := s.session(id, owner)
+			if err != nil {
+				if _, _, ok, perr := s.parked(ctx, owner, id); ok && perr == nil {
+					return nil, fmt.Errorf("%w: session %s is parked: it has no sandbox to measure", ErrSessionPaused, Quote(id))
+				}
+				return nil, err
+			}
+			now := time.Now()
+			lim := se.Limits()
+			cores := lim.CPUCores
+			if !(cores > 0) {
+				cores = s.cfg.CPULimit
+			}
+			mem := lim.MemoryBytes
+			if mem <= 0 {
+				mem = s.cfg.MemoryLimit
+			}
+			use := se.Usage()
+			cpu, wall := se.CPUSinceLastSample(now, use.CPU)
+			pct := 0.0
+			if wall > 0 && cores > 0 {
+				pct = math.Min(100, math.Max(0, 100*cpu.Seconds()/(wall.Seconds()*cores)))
+			}
+			m := &SessionMetrics{Timestamp: now.UTC(), CPUCount: max(1, int(math.Ceil(cores))), CPUUsedPct: math.Round(pct*100) / 100,
+				MemUsed: use.Memory, MemTotal: mem, DiskTotal: s.cfg.WorkspaceMax}
+			m.DiskUsed, err = s.workspaceUsed(ctx, id, owner)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+	})
+}
+
+// workspaceUsed is how many bytes a session's workspace holds: its
+// tmpfs's own count, or a bounded walk of a plain directory.
+func (s *Service) workspaceUsed(ctx context.Context, id, owner string) (int64, error) {
+	o, err := s.open(id, owner, ".", true, false) // relative: the workspace
+	if err != nil {
+		return 0, err
+	}
+	defer o.Close()
+	r := o.r
+	if r == nil {
+		return 0, fmt.Errorf("%w: the workspace is not a directory", ErrUnavailable)
+	}
+	if _, _, _, quota := o.se.Workspace(); quota {
+		used, _, err := r.Space()
+		if err != nil {
+			return 0, fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+		}
+		return used, nil
+	}
+	used, err := r.Usage(ctx, usageDepth, usageEntries)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
+	}
+	return used, nil
+}
+
+func serveMetrics(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+	return s.SessionMetrics(ctx, call.SessionID, call.Owner)
+}

@@ -1,0 +1,68 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/codecage/codecage/internal/fleet"
+)
+
+// ErrPortClosed means nothing listens on the port in the session: no
+// server of its interpreter or of its running commands.
+var ErrPortClosed = errors.New("port not open")
+
+// PortRequest asks for a connection to a server in a session.
+type PortRequest struct {
+	SessionID, Owner string
+	Port             int
+}
+
+// OpenPort connects to a server that the session's code or one of its
+// commands listens with on its sandbox's loopback (python3 -m
+// http.server 8000). The connection is made from the host inside the
+// sandbox's network namespace: the sandbox gets no network, no
+// interface, no port on the host; only this connection, which the caller
+// relays. Native sandboxes only: gVisor's loopback is in runsc's own
+// network stack (ErrUnavailable names the backend). A session held by
+// another replica cannot be reached from this one (a connection does not
+// cross replicas): route its traffic to that replica.
+func (s *Service) OpenPort(ctx context.Context, req PortRequest) (net.Conn, error) {
+	if s.remote(req.SessionID) != "" && !s.sessions.Has(req.SessionID) {
+		return nil, fmt.Errorf("%w: session %s is held by another replica, and a connection to its ports does not cross replicas: send its traffic there", ErrUnavailable, Quote(req.SessionID))
+	}
+	return do(ctx, s, opPort, call[net.Conn]{
+		session: req.SessionID, peer: PeerCall{Owner: req.Owner, SessionID: req.SessionID},
+		check: func() error {
+			if err := fleet.CheckPort(req.Port); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+			}
+			return nil
+		},
+		run: func(ctx context.Context) (net.Conn, error) {
+			se, err := s.session(req.SessionID, req.Owner)
+			if err != nil {
+				return nil, err
+			}
+			c, err := se.DialPort(ctx, req.Port)
+			switch {
+			case err == nil:
+				return c, nil
+			case errors.Is(err, fleet.ErrPortClosed):
+				return nil, fmt.Errorf("%w: nothing listens on port %d in session %s", ErrPortClosed, req.Port, Quote(req.SessionID))
+			case errors.Is(err, fleet.ErrPortsUnsupported):
+				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			case errors.Is(err, ErrSessionPaused), errors.Is(err, ErrSessionNotFound), ctx.Err() != nil:
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: port %d: %v", ErrUnavailable, req.Port, err)
+		},
+		// Each connection is audited: it is a way into the sandbox.
+		success: func(_ net.Conn, took time.Duration) Event {
+			return Event{Kind: EventSession, Action: "port", Outcome: "success", Duration: took,
+				Detail: fmt.Sprintf("%s: port %d", req.SessionID, req.Port)}
+		},
+	})
+}
