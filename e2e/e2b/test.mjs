@@ -303,14 +303,6 @@ await check("get info of a directory (mode 0o755, as E2B's)", async () => {
   await sbx.files.remove("test_dir");
 });
 
-// codecage announces envd 0.5.7 (no file metadata): the SDK refuses
-// metadata itself, rather than codecage dropping it.
-await check("files.write with metadata is refused by the SDK (envd 0.5.7, see README)", async () => {
-  const r = await rejects(sbx.files.write("meta.txt", "x", { metadata: { a: "b" } }), TemplateError, "write with metadata");
-  assert.equal(await sbx.files.exists("meta.txt"), false);
-  return r;
-});
-
 // E2B's js-sdk tests/sandbox/files/remove.test.ts.
 await check("remove non-existing file", async () => {
   await sbx.files.remove("non_existing_file.txt");

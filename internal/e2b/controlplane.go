@@ -43,11 +43,15 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("GET /templates/aliases/{alias}", templateAlias)
 	m.HandleFunc("GET /sandboxes/{id}/metrics", s.sandboxMetrics)
 	m.HandleFunc("GET /sandboxes/metrics", s.listMetrics)
-	for _, p := range []string{"GET /sandboxes/{id}/logs", "PUT /sandboxes/{id}/network", "POST /sandboxes/{id}/refreshes"} {
+	m.HandleFunc("POST /sandboxes/{id}/refreshes", s.refresh)
+	for _, p := range []string{"GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage sandboxes cannot be metered per sandbox (see /metrics of the server)")
+			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage keeps no log per sandbox; the server's audit log records each request to it")
 		})
 	}
+	m.HandleFunc("PUT /sandboxes/{id}/network", func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": a codecage sandbox's network is set when it is created (no network, or the network profile's proxy) and cannot change while it runs")
+	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "no such route in codecage's E2B API: "+r.Method+" "+r.URL.Path)
 	})
@@ -289,6 +293,29 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.svc.SetSessionLifetime(r.Context(), r.PathValue("id"), ownerOf(r.Context()), d); err != nil {
 		s.serviceError(w, err)
 		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// refresh is E2B's keep-alive: the sandbox lives at least duration
+// seconds (0 to 3600) from now; it is never shortened.
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Duration *int64 `json:"duration"`
+	}
+	if err := decodeBody(r, &body); err != nil || (body.Duration != nil && (*body.Duration < 0 || *body.Duration > 3600)) {
+		writeAPIError(w, http.StatusBadRequest, "the body must be {\"duration\": <seconds, 0 to 3600>}")
+		return
+	}
+	info, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	if body.Duration != nil {
+		if err := s.lifeAtLeast(r.Context(), info, time.Duration(*body.Duration)*time.Second, false); err != nil {
+			s.serviceError(w, err)
+			return
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -210,6 +210,32 @@ func TestConnectExtendsNeverShortens(t *testing.T) {
 	}
 }
 
+// refreshes (E2B's keep-alive) extends a sandbox's life, never shortens
+// it; until now codecage answered 501.
+func TestRefreshExtendsNeverShortens(t *testing.T) {
+	srv, _ := newServer(t)
+	b := createBox(t, srv, `{"timeout": 300}`)
+	before := endAt(t, b.info())
+	if status, body := ctl(t, srv, "POST", "/sandboxes/"+b.id+"/refreshes", `{"duration": 5}`); status != 204 {
+		t.Fatalf("refresh 5 s: %d %v", status, body)
+	}
+	if got := endAt(t, b.info()); !got.Equal(before) {
+		t.Errorf("refresh with 5 s moved endAt %s -> %s", before, got)
+	}
+	if status, body := ctl(t, srv, "POST", "/sandboxes/"+b.id+"/refreshes", `{"duration": 3600}`); status != 204 {
+		t.Fatalf("refresh 3600 s: %d %v", status, body)
+	}
+	if got := endAt(t, b.info()); got.Before(before.Add(3000 * time.Second)) {
+		t.Errorf("refresh with 3600 s: endAt %s -> %s, want about an hour from now", before, got)
+	}
+	if status, body := ctl(t, srv, "POST", "/sandboxes/"+b.id+"/refreshes", `{"duration": 3601}`); status != 400 {
+		t.Errorf("refresh 3601 s: %d %v, want 400", status, body)
+	}
+	if status, _ := ctl(t, srv, "POST", "/sandboxes/snope/refreshes", `{"duration": 10}`); status != 404 {
+		t.Errorf("refresh of an unknown sandbox: %d, want 404", status)
+	}
+}
+
 // A sandbox created with autoPause pauses at its timeout instead of
 // ending; without autoResume traffic does not wake it, connect does.
 func TestTimeoutPausesThenConnectWakes(t *testing.T) {

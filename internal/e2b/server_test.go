@@ -110,7 +110,8 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		"list bad order":     {"GET", "/v2/sandboxes?order=up", "", 400, "asc or desc"},
 		"metrics unknown":    {"GET", "/sandboxes/snope/metrics", "", 404, "not found"},
 		"metrics bad start":  {"GET", "/sandboxes/snope/metrics?start=yesterday", "", 400, "Unix times"},
-		"logs":               {"GET", "/sandboxes/snope/logs", "", 501, "metered"},
+		"logs":               {"GET", "/sandboxes/snope/logs", "", 501, "audit log"},
+		"network":            {"PUT", "/sandboxes/snope/network", "{}", 501, "cannot change while it runs"},
 		"no such route":      {"GET", "/nope", "", 404, "no such route"},
 	} {
 		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)
