@@ -222,6 +222,7 @@ func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *
 	return ociSpec{
 		OCIVersion: "1.0.2",
 		Process: ociProcess{
+			Terminal:        spec.Terminal != nil,
 			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
 			Args:            spec.Argv,
 			Env:             spec.Env,

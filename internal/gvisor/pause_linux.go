@@ -101,10 +101,15 @@ func (s *Sandbox) pauseErr(err error) error {
 }
 
 // runscCall runs `runsc verb ID` on the sandbox's state.
-func (s *Sandbox) runscCall(verb string) error {
+func (s *Sandbox) runscCall(verb string) error { return s.runscArgs(verb, s.id) }
+
+// runscArgs runs runsc with args (a subcommand and its own) on the
+// sandbox's state.
+func (s *Sandbox) runscArgs(args ...string) error {
+	verb := args[0]
 	ctx, cancel := context.WithTimeout(context.Background(), runscCallTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.runsc, "--root="+s.stateRoot(), verb, s.id)
+	cmd := exec.CommandContext(ctx, s.runsc, append([]string{"--root=" + s.stateRoot()}, args...)...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

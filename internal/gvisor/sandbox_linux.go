@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -35,6 +36,7 @@ type Sandbox struct {
 	ownUID   bool // the uid was allocated here and is released at teardown
 	start    time.Time
 	forward  net.Listener // the host end of spec.Forward, or nil
+	input    *input       // the program's stdin or terminal, or nil
 
 	killOnce sync.Once
 	killed   atomic.Bool // set first thing by Kill: a Pause then fails
@@ -73,6 +75,12 @@ func Start(ctx context.Context, rt Runtime, spec jail.Spec) (*Sandbox, error) {
 	}
 	if err := jail.CheckHome(spec.Home); err != nil {
 		return nil, err
+	}
+	if spec.Terminal != nil {
+		if err := spec.Terminal.Check(); err != nil {
+			return nil, err
+		}
+		spec.Stdin = false // the terminal is its input
 	}
 	runsc, err := rt.binary()
 	if err != nil {
@@ -168,6 +176,30 @@ func (s *Sandbox) launch(command ...string) error {
 	s.channel = os.NewFile(uintptr(pair[0]), "channel")
 	inside := os.NewFile(uintptr(pair[1]), "channel-inside")
 	defer inside.Close()
+	stdin := inside
+	var console *net.UnixListener
+	switch {
+	case s.spec.Terminal != nil:
+		l, path, err := s.listenConsole()
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		console = l
+		// runsc's flags before its last argument, the sandbox's id.
+		last := len(command) - 1
+		command = append(append(append([]string{}, command[:last]...), "--console-socket="+path), command[last])
+	case s.spec.Stdin:
+		// A command's stdin is a pipe of its own, not the channel (which
+		// a command has no use for): the supervisor writes its other end.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("gvisor: stdin: %w", err)
+		}
+		defer r.Close()
+		stdin = r
+		s.input = &input{f: w}
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -182,7 +214,7 @@ func (s *Sandbox) launch(command ...string) error {
 	args = append(append(append(args, "--", s.runsc), s.globalFlags("runsc.log")...), command...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inside, outW, errW
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, outW, errW
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
@@ -199,6 +231,23 @@ func (s *Sandbox) launch(command ...string) error {
 		_ = s.cmd.Wait()
 		close(waited)
 	}()
+	if console != nil {
+		master, err := receiveConsole(console, waited)
+		if err == nil {
+			err = setWindow(master, *s.spec.Terminal)
+			if err != nil {
+				_ = master.Close()
+			}
+		}
+		if err != nil {
+			// supervise tears the sandbox down once runsc is gone.
+			s.Kill(jail.LimitNone)
+			go s.supervise(outR, errR, waited)
+			<-s.done
+			return err
+		}
+		s.input = &input{f: master, term: true}
+	}
 	go s.supervise(outR, errR, waited)
 	return nil
 }
@@ -208,7 +257,18 @@ func (s *Sandbox) launch(command ...string) error {
 func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go s.output.Copy(&copiers, 0, outR, s.spec.Stdout)
+	if in := s.input; in != nil && in.term {
+		// The program's output is the terminal's; runsc's own stdout
+		// carries nothing of it.
+		copiers.Add(1)
+		go s.output.Copy(&copiers, 0, in.f, s.spec.Stdout)
+		go func() {
+			defer copiers.Done()
+			_, _ = io.Copy(io.Discard, outR)
+		}()
+	} else {
+		go s.output.Copy(&copiers, 0, outR, s.spec.Stdout)
+	}
 	go s.output.Copy(&copiers, 1, errR, s.spec.Stderr)
 	// The CPU budget counts from now: what the cgroup holds so far is the
 	// shell that started runsc.
@@ -348,6 +408,7 @@ func (s *Sandbox) Wait() jail.Exit {
 }
 
 func (s *Sandbox) cleanup() {
+	s.input.close()
 	if s.forward != nil {
 		_ = s.forward.Close()
 	}

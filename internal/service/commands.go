@@ -355,9 +355,6 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
 	}
 	backend := s.commandBackend(se)
-	if req.interactive() && backend != fleet.Native {
-		return nil, fmt.Errorf("%w: stdin and terminals are not available on the %s backend (its commands read an empty stdin); run the session on the native jail", ErrInvalidRequest, backend)
-	}
 	out := fleet.NewCollector(req.OnOutput)
 	if req.interactive() {
 		out = fleet.NewInteractiveCollector(req.OnOutput)

@@ -106,9 +106,6 @@ func e2bCommandService(t *testing.T) *service.Service {
 // E2B's sendStdin tests: cat echoes what it is sent, at once (no newline
 // needed), and ends on closeStdin.
 func TestCommandStdinIsStreamedAndClosed(t *testing.T) {
-	if onGVisor() {
-		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
-	}
 	svc := newPolicyService(t)
 	x := startInteractive(t, svc, context.Background(), service.CommandRequest{Argv: []string{"cat"}, Stdin: true})
 	x.send(t, "Hello, World!")
@@ -138,9 +135,6 @@ func TestCommandStdinIsStreamedAndClosed(t *testing.T) {
 // A command that does not read its stdin pushes back: the write waits,
 // then fails busy; the host holds no more than the pipe does.
 func TestCommandStdinPushesBack(t *testing.T) {
-	if onGVisor() {
-		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
-	}
 	svc := e2bCommandService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -163,9 +157,6 @@ func TestCommandStdinPushesBack(t *testing.T) {
 // E2B's pty tests: bash -i on a terminal, with its prompt, echo, line
 // editing, its tty's name, and a resize that stty sees.
 func TestCommandTerminalRunsAnInteractiveBash(t *testing.T) {
-	if onGVisor() {
-		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
-	}
 	svc := e2bCommandService(t)
 	x := startInteractive(t, svc, context.Background(), service.CommandRequest{
 		Argv: []string{"/bin/bash", "-i", "-l"}, Terminal: &service.TerminalSize{Cols: 80, Rows: 24},
@@ -201,9 +192,6 @@ func TestCommandTerminalRunsAnInteractiveBash(t *testing.T) {
 // is not the host's; typing into it (TIOCSTI) is refused; and its whole
 // process tree ends when it is killed.
 func TestTerminalContainment(t *testing.T) {
-	if onGVisor() {
-		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
-	}
 	svc := e2bCommandService(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -267,17 +255,5 @@ for c in b"echo INJ$((6*7))\n": fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))'; ec
 			t.Fatalf("the terminal's background sleep (pid %d) outlived the kill", sleepPID)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// gVisor's commands get no stdin or terminal yet: a clear refusal.
-func TestCommandInputOnGVisorIsRefused(t *testing.T) {
-	if !onGVisor() {
-		t.Skip("native: the tests above")
-	}
-	svc := e2bCommandService(t)
-	_, err := svc.RunCommand(context.Background(), service.CommandRequest{Argv: []string{"cat"}, Stdin: true})
-	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "gvisor backend") {
-		t.Fatalf("stdin under gVisor: %v", err)
 	}
 }
