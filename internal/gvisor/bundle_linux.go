@@ -100,7 +100,13 @@ func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 		return nil, err
 	}
 	// Order matters: later mounts go on top of earlier ones.
-	mounts = append(mounts, sandboxMounts(dir, spec, uid)...)
+	relay := ""
+	if spec.Terminal != nil {
+		if relay, err = relayBinary(); err != nil {
+			return nil, err
+		}
+	}
+	mounts = append(mounts, sandboxMounts(dir, spec, uid, relay)...)
 	for _, m := range mounts {
 		if err := mountPoint(root, m); err != nil {
 			return nil, err
@@ -180,7 +186,7 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 
 // sandboxMounts are the sandbox's own filesystems (/proc, /tmp, /dev/shm,
 // an empty /sys, the home directory) and the binds the spec asks for.
-func sandboxMounts(dir string, spec jail.Spec, uid int) []ociMount {
+func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount {
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	l := spec.Limits
@@ -212,6 +218,9 @@ func sandboxMounts(dir string, spec jail.Spec, uid int) []ociMount {
 	if spec.Forward != nil {
 		ro(filepath.Join(dir, forwardDir), filepath.Dir(ForwardSocket))
 	}
+	if spec.Terminal != nil {
+		ro(relay, relayPath)
+	}
 	return mounts
 }
 
@@ -219,12 +228,16 @@ func sandboxMounts(dir string, spec jail.Spec, uid int) []ociMount {
 // its limits, root, mounts, namespaces and seccomp filter.
 func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *seccomp.OCI) ociSpec {
 	l := spec.Limits
+	args := spec.Argv
+	if spec.Terminal != nil {
+		args = relayArgv(args)
+	}
 	return ociSpec{
 		OCIVersion: "1.0.2",
 		Process: ociProcess{
 			Terminal:        spec.Terminal != nil,
 			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
-			Args:            spec.Argv,
+			Args:            args,
 			Env:             spec.Env,
 			Cwd:             jail.HomeOf(spec.Home),
 			NoNewPrivileges: true,

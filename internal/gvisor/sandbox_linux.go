@@ -235,6 +235,9 @@ func (s *Sandbox) launch(command ...string) error {
 		master, err := receiveConsole(console, waited)
 		if err == nil {
 			err = setWindow(master, *s.spec.Terminal)
+			if err == nil {
+				err = makeRaw(master)
+			}
 			if err != nil {
 				_ = master.Close()
 			}

@@ -132,9 +132,9 @@ func setWindow(master *os.File, size jail.WindowSize) error {
 	return ioctlErr
 }
 
-// signalForeground sends sig to every process of the sandbox (runsc kill
-// --all): SIGWINCH is ignored by default, so only those that watch their
-// terminal's size act on it.
+// signalForeground tells the relay (the sandbox's init) with SIGWINCH
+// that the host terminal's size changed: it passes the size on to the
+// command's terminal, whose kernel signals the foreground group.
 func (s *Sandbox) signalForeground(sig unix.Signal) error {
-	return s.runscArgs("kill", "--all", s.id, strconv.Itoa(int(sig)))
+	return s.runscArgs("kill", s.id, strconv.Itoa(int(sig)))
 }

@@ -110,6 +110,7 @@ type programExit struct {
 // one, and never returns in that case. Call it first thing in main and in
 // TestMain of any test binary that starts sandboxes.
 func MaybeRunInit() {
+	runHelper()
 	if len(os.Args) < 2 || os.Args[1] != initArg || os.Getpid() != 1 {
 		return
 	}

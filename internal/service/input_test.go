@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -189,8 +193,9 @@ func TestCommandTerminalRunsAnInteractiveBash(t *testing.T) {
 
 // A terminal is no way out, judged from the host: its processes run as a
 // sandbox uid, in the sandbox's cgroup and pid namespace, on a devpts that
-// is not the host's; typing into it (TIOCSTI) is refused; and its whole
-// process tree ends when it is killed.
+// is not the host's (under gVisor: no host process at all, see
+// gvisorTerminalIsInside); typing into it (TIOCSTI) is refused; and its
+// whole process tree ends when it is killed.
 func TestTerminalContainment(t *testing.T) {
 	svc := e2bCommandService(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -212,6 +217,10 @@ for c in b"echo INJ$((6*7))\n": fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))'; ec
 		t.Fatalf("TIOCSTI typed into the terminal: %q", out)
 	}
 
+	if onGVisor() {
+		gvisorTerminalIsInside(t, x, cancel)
+		return
+	}
 	var hostPts syscall.Stat_t
 	if err := syscall.Stat("/dev/pts/ptmx", &hostPts); err != nil {
 		t.Fatal(err)
@@ -256,4 +265,102 @@ for c in b"echo INJ$((6*7))\n": fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))'; ec
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// gvisorTerminalIsInside judges a gVisor terminal from the host: the
+// shell and its background sleep are no host processes (gVisor's kernel
+// runs them), every host process of the sandbox's cgroup is runsc's, and
+// the kill takes the cgroup and those processes away.
+func gvisorTerminalIsInside(t *testing.T, x *interactive, cancel func()) {
+	t.Helper()
+	runsc, err := filepath.EvalSymlinks(gvisor.PinnedRunsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.send(t, "tty; echo tty=$?\n")
+	if out := x.waitFor(t, "tty=0"); !regexp.MustCompile(`/dev/pts/[0-9]+\r\ntty=0`).MatchString(out) {
+		t.Fatalf("the terminal inside is not a terminal of gVisor's devpts: %q", out)
+	}
+	cgs := sandboxCgroups(t)
+	if len(cgs) == 0 {
+		t.Fatal("the terminal's sandbox has no cgroup of this test's")
+	}
+	// Every sandbox of this test's (a pool's too) holds runsc's processes
+	// only; the terminal's is the one whose runsc was given a console.
+	var pids []int
+	for _, cg := range cgs {
+		b, err := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var these []int
+		console := false
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+			if err != nil {
+				continue // gone meanwhile
+			}
+			if exe != runsc {
+				t.Fatalf("host process %d of the sandbox's cgroup %s runs %s, not runsc", pid, cg, exe)
+			}
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			console = console || strings.Contains(string(cmdline), "--console-socket=")
+			these = append(these, pid)
+		}
+		if console {
+			pids = append(pids, these...)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no runsc with a console in the sandbox cgroups %v", cgs)
+	}
+	for _, p := range hostProcessesNamed(t, "sleep", "bash") {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if strings.Contains(string(cmdline), "1000") || strings.Contains(string(cmdline), "-i") {
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+			if strings.Contains(string(cg), "gv-") {
+				t.Fatalf("host process %d (%q) runs in a gVisor sandbox's cgroup: the terminal's programs left the Sentry", p, cmdline)
+			}
+		}
+	}
+	cancel() // E2B's pty.kill
+	x.wait(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+				t.Fatalf("runsc's process %d outlived the kill: %q %s %.300s", pid, cmd, cg, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	assertNoLeftovers(t)
+}
+
+// hostProcessesNamed lists the host's processes whose command is one of names.
+func hostProcessesNamed(t *testing.T, names ...string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if slices.Contains(names, strings.TrimSpace(string(comm))) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
