@@ -17,21 +17,21 @@ var ErrPortClosed = jail.ErrPortClosed
 var ErrPortsUnsupported = fmt.Errorf("%w: this backend's ports cannot be reached from the host", jail.ErrUnsupported)
 
 // portDialer is a sandbox whose loopback the host can connect to without
-// giving it any network (the native jail and its cells).
+// giving it any network: the native jail and its cells from the host in
+// its network namespace, gVisor through a relay runsc execs inside.
 type portDialer interface {
 	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // DialPort connects to a server listening on port of the sandbox's
-// loopback. gVisor's sandboxes have a network stack of their own, in
-// runsc, that no host socket enters: they answer ErrPortsUnsupported.
+// loopback. A backend that cannot answers ErrPortsUnsupported.
 func (l *Lease) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if err := jail.CheckPort(port); err != nil {
 		return nil, err
 	}
 	d, ok := l.current().(portDialer)
 	if !ok {
-		return nil, fmt.Errorf("%w (backend %s: its network stack is runsc's own)", ErrPortsUnsupported, l.backend)
+		return nil, fmt.Errorf("%w (backend %s)", ErrPortsUnsupported, l.backend)
 	}
 	return d.DialPort(ctx, port)
 }

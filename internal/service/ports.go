@@ -25,8 +25,9 @@ type PortRequest struct {
 // http.server 8000). The connection is made from the host inside the
 // sandbox's network namespace: the sandbox gets no network, no
 // interface, no port on the host; only this connection, which the caller
-// relays. Native sandboxes only: gVisor's loopback is in runsc's own
-// network stack (ErrUnavailable names the backend). A session held by
+// relays (under gVisor, whose loopback is in runsc's own network stack,
+// the connection is a relay runsc execs inside the sandbox, with the
+// session's python3). A session held by
 // another replica cannot be reached from this one (a connection does not
 // cross replicas): route its traffic to that replica.
 func (s *Service) OpenPort(ctx context.Context, req PortRequest) (net.Conn, error) {
