@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codecage/codecage/internal/config"
 )
@@ -211,5 +212,36 @@ func TestExecuteRichResults(t *testing.T) {
 	ts.call(t, "POST", "/execute", "", map[string]any{"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2])", "profile": "data_science"}, &r)
 	if !r.Success || len(r.Images) != 1 || r.Outputs != nil || r.Display != nil {
 		t.Fatalf("plain result: %+v", r)
+	}
+}
+
+// stdin on POST /commands is given to the command, then closed: cat
+// echoes it, wc counts a stdin of several chunks, a command that never
+// reads ends as soon as it is done.
+func TestCommandStdin(t *testing.T) {
+	ts := startServer(t, "", func(c *config.Config) { c.MaxBodySize = 8 << 20 })
+	var r struct {
+		Success  bool   `json:"success"`
+		Stdout   string `json:"stdout"`
+		ExitCode int    `json:"exit_code"`
+	}
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "cat", "stdin": "line one\nline two\n"}, &r)
+	if !r.Success || r.Stdout != "line one\nline two\n" {
+		t.Fatalf("cat: %+v", r)
+	}
+	big := strings.Repeat("0123456789abcdef", 5<<16) // 5 MiB: several writes
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "wc -c", "stdin": big}, &r)
+	if !r.Success || strings.TrimSpace(r.Stdout) != fmt.Sprint(len(big)) {
+		t.Fatalf("wc: %+v", r)
+	}
+	start := time.Now()
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "echo done", "stdin": big}, &r)
+	if !r.Success || r.Stdout != "done\n" || time.Since(start) > 5*time.Second {
+		t.Fatalf("a command that does not read: %+v after %s", r, time.Since(start))
+	}
+	// Without stdin the command reads an empty one, as before.
+	ts.call(t, "POST", "/commands", "", map[string]any{"command": "cat; echo end"}, &r)
+	if r.Stdout != "end\n" {
+		t.Fatalf("no stdin: %+v", r)
 	}
 }

@@ -154,3 +154,12 @@ func TestExecuteRichResultsAsContent(t *testing.T) {
 		t.Fatalf("display %v, text %s", s["display"], text(res))
 	}
 }
+
+// run_command's stdin reaches the command, then it reads end of file.
+func TestRunCommandStdin(t *testing.T) {
+	cs := connect(t)
+	res := call(t, cs, "run_command", map[string]any{"command": "cat; echo '[eof]'", "stdin": "from the tool\n"})
+	if res.IsError || structured(t, res)["stdout"] != "from the tool\n[eof]\n" {
+		t.Fatalf("%s", text(res))
+	}
+}
