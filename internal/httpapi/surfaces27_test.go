@@ -245,3 +245,59 @@ func TestCommandStdin(t *testing.T) {
 		t.Fatalf("no stdin: %+v", r)
 	}
 }
+
+// A file's metadata survives a snapshot (a session started from it) and a
+// fork: the workspace's archive carries it.
+func TestMetadataSurvivesSnapshotAndFork(t *testing.T) {
+	ts := startServer(t, "", nil)
+	var se struct {
+		ID string `json:"session_id"`
+	}
+	ts.call(t, "POST", "/sessions", "", map[string]any{}, &se)
+	base := "/sessions/" + se.ID
+	if resp := ts.call(t, "PUT", base+"/files/content", "", map[string]any{"path": "d/tagged.txt", "content": "x", "metadata": map[string]string{"owner": "alice", "run": "7"}}, nil); resp.StatusCode != 200 {
+		t.Fatalf("write: %d", resp.StatusCode)
+	}
+	metadataOf := func(id string) string {
+		var list struct {
+			Files []struct {
+				Path     string            `json:"path"`
+				Metadata map[string]string `json:"metadata"`
+			} `json:"files"`
+		}
+		ts.call(t, "GET", "/sessions/"+id+"/files?path=d", "", nil, &list)
+		if len(list.Files) != 1 {
+			t.Fatalf("list of %s: %+v", id, list)
+		}
+		return fmt.Sprint(list.Files[0].Metadata)
+	}
+	const want = "map[owner:alice run:7]"
+	var snap struct {
+		ID string `json:"snapshot_id"`
+	}
+	if resp := ts.call(t, "POST", base+"/snapshots", "", map[string]any{}, &snap); resp.StatusCode/100 != 2 || snap.ID == "" {
+		t.Fatalf("snapshot: %d", resp.StatusCode)
+	}
+	var from struct {
+		ID string `json:"session_id"`
+	}
+	if resp := ts.call(t, "POST", "/sessions", "", map[string]any{"from_snapshot": snap.ID}, &from); resp.StatusCode != 201 {
+		t.Fatalf("from snapshot: %d", resp.StatusCode)
+	}
+	if got := metadataOf(from.ID); got != want {
+		t.Fatalf("from the snapshot: %s, want %s", got, want)
+	}
+	var fork struct {
+		Sessions []struct {
+			Session *struct {
+				ID string `json:"session_id"`
+			} `json:"session"`
+		} `json:"sessions"`
+	}
+	if resp := ts.call(t, "POST", base+"/fork", "", map[string]any{}, &fork); resp.StatusCode != 201 || len(fork.Sessions) != 1 || fork.Sessions[0].Session == nil {
+		t.Fatalf("fork: %d %+v", resp.StatusCode, fork)
+	}
+	if got := metadataOf(fork.Sessions[0].Session.ID); got != want {
+		t.Fatalf("in the fork: %s, want %s", got, want)
+	}
+}
