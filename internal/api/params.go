@@ -25,6 +25,8 @@ type ExecuteParams struct {
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"Run in this session (from create_session): variables, imports and /workspace files persist between calls." doc:"Run in this session (from POST /sessions): variables, imports and /workspace files persist between calls."`
 	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run under the gVisor backend, a user-space kernel between the code and the host's (only where the operator enabled container mode). With session_id, the session's backend applies (chosen when it was created)." doc:"Run under the gVisor backend, a user-space kernel between the code and the host's (only where the operator enabled container mode). Not with session_id: a session's backend is chosen when it is created."`
 	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
+	Display        bool     `json:"display,omitempty" jsonschema:"Also return rich results, as a notebook shows them: display (the last value by MIME type: text/plain, text/html, image/png, e2b/data for a DataFrame, ...) and outputs (what the code displayed, in order: display() calls, figures as image/png and e2b/chart with their elements); figures then come in outputs, not images. Here the PNGs are attached as image content and left out of the structured result." doc:"Also return rich results, as a notebook shows them: display (the last value by MIME type: text/plain, text/html, image/png, e2b/data for a DataFrame, ...) and outputs (what the code displayed, in order: display() calls, figures as image/png and e2b/chart with their elements); figures then come in outputs, not images."`
+	Language       string   `json:"language,omitempty" jsonschema:"python (default), or javascript (js), typescript (ts) or bash: a kernel of that language in the session, stateful across calls like the interpreter (with session_id only; each enabled by the operator, SANDBOX_KERNELS, see get_sandbox_info: kernels)." doc:"python (default), or javascript (js), typescript (ts) or bash: a kernel of that language in the session, stateful across calls like the interpreter (with session_id only; each enabled by the operator, SANDBOX_KERNELS, see /info: kernels)."`
 }
 
 // Request checks the parameters and turns them into a service.Request for
@@ -47,6 +49,8 @@ func (p ExecuteParams) Request(maxTimeout time.Duration, owner string) (service.
 		Owner:          owner,
 		UseContainer:   p.UseContainer,
 		Tools:          p.Tools,
+		Language:       p.Language,
+		Display:        p.Display,
 	}, nil
 }
 
@@ -57,6 +61,7 @@ type CommandParams struct {
 	Env        map[string]string `json:"env,omitempty" jsonschema:"Environment variables to add (LD_* and PYTHON* are refused)." doc:"Environment variables to add (LD_* and PYTHON* are refused)."`
 	Timeout    float64           `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 120, at most 300)." doc:"Wall-clock limit in seconds (default 120, at most 300)."`
 	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
+	Stdin      string            `json:"stdin,omitempty" jsonschema:"Text given to the command's standard input, which is then closed (default: an empty stdin)." doc:"Text given to the command's standard input, which is then closed (default: an empty stdin). Native jail only (400 on gVisor)."`
 }
 
 // Request checks the parameters and turns them into a service.CommandRequest.
@@ -65,7 +70,7 @@ func (p CommandParams) Request(owner string) (service.CommandRequest, error) {
 		return service.CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", service.ErrInvalidRequest, p.Timeout)
 	}
 	return service.CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
-		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner}, nil
+		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner, Input: p.Stdin}, nil
 }
 
 // InstallParams are the arguments of pip_install and POST /pip_install.

@@ -23,6 +23,7 @@ const maxClientCode = 64 << 20
 func sessionsExec(c *clientCmd, args []string, stdin io.Reader) int {
 	file := c.fs.String("file", "", "run the code of this file")
 	timeout := secondsValue(c.fs, "timeout", "wall-clock limit of this run (30s, 2m, or seconds; default: the server's)")
+	language := c.fs.String("language", "", "run in the session's kernel of this language: javascript (js), typescript (ts) or bash (default: its Python interpreter; the server must enable it, SANDBOX_KERNELS)")
 	if status, ok := c.parse(args, 1, 2, "session id"); !ok {
 		return status
 	}
@@ -34,6 +35,9 @@ func sessionsExec(c *clientCmd, args []string, stdin io.Reader) int {
 	body := map[string]any{"code": code}
 	if *timeout != 0 {
 		body["timeout"] = *timeout
+	}
+	if *language != "" {
+		body["language"] = *language
 	}
 	data, status, ok := c.call(http.MethodPost, "/sessions/"+idPath(c.args[0])+"/execute", nil, body)
 	if !ok {

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/codecage/codecage/internal/service"
 )
 
 const sessionsUsage = `Usage:
@@ -11,7 +14,8 @@ const sessionsUsage = `Usage:
   codecage sessions show ID
   codecage sessions create [--from-snapshot ID] [--on-timeout kill|pause] [--lifetime D]
                            [--manual-resume] [--profile P] [--use-container]
-  codecage sessions exec ID [CODE | - | --file F] [--timeout S]
+  codecage sessions exec ID [CODE | - | --file F] [--timeout S] [--language L]
+  codecage sessions metrics ID
   codecage sessions pause ID [--no-memory | --park]
   codecage sessions resume ID
   codecage sessions snapshot ID [--name N]
@@ -23,7 +27,9 @@ REST API (POST /sessions, /sessions/{id}/execute, /pause, /resume,
 /snapshots, /fork, ...). Every subcommand takes --url (default $CODECAGE_URL,
 else http://127.0.0.1:8001), --api-key (default $CODECAGE_API_KEY) and
 --json (print the server's JSON answer). D is a duration (90s, 10m, 2h) or
-seconds. exec runs CODE, standard input (-) or the file F.
+seconds. exec runs CODE, standard input (-) or the file F, in the session's
+Python interpreter or (--language javascript, typescript or bash) its kernel
+of that language. metrics samples the session's CPU, memory and disk.
 
 Exit status: 0 success; 1 the code failed (exec; sys.exit(n) gives n);
 2 bad usage; 3 the server did not answer; 4 the server refused the request
@@ -47,6 +53,8 @@ func sessionsCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return sessionsCreate(c, rest)
 	case "exec":
 		return sessionsExec(c, rest, stdin)
+	case "metrics":
+		return sessionsMetrics(c, rest)
 	case "pause":
 		return sessionsPause(c, rest)
 	case "resume":
@@ -107,6 +115,29 @@ func (c *clientCmd) onSession(method, suffix string, body any) int {
 	default:
 		return c.printSessionState(data)
 	}
+	return exitOK
+}
+
+// sessionsMetrics is GET /sessions/{id}/metrics.
+func sessionsMetrics(c *clientCmd, args []string) int {
+	if status, ok := c.parse(args, 1, 1, "session id"); !ok {
+		return status
+	}
+	data, status, ok := c.call(http.MethodGet, "/sessions/"+idPath(c.args[0])+"/metrics", nil, nil)
+	if !ok {
+		return status
+	}
+	if c.json {
+		c.printJSON(data)
+		return exitOK
+	}
+	var m service.SessionMetrics
+	if err := json.Unmarshal(data, &m); err != nil {
+		fmt.Fprintf(c.stderr, "codecage %s: the server's answer is not a metrics sample: %v\n", c.name, err)
+		return exitInternal
+	}
+	fmt.Fprintf(c.stdout, "cpu     %.2f%% of %d core(s)\nmemory  %s of %s\ndisk    %s of %s\n",
+		m.CPUUsedPct, m.CPUCount, byteSize(m.MemUsed), byteSize(m.MemTotal), byteSize(m.DiskUsed), byteSize(m.DiskTotal))
 	return exitOK
 }
 

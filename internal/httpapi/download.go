@@ -18,11 +18,11 @@ import (
 // ReadFileInput is GET /sessions/{id}/files/content (and /files/raw).
 type ReadFileInput struct {
 	ID     string `path:"id" doc:"The session's id."`
-	Path   string `query:"path" doc:"Path under /workspace, such as data.csv or /workspace/in/data.csv."`
+	Path   string `query:"path" doc:"A path as the session's code sees it: relative to the workspace (data.csv), or absolute: under /workspace, /tmp, or the read-only system tree (/usr/lib/os-release, ...)."`
 	Accept string `header:"Accept" doc:"application/json (default): a FileContent; application/octet-stream: the file's bytes, as GET /sessions/{id}/files/raw answers."`
 }
 
-// Downloads stream from the workspace file through a fixed buffer, as
+// Downloads stream from the session's file through a fixed buffer, as
 // the raw bytes or as a FileContent whose content is streamed too; each
 // holds a transfer slot (SANDBOX_MAX_TRANSFERS) while it runs.
 func (s *Server) fileDownloadRoutes() {
@@ -30,25 +30,25 @@ func (s *Server) fileDownloadRoutes() {
 	bytesSchema := &huma.Schema{Type: "string", Format: "binary", Description: "The file's bytes."}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "read-file", Method: http.MethodGet, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
-		Summary: "Read a workspace file",
+		Summary: "Read a file of a session",
 		Description: "Returns the file as a FileContent: its text when it is valid UTF-8 without NUL bytes, else its bytes in base64 (`encoding` says which). " +
 			"With Accept: application/octet-stream, the raw bytes instead. Either streams from the file, whatever its size.",
 		Responses: map[string]*huma.Response{"200": {Description: "The file.", Content: map[string]*huma.MediaType{
 			"application/json":         {Schema: contentSchema},
 			"application/octet-stream": {Schema: bytesSchema},
 		}}},
-		Errors: []int{400, 401, 404, 429, 503},
+		Errors: []int{400, 401, 403, 404, 429, 503},
 	}, func(ctx context.Context, in *ReadFileInput) (*huma.StreamResponse, error) {
 		return s.download(ctx, in, wantsRaw(in.Accept))
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "read-file-raw", Method: http.MethodGet, Path: "/sessions/{id}/files/raw", Tags: []string{"Files"},
-		Summary:     "Download a workspace file's bytes",
+		Summary:     "Download a file's bytes",
 		Description: "Returns the file's bytes as they are (application/octet-stream, with Content-Length), streamed from the file.",
 		Responses: map[string]*huma.Response{"200": {Description: "The file's bytes.", Content: map[string]*huma.MediaType{
 			"application/octet-stream": {Schema: bytesSchema},
 		}}},
-		Errors: []int{400, 401, 404, 429, 503},
+		Errors: []int{400, 401, 403, 404, 429, 503},
 	}, func(ctx context.Context, in *ReadFileInput) (*huma.StreamResponse, error) {
 		return s.download(ctx, in, true)
 	})

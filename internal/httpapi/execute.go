@@ -31,8 +31,10 @@ type SessionExecuteInput struct {
 	ID     string `path:"id" doc:"The session's id."`
 	Accept string `header:"Accept" doc:"application/json (default) or text/event-stream."`
 	Body   struct {
-		Code    string  `json:"code" doc:"Python 3 source to run in the session's interpreter."`
-		Timeout float64 `json:"timeout,omitempty" doc:"Wall-clock limit in seconds."`
+		Code     string  `json:"code" doc:"Source to run in the session: Python 3 in its interpreter, or the language's code in its kernel."`
+		Timeout  float64 `json:"timeout,omitempty" doc:"Wall-clock limit in seconds."`
+		Display  bool    `json:"display,omitempty" doc:"Also return rich results: display (the last value by MIME type) and outputs (display() calls, figures as image/png and e2b/chart, DataFrames as e2b/data, in order); figures then come in outputs, not images."`
+		Language string  `json:"language,omitempty" doc:"python (default), or javascript (js), typescript (ts) or bash: the session's kernel of that language, stateful across calls like the interpreter (each enabled by the operator, SANDBOX_KERNELS; see /info: kernels). An unknown or disabled language is a 400."`
 	}
 }
 
@@ -73,10 +75,10 @@ func (s *Server) executeRoutes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "session-execute", Method: http.MethodPost, Path: "/sessions/{id}/execute", Tags: []string{"Sessions"},
 		Summary:     "Run code in a session",
-		Description: "Runs the code in the session's interpreter: variables, imports and /workspace files persist between calls. The same as POST /execute with session_id. " + streamDoc,
+		Description: "Runs the code in the session's interpreter (or, with language, its kernel of that language): variables, imports and /workspace files persist between calls. The same as POST /execute with session_id. " + streamDoc,
 		Responses:   responses(), Errors: errs, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *SessionExecuteInput) (*huma.StreamResponse, error) {
-		req, err := api.ExecuteParams{Code: in.Body.Code, Timeout: in.Body.Timeout, SessionID: in.ID}.Request(s.cfg.MaxTimeout, owner(ctx))
+		req, err := api.ExecuteParams{Code: in.Body.Code, Timeout: in.Body.Timeout, SessionID: in.ID, Language: in.Body.Language, Display: in.Body.Display}.Request(s.cfg.MaxTimeout, owner(ctx))
 		if err != nil {
 			return nil, problemFor(err)
 		}

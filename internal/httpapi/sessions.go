@@ -33,19 +33,20 @@ type SessionListOutput struct {
 	}
 }
 
-// FilePathInput names a workspace path.
+// FilePathInput names a path of a session's filesystem.
 type FilePathInput struct {
 	ID   string `path:"id" doc:"The session's id."`
-	Path string `query:"path" doc:"Path under /workspace, such as data.csv or /workspace/in/data.csv (listing: default, the whole workspace)."`
+	Path string `query:"path" doc:"A path as the session's code sees it: relative to the workspace (data.csv), or absolute: under /workspace, under /tmp (shared by the session's code and commands), or in the sandbox's read-only system tree (/usr, /etc, ...; writing there is permission denied). Listing: default, the whole workspace."`
 }
 
 // WriteFileInput is PUT /sessions/{id}/files/content.
 type WriteFileInput struct {
 	ID   string `path:"id" doc:"The session's id."`
 	Body struct {
-		Path     string `json:"path" doc:"Path under /workspace, such as data.csv or /workspace/in/data.csv. Parent directories are created."`
-		Content  string `json:"content" doc:"The file's content: text, or base64 when encoding is base64."`
-		Encoding string `json:"encoding,omitempty" enum:"utf-8,base64" default:"utf-8" doc:"utf-8 (default) or base64."`
+		Path     string            `json:"path" doc:"Where to write: relative to the workspace (data.csv), or absolute under /workspace or /tmp (the read-only system tree is permission denied, 403). Parent directories are created."`
+		Content  string            `json:"content" doc:"The file's content: text, or base64 when encoding is base64."`
+		Encoding string            `json:"encoding,omitempty" enum:"utf-8,base64" default:"utf-8" doc:"utf-8 (default) or base64."`
+		Metadata map[string]string `json:"metadata,omitempty" doc:"The file's metadata, replacing what it had (none given: none kept): keys are HTTP tokens (lowercased), values printable ASCII; at most 32 keys and 16 KiB together. Kept with the file as user.e2b.<key> extended attributes, which the session's code sees, as E2B's files.write(..., {metadata}) keeps it; listings return it."`
 	}
 }
 
@@ -121,14 +122,32 @@ func (s *Server) sessionRoutes() {
 		}
 		return &SessionOutput{Status: http.StatusOK, Body: info}, nil
 	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "session-metrics", Method: http.MethodGet, Path: "/sessions/{id}/metrics", Tags: tags,
+		Summary:     "What a session's sandbox uses now",
+		Description: "A sample of the session's CPU (its share of its CPU bandwidth since the previous sample, or since it started), memory (its interpreter's and running commands' cgroups, page cache included, against its limit) and disk (what its workspace holds, against its size limit). A parked session (paused into the snapshot store) has no sandbox to measure: 409.",
+		Errors:      []int{401, 404, 409, 429, 503},
+	}, func(ctx context.Context, in *SessionIDInput) (*SessionMetricsOutput, error) {
+		m, err := s.svc.SessionMetrics(ctx, in.ID, owner(ctx))
+		if err != nil {
+			return nil, problemFor(err)
+		}
+		return &SessionMetricsOutput{Body: m}, nil
+	})
 	s.fileRoutes()
+}
+
+// SessionMetricsOutput is GET /sessions/{id}/metrics.
+type SessionMetricsOutput struct {
+	Body *service.SessionMetrics
 }
 
 // fileRoutes registers the operations on a session's workspace files.
 func (s *Server) fileRoutes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-files", Method: http.MethodGet, Path: "/sessions/{id}/files", Tags: []string{"Files"},
-		Summary: "List a session's workspace", Errors: []int{400, 401, 404, 429},
+		Summary: "List a session's files", Description: "Lists a directory of the session's filesystem (default: its workspace) with sizes, modes and metadata, within bounds (truncated says when it stopped).",
+		Errors: []int{400, 401, 403, 404, 429},
 	}, func(ctx context.Context, in *FilePathInput) (*FileListOutput, error) {
 		files, err := s.svc.ListFiles(ctx, in.ID, owner(ctx), in.Path)
 		if err != nil {
@@ -141,15 +160,15 @@ func (s *Server) fileRoutes() {
 	s.fileDownloadRoutes()
 	huma.Register(s.api, huma.Operation{
 		OperationID: "write-file", Method: http.MethodPut, Path: "/sessions/{id}/files/content", Tags: []string{"Files"},
-		Summary:     "Write a workspace file",
-		Description: "Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...), within the per-file and per-workspace size limits.",
-		Errors:      []int{400, 401, 404, 413, 422, 429}, MaxBodyBytes: s.cfg.MaxBodySize,
+		Summary:     "Write a file into a session",
+		Description: "Writes a file into the session's workspace (the code then opens it by relative path or /workspace/...) or its /tmp, with its metadata, within the per-file and per-workspace size limits. The read-only system tree is permission denied (403).",
+		Errors:      []int{400, 401, 403, 404, 413, 422, 429}, MaxBodyBytes: s.cfg.MaxBodySize,
 	}, func(ctx context.Context, in *WriteFileInput) (*FileInfoOutput, error) {
 		data, err := api.DecodeContent(in.Body.Content, in.Body.Encoding)
 		if err != nil {
 			return nil, problemFor(err)
 		}
-		fi, err := s.svc.WriteFile(ctx, in.ID, owner(ctx), in.Body.Path, data)
+		fi, err := s.svc.WriteFileWith(ctx, in.ID, owner(ctx), in.Body.Path, data, in.Body.Metadata)
 		if err != nil {
 			return nil, problemFor(err)
 		}
@@ -157,7 +176,8 @@ func (s *Server) fileRoutes() {
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "delete-file", Method: http.MethodDelete, Path: "/sessions/{id}/files/content", Tags: []string{"Files"}, DefaultStatus: http.StatusNoContent,
-		Summary: "Delete a workspace file or directory", Errors: []int{400, 401, 404, 429},
+		Summary: "Delete a file or directory of a session", Description: "Deletes a file or directory tree of the session's workspace or /tmp (the read-only system tree is permission denied, 403).",
+		Errors: []int{400, 401, 403, 404, 429},
 	}, func(ctx context.Context, in *FilePathInput) (*struct{}, error) {
 		if err := s.svc.DeleteFile(ctx, in.ID, owner(ctx), in.Path); err != nil {
 			return nil, problemFor(err)

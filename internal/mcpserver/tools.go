@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,13 +104,14 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "close_session", Title: "Close a session", Description: "Ends a session, its interpreter and its workspace files.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.closeSession)
 	addTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
 	addTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
+	addTool(s, &mcp.Tool{Name: "session_metrics", Title: "What a session uses now", Description: "Samples a session's CPU (percent of its bandwidth since the previous sample), memory (bytes, against its limit) and disk (bytes its workspace holds, against its size limit).", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.sessionMetrics)
 	t.registerPersist(s)
 
-	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session's workspace", InputSchema: writeFileInputSchema(),
-		Description: fmt.Sprintf("Writes a file under the session's /workspace (the code then opens it by relative path or /workspace/...). Parent directories are created. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
-	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file from a session's workspace", Description: "Returns a file the code wrote under /workspace, as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
-	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's workspace", Description: fmt.Sprintf("Lists files and directories under the session's /workspace (or a subdirectory) with sizes: at most %d entries, %d levels deep; truncated says when there was more.", service.MaxListedFiles, service.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
-	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete from a session's workspace", Description: "Deletes a file or directory tree under the session's /workspace.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
+	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session", InputSchema: writeFileInputSchema(),
+		Description: fmt.Sprintf("Writes a file into the session's /workspace (the code then opens it by relative path or /workspace/...) or its /tmp, with optional metadata (kept with the file, listed by list_files). Parent directories are created. The read-only system tree (/usr, /etc, ...) is permission denied. At most %d bytes per file and %d per workspace.", c.MaxFileSize, c.WorkspaceMax)}, t.writeFile)
+	addTool(s, &mcp.Tool{Name: "read_file", Title: "Read a file of a session", Description: "Returns a file of the session's filesystem as its code sees it (/workspace, /tmp, or the read-only system tree such as /usr/lib/os-release), as UTF-8 text or base64 for binary files.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.readFile)
+	addTool(s, &mcp.Tool{Name: "list_files", Title: "List a session's files", Description: fmt.Sprintf("Lists files and directories of the session's /workspace (default), /tmp or system tree, with sizes, modes and metadata: at most %d entries, %d levels deep; truncated says when there was more.", service.MaxListedFiles, service.MaxListDepth), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listFiles)
+	addTool(s, &mcp.Tool{Name: "delete_file", Title: "Delete a file of a session", Description: "Deletes a file or directory tree of the session's /workspace or /tmp (the read-only system tree is permission denied).", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}}, t.deleteFile)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -208,6 +210,11 @@ func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in Execut
 			result.Content = append(result.Content, &mcp.ImageContent{MIMEType: img.MIMEType, Data: raw})
 		}
 	}
+	// A rich result's PNGs go as image content too; the rest of its
+	// representations (text, HTML, charts, DataFrames) stay structured.
+	rich := richImages(&out.Result)
+	out.Images += len(rich)
+	result.Content = append(result.Content, rich...)
 	return result, out, nil
 }
 
@@ -269,10 +276,33 @@ func summary(r *service.Result) string {
 	if len(r.Images) > 0 {
 		b.WriteString(fmt.Sprintf("[%d figure(s) attached as images]\n", len(r.Images)))
 	}
+	if len(r.Outputs) > 0 {
+		b.WriteString(fmt.Sprintf("[%d display output(s) in the structured result's outputs]\n", len(r.Outputs)))
+		for _, o := range r.Outputs {
+			if t, ok := o.Data["text/plain"]; ok {
+				b.WriteString("[display] " + capText(t, maxSummaryText) + "\n")
+			}
+		}
+	}
 	if b.Len() == 0 {
 		b.WriteString("[no output]\n")
 	}
 	return b.String()
+}
+
+// maxSummaryText bounds each display output's text in the summary (the
+// structured result has all of it).
+const maxSummaryText = 2000
+
+// capText is s cut to at most n bytes, on a rune boundary, marked when cut.
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // InstallInput are pip_install's arguments (shared with POST /pip_install).
@@ -397,6 +427,14 @@ func (t *tools) restartSession(ctx context.Context, req *mcp.CallToolRequest, in
 	return nil, info, nil
 }
 
+func (t *tools) sessionMetrics(ctx context.Context, req *mcp.CallToolRequest, in SessionIDInput) (*mcp.CallToolResult, *service.SessionMetrics, error) {
+	m, err := t.svc.SessionMetrics(t.caller(ctx, req), in.SessionID, t.owner(req))
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	return nil, m, nil
+}
+
 // SessionList is list_sessions' result.
 type SessionList struct {
 	Sessions []service.SessionInfo `json:"sessions"`
@@ -406,12 +444,13 @@ func (t *tools) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ No
 	return nil, SessionList{Sessions: t.svc.ListSessions(ctx, t.owner(req))}, nil
 }
 
-// WriteFileInput writes a workspace file.
+// WriteFileInput writes a file of a session.
 type WriteFileInput struct {
-	SessionID string `json:"session_id" jsonschema:"The session whose workspace to write."`
-	Path      string `json:"path" jsonschema:"Path under /workspace, such as data.csv or /workspace/in/data.csv."`
-	Content   string `json:"content" jsonschema:"The file's content: text, or base64 when encoding is base64."`
-	Encoding  string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64."`
+	SessionID string            `json:"session_id" jsonschema:"The session whose filesystem to write."`
+	Path      string            `json:"path" jsonschema:"Relative to the workspace (data.csv), or absolute under /workspace or /tmp."`
+	Content   string            `json:"content" jsonschema:"The file's content: text, or base64 when encoding is base64."`
+	Encoding  string            `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64."`
+	Metadata  map[string]string `json:"metadata,omitempty" jsonschema:"The file's metadata, replacing what it had: keys are HTTP tokens (lowercased), values printable ASCII; at most 32 keys and 16 KiB together. The code sees it as user.e2b.<key> extended attributes."`
 }
 
 func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in WriteFileInput) (*mcp.CallToolResult, *service.FileInfo, error) {
@@ -419,17 +458,17 @@ func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, in Writ
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	fi, err := t.svc.WriteFile(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path, data)
+	fi, err := t.svc.WriteFileWith(t.caller(ctx, req), in.SessionID, t.owner(req), in.Path, data, in.Metadata)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	return nil, fi, nil
 }
 
-// PathInput names a workspace path.
+// PathInput names a path of a session's filesystem.
 type PathInput struct {
-	SessionID string `json:"session_id" jsonschema:"The session whose workspace to read."`
-	Path      string `json:"path,omitempty" jsonschema:"Path under /workspace (list_files: default, the whole workspace)."`
+	SessionID string `json:"session_id" jsonschema:"The session whose filesystem to reach."`
+	Path      string `json:"path,omitempty" jsonschema:"Relative to the workspace (data.csv), or absolute: under /workspace, /tmp, or the read-only system tree (/usr, /etc, ...). list_files: default, the whole workspace."`
 }
 
 // FileContent is read_file's result.

@@ -14,9 +14,10 @@ import (
 //
 //	session key=K [on=rest|mcp|e2b]   opens a session as K (on the named surface,
 //	                                  else the one under test); later steps call it $s
-//	execute key=K code=C [session=S] [cancel=yes]
-//	                                  runs C; cancel=yes drops the request once
-//	                                  the run holds a slot, as a client that gives up
+//	execute key=K code=C [session=S] [cancel=yes] [language=L]
+//	                                  runs C (in the session's kernel of language L);
+//	                                  cancel=yes drops the request once the run holds
+//	                                  a slot, as a client that gives up
 //	list key=K                        the sessions K sees
 //	write key=K path=P content=C [session=S]
 //	                                  writes C to P in the session's workspace

@@ -70,7 +70,8 @@ func start(t *testing.T) *env {
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0 // sandboxes seen in /metrics are the scenario's own
 	cfg.Timeout, cfg.MaxTimeout = runLimit, runLimit
-	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash") // as serve does with --e2b-listen
+	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")  // as serve does with --e2b-listen
+	cfg.Kernels = []string{"javascript", "typescript", "bash"} // likewise
 	ks, err := access.ParseKeys("alice:" + keys["alice"] + ",bob:" + keys["bob"])
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func (p *player) do(ctx context.Context, st step) string {
 				cancel()
 			}()
 		}
-		return p.execute(ctx, key, id, st.args["code"])
+		return p.execute(ctx, key, id, st.args["code"], st.args["language"])
 	case "list":
 		return p.list(ctx, key)
 	case "idle":
@@ -119,8 +119,11 @@ func (p *player) openSession(ctx context.Context, on, key string) (answer, id st
 	return answer, id
 }
 
-func (p *player) execute(ctx context.Context, key, session, code string) string {
+func (p *player) execute(ctx context.Context, key, session, code, language string) string {
 	body := `{"code": ` + rawJSON(code)
+	if language != "" { // the same field on every surface
+		body += `, "language": ` + rawJSON(language)
+	}
 	switch p.on {
 	case "rest", "mcp":
 		if session != "" {

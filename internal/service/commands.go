@@ -53,6 +53,10 @@ type CommandRequest struct {
 	// OnInput, with Stdin or Terminal, is given the command's input just
 	// before OnStart.
 	OnInput func(*CommandInput) `json:"-"`
+	// Input, when not empty, is written to the command's stdin, which is
+	// then closed: Stdin in one piece, for a caller with no stream of
+	// input (it travels with a request forwarded to another replica).
+	Input string `json:",omitempty"`
 }
 
 // TerminalSize is a terminal's size in characters.
@@ -368,7 +372,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: env, Home: home, Programs: programs,
 		Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
-	work.Stdin = req.Stdin
+	work.Stdin = req.Stdin || req.Input != ""
 	if req.Terminal != nil {
 		size, _ := terminalSize(req.Terminal.Cols, req.Terminal.Rows) // checked above
 		work.Terminal = &size
@@ -387,6 +391,9 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	}
 	if req.OnInput != nil && req.interactive() {
 		req.OnInput(&CommandInput{lease: lease, terminal: req.Terminal != nil})
+	}
+	if req.Input != "" && !req.interactive() {
+		go feedInput(&CommandInput{lease: lease}, req.Input)
 	}
 	if req.OnStart != nil {
 		req.OnStart()

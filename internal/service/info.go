@@ -2,6 +2,7 @@ package service
 
 import (
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,9 @@ type Info struct {
 	Isolation      IsolationInfo `json:"isolation"`
 	Commands       CommandsInfo  `json:"commands"`
 	Packages       PackagesInfo  `json:"packages"`
+	// Kernels are the languages a session's code may run in: python, and
+	// those the operator enabled (SANDBOX_KERNELS).
+	Kernels []string `json:"kernels"`
 }
 
 // PackagesInfo describes pip_install and the operator's package layer.
@@ -147,6 +151,12 @@ func (s *Service) Info() Info {
 	allowed, missing := s.CommandsInfo()
 	info.Commands = CommandsInfo{Allowed: nonNil(allowed), Missing: nonNil(missing),
 		Timeout: c.CommandTimeout.Seconds(), MaxTimeout: c.MaxCommandTime.Seconds(), Backend: config.IsolationNative}
+	info.Kernels = []string{fleet.LangPython}
+	for _, k := range c.Kernels {
+		if !slices.Contains(info.Kernels, k) {
+			info.Kernels = append(info.Kernels, k)
+		}
+	}
 	for _, p := range policy.Profiles {
 		info.SecurityProfiles[p.Name] = ProfileInfo{Enabled: c.ProfileEnabled(p.Name), Setting: p.Setting, Modules: p.Modules}
 	}

@@ -77,3 +77,17 @@ func inputError(err error, n, size int) error {
 	}
 	return err
 }
+
+// feedInput writes data to a command's stdin, a chunk at a time, then
+// closes it. It stops at the first refusal: a command that ends or stops
+// reading (for InputWait) gets no more, and the run never waits for it.
+func feedInput(in *CommandInput, data string) {
+	defer in.Close()
+	for len(data) > 0 {
+		n := min(len(data), MaxInputChunk)
+		if in.Write([]byte(data[:n])) != nil {
+			return
+		}
+		data = data[n:]
+	}
+}

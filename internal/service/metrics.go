@@ -12,17 +12,17 @@ import (
 type SessionMetrics struct {
 	Timestamp time.Time `json:"timestamp"`
 	// CPUCount is the session's CPU bandwidth, in whole cores.
-	CPUCount int `json:"cpu_count"`
+	CPUCount int `json:"cpu_count" doc:"The session's CPU bandwidth in whole cores." jsonschema:"The session's CPU bandwidth in whole cores."`
 	// CPUUsedPct is the CPU its processes used since the previous sample
 	// (or since it started), in percent of its bandwidth.
-	CPUUsedPct float64 `json:"cpu_used_pct"`
+	CPUUsedPct float64 `json:"cpu_used_pct" doc:"CPU used since the previous sample (or the start), in percent of the bandwidth." jsonschema:"CPU used since the previous sample (or the start), in percent of the bandwidth."`
 	// MemUsed is the memory of its interpreter and running commands
 	// (their cgroups', page cache included); MemTotal is its memory limit.
-	MemUsed  int64 `json:"mem_used"`
-	MemTotal int64 `json:"mem_total"`
+	MemUsed  int64 `json:"mem_used" doc:"Bytes of memory of the interpreter and running commands." jsonschema:"Bytes of memory of the interpreter and running commands."`
+	MemTotal int64 `json:"mem_total" doc:"The memory limit in bytes." jsonschema:"The memory limit in bytes."`
 	// DiskUsed is what its workspace holds; DiskTotal its size limit.
-	DiskUsed  int64 `json:"disk_used"`
-	DiskTotal int64 `json:"disk_total"`
+	DiskUsed  int64 `json:"disk_used" doc:"Bytes the workspace holds." jsonschema:"Bytes the workspace holds."`
+	DiskTotal int64 `json:"disk_total" doc:"The workspace's size limit in bytes." jsonschema:"The workspace's size limit in bytes."`
 }
 
 // SessionMetrics samples what one of the owner's sessions uses now, from

@@ -120,9 +120,11 @@ func as(kind, err error) error {
 }
 
 // workspaceLimits bound a workspace's archive and its unpacking: the
-// workspace's own size, with room for the tar's headers.
+// workspace's own size, with room for the tar's headers. Its files'
+// metadata comes along, as a write of metadata bounds it.
 func (s *Service) workspaceLimits() wsfs.ArchiveLimits {
-	return wsfs.ArchiveLimits{MaxBytes: s.cfg.WorkspaceMax + s.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256}
+	return wsfs.ArchiveLimits{MaxBytes: s.cfg.WorkspaceMax + s.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256,
+		Metadata: wsfs.MetaLimits{Keys: MaxMetadataKeys, Bytes: MaxMetadataBytes}}
 }
 
 // siteLimits bound a session's package directory's archive and its

@@ -3,7 +3,9 @@ package wsfs
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // ArchiveLimits bound an archive and an unpack; a zero field allows
@@ -18,6 +20,66 @@ type ArchiveLimits struct {
 	// MaxDepth caps how many levels below the root an entry is ("a" is at
 	// level 1, "a/b" at 2).
 	MaxDepth int
+	// Metadata bounds the user.e2b.* attributes a file carries through
+	// (as PAX records); zero carries none.
+	Metadata MetaLimits
+}
+
+// paxMetadata prefixes a PAX record that holds an extended attribute
+// (the form GNU tar and libarchive read).
+const paxMetadata = "SCHILY.xattr." + MetadataPrefix
+
+// keepMetadata is md within lim, keeping only what a write of metadata
+// could store: keys of HTTP token characters, values of printable ASCII
+// (the code may set any bytes; they are left out). Keys are taken in
+// order, so the same attributes give the same archive.
+func keepMetadata(md map[string]string, lim MetaLimits) map[string]string {
+	if len(md) == 0 || lim.Keys <= 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out map[string]string
+	used := 0
+	for _, k := range keys {
+		v := md[k]
+		if len(out) >= lim.Keys || used+len(k)+len(v) > lim.Bytes || !metaKeyOK(k) || !metaValueOK(v) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+		used += len(k) + len(v)
+	}
+	return out
+}
+
+// metaKeyOK: 1 to 128 HTTP token characters (RFC 9110), as a write's
+// metadata keys are (never "=", which a PAX record's key cannot hold).
+func metaKeyOK(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func metaValueOK(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // ArchiveReport says what an archive holds and what it left out.

@@ -118,7 +118,14 @@ func (a *archiver) file(fd int, name, rel string) error {
 	if st.Size > a.lim.MaxBytes-a.rep.Bytes {
 		return fmt.Errorf("archive: %w: more than %d bytes of files (at %s)", ErrArchiveLimit, a.lim.MaxBytes, quoteName(rel))
 	}
-	if err := a.header(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Size: st.Size}, &st); err != nil {
+	h := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Size: st.Size}
+	if md := keepMetadata(readMetadata(f, MetaLimits{Keys: 4 * a.lim.Metadata.Keys, Bytes: 2 * a.lim.Metadata.Bytes}), a.lim.Metadata); md != nil {
+		h.PAXRecords = make(map[string]string, len(md))
+		for k, v := range md {
+			h.PAXRecords[paxMetadata+k] = v
+		}
+	}
+	if err := a.header(h, &st); err != nil {
 		return err
 	}
 	a.rep.Bytes += st.Size

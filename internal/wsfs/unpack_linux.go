@@ -313,7 +313,39 @@ func (u *unpacker) file(pfd int, base string, h *tar.Header, tr *tar.Reader, mod
 	if err := unix.Fchmod(fd, mode); err != nil {
 		return pathErr("unpack", h.Name, err)
 	}
+	if err := u.metadata(fd, h); err != nil {
+		return pathErr("unpack", h.Name, err)
+	}
 	return pathErr("unpack", h.Name, setTimes(fd, "", h.ModTime, unix.AT_EMPTY_PATH))
+}
+
+// metadata restores the user.e2b.* attributes h carries, within the
+// limits and rules a write's metadata has (an archive may be anyone's).
+func (u *unpacker) metadata(fd int, h *tar.Header) error {
+	if u.lim.Metadata.Keys <= 0 {
+		return nil
+	}
+	var md map[string]string
+	for k, v := range h.PAXRecords {
+		if key, ok := strings.CutPrefix(k, paxMetadata); ok {
+			if md == nil {
+				md = map[string]string{}
+			}
+			if len(md) > 4*u.lim.Metadata.Keys {
+				break
+			}
+			md[key] = v
+		}
+	}
+	md = keepMetadata(md, u.lim.Metadata)
+	if md == nil {
+		return nil
+	}
+	err := SetMetadataFD(fd, md)
+	if isErrno(err, unix.ENOTSUP) {
+		return nil // a filesystem without user attributes: the files still come back
+	}
+	return err
 }
 
 func writeAll(fd int, b []byte) (int, error) {
