@@ -61,7 +61,7 @@ type CommandParams struct {
 	Env        map[string]string `json:"env,omitempty" jsonschema:"Environment variables to add (LD_* and PYTHON* are refused)." doc:"Environment variables to add (LD_* and PYTHON* are refused)."`
 	Timeout    float64           `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 120, at most 300)." doc:"Wall-clock limit in seconds (default 120, at most 300)."`
 	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
-	Stdin      string            `json:"stdin,omitempty" jsonschema:"Text given to the command's standard input, which is then closed (default: an empty stdin)." doc:"Text given to the command's standard input, which is then closed (default: an empty stdin). Native jail only (400 on gVisor)."`
+	Stdin      string            `json:"stdin,omitempty" jsonschema:"Text given to the command's standard input, which is then closed (default: an empty stdin)." doc:"Text given to the command's standard input, which is then closed (default: an empty stdin)."`
 }
 
 // Request checks the parameters and turns them into a service.CommandRequest.
