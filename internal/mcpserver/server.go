@@ -38,6 +38,7 @@ func newServer(svc *service.Service, log *slog.Logger, key string) *mcp.Server {
 		&mcp.ServerOptions{Logger: log, Instructions: instructions(svc.Config())})
 	t := &tools{svc: svc, key: key}
 	t.register(s)
+	s.AddReceivingMiddleware(guard(log))
 	return s
 }
 
