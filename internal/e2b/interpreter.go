@@ -274,9 +274,11 @@ func displayValue(key, data string) any {
 		return unquoteText(data)
 	}
 	if key == "json" || key == "data" || key == "chart" {
-		var v any
-		if json.Unmarshal([]byte(data), &v) == nil {
-			return v
+		// Passed through as the harness wrote it: decoding into an any
+		// and encoding again would turn 1.0 into 1, an int to E2B's SDK
+		// where E2B gives a float (a chart's ticks and points).
+		if json.Valid([]byte(data)) {
+			return json.RawMessage(data)
 		}
 	}
 	return data
