@@ -155,16 +155,16 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	req := service.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
 		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout), Context: languageContext(lang), Language: lang}
-	if body.ContextID != "" && body.ContextID != "default" {
-		x := s.boxes.get(ref.id)
-		x.mu.Lock()
-		c, ok := x.contexts[body.ContextID]
-		x.mu.Unlock()
+	x := s.boxes.get(ref.id)
+	if body.ContextID != "" {
+		c, ok := x.context(body.ContextID)
 		if !ok {
 			http.Error(w, "context "+service.Quote(body.ContextID)+" not found", http.StatusNotFound)
 			return
 		}
-		req.Context, req.Language = c.ID, c.Language
+		req.Context, req.Language = c.name, c.Language
+	} else {
+		x.defaultContext(lang) // listed from now on, as E2B's are
 	}
 	out := newNDJSON(w, s.svc.Config().StreamWriteTimeout)
 	defer out.done()
@@ -274,9 +274,11 @@ func displayValue(key, data string) any {
 		return unquoteText(data)
 	}
 	if key == "json" || key == "data" || key == "chart" {
-		var v any
-		if json.Unmarshal([]byte(data), &v) == nil {
-			return v
+		// Passed through as the harness wrote it: decoding into an any
+		// and encoding again would turn 1.0 into 1, an int to E2B's SDK
+		// where E2B gives a float (a chart's ticks and points).
+		if json.Valid([]byte(data)) {
+			return json.RawMessage(data)
 		}
 	}
 	return data
@@ -290,10 +292,15 @@ func runsOf(s *Server, r *http.Request, ref sandboxRef) int {
 	return info.Runs
 }
 
+// newContextID is a random UUID, as Jupyter's kernel ids (E2B's
+// context ids) are.
 func newContextID() string {
-	b := make([]byte, 8)
+	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	return "c" + hex.EncodeToString(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 type contextBody struct {
@@ -316,14 +323,15 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	if body.Cwd == "" {
 		body.Cwd = Home
 	}
-	c := codeContext{ID: newContextID(), Language: lang, Cwd: body.Cwd}
+	id := newContextID()
+	c := codeContext{ID: id, Language: lang, Cwd: body.Cwd, name: id}
 	if err := s.startContext(r, ref, c); err != nil {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
 	x := s.boxes.get(ref.id)
 	x.mu.Lock()
-	x.contexts[c.ID] = c
+	c = x.addContext(c)
 	x.mu.Unlock()
 	writeJSON(w, http.StatusOK, c)
 }
@@ -331,7 +339,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 // startContext makes (or remakes) a context in the interpreter: empty,
 // in its directory.
 func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) error {
-	res, err := s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Cwd: c.Cwd,
+	res, err := s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.name, NewContext: true, Cwd: c.Cwd,
 		Code: startCode(c.Language), Language: c.Language})
 	if err != nil {
 		return err
@@ -346,47 +354,37 @@ func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) er
 	return nil
 }
 
+// listContexts lists E2B's startup default contexts (those of the
+// kernels this server runs), the defaults runs made, and those created.
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 	x := s.boxes.get(sandboxOf(r.Context()).id)
-	x.mu.Lock()
-	out := []codeContext{{ID: "default", Language: "python", Cwd: Home}}
-	for _, c := range x.contexts {
-		out = append(out, c)
+	for _, lang := range startupDefaults {
+		if s.svc.KernelEnabled(lang) {
+			x.defaultContext(lang)
+		}
 	}
-	x.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, x.listContexts())
 }
 
 func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
-	x := s.boxes.get(ref.id)
-	x.mu.Lock()
-	c, ok := x.contexts[r.PathValue("id")]
-	delete(x.contexts, r.PathValue("id"))
-	x.mu.Unlock()
+	c, ok := s.boxes.get(ref.id).removeContext(r.PathValue("id"))
 	if !ok {
 		http.Error(w, "context "+r.PathValue("id")+" not found", http.StatusNotFound)
 		return
 	}
 	// Its variables go: a fresh, empty state under its name.
-	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.ID, NewContext: true, Code: startCode(c.Language), Language: c.Language})
+	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.name, NewContext: true, Code: startCode(c.Language), Language: c.Language})
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
 	id := r.PathValue("id")
-	c := codeContext{ID: "", Language: "python", Cwd: Home}
-	if id != "default" {
-		x := s.boxes.get(ref.id)
-		x.mu.Lock()
-		found, ok := x.contexts[id]
-		x.mu.Unlock()
-		if !ok {
-			http.Error(w, "context "+id+" not found", http.StatusNotFound)
-			return
-		}
-		c = found
+	c, ok := s.boxes.get(ref.id).context(id)
+	if !ok {
+		http.Error(w, "context "+id+" not found", http.StatusNotFound)
+		return
 	}
 	if err := s.startContext(r, ref, c); err != nil {
 		http.Error(w, err.Error(), daemonStatus(err))

@@ -80,6 +80,16 @@ func (s *stream) Write(p []byte) (int, error) {
 	}
 	if s.onLine != nil {
 		rest := s.buf.Bytes()[s.emitted:]
+		if s.chunks && s.marker == nil {
+			// What came, as it came, as E2B's envd passes a read on: a
+			// program's "Hello,\nWorld!" is one event, not a line and
+			// then its unfinished rest.
+			if len(rest) > 0 {
+				s.onLine(s.name, string(rest))
+				s.emitted += len(rest)
+			}
+			return len(p), nil
+		}
 		for {
 			i := bytes.IndexByte(rest, '\n')
 			if i < 0 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -31,6 +32,45 @@ type Programs struct {
 	Names map[string]string
 	// Missing lists the names found nowhere on the search path.
 	Missing []string
+	// Aliases maps a name added by Alias to the program it runs.
+	Aliases map[string]string
+}
+
+// Alias makes name run the program of (a symlink beside it) when no
+// program of that name was asked for and found: E2B's images have python
+// as python3, and Debian's python3 package has no python. It reports
+// whether name now runs of; nothing new is executable, the link leads to a
+// program already there.
+func (p *Programs) Alias(name, of string) bool {
+	target, ok := p.Names[of]
+	if _, taken := p.Names[name]; taken || !ok || strings.ContainsRune(name, '/') || name == "" {
+		return false
+	}
+	// The link goes in the real directory: one reached through a symlink
+	// (/bin on a merged /usr) would be followed when the root is built.
+	dir, err := filepath.EvalSymlinks(filepath.Dir(target))
+	if err != nil {
+		return false
+	}
+	link := filepath.Join(dir, name)
+	if _, exists := p.Links[link]; exists {
+		return false
+	}
+	if p.Links == nil {
+		p.Links = map[string]string{}
+	}
+	if p.Aliases == nil {
+		p.Aliases = map[string]string{}
+	}
+	rel := filepath.Base(target)
+	if filepath.Dir(target) != dir {
+		rel = target
+	}
+	p.Links[link] = rel
+	p.Names[name] = link
+	p.Aliases[name] = of
+	p.Missing = slices.DeleteFunc(p.Missing, func(m string) bool { return m == name })
+	return true
 }
 
 // hostSystemDirs are bound read-only when they are real directories on the

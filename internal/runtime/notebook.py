@@ -304,7 +304,7 @@ def _point(v):
     if np is not None and isinstance(v, np.datetime64):
         return str(v.astype("datetime64[s]"))
     if isinstance(v, str):
-        return v
+        return str(v)  # numpy.str_ (a categorical axis's values) is no str to _json
     try:
         f = float(v)
     except (TypeError, ValueError):

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -126,6 +127,11 @@ func (s *Service) commandPrograms() (*fleet.Programs, error) {
 			}
 		}
 		s.commands.programs, s.commands.err = fleet.ResolvePrograms(names, present)
+		if s.commands.err == nil && slices.Contains(s.cfg.AllowedCommands, "python3") {
+			// Scripts and agents say python (E2B's images have it);
+			// it is the python3 already allowed.
+			s.commands.programs.Alias("python", "python3")
+		}
 	})
 	return s.commands.programs, s.commands.err
 }
@@ -467,6 +473,11 @@ func (s *Service) CommandsInfo() (allowed, missing []string) {
 	for _, c := range s.cfg.AllowedCommands {
 		if _, ok := p.Names[c]; ok {
 			allowed = append(allowed, c)
+		}
+	}
+	for name := range p.Aliases {
+		if !slices.Contains(allowed, name) {
+			allowed = append(allowed, name)
 		}
 	}
 	return allowed, p.Missing

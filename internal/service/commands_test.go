@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,24 @@ func TestRunCommandInSession(t *testing.T) {
 	}
 	if _, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Owner: "mallory", Command: "ls"}); !errors.Is(err, service.ErrSessionNotFound) {
 		t.Fatalf("another owner: %v", err)
+	}
+}
+
+// python is python3 when python3 may run (E2B's test_ping_server runs
+// python -m http.server), and only then; it adds no program to the root.
+func TestRunCommandPythonIsPython3(t *testing.T) {
+	svc := newPolicyService(t)
+	r := runCmd(t, svc, service.CommandRequest{Command: `python -c 'import sys; print(sys.version_info[0])' && ls -l /usr/bin/python && ls /usr/bin | grep -c '^python$'`})
+	if !r.Success || !strings.HasPrefix(r.Stdout, "3\n") || !strings.Contains(r.Stdout, "/usr/bin/python -> python3\n") || !strings.HasSuffix(r.Stdout, "\n1\n") {
+		t.Fatalf("python: %+v", r)
+	}
+	if allowed, _ := svc.CommandsInfo(); !slices.Contains(allowed, "python") {
+		t.Fatalf("python not listed as runnable: %v", allowed)
+	}
+	cfg := config.DefaultConfig()
+	cfg.AllowedCommands = []string{"ls", "cat"}
+	r = runCmd(t, newServiceWith(t, cfg), service.CommandRequest{Command: "python -c 1; python3 -c 1"})
+	if r.Success || r.ExitCode != 127 || strings.Count(r.Stderr, "not found") != 2 {
+		t.Fatalf("python without python3 allowed: %+v", r)
 	}
 }

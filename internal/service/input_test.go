@@ -35,10 +35,14 @@ type interactive struct {
 func startInteractive(t *testing.T, svc *service.Service, ctx context.Context, req service.CommandRequest) *interactive {
 	t.Helper()
 	x := &interactive{ready: make(chan struct{}), done: make(chan struct{})}
-	req.OnOutput = func(_, text string) {
+	also := req.OnOutput
+	req.OnOutput = func(stream, text string) {
 		x.mu.Lock()
 		x.out.WriteString(text)
 		x.mu.Unlock()
+		if also != nil {
+			also(stream, text)
+		}
 	}
 	req.OnInput = func(in *service.CommandInput) { x.in = in }
 	req.OnStart = func() { close(x.ready) }
@@ -134,6 +138,39 @@ func TestCommandStdinIsStreamedAndClosed(t *testing.T) {
 	if !r.Success || r.Stdout != "end\n" {
 		t.Fatalf("cat without stdin: %+v", r)
 	}
+}
+
+// What cat writes in one go is one output, newlines and all (E2B's
+// test_send_multiline_string_to_process takes the first stdout event).
+func TestCommandOutputChunkKeepsItsLines(t *testing.T) {
+	if onGVisor() {
+		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
+	}
+	svc := newPolicyService(t)
+	var mu sync.Mutex
+	var chunks []string
+	x := startInteractive(t, svc, context.Background(), service.CommandRequest{Argv: []string{"cat"}, Stdin: true,
+		OnOutput: func(_, text string) { mu.Lock(); chunks = append(chunks, text); mu.Unlock() }})
+	x.send(t, "Hello,\nWorld!")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(chunks, "")
+		first := append([]string(nil), chunks...)
+		mu.Unlock()
+		if strings.Contains(got, "World!") {
+			if first[0] != "Hello,\nWorld!" {
+				t.Fatalf("outputs %q, want one \"Hello,\\nWorld!\"", first)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outputs %q", first)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = x.in.Close()
+	x.wait(t)
 }
 
 // A command that does not read its stdin pushes back: the write waits,

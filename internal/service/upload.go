@@ -27,8 +27,15 @@ import (
 // a failed request, and the only answer that needs no list of what was
 // written.
 
-// uploadPrefix starts the temporary name of a file being uploaded.
-const uploadPrefix = ".codecage-upload-"
+// uploadPrefix starts the temporary name of a file being uploaded. Then
+// uploadNew or uploadReplaces says whether a file was at its place when the
+// upload began: a watch reports the rename into place as the events envd's
+// in-place write gives, which differ (see Watch.Take).
+const (
+	uploadPrefix   = ".codecage-upload-"
+	uploadNew      = "n-"
+	uploadReplaces = "r-"
+)
 
 // Upload writes files into a session's workspace, all or nothing. Add
 // each file, then Commit; always Close. It holds a transfer slot
@@ -179,7 +186,9 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 	if err != nil {
 		return err
 	}
+	placePrefix := uploadPrefix + uploadNew
 	if e, err := root.Lstat(rel); err == nil {
+		placePrefix = uploadPrefix + uploadReplaces
 		switch {
 		case e.Mode&fs.ModeSymlink != 0:
 			return fmt.Errorf("%w: %q changed while it was written", ErrBadPath, p)
@@ -199,7 +208,7 @@ func (u *Upload) addLocal(p string, body io.Reader) error {
 			return fileError(p, err)
 		}
 	}
-	f, tmp, err := root.CreateTemp(dir, uploadPrefix, 0o644)
+	f, tmp, err := root.CreateTemp(dir, placePrefix, 0o644)
 	if err != nil {
 		return fileError(p, err)
 	}

@@ -72,10 +72,33 @@ type Watch struct {
 	stopped chan struct{}
 	release func()
 
-	// takeMu orders Takes; movedIn is the directory an upload's
-	// temporary file was just renamed from, under takeMu.
-	takeMu  sync.Mutex
-	movedIn *string
+	// takeMu orders Takes; movedIn is the upload whose temporary file
+	// was just renamed, and uploadWrote the temporary files written to,
+	// under takeMu.
+	takeMu      sync.Mutex
+	movedIn     *movedUpload
+	uploadWrote map[string]bool
+}
+
+// movedUpload is an upload's temporary file renamed into place: in dir,
+// of kind uploadNew or uploadReplaces (or "" if not known), written to.
+type movedUpload struct {
+	dir, kind string
+	wrote     bool
+}
+
+// maxUploadsNoted bounds uploadWrote: the code can make files of the
+// upload prefix's names too. Past it, a file's content is not noted (its
+// rename then reports no write).
+const maxUploadsNoted = 256
+
+func (w *Watch) noteUploadWrite(name string) {
+	if w.uploadWrote == nil {
+		w.uploadWrote = map[string]bool{}
+	}
+	if len(w.uploadWrote) < maxUploadsNoted {
+		w.uploadWrote[name] = true
+	}
 }
 
 // watchSet is the service's watches, by id.
@@ -208,18 +231,39 @@ func (w *Watch) Take() ([]WatchEvent, error) {
 	for _, e := range evs {
 		typ := watchTypes[e.Op]
 		// An upload writes a temporary file and renames it into place
-		// (all or nothing): what its caller did, and what envd reports
-		// of its in-place write, is a write of the file. (Whether the
-		// file was there before is not known here: no create.)
+		// (all or nothing); envd writes in place. The rename is
+		// reported as envd's open(O_CREAT|O_TRUNC), chown and write
+		// give: create (or, for a file that was there, the truncation's
+		// write), chmod, then write if the file is not empty.
 		dir, base := path.Split(e.Name)
 		if strings.HasPrefix(base, uploadPrefix) {
-			if e.Op == wsfs.OpRename {
-				w.movedIn = &dir
+			switch e.Op {
+			case wsfs.OpWrite:
+				w.noteUploadWrite(e.Name)
+			case wsfs.OpRename:
+				w.movedIn = &movedUpload{dir: dir, kind: strings.TrimPrefix(base, uploadPrefix)[:min(2, len(base)-len(uploadPrefix))], wrote: w.uploadWrote[e.Name]}
+				delete(w.uploadWrote, e.Name)
+			case wsfs.OpRemove: // an upload that failed
+				delete(w.uploadWrote, e.Name)
 			}
 			continue
 		}
-		if e.Op == wsfs.OpCreate && w.movedIn != nil && *w.movedIn == dir {
-			typ = WatchWrite
+		if m := w.movedIn; e.Op == wsfs.OpCreate && m != nil && m.dir == dir {
+			w.movedIn = nil
+			switch m.kind {
+			case uploadNew, uploadReplaces:
+				first := WatchCreate
+				if m.kind == uploadReplaces {
+					first = WatchWrite
+				}
+				out = append(out, WatchEvent{Name: e.Name, Type: first}, WatchEvent{Name: e.Name, Type: WatchChmod})
+				if m.wrote {
+					out = append(out, WatchEvent{Name: e.Name, Type: WatchWrite})
+				}
+			default: // through another replica: whether it was there is not known
+				out = append(out, WatchEvent{Name: e.Name, Type: WatchWrite})
+			}
+			continue
 		}
 		w.movedIn = nil
 		out = append(out, WatchEvent{Name: e.Name, Type: typ, Dropped: e.Dropped, Reason: e.Reason})

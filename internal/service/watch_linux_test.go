@@ -268,3 +268,76 @@ func TestWatchEndsWithItsSession(t *testing.T) {
 		t.Fatalf("after the close: %d inotify instances (want %d), %d watches open", inst, inst0, svc.OpenWatches())
 	}
 }
+
+// An upload renames its file into place (all or nothing); a watch reports
+// it as envd's in-place write: create, chmod (its chown), write for a new
+// file; write (the truncation), chmod, write for one it replaces; no write
+// for an empty file. The temporary name is never seen.
+func TestWatchReportsAnUploadAsEnvdsWrite(t *testing.T) {
+	svc := watchService(t, nil)
+	id := watchedSession(t, svc)
+	ctx := context.Background()
+	w, err := svc.WatchDir(ctx, id, "o", ".", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	upload := func(p, content string) {
+		t.Helper()
+		u, err := svc.BeginUpload(ctx, id, "o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		if err := u.Add(p, strings.NewReader(content)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := func(evs []service.WatchEvent, name string) string {
+		var out []string
+		for _, e := range evs {
+			if strings.Contains(e.Name, ".codecage-upload-") {
+				t.Fatalf("the temporary name was reported: %+v", e)
+			}
+			if e.Name == name {
+				out = append(out, e.Type)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	settle := func(name string, n int) string {
+		t.Helper()
+		var seen []service.WatchEvent
+		deadline := time.Now().Add(10 * time.Second)
+		for len(strings.Split(types(seen, name), ",")) < n || types(seen, name) == "" {
+			if time.Now().After(deadline) {
+				break
+			}
+			evs, _ := w.Take()
+			seen = append(seen, evs...)
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // nothing more comes
+		evs, _ := w.Take()
+		return types(append(seen, evs...), name)
+	}
+	// The directory first: one made after the watch began is scanned when
+	// the watch follows it, and what the scan finds is a create.
+	upload("d/seed.txt", "x")
+	settle("d/seed.txt", 1)
+	upload("d/f.txt", "hello")
+	if got := settle("d/f.txt", 3); got != "create,chmod,write" {
+		t.Fatalf("a new file: %s", got)
+	}
+	upload("d/f.txt", "again")
+	if got := settle("d/f.txt", 3); got != "write,chmod,write" {
+		t.Fatalf("a file replaced: %s", got)
+	}
+	upload("empty.txt", "")
+	if got := settle("empty.txt", 2); got != "create,chmod" {
+		t.Fatalf("an empty file: %s", got)
+	}
+}

@@ -30,6 +30,15 @@ for (const [name, text] of [
   });
 }
 
+await check("sendStdin: a multiline string is one stdout event (python test_send_multiline_string_to_process)", async () => {
+  const chunks = [];
+  const cmd = await sbx.commands.run("cat", { background: true, stdin: true, onStdout: (d) => chunks.push(d) });
+  await sbx.commands.sendStdin(cmd.pid, "Hello,\nWorld!");
+  await until(() => chunks.join("").includes("World!"), 5000, `cat's stdout ${JSON.stringify(chunks)}`);
+  await cmd.kill();
+  assert.equal(chunks[0], "Hello,\nWorld!", JSON.stringify(chunks));
+});
+
 await check("sendStdin: send empty stdin to process", async () => {
   const cmd = await sbx.commands.run("cat", { background: true, stdin: true });
   await sbx.commands.sendStdin(cmd.pid, "");

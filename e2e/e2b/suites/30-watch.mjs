@@ -55,6 +55,21 @@ await check("watch recursive directory changes", async () => {
   );
 });
 
+await check("files.write gives envd's events: create, chmod, write (python test_watch_iterated)", async () => {
+  await sbx.files.makeDir("test_watch_dir_iterated");
+  const seen = [];
+  const handle = await sbx.files.watchDir("test_watch_dir_iterated", (e) => seen.push(`${e.type} ${e.name}`));
+  try {
+    await sbx.files.write("test_watch_dir_iterated/f.txt", "new");
+    const end = Date.now() + 10_000;
+    while (seen.length < 3 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(seen, ["create f.txt", "chmod f.txt", "write f.txt"]);
+  } finally {
+    await handle.stop();
+  }
+});
+
 await check("watch recursive directory after nested folder addition", async () => {
   const dir = "test_recursive_watch_dir_add";
   await sbx.files.makeDir(dir);

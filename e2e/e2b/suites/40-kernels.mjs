@@ -33,6 +33,15 @@ await check("defaultKernels: test ts kernel", async () => {
   assert.deepEqual(out.logs.stdout, ["Hello World!\n"]);
 });
 
+await check("contexts: listCodeContexts starts with the python and javascript defaults (python test_list_contexts)", async () => {
+  const listed = await sbx.listCodeContexts();
+  assert.deepEqual(listed.slice(0, 2).map((c) => [c.language, c.cwd]), [["python", "/home/user"], ["javascript", "/home/user"]]);
+  assert.ok(listed.slice(0, 2).every((c) => /^[0-9a-f-]{36}$/.test(c.id)), JSON.stringify(listed));
+  await sbx.runCode("var fromDefault = 7", { language: "js" });
+  const ex = await sbx.runCode("fromDefault * 6", { context: listed[1] });
+  assert.equal(ex.text, "42", JSON.stringify(ex));
+});
+
 await check("languages/js: js top level await", async () => {
   const r = await sbx.runCode(`
     async function main() {

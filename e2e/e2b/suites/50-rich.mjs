@@ -45,6 +45,17 @@ plt.show()
   assert.deepEqual(new Date(a.points[0][0]), new Date("2023-09-01T00:00:00.000Z"));
 });
 
+await check("charts (python tests/charts/test_scale.py): a categorical axis", async () => {
+  const chart = await chartOf(`
+import matplotlib.pyplot as plt
+plt.figure(figsize=(10, 6))
+plt.plot([1, 2, 3, 4, 5], ['A', 'B', 'C', 'D', 'E'])
+plt.show()
+`);
+  assert.deepEqual([chart.type, chart.x_scale, chart.y_scale], ["line", "linear", "categorical"]);
+  assert.deepEqual(chart.elements[0].points[0], [1, "A"]);
+});
+
 await check("charts/bar.test.ts: bar", async () => {
   const chart = await chartOf(`
 import matplotlib.pyplot as plt
