@@ -175,3 +175,41 @@ func TestJoinedNetnsOutlivesItsMaker(t *testing.T) {
 		t.Fatal("a sandbox joined a closed namespace")
 	}
 }
+
+// BenchmarkStartTrueOwnNetns and BenchmarkStartTrueJoinedNetns time a
+// sandbox running /bin/true with a network namespace of its own (made,
+// lo brought up) and joining a held one (setns of the starting thread,
+// and back): the cost of a session's command before and after it shares
+// the session's namespace.
+func BenchmarkStartTrueOwnNetns(b *testing.B) { benchStartTrue(b, false) }
+
+func BenchmarkStartTrueJoinedNetns(b *testing.B) { benchStartTrue(b, true) }
+
+func benchStartTrue(b *testing.B, join bool) {
+	var ns *NetNS
+	if join {
+		holder, err := Start(context.Background(), Spec{Argv: []string{"/bin/sleep", "600"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			holder.Kill(LimitNone)
+			holder.Wait()
+			holder.Channel().Close()
+		}()
+		if ns, err = holder.NetNS(); err != nil {
+			b.Fatal(err)
+		}
+		defer ns.Close()
+	}
+	for b.Loop() {
+		sb, err := Start(context.Background(), Spec{Argv: []string{"/bin/true"}, NetNS: ns})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e := sb.Wait(); e.ExitCode != 0 {
+			b.Fatalf("exit %+v", e)
+		}
+		sb.Channel().Close()
+	}
+}
