@@ -35,6 +35,9 @@ type (
 	Host = jail.Host
 	// WindowSize is a terminal's size.
 	WindowSize = jail.WindowSize
+	// NetNS is a network namespace the host holds: a session's, which
+	// its native sandboxes share.
+	NetNS = jail.NetNS
 )
 
 // Errors of a program's input (see Lease.WriteInput).

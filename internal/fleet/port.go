@@ -36,6 +36,23 @@ func (l *Lease) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return d.DialPort(ctx, port)
 }
 
+// netnsHolder is a sandbox whose network namespace the host can hold
+// (the native jail).
+type netnsHolder interface {
+	NetNS() (*jail.NetNS, error)
+}
+
+// NetNS opens the sandbox's network namespace, for its session to hold
+// and share (Work.NetNS); nil without error when the backend's network
+// is its own (gVisor's, in runsc).
+func (l *Lease) NetNS() (*NetNS, error) {
+	h, ok := l.current().(netnsHolder)
+	if !ok {
+		return nil, nil
+	}
+	return h.NetNS()
+}
+
 // CheckPort refuses a port number that is not a TCP port.
 func CheckPort(port int) error { return jail.CheckPort(port) }
 

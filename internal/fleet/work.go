@@ -75,6 +75,9 @@ type Work struct {
 	// LoopbackServers: a command may serve on TCP ports of its loopback
 	// (jail.Spec.LoopbackServers), which the host reaches with DialPort.
 	LoopbackServers bool
+	// NetNS is the session's network namespace, which a Session (its
+	// interpreter restarted) or a Command joins: nil for a new one.
+	NetNS *NetNS
 	// Stdout and Stderr receive a Command's or pip's output.
 	Stdout, Stderr io.Writer
 	// Stdin gives a Command a stdin pipe; Terminal runs it on a terminal
@@ -98,11 +101,19 @@ func (w Work) Spec() Spec {
 		}
 		spec.Limits.Timeout = w.Lifetime
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
+		spec.NetNS = w.NetNS
+		// Its namespace (lo only) is the wall: the code may serve on
+		// ports and reach the servers of the session's commands, which
+		// share it. Spares start before their session's request, so this
+		// holds for every session. One with the network profile keeps
+		// Landlock's rule (a TCP connect to its proxy's port alone).
+		spec.LoopbackServers = w.Forward == nil
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
 		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
 		spec.LoopbackServers = w.LoopbackServers
+		spec.NetNS = w.NetNS
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

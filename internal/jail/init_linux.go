@@ -60,6 +60,9 @@ type initConfig struct {
 	// LoopbackServers: Landlock leaves TCP bind and connect to the
 	// namespace (Spec.LoopbackServers).
 	LoopbackServers bool
+	// JoinedNet: the init is in a network namespace another sandbox made
+	// (Spec.NetNS), whose lo is up, and which it may not change.
+	JoinedNet bool
 	// Nested keeps the program's capabilities and leaves the restrictions
 	// to it (see nested_linux.go).
 	Nested bool
@@ -229,8 +232,10 @@ func setupNamespaces(cfg *initConfig) error {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return err
+	if !cfg.JoinedNet {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
 	}
 	if err := limitNestedUserNamespaces(cfg); err != nil {
 		return err

@@ -194,6 +194,13 @@ type Spec struct {
 	// DialPort reaches from outside (Landlock otherwise refuses every TCP
 	// bind and connect; the empty network namespace is then the wall).
 	LoopbackServers bool
+	// NetNS, if set, is the network namespace the sandbox joins instead
+	// of an empty one of its own: a session's (Sandbox.NetNS), which its
+	// interpreter and its commands share, so that they reach each other's
+	// loopback servers. Its lo is up already; the sandbox's user namespace
+	// does not own it, so nothing inside can change it (no interface, no
+	// address, no route, no port below 1024).
+	NetNS *NetNS
 	// Nested marks a trusted program that builds a cell for each piece of
 	// untrusted work itself (a zygote): it keeps the init's capabilities in
 	// the sandbox's user namespace, gets no Landlock or seccomp, and finds

@@ -206,3 +206,20 @@ func (c *Cell) CPUUsage() time.Duration { return 0 }
 
 // MemoryUsage is 0.
 func (c *Cgroup) MemoryUsage() int64 { return 0 }
+
+// NetNS is never opened here.
+type NetNS struct{}
+
+// NetNS fails: there is no sandbox here.
+func (s *Sandbox) NetNS() (*NetNS, error) { return nil, ProbeHost().Usable() }
+
+// Close does nothing.
+func (n *NetNS) Close() error { return nil }
+
+// Inode fails: there is no namespace here.
+func (n *NetNS) Inode() (uint64, error) { return 0, ProbeHost().Usable() }
+
+// DialPort fails: there is no namespace here.
+func (n *NetNS) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	return nil, ProbeHost().Usable()
+}

@@ -157,6 +157,9 @@ func prepareSpec(spec *Spec) error {
 		}
 		spec.Stdin = false // the terminal is its input
 	}
+	if spec.Nested && spec.NetNS != nil {
+		return errors.New("jail: a nested program's cells make network namespaces of their own: it joins none")
+	}
 	spec.Limits = spec.Limits.WithDefaults()
 	if spec.ID == "" {
 		spec.ID = NewID()
@@ -174,8 +177,19 @@ func (s *Sandbox) startInit() (waited chan struct{}, err error) {
 	waited = make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := s.cmd.Start(); err != nil {
+		// A sandbox that joins a namespace is cloned from a thread in it
+		// (setns), which then goes back to the host's.
+		back, err := enterNetns(s.spec.NetNS)
+		if err != nil {
+			runtime.UnlockOSThread()
+			startErr <- err
+			return
+		}
+		err = s.cmd.Start()
+		if back() {
+			defer runtime.UnlockOSThread()
+		} // else the thread ends with this goroutine: it never serves another
+		if err != nil {
 			startErr <- err
 			return
 		}
@@ -219,6 +233,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Stdin:           s.spec.Stdin,
 		Terminal:        s.spec.Terminal,
 		LoopbackServers: s.spec.LoopbackServers,
+		JoinedNet:       s.spec.NetNS != nil,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
@@ -436,8 +451,10 @@ func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd,
 		gid = uid
 	}
 	attr := userNSAttr(uid, gid, ids)
-	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
-		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+	if s.spec.NetNS == nil {
+		attr.Cloneflags |= unix.CLONE_NEWNET // else the one startInit's thread is in
+	}
 	attr.AmbientCaps = capsOf(s.cellUIDs())
 	attr.Pdeathsig = syscall.SIGKILL
 	attr.Setsid = true

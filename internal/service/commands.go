@@ -386,6 +386,11 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if se != nil {
 		work.Workspace, work.HostUID, work.Tmp = in.Workspace, in.UID, in.Tmp
 		work.LoopbackServers = se.Request().Servers
+		if backend == fleet.Native {
+			// One loopback per session, as in a VM: its interpreter's
+			// and its other commands' servers are reached on 127.0.0.1.
+			work.NetNS = in.NetNS
+		}
 	}
 	spec := work.Spec()
 	lease, err := s.fleet.Start(ctx, backend, spec)

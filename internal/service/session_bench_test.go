@@ -27,3 +27,21 @@ func BenchmarkSessionExecute(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSessionCommand is one command of a session, `true`: its
+// sandbox built beside the interpreter (on the session's workspace, /tmp
+// and network namespace), run and torn down.
+func BenchmarkSessionCommand(b *testing.B) {
+	svc := newService(b)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Servers: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Command: "true"})
+		if err != nil || !res.Success {
+			b.Fatalf("command: %v %+v", err, res)
+		}
+	}
+}

@@ -99,6 +99,9 @@ func (t *Table) Drop(se *Session) {
 		lease.Close() // its slot goes back to the budget
 	}
 	se.closeProxy()
+	if ns := se.netns.Swap(nil); ns != nil {
+		_ = ns.Close() // no command is in it any more; a server still running keeps it
+	}
 	if se.dir != "" {
 		removeWorkspace(se.dir)
 	}

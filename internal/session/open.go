@@ -117,6 +117,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		})
 		se.proxy, work.Forward = proxy, fwd
 	}
+	work.NetNS = se.netns.Load()
 	spec := work.Spec()
 	if se.uid != 0 {
 		// gVisor's harness starts in the workspace: it must be the
@@ -139,6 +140,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		return t.opts.StartError(ctx, err)
 	}
 	se.lease.Store(lease)
+	t.holdNetns(se, lease)
 	// The workspace belongs to the sandbox's host uid, so the code can write
 	// there; the service reaches it as root through wsfs.
 	uid := lease.HostUID()

@@ -11,8 +11,7 @@ import (
 )
 
 // leases are the session's running sandboxes: its interpreter's first,
-// then its commands' (each command is a sandbox of its own, with its own
-// loopback).
+// then its commands' (each command is a sandbox of its own).
 func (se *Session) leases() []*fleet.Lease {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
@@ -29,11 +28,13 @@ func (se *Session) leases() []*fleet.Lease {
 }
 
 // DialPort connects to a server listening on port in the session: on the
-// loopback of its interpreter's sandbox or of one of its running
-// commands' (a server started in the background by a command). Each is
-// dialed in its own network namespace; none is given a network. It fails
-// with fleet.ErrPortClosed when none listens there, ErrPaused while the
-// session is paused (its servers are frozen: a connection would hang).
+// loopback of its network namespace, which its interpreter and its
+// commands share (a server started by runCode or in the background by a
+// command). Without one (gVisor), each running sandbox is tried. The
+// connection is made in that namespace: the session is given no network.
+// It fails with fleet.ErrPortClosed when none listens there, ErrPaused
+// while the session is paused (its servers are frozen: a connection
+// would hang).
 func (se *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	se.lifeMu.Lock()
 	frozen, dropped := se.frozen, se.dropped
@@ -43,6 +44,13 @@ func (se *Session) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: session %s is closed", ErrNotFound, se.id)
 	case frozen:
 		return nil, fmt.Errorf("%w: session %s", ErrPaused, se.id)
+	}
+	if ns := se.netns.Load(); ns != nil {
+		c, err := ns.DialPort(ctx, port)
+		if errors.Is(err, fleet.ErrPortClosed) {
+			return nil, fmt.Errorf("%w: port %d of session %s", fleet.ErrPortClosed, port, se.id)
+		}
+		return c, err
 	}
 	var errs []error
 	for _, l := range se.leases() {
@@ -96,4 +104,22 @@ func (se *Session) CPUSinceLastSample(now time.Time, cpu time.Duration) (used, w
 		prev = &usageMark{at: se.created}
 	}
 	return max(cpu-prev.cpu, 0), now.Sub(prev.at)
+}
+
+// holdNetns keeps the network namespace of the session's first
+// interpreter as the session's (see Session.netns). Without it (it could
+// not be opened) each command keeps a namespace of its own: the session
+// works, but its sandboxes do not reach each other's servers.
+func (t *Table) holdNetns(se *Session, lease *fleet.Lease) {
+	if se.netns.Load() != nil {
+		return
+	}
+	ns, err := lease.NetNS()
+	if err != nil {
+		t.log.Warn("the session's network namespace could not be held: its commands get their own", "session", se.id, "err", err)
+		return
+	}
+	if ns != nil {
+		se.netns.Store(ns)
+	}
 }

@@ -77,6 +77,9 @@ type Command struct {
 	Tmp       string        // the session's /tmp on the host ("": the command's own)
 	UID       int           // the host uid of the session's sandboxes
 	Idle      time.Duration // the sandbox's CPU time since the session's previous request ended
+	// NetNS is the session's network namespace, which the command joins
+	// (nil: it gets one of its own; gVisor sessions).
+	NetNS *fleet.NetNS
 	// Attach tells the session the command's sandbox, once started, so
 	// that a pause of the session pauses it too.
 	Attach func(*fleet.Lease)
@@ -123,7 +126,7 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 			}
 		}
 	}
-	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, Attach: attach}, end, nil
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, NetNS: se.netns.Load(), Attach: attach}, end, nil
 }
 
 // startCommand registers a command of se that is about to run; it returns

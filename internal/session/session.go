@@ -220,6 +220,12 @@ type Session struct {
 	// for the session's life (a restart replaces the sandbox, not the
 	// slot); nil until it first starts. Atomic.
 	lease atomic.Pointer[fleet.Lease]
+	// netns is the session's network namespace (native sessions): its
+	// first interpreter's, held for the session's life, which its later
+	// interpreters (restarts) and its commands join, so that they reach
+	// each other's loopback servers; closed by Drop once no command
+	// runs. Atomic; nil under gVisor, whose network is runsc's own.
+	netns atomic.Pointer[fleet.NetNS]
 	// proxy is the egress proxy of a session with the network profile,
 	// for the life of its sandbox (protected by mu); refused (atomic) is
 	// told of the hosts it refuses during the request in progress.
