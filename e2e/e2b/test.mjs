@@ -17,78 +17,9 @@ import assert from "node:assert/strict";
 import { Sandbox, CommandExitError, SandboxNotFoundError, AuthenticationError, TimeoutError } from "@e2b/code-interpreter";
 import { Sandbox as BaseSandbox, Template, TemplateError } from "e2b";
 
-for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "CODECAGE_E2B_SECOND_KEY"]) {
-  if (!process.env[v]) {
-    console.error(`test.mjs: ${v} is not set`);
-    process.exit(2);
-  }
-}
-const SANDBOX_URL = process.env.E2B_SANDBOX_URL.replace(/\/$/, "");
-const ALICE = process.env.E2B_API_KEY;
-const BOB = process.env.CODECAGE_E2B_SECOND_KEY;
-const KEEP_GOING = process.env.E2E_KEEP_GOING === "1";
-const CHECK_TIMEOUT_MS = 120_000;
-
-let passes = 0;
-let failures = 0;
-const created = []; // [sandbox, apiKey] to kill at the end
-
-async function cleanup() {
-  for (const [s, apiKey] of created) {
-    try {
-      await BaseSandbox.kill(s.sandboxId, { apiKey });
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-// check runs fn; fn may return a string describing what was observed.
-async function check(name, fn) {
-  let timer;
-  try {
-    const observed = await Promise.race([
-      fn(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`check timed out after ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
-      }),
-    ]);
-    passes++;
-    console.log(`ok ${name}${observed ? ` (${observed})` : ""}`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${describe(e)}`);
-    if (e && e.stack && !(e instanceof assert.AssertionError)) console.log(e.stack.split("\n").slice(1, 4).join("\n"));
-    if (!KEEP_GOING) {
-      await cleanup();
-      console.log(`\n${passes} passed, stopped at the first failure (set E2E_KEEP_GOING=1 to run every check)`);
-      process.exit(1);
-    }
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function describe(e) {
-  if (!(e instanceof Error)) return `not an error: ${JSON.stringify(e)?.slice(0, 400)}`;
-  if (e instanceof assert.AssertionError) return e.message;
-  return `${e.constructor?.name ?? e.name}: ${e.message}`;
-}
-
-// rejects asserts that p rejects (optionally with an instance of cls) and
-// returns the error's class name and message for printing.
-async function rejects(p, cls, what) {
-  let err;
-  try {
-    const v = await p;
-    assert.fail(`${what}: expected a rejection${cls ? ` with ${cls.name}` : ""}, got ${JSON.stringify(v)?.slice(0, 300)}`);
-  } catch (e) {
-    if (e instanceof assert.AssertionError) throw e;
-    err = e;
-  }
-  if (cls) assert.ok(err instanceof cls, `${what}: expected ${cls.name}, got ${describe(err)}`);
-  return `${err.constructor?.name ?? err.name}: ${String(err.message).slice(0, 160)}`;
-}
+// The environment, check, rejects and cleanup are lib.mjs's, shared with
+// the feature suites.
+import { ALICE, BOB, SANDBOX_URL, check, describe, finish, rejects, sleep, track } from "./lib.mjs";
 
 function execSummary(ex) {
   return JSON.stringify({
@@ -107,13 +38,12 @@ async function listIds(opts) {
   return ids;
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------
 let sbx;
 await check("Sandbox.create() (code-interpreter template)", async () => {
   sbx = await Sandbox.create();
-  created.push([sbx, ALICE]);
+  track(sbx, ALICE);
   assert.ok(sbx.sandboxId, "no sandboxId");
   assert.equal(await sbx.isRunning(), true, "isRunning() right after create");
   return sbx.sandboxId;
@@ -499,7 +429,7 @@ await check("list sandboxes started after", async () => {
 let other;
 await check("two sandboxes share nothing", async () => {
   other = await Sandbox.create();
-  created.push([other, ALICE]);
+  track(other, ALICE);
   assert.notEqual(other.sandboxId, sbx.sandboxId);
   assert.equal(await other.files.exists("/home/user/a.txt"), false, "a.txt of the first sandbox is visible");
   const ex = await other.runCode("x");
@@ -514,7 +444,7 @@ await check("two sandboxes share nothing", async () => {
 let bobSbx;
 await check("base template (e2b Sandbox) for a second API key", async () => {
   bobSbx = await BaseSandbox.create({ apiKey: BOB });
-  created.push([bobSbx, BOB]);
+  track(bobSbx, BOB);
   const r = await bobSbx.commands.run("echo from-base; pwd");
   assert.equal(r.stdout, "from-base\n/home/user\n");
   const info = await bobSbx.getInfo();
@@ -662,7 +592,7 @@ await check("files and commands are served while code runs (as in E2B's VM)", as
 // its TimeoutError ("the sandbox was killed"), not an in-band error.
 await check("runCode and commands.run: a kill mid-run raises TimeoutError", async () => {
   const victim = await Sandbox.create();
-  created.push([victim, ALICE]);
+  track(victim, ALICE);
   const run = victim.runCode("import time\nprint('started', flush=True)\ntime.sleep(30)").then((v) => v, (e) => e);
   const cmd = victim.commands.run("echo started; sleep 30").then((v) => v, (e) => e);
   await sleep(1500);
@@ -697,6 +627,4 @@ await check("the other sandboxes survive", async () => {
   assert.equal(await bobSbx.kill(), true);
 });
 
-await cleanup();
-console.log(`\n${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+await finish();
