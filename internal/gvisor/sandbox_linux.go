@@ -36,7 +36,7 @@ type Sandbox struct {
 	ownUID   bool // the uid was allocated here and is released at teardown
 	start    time.Time
 	forward  net.Listener // the host end of spec.Forward, or nil
-	input    *input       // the program's stdin or terminal, or nil
+	input    *jail.Input  // the program's stdin or terminal, or nil
 
 	killOnce sync.Once
 	killed   atomic.Bool // set first thing by Kill: a Pause then fails
@@ -198,7 +198,7 @@ func (s *Sandbox) launch(command ...string) error {
 		}
 		defer r.Close()
 		stdin = r
-		s.input = &input{f: w}
+		s.input = jail.NewInput(w, false)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -249,7 +249,7 @@ func (s *Sandbox) launch(command ...string) error {
 			<-s.done
 			return err
 		}
-		s.input = &input{f: master, term: true}
+		s.input = jail.NewInput(master, true)
 	}
 	go s.supervise(outR, errR, waited)
 	return nil
@@ -260,11 +260,11 @@ func (s *Sandbox) launch(command ...string) error {
 func (s *Sandbox) supervise(outR, errR *os.File, waited <-chan struct{}) {
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	if in := s.input; in != nil && in.term {
+	if t := s.input.Terminal(); t != nil {
 		// The program's output is the terminal's; runsc's own stdout
 		// carries nothing of it.
 		copiers.Add(1)
-		go s.output.Copy(&copiers, 0, in.f, s.spec.Stdout)
+		go s.output.Copy(&copiers, 0, t, s.spec.Stdout)
 		go func() {
 			defer copiers.Done()
 			_, _ = io.Copy(io.Discard, outR)
@@ -411,7 +411,7 @@ func (s *Sandbox) Wait() jail.Exit {
 }
 
 func (s *Sandbox) cleanup() {
-	s.input.close()
+	s.input.Close()
 	if s.forward != nil {
 		_ = s.forward.Close()
 	}

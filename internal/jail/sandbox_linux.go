@@ -41,7 +41,7 @@ type Sandbox struct {
 	pidfd *os.File // of the init, for DialPort; nil once torn down
 
 	output     *Output
-	input      *input // the program's stdin pipe or terminal, or nil
+	input      *Input // the program's stdin pipe or terminal, or nil
 	enforcer   *Enforcer
 	exitReport *programExit
 	done       chan struct{}
@@ -117,13 +117,13 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		<-waited
 		fds.closeParentEnds()
 		_ = fds.channel.Close()
-		s.input.close()
+		s.input.Close()
 		s.cleanup()
 		return nil, err
 	}
 	if fds.stdin != nil {
 		// The pipe's write end now belongs to the sandbox's input.
-		s.input = &input{f: fds.stdin}
+		s.input = NewInput(fds.stdin, false)
 		fds.stdin = nil
 	}
 	if spec.Forward != nil {
@@ -285,11 +285,11 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 	copiers.Add(2)
 	go s.output.Copy(&copiers, 0, fds.stdout, s.spec.Stdout)
 	go s.output.Copy(&copiers, 1, fds.stderr, s.spec.Stderr)
-	if s.input != nil && s.input.term {
+	if t := s.input.Terminal(); t != nil {
 		// The terminal's output is the program's stdout; its read ends
 		// (EIO) once no process of the sandbox holds the terminal.
 		copiers.Add(1)
-		go s.output.Copy(&copiers, 0, s.input.f, s.spec.Stdout)
+		go s.output.Copy(&copiers, 0, t, s.spec.Stdout)
 	}
 	reportDone := make(chan struct{})
 	go func() {
@@ -312,7 +312,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 	copiers.Wait()
 	s.finish()
 	fds.closeParentEnds()
-	s.input.close()
+	s.input.Close()
 	s.cleanup()
 	close(s.done)
 }
