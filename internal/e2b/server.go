@@ -27,9 +27,11 @@ const (
 // EnvdVersion is the version of E2B's in-sandbox daemon whose protocol
 // this surface speaks; the SDK turns features on by it (0.5.7: requests
 // without a user, CloseStdin, raw uploads; 0.6.2: file metadata, sent as
-// X-Metadata-* headers of an upload and read back in every EntryInfo).
-// 0.6.3 would promise entry info in watch events.
-const EnvdVersion = "0.6.2"
+// X-Metadata-* headers of an upload and read back in every EntryInfo;
+// 0.6.3: a watch's events carry their entry (includeEntry); 0.6.4: a
+// watch may cross network mounts (allowNetworkMounts), of which a
+// codecage sandbox has none).
+const EnvdVersion = "0.6.4"
 
 // Options configure a Server.
 type Options struct {

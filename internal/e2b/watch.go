@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -20,16 +21,28 @@ import (
 // reader fell behind, the kernel's queue overflowed, a tree too big to
 // follow) end it with an error, as envd's does when inotify overflows.
 
+// watchDirRequest is WatchDirRequest and CreateWatcherRequest. envd
+// 0.6.3's includeEntry adds each event's entry; 0.6.4's
+// allowNetworkMounts lifts envd's refusal to watch a network mount, and
+// a codecage sandbox has none, so it changes nothing here.
 type watchDirRequest struct {
-	Path      string `json:"path"`
-	Recursive bool   `json:"recursive"`
+	Path               string `json:"path"`
+	Recursive          bool   `json:"recursive"`
+	IncludeEntry       bool   `json:"includeEntry"`
+	AllowNetworkMounts bool   `json:"allowNetworkMounts"`
 }
 
 // fsEvent is filesystem.FilesystemEvent.
 type fsEvent struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Name  string     `json:"name"`
+	Type  string     `json:"type"`
+	Entry *entryInfo `json:"entry,omitempty"`
 }
+
+// withEntries marks a polled watcher's id: its events carry entries. The
+// id goes back to the client and comes back with each poll, so the
+// choice needs no state of its own here.
+const withEntries = "e."
 
 // watchDirResponse is one event of a WatchDir stream.
 type watchDirResponse struct {
@@ -52,15 +65,24 @@ var eventTypes = map[string]string{
 }
 
 // fsEvents turns a watch's events into envd's; an overflow among them is
-// the error that ends the watch, after the events before it.
-func fsEvents(evs []service.WatchEvent) ([]fsEvent, error) {
+// the error that ends the watch, after the events before it. With
+// entries, each event whose path still exists carries its entry, as
+// envd's does (best effort: a file gone since has none).
+func (s *Server) fsEvents(ctx context.Context, w *service.Watch, evs []service.WatchEvent, entries bool) ([]fsEvent, error) {
 	out := make([]fsEvent, 0, len(evs))
+	ref := sandboxOf(ctx)
 	for _, e := range evs {
 		if e.Type == service.WatchOverflow {
 			return out, connect.NewError(connect.CodeResourceExhausted,
 				fmt.Errorf("the watch missed events (%s); start a new one", e.Reason))
 		}
-		out = append(out, fsEvent{Name: e.Name, Type: eventTypes[e.Type]})
+		ev := fsEvent{Name: e.Name, Type: eventTypes[e.Type]}
+		if entries && e.Type != service.WatchRemove {
+			if fi, err := s.svc.StatFile(ctx, ref.id, ref.owner, path.Join(w.Path, e.Name)); err == nil {
+				ev.Entry = entry(fi)
+			}
+		}
+		out = append(out, ev)
 	}
 	return out, nil
 }
@@ -105,7 +127,7 @@ func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequ
 		case err != nil:
 			return rpcError(err)
 		}
-		out, missed := fsEvents(evs)
+		out, missed := s.fsEvents(ctx, w, evs, req.Msg.IncludeEntry)
 		for i := range out {
 			if err := stream.Send(&watchDirResponse{Filesystem: &out[i]}); err != nil {
 				return err
@@ -123,22 +145,28 @@ func (s *Server) createWatcher(ctx context.Context, req *connect.Request[watchDi
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&watcherRequest{WatcherID: w.ID}), nil
+	id := w.ID
+	if req.Msg.IncludeEntry {
+		id = withEntries + id
+	}
+	return connect.NewResponse(&watcherRequest{WatcherID: id}), nil
 }
 
-// watcher is the caller's watcher of the request's sandbox.
-func (s *Server) watcher(ctx context.Context, id string) (*service.Watch, error) {
+// watcher is the caller's watcher of the request's sandbox, and whether
+// its events carry entries.
+func (s *Server) watcher(ctx context.Context, id string) (*service.Watch, bool, error) {
 	ref := sandboxOf(ctx)
-	w, err := s.svc.Watch(ref.id, ref.owner, id)
+	bare, entries := strings.CutPrefix(id, withEntries)
+	w, err := s.svc.Watch(ref.id, ref.owner, bare)
 	if err != nil {
 		// envd's words for an unknown watcher.
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher with id %s not found", service.Quote(strings.TrimSpace(id))))
+		return nil, false, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher with id %s not found", service.Quote(strings.TrimSpace(id))))
 	}
-	return w, nil
+	return w, entries, nil
 }
 
 func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[watcherEventsResponse], error) {
-	w, err := s.watcher(ctx, req.Msg.WatcherID)
+	w, entries, err := s.watcher(ctx, req.Msg.WatcherID)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +179,7 @@ func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watc
 	case err != nil:
 		return nil, rpcError(err)
 	}
-	out, missed := fsEvents(evs)
+	out, missed := s.fsEvents(ctx, w, evs, entries)
 	if missed != nil {
 		return nil, missed
 	}
@@ -159,7 +187,7 @@ func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watc
 }
 
 func (s *Server) removeWatcher(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[empty], error) {
-	w, err := s.watcher(ctx, req.Msg.WatcherID)
+	w, _, err := s.watcher(ctx, req.Msg.WatcherID)
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ var ErrWatchEnded = errors.New("the watch ended")
 type Watch struct {
 	ID      string
 	Session string
+	Path    string // the watched directory, as the caller named it
 	owner   string
 
 	mu      sync.Mutex
@@ -138,7 +139,7 @@ func (s *Service) watchDir(ctx context.Context, id, owner, p string, recursive b
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	w := &Watch{ID: "w" + hex.EncodeToString(b[:]), Session: id, owner: owner, stopped: make(chan struct{})}
+	w := &Watch{ID: "w" + hex.EncodeToString(b[:]), Session: id, Path: p, owner: owner, stopped: make(chan struct{})}
 	dir, done, err := s.sessions.StartWatch(ctx, se, s.cfg.SessionMaxWatches, func() {
 		w.stop(fmt.Errorf("%w: session %s closed, paused or was parked", ErrWatchEnded, id))
 	})

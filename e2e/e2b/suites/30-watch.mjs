@@ -55,6 +55,24 @@ await check("watch recursive directory changes", async () => {
   );
 });
 
+// E2B's python-sdk tests/sync/sandbox_sync/files/test_watch.py (envd 0.6.3, 0.6.4).
+await check("watch directory changes with entry info (and network mounts allowed)", async () => {
+  await sbx.files.makeDir("test_watch_dir_entry");
+  await sbx.files.write("test_watch_dir_entry/test_watch.txt", "This file will be watched.");
+  let write;
+  await waitEvent(
+    sbx,
+    "test_watch_dir_entry",
+    (e) => e.type === FilesystemEventType.WRITE && e.name === "test_watch.txt" && (write = e),
+    () => sbx.files.write("test_watch_dir_entry/test_watch.txt", "This file has been modified."),
+    { includeEntry: true, allowNetworkMounts: true },
+  );
+  assert.ok(write.entry, `no entry: ${JSON.stringify(write)}`);
+  assert.equal(write.entry.name, "test_watch.txt");
+  assert.equal(write.entry.path, "/home/user/test_watch_dir_entry/test_watch.txt");
+  assert.equal(write.entry.type, "file");
+});
+
 await check("files.write gives envd's events: create, chmod, write (python test_watch_iterated)", async () => {
   await sbx.files.makeDir("test_watch_dir_iterated");
   const seen = [];
