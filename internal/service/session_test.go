@@ -216,23 +216,38 @@ open("/workspace/inside.txt", "w").write("in-sandbox")`)
 	if !res.Success {
 		t.Fatalf("setup: %+v", res.Error)
 	}
+	var throughRoot error // the write through d/root into the sandbox's /tmp
 	for _, p := range []string{"abs", "passwd", "rel", "d/root/etc/passwd", "d/root" + canary} {
 		got, err := svc.ReadFile(context.Background(), id, "", p)
 		if err == nil || strings.Contains(string(got), token) || strings.Contains(string(got), "root:") {
 			t.Errorf("ReadFile(%q) = %q, %v: host content through a symlink", p, got, err)
 		}
-		if _, err := svc.WriteFile(context.Background(), id, "", p, []byte("overwrite")); err == nil && p != "d/root"+canary {
+		_, err = svc.WriteFile(context.Background(), id, "", p, []byte("overwrite"))
+		if p == "d/root"+canary {
+			throughRoot = err
+		} else if err == nil {
 			t.Errorf("WriteFile(%q) followed a symlink out", p)
 		}
 	}
 	if b, _ := os.ReadFile(canary); string(b) != token {
 		t.Fatalf("the host canary changed: %q", b)
 	}
-	// d/root leads to the sandbox's "/": a write through it lands in the
-	// session's own /tmp (mkdir -p through a link, as envd does), which
-	// the sandbox's code sees, never on the host (the canary above).
-	if res := inSession(t, svc, id, "", `open("`+canary+`").read()`); !res.Success || !strings.Contains(string(res.Result), "overwrite") {
-		t.Fatalf("the write through d/root did not land in the sandbox's /tmp: %+v", res)
+	// d/root leads to the sandbox's "/": natively, a write through it
+	// lands in the session's own /tmp (mkdir -p through a link, as envd
+	// does), which the sandbox's code sees, never on the host (the canary
+	// above). A gVisor session's /tmp is inside its sandbox, out of the
+	// file API's reach: refused.
+	switch {
+	case onGVisor():
+		if !errors.Is(throughRoot, service.ErrBadPath) {
+			t.Fatalf("a write into a gVisor session's /tmp through d/root: %v, want a bad path", throughRoot)
+		}
+	case throughRoot != nil:
+		t.Fatalf("the write through d/root into the session's /tmp: %v", throughRoot)
+	default:
+		if res := inSession(t, svc, id, "", `open("`+canary+`").read()`); !res.Success || !strings.Contains(string(res.Result), "overwrite") {
+			t.Fatalf("the write through d/root did not land in the sandbox's /tmp: %+v", res)
+		}
 	}
 	// A FIFO must not hang the server.
 	done := make(chan error, 1)
