@@ -143,9 +143,6 @@ func TestCommandStdinIsStreamedAndClosed(t *testing.T) {
 // What cat writes in one go is one output, newlines and all (E2B's
 // test_send_multiline_string_to_process takes the first stdout event).
 func TestCommandOutputChunkKeepsItsLines(t *testing.T) {
-	if onGVisor() {
-		t.Skip("gVisor: TestCommandInputOnGVisorIsRefused")
-	}
 	svc := newPolicyService(t)
 	var mu sync.Mutex
 	var chunks []string
