@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"internal/runtime":      backend,
 	"internal/pool":         backend,
 	"internal/fleet":        fleet,
+	"internal/envbuild":     fleet, // runs the build tools (mmdebstrap, buildah) in their own jail
 	"internal/session":      session,
 	"internal/service":      service,
 	"internal/leftovers":    service, // reads the fleet's uid facts from the host side, for tests and bench
@@ -50,7 +51,7 @@ var layers = map[string]int{
 
 var shared = []string{
 	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/config", "internal/dataset",
-	"internal/egress", "internal/frontdoor", "internal/httpapi/docs", "internal/pgtest", "internal/snapstore",
+	"internal/egress", "internal/envstore", "internal/frontdoor", "internal/httpapi/docs", "internal/pgtest", "internal/snapstore",
 	"internal/pipfixture", "internal/policy", "internal/probe", "internal/scenarios", "internal/streamwrite",
 	"internal/upstream", "internal/wsfs",
 }

@@ -177,6 +177,11 @@ type Spec struct {
 	// CellUID(i) in the program's user namespace. At most MaxCellUIDs;
 	// ignored rootless, where cells share the program's uid.
 	CellUIDs int
+	// Root, if set, is a host directory holding an environment's root
+	// filesystem: the sandbox's system directories (/usr, /bin, /lib...,
+	// /etc/alternatives, the loader's cache) come from it, read-only,
+	// instead of from the host. Empty: the host's.
+	Root string
 	// Programs, if set, replaces the host's system directories with a
 	// minimal root holding only these programs and what they load; nothing
 	// else may be executed (see ResolvePrograms). ReadOnlyBinds are then

@@ -79,6 +79,9 @@ type Request struct {
 	// "bash": a kernel process per context, as the operator allows with
 	// SANDBOX_KERNELS).
 	Language string `json:",omitempty"`
+	// Environment names the environment a stateless run starts from
+	// ("": the host's root); a session's runs use the session's.
+	Environment string `json:",omitempty"`
 	// OnOutput, if set, receives the output as it comes, a line at a time
 	// ("stdout" or "stderr"), from a goroutine of its own: a slow OnOutput
 	// never holds the run, and past a bound the later lines are left out

@@ -91,6 +91,9 @@ type Request struct {
 	// loopback (python3 -m http.server), reached with the service's
 	// OpenPort; otherwise Landlock refuses every TCP bind.
 	Servers bool `json:",omitempty"`
+	// Environment names the environment (envstore) the session's
+	// interpreter and commands start from; "": the host's root.
+	Environment string `json:",omitempty"`
 }
 
 // Info describes a session.
