@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/session"
@@ -58,6 +60,8 @@ type Service struct {
 	unparking keyedLock
 	// watches are the directory watches open (watch.go).
 	watches watchSet
+	// envs holds the environments (environments.go); opened at New.
+	envs *envstore.Store
 }
 
 // Options are what a service is given besides the configuration. Each is
@@ -103,6 +107,9 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	}
 	session.Reclaim(cfg.StateDir, s.log())
 	s.loadLayer()
+	if s.envs, err = envstore.Open(filepath.Join(cfg.StateDir, "environments")); err != nil {
+		return nil, fmt.Errorf("environments: %w", err)
+	}
 	s.fleet = s.newFleet()
 	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
 		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError})
