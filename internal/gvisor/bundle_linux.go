@@ -136,9 +136,12 @@ func roBind(host, path string) ociMount {
 func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
+	if spec.Programs != nil && spec.Programs.Root != spec.Root {
+		return nil, fmt.Errorf("gvisor: the programs were resolved in root %q, the sandbox's root is %q", spec.Programs.Root, spec.Root)
+	}
 	for _, d := range systemDirs {
-		if spec.Programs != nil {
-			break // a minimal root instead: placePrograms below
+		if spec.Programs != nil || spec.Root != "" {
+			break // a minimal root, or an environment's, instead: below
 		}
 		fi, err := os.Lstat(d)
 		switch {
@@ -156,12 +159,12 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 			ro(d, d)
 		}
 	}
-	if err := writeEtc(root, uid, jail.HomeOf(spec.Home)); err != nil {
+	if err := writeEtc(root, uid, jail.HomeOf(spec.Home), spec.Root == ""); err != nil {
 		return nil, err
 	}
 	for _, d := range etcDirs {
-		if spec.Programs != nil {
-			break // the programs' own links are recreated instead
+		if spec.Programs != nil || spec.Root != "" {
+			break // the programs' own links, or the root's, instead
 		}
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			ro(d, d)
@@ -177,8 +180,44 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 		// list) runs any of them all the same, in the jail as well.
 		for _, list := range [][]string{p.Exec, p.Files} {
 			for _, f := range list {
-				ro(f, f)
+				if spec.Root == "" {
+					ro(f, f)
+				}
 			}
+		}
+	}
+	if spec.Root != "" {
+		rm, err := rootMounts(root, spec)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, rm...)
+	}
+	return mounts, nil
+}
+
+// rootMounts are the mounts of an environment's root (spec.Root): the
+// gofer opens each source by path, so each is the real path of what was
+// opened beneath the root (jail.RootMounts), never a path through one of
+// the image's symlinks; a symlink of the root is recreated in the bundle's
+// root, where gVisor resolves it inside the sandbox.
+func rootMounts(bundleRoot string, spec jail.Spec) ([]ociMount, error) {
+	entries, err := jail.RootMounts(spec.Root, spec.Programs)
+	if err != nil {
+		return nil, err
+	}
+	var mounts []ociMount
+	for _, e := range entries {
+		if e.Link == "" {
+			mounts = append(mounts, roBind(e.Source, e.Path))
+			continue
+		}
+		dst := filepath.Join(bundleRoot, e.Path)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(e.Link, dst); err != nil {
+			return nil, fmt.Errorf("gvisor: root link %s: %w", e.Path, err)
 		}
 	}
 	return mounts, nil
@@ -341,8 +380,9 @@ func mountPoint(root string, m ociMount) error {
 }
 
 // writeEtc writes the sandbox's /etc: an account for its uid and no
-// resolver (there is no network; lookups fail at once).
-func writeEtc(root string, uid int, home string) error {
+// resolver (there is no network; lookups fail at once); with hostCache,
+// the host's loader cache (an environment's root binds its own).
+func writeEtc(root string, uid int, home string, hostCache bool) error {
 	etc := filepath.Join(root, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
@@ -359,7 +399,7 @@ func writeEtc(root string, uid int, home string) error {
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
 		"resolv.conf":   "",
 	}
-	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
+	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil && hostCache {
 		files["ld.so.cache"] = string(b)
 	}
 	for name, body := range files {

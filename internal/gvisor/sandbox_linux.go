@@ -118,11 +118,13 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 	}
 	// One step undoes them all: cleanup takes down whatever exists so far
 	// (bundle and its mounts, forward socket, cgroup and its processes, uid).
-	undo = &cleanup{}
-	undo.add(s.cleanup)
+	// A local: each error return sets the named undo to nil.
+	steps := &cleanup{}
+	undo = steps
+	steps.add(s.cleanup)
 	defer func() {
 		if err != nil {
-			undo.run()
+			steps.run()
 		}
 	}()
 	reapStale(rt.stateDir())

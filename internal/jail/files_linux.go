@@ -24,6 +24,8 @@ type sandboxFiles struct {
 	// binds are detached mounts of Spec.Binds' host paths (nil where the
 	// init must open the path itself, rootless).
 	binds []*os.File
+	// root holds what the init takes from Spec.Root (nil without one).
+	root *rootSources
 }
 
 func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket, stdin bool) (f *sandboxFiles, err error) {
@@ -137,6 +139,9 @@ func closeAll(files ...*os.File) {
 func (f *sandboxFiles) closeChildEnds() {
 	closeAll(f.initControl, f.initChannel, f.stdoutW, f.stderrW, f.workspace, f.initForward, f.stdinR)
 	closeAll(f.binds...)
+	if f.root != nil {
+		closeAll(f.root.trees...)
+	}
 }
 
 // closeParentEnds closes what the supervisor keeps, except the channel,

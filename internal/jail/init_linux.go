@@ -40,7 +40,16 @@ type initConfig struct {
 	WorkspacePath string
 	ReadOnlyBinds []string
 	Programs      *Programs
-	Binds         []Bind
+	// HasRoot: the system directories come from Spec.Root (even when it
+	// holds none of them), never from the host.
+	HasRoot bool
+	// RootEntries are the paths that come from Spec.Root, in order; those
+	// that are no link are detached mounts from fdRoot on.
+	RootEntries []rootEntry
+	// RootPath: the init opens Spec.Root and resolves its entries itself
+	// (rootless: it may not clone the host's mounts).
+	RootPath string
+	Binds    []Bind
 	// BindMounts[i]: Binds[i] is a detached mount at fdBinds+i (else the
 	// init opens Binds[i].Host itself).
 	BindMounts []bool

@@ -5,8 +5,8 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -34,6 +34,10 @@ type Programs struct {
 	Missing []string
 	// Aliases maps a name added by Alias to the program it runs.
 	Aliases map[string]string
+	// Root is the environment root the programs were found in
+	// (ResolveProgramsIn), "" for the host's; every path above is as the
+	// sandbox sees it. A sandbox's Spec.Root must be the same.
+	Root string `json:",omitempty"`
 }
 
 // Alias makes name run the program of (a symlink beside it) when no
@@ -48,7 +52,12 @@ func (p *Programs) Alias(name, of string) bool {
 	}
 	// The link goes in the real directory: one reached through a symlink
 	// (/bin on a merged /usr) would be followed when the root is built.
-	dir, err := filepath.EvalSymlinks(filepath.Dir(target))
+	t, err := openTree(p.Root)
+	if err != nil {
+		return false
+	}
+	defer t.Close()
+	dir, err := (&resolver{t: t, links: map[string]string{}}).path(filepath.Dir(target))
 	if err != nil {
 		return false
 	}
@@ -97,12 +106,26 @@ var ProgramSearchPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbi
 // Python's standard library); the ELF files inside them contribute their
 // libraries too, but none of them may be a program.
 func ResolvePrograms(names []string, data []string) (*Programs, error) {
-	r := &resolver{exec: map[string]bool{}, files: map[string]bool{}, links: map[string]string{}, seen: map[string]bool{}}
-	p := &Programs{Names: map[string]string{}}
+	return ResolveProgramsIn("", names, data)
+}
+
+// ResolveProgramsIn is ResolvePrograms in an environment's root (Spec.Root;
+// "" for the host's): the programs, their loader, libraries and data are
+// looked for in root, every symlink resolved as the sandbox will resolve
+// it (an absolute target from the root, ".." stopping at it), never
+// leading out of root, and every path returned is as the sandbox sees it.
+func ResolveProgramsIn(root string, names []string, data []string) (*Programs, error) {
+	t, err := openTree(root)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	r := &resolver{t: t, exec: map[string]bool{}, files: map[string]bool{}, links: map[string]string{}, seen: map[string]bool{}}
+	p := &Programs{Names: map[string]string{}, Root: root}
 	// A merged /usr: /bin, /lib and the like stay the links they are, so
 	// that /bin/sh and the loader's paths work as on the host.
 	for _, d := range hostSystemDirs {
-		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if fi, err := t.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			if _, err := r.path(d); err != nil {
 				return nil, err
 			}
@@ -114,7 +137,7 @@ func ResolvePrograms(names []string, data []string) (*Programs, error) {
 		}
 		found := ""
 		for _, dir := range ProgramSearchPath {
-			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			if fi, err := t.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 				found = filepath.Join(dir, name)
 				break
 			}
@@ -139,8 +162,8 @@ func ResolvePrograms(names []string, data []string) (*Programs, error) {
 			return nil, err
 		}
 		r.files[real] = true
-		err = filepath.WalkDir(real, func(p string, e fs.DirEntry, err error) error {
-			if err != nil || !e.Type().IsRegular() || !strings.Contains(e.Name(), ".so") {
+		err = walkFiles(t, real, func(p string, e fs.DirEntry) error {
+			if !strings.Contains(e.Name(), ".so") {
 				return nil
 			}
 			return r.elf(p, false)
@@ -163,6 +186,7 @@ func ResolvePrograms(names []string, data []string) (*Programs, error) {
 }
 
 type resolver struct {
+	t           tree // where paths are looked up
 	exec, files map[string]bool
 	links       map[string]string
 	seen        map[string]bool
@@ -180,12 +204,12 @@ func (r *resolver) path(p string) (string, error) {
 				continue
 			}
 			next := filepath.Join(cur, part)
-			fi, err := os.Lstat(next)
+			fi, err := r.t.Lstat(next)
 			if err != nil {
 				return "", err
 			}
 			if fi.Mode()&fs.ModeSymlink != 0 {
-				target, err := os.Readlink(next)
+				target, err := r.t.Readlink(next)
 				if err != nil {
 					return "", err
 				}
@@ -214,7 +238,12 @@ func (r *resolver) elf(real string, program bool) error {
 		return nil
 	}
 	r.seen[real] = true
-	f, err := elf.Open(real)
+	file, err := r.t.Open(real)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	f, err := elf.NewFile(file)
 	if err != nil {
 		var fe *elf.FormatError
 		if program && errors.As(err, &fe) {
@@ -251,7 +280,7 @@ func (r *resolver) elf(real string, program bool) error {
 	for _, lib := range needed {
 		found := ""
 		for _, dir := range r.searchDirs(real, append(rpath, runpath...)) {
-			if _, err := os.Stat(filepath.Join(dir, lib)); err == nil {
+			if _, err := r.t.Stat(filepath.Join(dir, lib)); err == nil {
 				found = filepath.Join(dir, lib)
 				break
 			}
@@ -281,21 +310,26 @@ func (r *resolver) searchDirs(file string, paths []string) []string {
 		}
 	}
 	if r.dirs == nil {
-		r.dirs = systemLibDirs()
+		r.dirs = systemLibDirs(r.t)
 	}
 	return append(out, r.dirs...)
 }
 
-func systemLibDirs() []string {
+// systemLibDirs are the loader's directories in t: /etc/ld.so.conf.d's
+// and the default ones.
+func systemLibDirs(t tree) []string {
 	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu"}[runtime.GOARCH]
 	dirs := []string{"/usr/local/lib"}
-	confs, _ := filepath.Glob("/etc/ld.so.conf.d/*.conf")
+	confs, _ := t.ReadDir("/etc/ld.so.conf.d")
 	for _, c := range confs {
-		f, err := os.Open(c)
+		if !strings.HasSuffix(c.Name(), ".conf") {
+			continue
+		}
+		f, err := t.Open(filepath.Join("/etc/ld.so.conf.d", c.Name()))
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(io.LimitReader(f, 1<<20))
 		for sc.Scan() {
 			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "/") {
 				dirs = append(dirs, line)

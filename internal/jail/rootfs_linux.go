@@ -50,7 +50,8 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
-	if cfg.Programs == nil {
+	hasRoot := cfg.HasRoot
+	if cfg.Programs == nil && !hasRoot {
 		for _, dir := range hostSystemDirs {
 			if err := placeSystemDir(dir); err != nil {
 				return err
@@ -61,7 +62,16 @@ func buildRoot(cfg *initConfig) error {
 		return err
 	}
 	if cfg.Programs != nil {
-		if err := placePrograms(cfg.Programs); err != nil {
+		if err := placePrograms(cfg.Programs, !hasRoot); err != nil {
+			return err
+		}
+	}
+	if hasRoot {
+		entries, fds := cfg.RootEntries, []int(nil)
+		if cfg.RootPath != "" {
+			entries, fds = src.rootEntries, src.root
+		}
+		if err := placeRoot(cfg, entries, fds); err != nil {
 			return err
 		}
 	}
@@ -121,6 +131,10 @@ func buildRoot(cfg *initConfig) error {
 type hostSources struct {
 	workspace int   // -1 when there is none
 	binds     []int // per cfg.Binds; -1 for those the supervisor mounted
+	// rootEntries and root: Spec.Root's entries and a descriptor of each
+	// that is no link, when the init opened the root itself (rootless).
+	rootEntries []rootEntry
+	root        []int
 }
 
 // openHostSources opens the workspace and the bind sources the init opens
@@ -151,6 +165,13 @@ func openHostSources(cfg *initConfig) (*hostSources, error) {
 		}
 		src.binds[i] = fd
 	}
+	if cfg.RootPath != "" {
+		var err error
+		if src.rootEntries, src.root, err = openInitRoot(cfg); err != nil {
+			src.close()
+			return nil, err
+		}
+	}
 	return src, nil
 }
 
@@ -163,6 +184,9 @@ func (src *hostSources) close() {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
+	}
+	for _, fd := range src.root {
+		unix.Close(fd)
 	}
 }
 
@@ -183,8 +207,9 @@ func attachBind(openFD, treeFD int, dst string, attrs uint64) error {
 }
 
 // placePrograms builds a minimal root: the symlinks that lead to the
-// programs and their libraries, then each file read-only at its own path.
-func placePrograms(p *Programs) error {
+// programs and their libraries, then (bind, from the host; else they come
+// from Spec.Root, see placeRoot) each file read-only at its own path.
+func placePrograms(p *Programs, bind bool) error {
 	links := make([]string, 0, len(p.Links))
 	for l := range p.Links {
 		links = append(links, l)
@@ -200,6 +225,9 @@ func placePrograms(p *Programs) error {
 	}
 	for _, list := range [][]string{p.Exec, p.Files} {
 		for _, f := range list {
+			if !bind {
+				break
+			}
 			if err := bindReadOnly(f, newRoot+f); err != nil {
 				return err
 			}
@@ -299,6 +327,9 @@ func buildEtc(cfg *initConfig) error {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
 			return err
 		}
+	}
+	if cfg.HasRoot {
+		return nil // the loader's cache and the /etc trees come from the root
 	}
 	for _, p := range hostEtcFiles {
 		b, err := os.ReadFile(p)

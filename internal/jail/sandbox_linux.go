@@ -86,6 +86,13 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	defer fds.closeChildEnds()
 	s.channel = fds.channel
+	if spec.Root != "" {
+		if fds.root, err = openRootSources(spec.Root, spec.Programs); err != nil {
+			fds.closeParentEnds()
+			_ = fds.channel.Close()
+			return nil, err
+		}
+	}
 
 	if s.hostUID, s.uid, s.cmd, err = s.command(fds); err != nil {
 		fds.closeParentEnds()
@@ -157,6 +164,9 @@ func prepareSpec(spec *Spec) error {
 		}
 		spec.Stdin = false // the terminal is its input
 	}
+	if spec.Programs != nil && spec.Programs.Root != spec.Root {
+		return fmt.Errorf("jail: the programs were resolved in root %q, the sandbox's root is %q", spec.Programs.Root, spec.Root)
+	}
 	if spec.Nested && spec.NetNS != nil {
 		return errors.New("jail: a nested program's cells make network namespaces of their own: it joins none")
 	}
@@ -218,6 +228,9 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		WorkspacePath:   fds.workspacePath,
 		ReadOnlyBinds:   s.spec.ReadOnlyBinds,
 		Programs:        s.spec.Programs,
+		HasRoot:         fds.root != nil,
+		RootEntries:     rootEntriesOf(fds.root),
+		RootPath:        rootPathOf(fds.root),
 		Binds:           mountedBinds(s.spec),
 		BindMounts:      bindMounts(fds.binds),
 		SharedTmp:       s.spec.Tmp != "",
@@ -462,6 +475,10 @@ func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd,
 	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace, fds.initForward}
 	// From fdBinds on, one per Spec.Binds entry (nil: the init opens it).
 	files = append(files, fds.binds...)
+	if fds.root != nil {
+		// Then the detached mounts of the root's entries (see fdRoot).
+		files = append(files, fds.root.trees...)
+	}
 	cmd = &exec.Cmd{
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
 		Args:        []string{"codecage-init", initArg},
@@ -566,4 +583,18 @@ func bindMounts(files []*os.File) []bool {
 		out[i] = f != nil
 	}
 	return out
+}
+
+func rootEntriesOf(src *rootSources) []rootEntry {
+	if src == nil {
+		return nil
+	}
+	return src.entries
+}
+
+func rootPathOf(src *rootSources) string {
+	if src == nil {
+		return ""
+	}
+	return src.initPath
 }
