@@ -18,10 +18,10 @@ import (
 // out of the root; the last component is created with *at calls that do
 // not follow links either.
 type unpacker struct {
-	root   int // O_PATH fd of the root
-	lim    Limits
-	log    io.Writer
-	bytes  int64
+	root  int // O_PATH fd of the root
+	lim   Limits
+	log   io.Writer
+	bytes int64
 	// entries counts tar entries over all layers.
 	entries int64
 	// layer holds the paths the current layer made: its whiteouts and

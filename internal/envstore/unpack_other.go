@@ -16,4 +16,4 @@ func newUnpacker(string, Limits, io.Writer) (*unpacker, error) {
 }
 
 func (u *unpacker) apply(context.Context, io.Reader, string) error { return nil }
-func (u *unpacker) close()                                          {}
+func (u *unpacker) close()                                         {}
