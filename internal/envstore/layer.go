@@ -54,14 +54,11 @@ func (h *hashReader) sum() v1.Hash {
 // uncompressed through the library (their digests are computed from the
 // same bytes, so only the diff ID checks them); every other source's blob
 // is read raw, hashed, and decompressed here.
-func openLayer(l v1.Layer, kind imageKind, label string) (*layerStream, error) {
+func openLayer(l v1.Layer, diffID v1.Hash, kind imageKind, label string) (*layerStream, error) {
 	bad := func(what string, err error) error {
 		return fmt.Errorf("%w: %s: %s: %v", ErrBadImage, label, what, err)
 	}
-	diffID, err := l.DiffID()
-	if err != nil {
-		return nil, bad("diff ID", err)
-	}
+	var err error
 	ls := &layerStream{label: label, diffID: diffID}
 	if kind == kindDocker {
 		rc, err := l.Uncompressed()
@@ -70,7 +67,7 @@ func openLayer(l v1.Layer, kind imageKind, label string) (*layerStream, error) {
 		}
 		ls.closers = append(ls.closers, rc)
 		ls.tar = newHashReader(rc)
-		ls.format = "tar"
+		ls.format = "layer" // the library decompressed it, if it was compressed
 		return ls, nil
 	}
 	if ls.digest, err = l.Digest(); err != nil {

@@ -79,6 +79,11 @@ func (s *Store) ImportImage(ctx context.Context, st *Staging, ref string, log io
 	if len(layers) > s.Limits.MaxLayers {
 		return ImageConfig{}, fmt.Errorf("%w: %d layers (cap %d)", ErrBadImage, len(layers), s.Limits.MaxLayers)
 	}
+	// The diff IDs come from the config: asking a layer for its own
+	// would make the library decompress it whole first.
+	if len(cfg.RootFS.DiffIDs) != len(layers) {
+		return ImageConfig{}, fmt.Errorf("%w: %s: the config lists %d diff IDs for %d layers", ErrBadImage, kind, len(cfg.RootFS.DiffIDs), len(layers))
+	}
 	u, err := newUnpacker(st.Root(), s.Limits, log)
 	if err != nil {
 		return ImageConfig{}, err
@@ -86,7 +91,7 @@ func (s *Store) ImportImage(ctx context.Context, st *Staging, ref string, log io
 	defer u.close()
 	for i, l := range layers {
 		label := fmt.Sprintf("layer %d/%d", i+1, len(layers))
-		if err := importLayer(ctx, u, l, kind, label, log); err != nil {
+		if err := importLayer(ctx, u, l, cfg.RootFS.DiffIDs[i], kind, label, log); err != nil {
 			return ImageConfig{}, err
 		}
 	}
@@ -100,8 +105,8 @@ func (s *Store) ImportImage(ctx context.Context, st *Staging, ref string, log io
 }
 
 // importLayer streams one layer, checked, through the unpacker.
-func importLayer(ctx context.Context, u *unpacker, l v1.Layer, kind imageKind, label string, log io.Writer) error {
-	ls, err := openLayer(l, kind, label)
+func importLayer(ctx context.Context, u *unpacker, l v1.Layer, diffID v1.Hash, kind imageKind, label string, log io.Writer) error {
+	ls, err := openLayer(l, diffID, kind, label)
 	if err != nil {
 		return err
 	}

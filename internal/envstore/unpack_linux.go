@@ -179,6 +179,9 @@ func (u *unpacker) writeFile(parent int, base string, perm uint32, r io.Reader, 
 	defer f.Close()
 	n, err := io.CopyBuffer(f, io.LimitReader(r, size), u.copyBuf)
 	u.bytes += n
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("truncated: the tar ends %d bytes into a %d-byte file", n, size)
+	}
 	if err != nil {
 		return err
 	}
