@@ -3,10 +3,10 @@ package envstore
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	gzip "github.com/klauspost/compress/gzip"
 	"hash"
 	"io"
 
