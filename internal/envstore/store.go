@@ -1,81 +1,83 @@
 package envstore
 
 import (
-	"context"
-	"errors"
-	"io"
+	"fmt"
+	"os"
+	"path/filepath"
 )
-
-// errNotBuilt marks the stubs of the contract, until the store is built.
-var errNotBuilt = errors.New("envstore: not built yet")
 
 // Store keeps the environments under one directory: roots/, layers/,
 // envs/ (the records) and staging/ (builds in progress).
 type Store struct {
 	dir string
+	// Limits cap what one image import may unpack; Open sets
+	// DefaultLimits, a caller may lower them before a build.
+	Limits Limits
 }
+
+// Limits cap an image import, so a hostile image is refused early
+// instead of filling the disk.
+type Limits struct {
+	// MaxBytes is the total bytes of file content over all layers.
+	MaxBytes int64
+	// MaxEntries is the total tar entries over all layers.
+	MaxEntries int64
+	// MaxPathDepth is the most components an entry's path may have.
+	MaxPathDepth int
+	// MaxLayers is the most layers an image may have.
+	MaxLayers int
+}
+
+// DefaultLimits are generous for real images (a CUDA image is ~6 GiB)
+// and still bound a bomb.
+var DefaultLimits = Limits{MaxBytes: 8 << 30, MaxEntries: 2_000_000, MaxPathDepth: 128, MaxLayers: 128}
+
+// The store's subdirectories.
+const (
+	rootsDir   = "roots"
+	layersDir  = "layers"
+	envsDir    = "envs"
+	stagingDir = "staging"
+)
 
 // Open opens (making it when missing) the store at dir and sweeps the
 // staging left by builds that never finished.
-func Open(dir string) (*Store, error) { return &Store{dir: dir}, nil }
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("envstore: %w", err)
+	}
+	// The store itself is the operator's alone; roots keep 0755 inside
+	// it because sandboxes read them through bind mounts, not this path.
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("envstore: %w", err)
+	}
+	if err := os.Chmod(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("envstore: %w", err)
+	}
+	for _, sub := range []string{rootsDir, layersDir, envsDir, stagingDir} {
+		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("envstore: %w", err)
+		}
+	}
+	s := &Store{dir: abs, Limits: DefaultLimits}
+	if err := s.sweepStaging(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Get returns the environment named name (ErrNotFound: none).
-func (s *Store) Get(name string) (Env, error) { return Env{}, ErrNotFound }
-
-// List returns every environment, by name.
-func (s *Store) List() ([]Env, error) { return nil, nil }
-
-// Remove deletes the record of name; GC frees what no record uses.
-func (s *Store) Remove(name string) error { return ErrNotFound }
-
-// GCReport says what a collection freed.
-type GCReport struct {
-	Roots, Layers int
-	Bytes         int64
+func (s *Store) path(parts ...string) string {
+	return filepath.Join(append([]string{s.dir}, parts...)...)
 }
 
-// GC removes roots and layers no record uses.
-func (s *Store) GC() (GCReport, error) { return GCReport{}, errNotBuilt }
-
-// Staging is one build in progress: a root and a layer directory that
-// become an environment at Commit, or vanish at Abort.
-type Staging struct {
-	dir string
+// checkName refuses a name outside NamePattern (it becomes a file name).
+func checkName(name string) error {
+	if !NamePattern.MatchString(name) {
+		return ErrBadName
+	}
+	return nil
 }
-
-// Stage starts a build.
-func (s *Store) Stage() (*Staging, error) { return nil, errNotBuilt }
-
-// Root is where the build puts its root filesystem (left empty: the
-// environment has none of its own).
-func (st *Staging) Root() string { return st.dir + "/root" }
-
-// Layer is where the build puts its Python packages layer (left empty: none).
-func (st *Staging) Layer() string { return st.dir + "/layer" }
-
-// Abort removes everything the build made.
-func (st *Staging) Abort() {}
-
-// ImageConfig is what an image says its containers start with.
-type ImageConfig struct {
-	Env        []string
-	WorkingDir string
-	Entrypoint []string
-	Cmd        []string
-}
-
-// ImportImage unpacks the image at ref (an image tarball, an OCI layout
-// directory, or a reference the host can reach) into st.Root(): layers in
-// order, whiteouts honoured, nothing executed, every entry checked
-// (ErrBadImage).
-func (s *Store) ImportImage(ctx context.Context, st *Staging, ref string, log io.Writer) (ImageConfig, error) {
-	return ImageConfig{}, errNotBuilt
-}
-
-// Commit hashes the staging's root and layer, moves them into place (or
-// keeps the identical ones already there), and records meta under its
-// name, filling ID, RootDir, LayerDir and Size.
-func (s *Store) Commit(st *Staging, meta Env) (Env, error) { return Env{}, errNotBuilt }
