@@ -2,11 +2,13 @@ package fleet
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/runtime"
 )
 
@@ -145,6 +147,22 @@ func (w Work) Spec() Spec {
 		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
 	}
 	return spec
+}
+
+// FromEnvironment is w started from environment e (envstore): the
+// system directories of its root, its layer, its Python, and its
+// variables under w's own. The zero Env (the host's root) changes nothing.
+func (w Work) FromEnvironment(e envstore.Env) Work {
+	w.Root, w.EnvLayer = e.RootDir, e.LayerDir
+	if e.Python != "" {
+		w.Interpreter = e.Python
+	}
+	if len(e.Vars) > 0 {
+		vars := maps.Clone(e.Vars)
+		maps.Copy(vars, w.Vars)
+		w.Vars = vars
+	}
+	return w
 }
 
 // envBinds are the environment's layer, if any, then layer.
