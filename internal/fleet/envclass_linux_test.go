@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +126,43 @@ func TestEnvironmentClasses(t *testing.T) {
 	// No pool for an environment sized 0: the caller starts its own.
 	if _, ok, err := f.TakeIn(context.Background(), envClass("sha256:cccccccccccccccccccc", 0), a.Spec.Limits); ok || err != nil {
 		t.Fatalf("a class of size 0 served a run (ok %v, err %v)", ok, err)
+	}
+}
+
+// An environment's layer is on the harness's sys.path after the
+// session's own packages and before the operator's layer: a module in
+// several is the first's.
+func TestEnvironmentLayerOrder(t *testing.T) {
+	base := t.TempDir()
+	dir := func(name string, mods ...string) string {
+		d := base + "/" + name
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mods {
+			if err := os.WriteFile(d+"/"+m+".py", []byte("WHERE = "+strconv.Quote(name)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	site, envLayer, packages := dir("site", "a"), dir("env", "a", "b"), dir("packages", "a", "b", "c")
+	f := New(Config{MaxSandboxes: 2, Starters: map[string]Starter{Native: NativeStarter{}}})
+	t.Cleanup(f.Close)
+	work := Work{Kind: Session, ID: NewID(), Interpreter: runtime.DefaultInterpreter, Workspace: t.TempDir(), Site: site,
+		EnvLayer: envLayer, Layer: []Bind{{Host: packages, Path: PackagesDir}},
+		Limits: Caps{}.Run(Need{Timeout: time.Minute, CPUTime: time.Minute, Memory: 256 << 20, Output: 1 << 20}), Lifetime: time.Minute}
+	l, err := f.Start(context.Background(), Native, work.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	_ = os.Chown(work.Workspace, l.HostUID(), l.HostUID())
+	got := runOK(t, l, "", "import a, b, c; (a.WHERE, b.WHERE, c.WHERE)")
+	if got != `["site","env","packages"]` {
+		t.Fatalf("modules found in %s, want site, env, packages", got)
 	}
 }
