@@ -99,4 +99,3 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 		t.Fatalf("no pool made for the environment: %v", svc.PoolStats())
 	}
 }
-
