@@ -56,13 +56,14 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 
-	probe := "import os, sys, importlib.util as u\n" +
-		"print(os.path.exists(" + `"` + envfixture.Marker + `"` + "), u.find_spec('numpy') is None, u.find_spec('json') is not None)"
+	// The root's os-release, no host perl, no host numpy, its own json.
+	probe := "import os, importlib.util as u\n" +
+		"print('codecage-fixture' in open('/etc/os-release').read(), not os.path.exists('/usr/bin/perl'), u.find_spec('numpy') is None, u.find_spec('json') is not None)"
 	res, err := svc.Execute(ctx, service.Request{Code: probe, AllowedImports: []string{"*"}, Environment: "minimal", Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mustSucceed(t, res); got != "True True True\n" {
+	if got := mustSucceed(t, res); got != "True True True True\n" {
 		t.Fatalf("a run in the minimal root: marker, no numpy, json: %q", got)
 	}
 	info, err := svc.CreateSession(ctx, service.SessionRequest{Environment: "minimal", AllowedImports: []string{"*"}})
@@ -84,8 +85,27 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mustSucceed(t, res); got != "True True True\n" {
+	if got := mustSucceed(t, res); got != "True True True True\n" {
 		t.Fatalf("the session in the minimal root: %q", got)
+	}
+	// The session's commands and its file view see the root's /usr/bin.
+	cmd, err := svc.RunCommand(ctx, service.CommandRequest{Command: "ls /usr/bin", SessionID: info.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmd.Success || strings.Contains(cmd.Stdout, "perl") || !strings.Contains(cmd.Stdout, "python3") {
+		t.Fatalf("a command in the session: %+v", cmd)
+	}
+	list, err := svc.ListFiles(ctx, info.ID, "", "/usr/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range list.Files {
+		names = append(names, f.Path)
+	}
+	if joined := strings.Join(names, " "); strings.Contains(joined, "perl") || !strings.Contains(joined, "python3") {
+		t.Fatalf("the file view's /usr/bin is not the root's: %s", joined)
 	}
 	// The host's runs are as before: numpy is there.
 	if got := mustSucceed(t, run(t, svc, "import importlib.util as u; print(u.find_spec('numpy') is not None)")); got != "True\n" {
