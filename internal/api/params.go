@@ -27,6 +27,7 @@ type ExecuteParams struct {
 	Tools          []string `json:"tools,omitempty" jsonschema:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool list_code_tools lists)." doc:"Upstream tools the code may call as tools.<server>.<tool>(...): server.tool, server.* or server (default: every tool GET /tools lists)."`
 	Display        bool     `json:"display,omitempty" jsonschema:"Also return rich results, as a notebook shows them: display (the last value by MIME type: text/plain, text/html, image/png, e2b/data for a DataFrame, ...) and outputs (what the code displayed, in order: display() calls, figures as image/png and e2b/chart with their elements); figures then come in outputs, not images. Here the PNGs are attached as image content and left out of the structured result." doc:"Also return rich results, as a notebook shows them: display (the last value by MIME type: text/plain, text/html, image/png, e2b/data for a DataFrame, ...) and outputs (what the code displayed, in order: display() calls, figures as image/png and e2b/chart with their elements); figures then come in outputs, not images."`
 	Language       string   `json:"language,omitempty" jsonschema:"python (default), or javascript (js), typescript (ts) or bash: a kernel of that language in the session, stateful across calls like the interpreter (with session_id only; each enabled by the operator, SANDBOX_KERNELS, see get_sandbox_info: kernels)." doc:"python (default), or javascript (js), typescript (ts) or bash: a kernel of that language in the session, stateful across calls like the interpreter (with session_id only; each enabled by the operator, SANDBOX_KERNELS, see /info: kernels)."`
+	Environment    string   `json:"environment,omitempty" jsonschema:"Run in this environment, an image the operator built (its packages and system, its Python): default the server's own. Not with session_id: a session's environment is chosen when it is created." doc:"Run in this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own. Not with session_id: a session's environment is chosen when it is created."`
 }
 
 // Request checks the parameters and turns them into a service.Request for
@@ -51,6 +52,7 @@ func (p ExecuteParams) Request(maxTimeout time.Duration, owner string) (service.
 		Tools:          p.Tools,
 		Language:       p.Language,
 		Display:        p.Display,
+		Environment:    p.Environment,
 	}, nil
 }
 
@@ -107,6 +109,7 @@ type SessionParams struct {
 	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause,pause_files" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)."`
 	Lifetime       float64  `json:"lifetime,omitempty" jsonschema:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies." doc:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies."`
 	AutoResume     *bool    `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
+	Environment    string   `json:"environment,omitempty" jsonschema:"Start the session from this environment, an image the operator built (its packages and system, its Python): default the server's own." doc:"Start the session from this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own."`
 }
 
 // OnTimeouts are the values of on_timeout.
@@ -127,7 +130,7 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 		return service.SessionRequest{}, fmt.Errorf("%w: lifetime %g is out of range (0 to 86400 seconds)", service.ErrInvalidRequest, p.Lifetime)
 	}
 	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
-		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume,
+		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume, Environment: p.Environment,
 		Lifetime: time.Duration(p.Lifetime * float64(time.Second))}, nil
 }
 

@@ -65,7 +65,9 @@ var statuses = map[string]Status{
 	// a second pause is E2B's 409 ("already paused").
 	service.KindSessionPaused:    {REST: http.StatusConflict, E2B: http.StatusConflict, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "session paused"},
 	service.KindSnapshotNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
-	service.KindSnapshotUnusable: {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "snapshot unusable"},
+	// E2B answers Sandbox.create of a template it does not know with 404.
+	service.KindEnvironmentNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound, MCP: "environment not found"},
+	service.KindSnapshotUnusable:    {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "snapshot unusable"},
 	// E2B's proxy answers a port nothing listens on with 502.
 	service.KindPortClosed:  {REST: http.StatusBadGateway, E2B: http.StatusBadGateway, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "port closed"},
 	service.KindRateLimited: {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},

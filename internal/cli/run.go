@@ -39,6 +39,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printLen = sizeFlag(fs, "max-print-length", "", "cap on stdout and stderr of this run, each, in bytes")
 		asJSON   = fs.Bool("json", false, "print one JSON result object")
 		gvisor   = fs.Bool("use-container", false, "run under gVisor (runsc) instead of the native jail")
+		envName  = fs.String("environment", "", "run in this environment (codecage env list; default: the host's own)")
 		tools    listFlag
 	)
 	fs.Var(&tools, "tools", "upstream tools the code may call (server.tool, server.* or server; comma-separated; default: every tool of SANDBOX_TOOLS_CONFIG)")
@@ -72,10 +73,11 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Profiles:     in.profiles,
 		UseContainer: *gvisor,
 		Tools:        tools,
+		Environment:  *envName,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "codecage run:", err)
-		if errors.Is(err, service.ErrInvalidRequest) {
+		if errors.Is(err, service.ErrInvalidRequest) || errors.Is(err, service.ErrEnvironmentNotFound) {
 			return exitUsage
 		}
 		return exitInternal
@@ -97,7 +99,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // oneShot keeps a command that runs once from starting warm pools and
 // spare sessions.
 func oneShot(cf *configFlags) {
-	for _, k := range []string{"pool_size", "data_science_pool_size", "gvisor_pool_size", "gvisor_data_science_pool_size", "session_pool_size", "gvisor_session_pool_size"} {
+	for _, k := range []string{"pool_size", "data_science_pool_size", "gvisor_pool_size", "gvisor_data_science_pool_size", "session_pool_size", "gvisor_session_pool_size", "env_pool_size"} {
 		if _, set := cf.extra[k]; !set {
 			cf.extra[k] = "0"
 		}

@@ -19,6 +19,7 @@ func sessionsCreate(c *clientCmd, args []string) int {
 		manualResume = c.fs.Bool("manual-resume", false, "a paused session is resumed only by \"sessions resume\", not by its next request")
 		profile      = c.fs.String("profile", "", "capability profiles, comma-separated (default: every enabled profile)")
 		container    = c.fs.Bool("use-container", false, "run the session under gVisor (where the server enabled container mode)")
+		environment  = c.fs.String("environment", "", "start the session from this environment (the server's env list; default: its own)")
 	)
 	if status, ok := c.parse(args, 0, 0, ""); !ok {
 		return status
@@ -36,6 +37,7 @@ func sessionsCreate(c *clientCmd, args []string) int {
 	set("auto_resume", false, *manualResume)
 	set("profile", *profile, *profile != "")
 	set("use_container", true, *container)
+	set("environment", *environment, *environment != "")
 	data, status, ok := c.call(http.MethodPost, "/sessions", nil, body)
 	if !ok {
 		return status

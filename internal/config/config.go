@@ -82,6 +82,11 @@ type Config struct {
 	// Zygote forks pooled sandboxes from a loaded interpreter (with cgroups;
 	// else whole jails are kept warm).
 	Zygote bool
+	// EnvPoolSize is how many sandboxes of an environment wait ready once
+	// a run has used it (0: none, each run starts its own); EnvPoolIdle
+	// how long such a pool, and its zygote, live unused.
+	EnvPoolSize int
+	EnvPoolIdle time.Duration
 
 	// MaxSessions bounds the sessions open at once.
 	MaxSessions int
@@ -262,6 +267,8 @@ func DefaultConfig() Config {
 		QueueTimeout:       10 * time.Second,
 		PoolMaxIdle:        10 * time.Minute,
 		Zygote:             true,
+		EnvPoolSize:        1,
+		EnvPoolIdle:        10 * time.Minute,
 
 		MaxSessions:           16,
 		MaxWatches:            32,

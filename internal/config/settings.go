@@ -54,6 +54,8 @@ var settings = []setting{
 	intSetting("max_sandboxes", "SANDBOX_MAX_SANDBOXES", "sandboxes that may exist at once", func(c *Config) *int { return &c.MaxSandboxes }),
 	durationSetting("queue_timeout", "SANDBOX_QUEUE_TIMEOUT", "longest wait for a sandbox when all are busy, seconds", func(c *Config) *time.Duration { return &c.QueueTimeout }),
 	boolSetting("zygote", "SANDBOX_ZYGOTE", "fork pooled sandboxes from a loaded interpreter (needs cgroups)", func(c *Config) *bool { return &c.Zygote }),
+	countSetting("env_pool_size", "SANDBOX_ENV_POOL_SIZE", "sandboxes of an environment kept ready once a run has used it (0: none)", func(c *Config) *int { return &c.EnvPoolSize }),
+	durationSetting("env_pool_idle", "SANDBOX_ENV_POOL_IDLE", "close an environment's pool and zygote unused this long, seconds", func(c *Config) *time.Duration { return &c.EnvPoolIdle }),
 	durationSetting("pool_max_idle", "SANDBOX_POOL_MAX_IDLE", "how long a ready sandbox waits before it is replaced, seconds", func(c *Config) *time.Duration { return &c.PoolMaxIdle }),
 	intSetting("max_sessions", "SANDBOX_MAX_SESSIONS", "sessions open at once", func(c *Config) *int { return &c.MaxSessions }),
 	countSetting("max_watches", "SANDBOX_MAX_WATCHES", "directory watches open at once, server-wide (0: none)", func(c *Config) *int { return &c.MaxWatches }),

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 
@@ -23,6 +24,14 @@ type ClassSpec struct {
 	// Zygote forks the class's sandboxes as cells of a zygote instead of
 	// starting whole jails (native, with cgroups only).
 	Zygote bool
+	// Interpreter is the Python of the class's zygote ("": the fleet's);
+	// an environment's, whose root Spec.Root is.
+	Interpreter string
+	// Env, when set, is the ID of the environment the class's sandboxes
+	// start from: a class made on demand (TakeIn), not one of
+	// Config.Classes. Variant tells apart classes of one environment's
+	// content whose sandboxes start differently (its records' metadata).
+	Env, Variant string
 }
 
 // class is a pool of one kind of sandbox.
@@ -61,7 +70,7 @@ func (cl *class) fits(l jail.Limits) bool {
 func (f *Fleet) newClass(cs ClassSpec) *class {
 	cl := &class{ClassSpec: cs, key: classKey(cs.Backend, cs.Name)}
 	if cs.Zygote && cs.Backend == Native && jail.ProbeHost().CgroupVersion() != 0 {
-		cl.zygote = newZygote(f.cfg.Interpreter, cs.Spec, f.cfg.MaxSandboxes)
+		cl.zygote = newZygote(cmp.Or(cs.Interpreter, f.cfg.Interpreter), cs.Spec, f.cfg.MaxSandboxes)
 	}
 	create := func(ctx context.Context, slot *pool.Slot) (*Lease, error) {
 		if cl.zygote == nil {

@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"errors"
+
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/pool"
@@ -84,6 +86,19 @@ func SystemTree() []string { return jail.SystemTree() }
 // ResolvePrograms finds the named host programs and the data they need.
 func ResolvePrograms(names, data []string) (*Programs, error) {
 	return jail.ResolvePrograms(names, data)
+}
+
+// ErrProgramsInRoot means commands cannot run in an environment's own
+// root with this build: its programs are not resolved there.
+var ErrProgramsInRoot = errors.New("commands in an environment with a root of its own are not available in this build (only in environments over the host's root)")
+
+// ResolveProgramsIn finds the named programs and the data they need in
+// an environment's root ("": the host's).
+func ResolveProgramsIn(root string, names, data []string) (*Programs, error) {
+	if root == "" {
+		return jail.ResolvePrograms(names, data)
+	}
+	return nil, ErrProgramsInRoot
 }
 
 // ProbeHost is what this host offers the jail, probed once per process.

@@ -30,6 +30,9 @@ type Config struct {
 	Starters map[string]Starter
 	// Classes are the pools to keep.
 	Classes []ClassSpec
+	// ClassIdle is how long a class made on demand (an environment's,
+	// see TakeIn) is kept unused before it is closed (0: 10 minutes).
+	ClassIdle time.Duration
 }
 
 // Fleet owns every running sandbox. It is safe for concurrent use.
@@ -40,6 +43,7 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	kept   map[string]keeper // pools of the service's own items (spare sessions)
+	dyn    map[dynKey]*dynClass
 	closed bool
 }
 
@@ -54,7 +58,7 @@ func New(cfg Config) *Fleet {
 	if cfg.QueueTimeout <= 0 {
 		cfg.QueueTimeout = 10 * time.Second
 	}
-	f := &Fleet{cfg: cfg, budget: pool.NewBudget(cfg.MaxSandboxes), kept: map[string]keeper{}}
+	f := &Fleet{cfg: cfg, budget: pool.NewBudget(cfg.MaxSandboxes), kept: map[string]keeper{}, dyn: map[dynKey]*dynClass{}}
 	for _, cs := range cfg.Classes {
 		if cs.Ready > 0 && cfg.Starters[cs.Backend] != nil {
 			f.classes = append(f.classes, f.newClass(cs))
@@ -163,7 +167,8 @@ func Keep[T any](f *Fleet, name string, ready int, create func(context.Context, 
 }
 
 // Stats reports each pool by name: the classes ("basic", "data_science",
-// "gvisor/basic", ...) and the kept pools.
+// "gvisor/basic", ...), the environments' ("basic@env:<id>"), and the
+// kept pools.
 func (f *Fleet) Stats() map[string]pool.Stats {
 	out := map[string]pool.Stats{}
 	for _, cl := range f.classes {
@@ -172,6 +177,9 @@ func (f *Fleet) Stats() map[string]pool.Stats {
 	f.mu.Lock()
 	for name, k := range f.kept {
 		out[name] = k.Stats()
+	}
+	for _, dc := range f.dyn {
+		out[dc.key] = dc.pool.Stats()
 	}
 	f.mu.Unlock()
 	return out
@@ -185,11 +193,15 @@ func (f *Fleet) Budget() pool.BudgetStats { return f.budget.Stats() }
 func (f *Fleet) Close() {
 	f.mu.Lock()
 	f.closed = true
-	kept := f.kept
-	f.kept = map[string]keeper{}
+	kept, dyn := f.kept, f.dyn
+	f.kept, f.dyn = map[string]keeper{}, map[dynKey]*dynClass{}
 	f.mu.Unlock()
 	for _, k := range kept {
 		k.Close()
+	}
+	for _, dc := range dyn {
+		dc.timer.Stop()
+		dc.close()
 	}
 	for _, cl := range f.classes {
 		cl.close()

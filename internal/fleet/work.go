@@ -2,11 +2,13 @@ package fleet
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/runtime"
 )
 
@@ -67,8 +69,16 @@ type Work struct {
 	// Vars are a session's own environment variables.
 	Home string
 	Vars map[string]string
-	// Programs are the host programs a command jail shows.
+	// Programs are the programs a command jail shows (from Root when set).
 	Programs *Programs
+	// Root is the host directory of an environment's root filesystem,
+	// the sandbox's system directories ("": the host's); EnvLayer its
+	// Python packages layer, bound read-only at runtime.EnvDir ("":
+	// none). Preimport are modules a pooled sandbox or a zygote imports
+	// before any request (an environment's). Pip and the analyzer run on
+	// the host's root whatever these say.
+	Root, EnvLayer string
+	Preimport      []string
 	// Forward carries the sandbox's connections to its proxy (network
 	// runs, sessions and pip), whose address the sandbox's environment names.
 	Forward *Forward
@@ -91,11 +101,16 @@ func (w Work) Spec() Spec {
 	spec := Spec{ID: w.ID, Limits: w.Limits, Forward: w.Forward, Stdout: w.Stdout, Stderr: w.Stderr}
 	switch w.Kind {
 	case Pooled, Run:
-		spec.Argv, spec.Env, spec.Binds = runtime.Argv(w.Interpreter), runtime.Env(), w.Layer
+		spec.Argv, spec.Env, spec.Binds = runtime.Argv(w.Interpreter), runtime.Env(), w.envBinds(w.Layer)
+		spec.Root = w.Root
+		if len(w.Vars) > 0 {
+			spec.Env = withVars(spec.Env, w.Vars)
+		}
 	case Session:
 		spec.Argv, spec.Env = runtime.Argv(w.Interpreter), runtime.Env()
 		spec.Workspace, spec.HostUID, spec.Home, spec.Tmp = w.Workspace, w.HostUID, w.Home, w.Tmp
-		spec.Binds = append([]Bind{{Host: w.Site, Path: runtime.SiteDir}}, w.Layer...)
+		spec.Binds = append([]Bind{{Host: w.Site, Path: runtime.SiteDir}}, w.envBinds(w.Layer)...)
+		spec.Root = w.Root
 		if w.Home != "" || len(w.Vars) > 0 {
 			spec.Env = sessionEnv(spec.Env, HomeOf(w.Home), w.Vars)
 		}
@@ -110,6 +125,7 @@ func (w Work) Spec() Spec {
 		spec.LoopbackServers = w.Forward == nil
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
+		spec.Root = w.Root
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
 		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
 		spec.LoopbackServers = w.LoopbackServers
@@ -124,13 +140,52 @@ func (w Work) Spec() Spec {
 	if w.DataScience {
 		spec.Env, spec.ReadOnlyBinds = runtime.DataScienceEnv(spec.Env)
 	}
-	if w.Preload {
-		spec.Env = append(spec.Env, "CODECAGE_PRELOAD=numpy,pandas")
+	if pre := w.preloads(); len(pre) > 0 {
+		spec.Env = append(spec.Env, "CODECAGE_PRELOAD="+strings.Join(pre, ","))
 	}
 	if w.Forward != nil {
 		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
 	}
 	return spec
+}
+
+// FromEnvironment is w started from environment e (envstore): the
+// system directories of its root, its layer, its Python, and its
+// variables under w's own. The zero Env (the host's root) changes nothing.
+func (w Work) FromEnvironment(e envstore.Env) Work {
+	w.Root, w.EnvLayer = e.RootDir, e.LayerDir
+	if e.Python != "" {
+		w.Interpreter = e.Python
+	}
+	if len(e.Vars) > 0 {
+		vars := maps.Clone(e.Vars)
+		maps.Copy(vars, w.Vars)
+		w.Vars = vars
+	}
+	return w
+}
+
+// envBinds are the environment's layer, if any, then layer.
+func (w Work) envBinds(layer []Bind) []Bind {
+	if w.EnvLayer == "" {
+		return layer
+	}
+	return append([]Bind{{Host: w.EnvLayer, Path: runtime.EnvDir}}, layer...)
+}
+
+// preloads are the modules imported before any request: numpy and pandas
+// for a pooled data_science sandbox, then the environment's.
+func (w Work) preloads() []string {
+	var out []string
+	if w.Preload {
+		out = append(out, "numpy", "pandas")
+	}
+	for _, m := range w.Preimport {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // zygoteSpec is the zygote of a class whose sandboxes are cell: its own
@@ -148,6 +203,7 @@ func zygoteSpec(interpreter string, cell Spec) Spec {
 		Env:              runtime.ZygoteEnv(cell.Env),
 		ReadOnlyBinds:    cell.ReadOnlyBinds,
 		Binds:            cell.Binds,
+		Root:             cell.Root,
 		Limits:           lim,
 		Nested:           true,
 		SeqPacketChannel: true,
@@ -158,6 +214,19 @@ func zygoteSpec(interpreter string, cell Spec) Spec {
 func proxyEnv(port int) []string {
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	return []string{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url, "NO_PROXY=", "no_proxy="}
+}
+
+// withVars is base with vars set, in a stable order.
+func withVars(base []string, vars map[string]string) []string {
+	m := map[string]string{}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for k, v := range vars {
+		m[k] = v
+	}
+	return sortedEnv(m)
 }
 
 // sessionEnv is base with the session's home and its own variables, in
@@ -172,6 +241,11 @@ func sessionEnv(base []string, home string, vars map[string]string) []string {
 	for k, v := range vars {
 		m[k] = v
 	}
+	return sortedEnv(m)
+}
+
+// sortedEnv is m as an environment, by name.
+func sortedEnv(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,7 +21,7 @@ type Budget struct {
 	max        int
 	used       int
 	queue      []*ticket
-	reclaimers []func() bool
+	reclaimers []*func() bool
 	changed    chan struct{} // closed and replaced when a slot is freed for anyone
 	busy       int64
 	granted    int64
@@ -118,7 +119,7 @@ func (b *Budget) enqueue() *ticket {
 	reclaimers := b.reclaimers
 	b.mu.Unlock()
 	for _, r := range reclaimers {
-		if r() {
+		if (*r)() {
 			break
 		}
 	}
@@ -168,11 +169,19 @@ func (b *Budget) freed() <-chan struct{} {
 }
 
 // onReclaim registers a function that ends one idle sandbox, releasing
-// its slot, and reports whether it had one to end.
-func (b *Budget) onReclaim(f func() bool) {
+// its slot, and reports whether it had one to end; the function it
+// returns unregisters it (a pool closed while the budget lives on).
+func (b *Budget) onReclaim(f func() bool) (remove func()) {
+	r := &f
 	b.mu.Lock()
-	b.reclaimers = append(b.reclaimers, f)
+	b.reclaimers = append(b.reclaimers, r)
 	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		// A copy: enqueue may be walking the old slice outside the lock.
+		b.reclaimers = slices.DeleteFunc(slices.Clone(b.reclaimers), func(x *func() bool) bool { return x == r })
+	}
 }
 
 // Stats returns a snapshot.

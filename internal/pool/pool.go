@@ -60,6 +60,8 @@ type Pool[T any] struct {
 	stats    Stats
 	changed  chan struct{} // closed and replaced whenever the state moves
 	closed   bool
+	// unreclaim takes the pool off its budget's reclaimers, at Close.
+	unreclaim func()
 }
 
 // New starts a pool. create makes one ready item holding slot (on error the
@@ -77,7 +79,7 @@ func New[T any](cfg Config, create func(context.Context, *Slot) (T, error), dest
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool[T]{cfg: cfg, create: create, destroy: destroy, alive: alive, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
-	cfg.Budget.onReclaim(p.reclaim)
+	p.unreclaim = cfg.Budget.onReclaim(p.reclaim)
 	for range cfg.Refillers {
 		p.wg.Add(1)
 		go p.refill()
@@ -346,6 +348,7 @@ func (p *Pool[T]) Close() {
 	p.ready = nil
 	p.broadcast()
 	p.mu.Unlock()
+	p.unreclaim()
 	p.cancel()
 	for _, item := range ready {
 		p.destroy(item)

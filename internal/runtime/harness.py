@@ -453,9 +453,10 @@ def _site_paths(os):
     import _sitebuiltins
 
     v = "python%d.%d" % sys.version_info[:2]
-    # A session's own packages (pip_install) come first, then the
-    # operator's layer (codecage packages install), then the system's.
-    dirs = ["/opt/codecage/site", "/opt/codecage/packages"]
+    # A session's own packages (pip_install) come first, then its
+    # environment's layer, then the operator's layer (codecage packages
+    # install), then the system's.
+    dirs = ["/opt/codecage/site", "/opt/codecage/env", "/opt/codecage/packages"]
     if sys.prefix == "/usr":  # Debian's layout
         dirs += ["/usr/local/lib/%s/dist-packages" % v, "/usr/lib/python3/dist-packages", "/usr/lib/%s/dist-packages" % v]
     else:

@@ -79,10 +79,12 @@ func Argv(interpreter string) []string {
 	return []string{interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", harnessSource}
 }
 
-// Package directories the harness puts on sys.path when they exist: a
-// session's own packages (pip_install), then the operator's layer.
+// Package directories the harness puts on sys.path when they exist, in
+// this order: a session's own packages (pip_install), its environment's
+// layer (envstore), then the operator's layer.
 const (
 	SiteDir     = "/opt/codecage/site"
+	EnvDir      = "/opt/codecage/env"
 	PackagesDir = "/opt/codecage/packages"
 )
 

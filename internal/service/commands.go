@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/session"
 )
@@ -107,33 +109,67 @@ var dataFor = map[string][]string{
 	"file": {"/usr/lib/file/magic.mgc", "/usr/share/misc/magic.mgc", "/etc/magic"},
 }
 
-func (s *Service) commandPrograms() (*fleet.Programs, error) {
+// commandPrograms are the programs commands may run: the host's, or
+// those of environment e's root.
+func (s *Service) commandPrograms(e envstore.Env) (*fleet.Programs, error) {
+	if e.RootDir != "" {
+		return s.envPrograms.get(e, func() (*fleet.Programs, error) {
+			names, data := s.commandNeeds()
+			p, err := fleet.ResolveProgramsIn(e.RootDir, names, presentIn(e.RootDir, data))
+			if err == nil {
+				s.aliasPython(p)
+			}
+			return p, err
+		})
+	}
 	s.commands.once.Do(func() {
-		names := append([]string{"sh"}, s.cfg.AllowedCommands...)
-		var data []string
-		for _, n := range names {
-			data = append(data, dataFor[n]...)
-		}
+		names, data := s.commandNeeds()
 		if dir := pythonStdlib(s.cfg.AllowedCommands); dir != "" {
 			data = append(data, dir)
 		}
-		// The locale, and the terminal descriptions a program on a
-		// terminal reads (bash's line editing, tput).
-		data = append(data, "/usr/lib/locale/C.utf8", "/lib/terminfo", "/usr/share/terminfo")
-		var present []string
-		for _, d := range data {
-			if _, err := os.Stat(d); err == nil {
-				present = append(present, d)
-			}
-		}
-		s.commands.programs, s.commands.err = fleet.ResolvePrograms(names, present)
-		if s.commands.err == nil && slices.Contains(s.cfg.AllowedCommands, "python3") {
-			// Scripts and agents say python (E2B's images have it);
-			// it is the python3 already allowed.
-			s.commands.programs.Alias("python", "python3")
+		s.commands.programs, s.commands.err = fleet.ResolvePrograms(names, presentIn("", data))
+		if s.commands.err == nil {
+			s.aliasPython(s.commands.programs)
 		}
 	})
 	return s.commands.programs, s.commands.err
+}
+
+// commandNeeds are the programs commands may run (the shell and
+// SANDBOX_ALLOWED_COMMANDS) and the data files some of them read.
+func (s *Service) commandNeeds() (names, data []string) {
+	names = append([]string{"sh"}, s.cfg.AllowedCommands...)
+	for _, n := range names {
+		data = append(data, dataFor[n]...)
+	}
+	// The locale, and the terminal descriptions a program on a
+	// terminal reads (bash's line editing, tput).
+	data = append(data, "/usr/lib/locale/C.utf8", "/lib/terminfo", "/usr/share/terminfo")
+	return names, data
+}
+
+// aliasPython: scripts and agents say python (E2B's images have it); it
+// is the python3 already allowed.
+func (s *Service) aliasPython(p *fleet.Programs) {
+	if slices.Contains(s.cfg.AllowedCommands, "python3") {
+		p.Alias("python", "python3")
+	}
+}
+
+// presentIn are the paths of data that exist in root ("": the host's),
+// looked up without following a symlink out of it.
+func presentIn(root string, data []string) []string {
+	var out []string
+	for _, d := range data {
+		if root == "" {
+			if _, err := os.Stat(d); err == nil {
+				out = append(out, d)
+			}
+		} else if _, err := lstatIn(root, d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // pythonStdlib is the standard library of an allowed python3.
@@ -353,14 +389,19 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		defer done()
 	}
 	home, sessionEnv := fleet.WorkspaceDir, map[string]string(nil)
+	var env envstore.Env // a session's environment (commands alone: the host's root)
 	if se != nil {
-		home, sessionEnv = se.Home(), se.Env()
+		env = se.Environment()
+		home, sessionEnv = se.Home(), withEnvVars(env, se.Env())
 	}
-	timeout, env, dir, err := s.checkCommand(req, home, sessionEnv)
+	timeout, cmdEnv, dir, err := s.checkCommand(req, home, sessionEnv)
 	if err != nil {
 		return nil, err
 	}
-	programs, err := s.commandPrograms()
+	programs, err := s.commandPrograms(env)
+	if errors.Is(err, fleet.ErrProgramsInRoot) {
+		return nil, fmt.Errorf("%w: session of environment %s: %v", ErrInvalidRequest, Quote(se.Request().Environment), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
 	}
@@ -375,8 +416,8 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	if len(req.Argv) > 0 {
 		argv = append([]string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec "$@"`, "sh", dir}, req.Argv...)
 	}
-	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: env, Home: home, Programs: programs,
-		Limits: s.caps().Command(timeout)}
+	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: cmdEnv, Home: home, Programs: programs,
+		Root: env.RootDir, Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
 	work.Stdin = req.Stdin || req.Input != ""
 	if req.Terminal != nil {
@@ -471,7 +512,7 @@ func commandError(r *CommandResult, allowed []string, home string) string {
 
 // CommandsInfo lists what run_command may run on this host.
 func (s *Service) CommandsInfo() (allowed, missing []string) {
-	p, err := s.commandPrograms()
+	p, err := s.commandPrograms(envstore.Env{})
 	if err != nil || p == nil {
 		return s.cfg.AllowedCommands, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/codecage/codecage/internal/access"
+	"github.com/codecage/codecage/internal/envstore"
 )
 
 // ErrShuttingDown: the service is stopping and takes no new work.
@@ -27,6 +28,9 @@ const (
 	// resume it.
 	KindSessionPaused    = "session_paused"
 	KindSnapshotNotFound = "snapshot_not_found"
+	// KindEnvironmentNotFound: a run or session names an environment
+	// the operator has not built.
+	KindEnvironmentNotFound = "environment_not_found"
 	// KindSnapshotUnusable: altered, or made by another gVisor build.
 	KindSnapshotUnusable = "snapshot_unusable"
 	// KindPortClosed: nothing listens on the asked port in the session.
@@ -67,6 +71,8 @@ func ErrorKind(err error) string {
 		return KindSessionPaused
 	case errors.Is(err, ErrSnapshotNotFound):
 		return KindSnapshotNotFound
+	case errors.Is(err, ErrEnvironmentNotFound), errors.Is(err, envstore.ErrNotFound):
+		return KindEnvironmentNotFound
 	case errors.Is(err, ErrSnapshotUnusable):
 		return KindSnapshotUnusable
 	case errors.Is(err, ErrPortClosed):
@@ -90,7 +96,7 @@ func ErrorKind(err error) string {
 var Kinds = []string{
 	KindInvalidRequest, KindBadPath, KindPermissionDenied, KindFileNotFound, KindTooLarge,
 	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
-	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable, KindPortClosed,
+	KindSessionPaused, KindSnapshotNotFound, KindEnvironmentNotFound, KindSnapshotUnusable, KindPortClosed,
 	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
 }
 
@@ -122,6 +128,8 @@ func KindError(kind string) error {
 		return ErrSessionPaused
 	case KindSnapshotNotFound:
 		return ErrSnapshotNotFound
+	case KindEnvironmentNotFound:
+		return ErrEnvironmentNotFound
 	case KindSnapshotUnusable:
 		return ErrSnapshotUnusable
 	case KindPortClosed:

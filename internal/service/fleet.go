@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -42,7 +43,7 @@ func (s *Service) newFleet() *fleet.Fleet {
 		add(fleet.GVisor, policy.DataScience, c.GVisorDataPoolSize, c.DataMemory, true)
 	}
 	return fleet.New(fleet.Config{MaxSandboxes: c.MaxSandboxes, QueueTimeout: c.QueueTimeout, Interpreter: c.Interpreter,
-		Starters: starters, Classes: classes})
+		Starters: starters, Classes: classes, ClassIdle: c.EnvPoolIdle})
 }
 
 // pooledWork is a pooled sandbox of a class: it waits up to
@@ -63,16 +64,24 @@ func (s *Service) caps() fleet.Caps {
 		FileSize: c.MaxFileSize, OpenFiles: c.MaxOpenFiles, Tmp: c.TmpSize, Workspace: c.WorkspaceMax}
 }
 
-// sandboxFor returns a sandbox for a stateless run: a pooled one when a
-// pool serves such a run (never a network run: each has its own proxy,
-// set at start), else one started for the work.
-func (s *Service) sandboxFor(ctx context.Context, backend string, features policy.Features, l fleet.Limits, work fleet.Work) (*fleet.Lease, error) {
+// sandboxFor returns a sandbox for a stateless run from environment env
+// (zero: the host's root): a pooled one when a pool serves such a run
+// (never a network run: each has its own proxy, set at start), else one
+// started for the work.
+func (s *Service) sandboxFor(ctx context.Context, backend string, features policy.Features, l fleet.Limits, work fleet.Work, env envstore.Env) (*fleet.Lease, error) {
 	if !features.Network {
 		class := policy.Basic
 		if features.DataScience {
 			class = policy.DataScience
 		}
-		lease, pooled, err := s.fleet.Take(ctx, backend, class, l)
+		var lease *fleet.Lease
+		var pooled bool
+		var err error
+		if env.ID != "" {
+			lease, pooled, err = s.takeInEnvironment(ctx, backend, class, env, l)
+		} else {
+			lease, pooled, err = s.fleet.Take(ctx, backend, class, l)
+		}
 		if pooled {
 			return lease, s.fleetError(ctx, err)
 		}

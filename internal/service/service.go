@@ -62,6 +62,9 @@ type Service struct {
 	watches watchSet
 	// envs holds the environments (environments.go); opened at New.
 	envs *envstore.Store
+	// envPrograms are the commands' programs of each environment's root
+	// (envrun.go).
+	envPrograms envProgramCache
 }
 
 // Options are what a service is given besides the configuration. Each is
@@ -190,8 +193,9 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		if err != nil {
 			return nil, "", err
 		}
-		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.Backend() != config.IsolationGVisor) {
-			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory and backend (use_container) are chosen when it is created", ErrInvalidRequest)
+		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.Backend() != config.IsolationGVisor) ||
+			(req.Environment != "" && req.Environment != se.Request().Environment) {
+			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory, backend (use_container) and environment are chosen when it is created", ErrInvalidRequest)
 		}
 		limits, err := s.limits(req, se.Imports().Whole())
 		if err != nil {
@@ -204,10 +208,15 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err != nil {
 		return nil, "", err
 	}
+	env, err := s.environmentOf(req.Environment)
+	if err != nil {
+		return nil, "", err
+	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	imports = withEnvironment(imports, env)
 
 	tools, err := s.runTools(ctx, req.Tools)
 	if err != nil {
@@ -221,13 +230,13 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		return nil, "", err
 	}
 	work := fleet.Work{Kind: fleet.Run, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Limits: limits,
-		Layer: s.layerBinds, DataScience: features.DataScience}
+		Layer: s.layerBinds, DataScience: features.DataScience}.FromEnvironment(env)
 	if features.Network {
 		proxy, fwd := s.startEgress(work.ID, refused.add)
 		defer proxy.Close()
 		work.Forward = fwd
 	}
-	lease, err := s.sandboxFor(ctx, backend, features, limits, work)
+	lease, err := s.sandboxFor(ctx, backend, features, limits, work, env)
 	if err != nil {
 		return nil, "", err
 	}

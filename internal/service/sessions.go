@@ -104,10 +104,16 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	env, err := s.environmentOf(req.Environment)
+	if err != nil {
+		return nil, err
+	}
+	req = sessionInEnvironment(req, env)
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
+	imports = withEnvironment(imports, env)
 
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 	if err != nil {
@@ -116,7 +122,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err := s.checkSessionShape(req); err != nil {
 		return nil, err
 	}
-	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend})
+	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env})
 	if err != nil {
 		return nil, err
 	}

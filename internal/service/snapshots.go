@@ -42,6 +42,8 @@ type snapshotSpec struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Template       string            `json:"template,omitempty"`
+	// Environment is the environment the session started from.
+	Environment string `json:"environment,omitempty"`
 	// Installed are the modules pip_install put in the session.
 	Installed []string `json:"installed,omitempty"`
 }
@@ -179,7 +181,7 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 // specOf is what a snapshot keeps of a session's request.
 func specOf(req session.Request) snapshotSpec {
 	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template}
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment}
 }
 
 // storeSession writes a session into the store under manifest m: capture
@@ -360,6 +362,7 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 		return req, session.Shape{}, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
 	}
 	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
+	req.Environment = spec.Environment
 	req.UseContainer = m.Backend == fleet.GVisor
 	if req.Labels == nil {
 		req.Labels = spec.Labels
@@ -374,10 +377,15 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 	if backend != m.Backend {
 		return req, session.Shape{}, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
 	}
+	env, err := s.environmentOf(req.Environment)
+	if err != nil {
+		return req, session.Shape{}, err
+	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return req, session.Shape{}, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
 	}
+	imports = withEnvironment(imports, env)
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 	if err != nil {
 		return req, session.Shape{}, err
@@ -385,7 +393,7 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 	if err := s.checkSessionShape(req); err != nil {
 		return req, session.Shape{}, err
 	}
-	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend}, nil
+	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env}, nil
 }
 
 // checkImageUID refuses to restore an image whose uid this process holds

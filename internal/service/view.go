@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -44,27 +45,42 @@ type view struct {
 	noTmp string
 }
 
-// systemTree is the read-only part of every view, read once: the host's
-// system directories as the sandbox shows them.
-var systemTree = sync.OnceValue(func() []mount {
+// systemTree is the read-only part of every view on the host's root,
+// read once: the host's system directories as the sandbox shows them.
+var systemTree = sync.OnceValue(func() []mount { return systemTreeIn("") })
+
+// systemTreeIn is the read-only part of a view on root (an environment's
+// root filesystem; "": the host's): each system directory the sandbox
+// shows, at root+dir on the host. A directory of a root is found without
+// following its links on the host (lstatIn): a link is shown as the link
+// it is, its target looked up among the view's mounts, never the host's.
+func systemTreeIn(root string) []mount {
 	var out []mount
 	for _, dir := range fleet.SystemTree() {
-		fi, err := os.Lstat(dir)
+		host := dir
+		var fi os.FileInfo
+		var err error
+		if root == "" {
+			fi, err = os.Lstat(dir)
+		} else {
+			host = filepath.Join(root, dir)
+			fi, err = lstatIn(root, dir)
+		}
 		if err != nil {
 			continue
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
-			if target, err := os.Readlink(dir); err == nil {
+			if target, err := os.Readlink(host); err == nil {
 				out = append(out, mount{at: dir, link: target})
 			}
 			continue
 		}
 		if fi.IsDir() {
-			out = append(out, mount{at: dir, host: dir})
+			out = append(out, mount{at: dir, host: host})
 		}
 	}
 	return out
-})
+}
 
 // viewOf is se's filesystem.
 func viewOf(se *session.Session) *view {
@@ -76,7 +92,11 @@ func viewOf(se *session.Session) *view {
 	} else {
 		v.noTmp = "a " + se.Backend() + " session's /tmp is inside its sandbox's own memory, which the file API does not reach; use " + v.home
 	}
-	v.mounts = append(v.mounts, systemTree()...)
+	if root := se.Environment().RootDir; root != "" {
+		v.mounts = append(v.mounts, systemTreeIn(root)...)
+	} else {
+		v.mounts = append(v.mounts, systemTree()...)
+	}
 	sort.SliceStable(v.mounts, func(i, j int) bool { return len(v.mounts[i].at) > len(v.mounts[j].at) })
 	return v
 }

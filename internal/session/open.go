@@ -20,8 +20,9 @@ import (
 func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, error) {
 	imports, limits, backend := shape.Imports, shape.Limits, shape.Backend
 	var spare *Session
-	// Spares are started at /workspace with the default environment.
-	if req.Home == "" && len(req.Env) == 0 && t.spares.fits(imports, limits) {
+	// Spares are started at /workspace with the default variables, on
+	// the host's root.
+	if req.Home == "" && len(req.Env) == 0 && req.Environment == "" && t.spares.fits(imports, limits) {
 		spare = t.takeSpare(backend)
 	}
 	t.mu.Lock()
@@ -87,7 +88,7 @@ func (t *Table) started(se *Session, err error) (Info, error) {
 func (t *Table) newSession(req Request, shape Shape) *Session {
 	now := time.Now()
 	return &Session{id: t.opts.NewID(), owner: req.Owner, req: req, imports: shape.Imports, limits: shape.Limits,
-		created: now, used: now, backend: shape.Backend}
+		created: now, used: now, backend: shape.Backend, env: shape.Env}
 }
 
 // launch starts a session's sandbox with a new slot of the budget.
@@ -107,7 +108,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	}
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
-		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}
+		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := t.opts.Egress(se.id, func(host string) {

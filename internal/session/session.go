@@ -26,6 +26,7 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -124,14 +125,18 @@ type Info struct {
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// PublicTraffic: its ports are reachable without its traffic token.
 	PublicTraffic bool `json:"public_traffic,omitempty"`
+	// Environment is the environment it started from ("": the host's root).
+	Environment string `json:"environment,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import
-// policy, its sandbox's limits and its backend.
+// policy, its sandbox's limits, its backend and the environment it
+// starts from (req.Environment's record; zero: the host's root).
 type Shape struct {
 	Imports policy.ImportPolicy
 	Limits  fleet.Limits
 	Backend string
+	Env     envstore.Env
 }
 
 // Session is one interpreter kept alive in its own sandbox, like a
@@ -164,6 +169,9 @@ type Session struct {
 	owner   string
 	req     Request
 	imports policy.ImportPolicy
+	// env is the environment its sandboxes start from (zero: the host's
+	// root), as resolved when it was created: a restart keeps it.
+	env envstore.Env
 	// installed are the modules pip_install added to imports (under mu):
 	// a snapshot keeps them with its packages.
 	installed []string
@@ -287,7 +295,7 @@ func (se *Session) info(cfg config.Config) Info {
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
 		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot,
-		PublicTraffic: se.req.PublicTraffic}
+		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment}
 	if se.paused != running {
 		info.State = "paused"
 		at := se.pausedAt

@@ -11,6 +11,7 @@ import (
 	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 )
@@ -98,6 +99,10 @@ func (se *Session) Home() string { return fleet.HomeOf(se.req.Home) }
 
 // Env are the environment variables of the session's runs and commands.
 func (se *Session) Env() map[string]string { return se.req.Env }
+
+// Environment is the environment the session's sandboxes start from
+// (zero: the host's root); fixed once it is in the table.
+func (se *Session) Environment() envstore.Env { return se.env }
 
 // Request is what the session was opened with (fixed once it is in the
 // table).

@@ -1,0 +1,121 @@
+//go:build linux && envfixture
+
+// Needs main's internal/envfixture and the real envstore (both merged on
+// main after this branch forked): delete the build line above at merge.
+
+package service_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/envfixture"
+	"github.com/codecage/codecage/internal/envstore"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service"
+)
+
+// A session and a run from an environment whose root is a minimal Python
+// root (envfixture.MinimalPythonRoot: the host's python3 and standard
+// library, no dist-packages) import only what that root has: the standard
+// library, not the host's numpy; the root's marker file is there; a
+// run in it is served by the environment's own pool; the host's runs
+// still see the host's numpy.
+func TestSessionFromEnvironmentRoot(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.StateDir = t.TempDir()
+	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MinimalPythonRoot makes its directory itself.
+	if err := os.Remove(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	if err := envfixture.MinimalPythonRoot(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	env, err := store.Commit(st, envstore.Env{Name: "minimal", Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
+		Preimport: []string{"json"}, Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.RootDir == "" {
+		t.Fatal("the committed environment has no root")
+	}
+	svc := newServiceWith(t, cfg)
+	ctx := context.Background()
+
+	// The root's os-release, no host perl, no host numpy, its own json.
+	probe := "import os, importlib.util as u\n" +
+		"print('codecage-fixture' in open('/etc/os-release').read(), not os.path.exists('/usr/bin/perl'), u.find_spec('numpy') is None, u.find_spec('json') is not None)"
+	res, err := svc.Execute(ctx, service.Request{Code: probe, AllowedImports: []string{"*"}, Environment: "minimal", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustSucceed(t, res); got != "True True True True\n" {
+		t.Fatalf("a run in the minimal root: marker, no numpy, json: %q", got)
+	}
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Environment: "minimal", AllowedImports: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.CloseSession(ctx, info.ID, "")
+	if info.Environment != "minimal" {
+		t.Fatalf("session info says environment %q", info.Environment)
+	}
+	res, err = svc.Execute(ctx, service.Request{Code: "import numpy", SessionID: info.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Success || res.Error == nil || !strings.Contains(res.Error.Type, "ModuleNotFoundError") {
+		t.Fatalf("numpy imported in the minimal root: %+v", res)
+	}
+	res, err = svc.Execute(ctx, service.Request{Code: probe, SessionID: info.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustSucceed(t, res); got != "True True True True\n" {
+		t.Fatalf("the session in the minimal root: %q", got)
+	}
+	// The session's commands and its file view see the root's /usr/bin.
+	cmd, err := svc.RunCommand(ctx, service.CommandRequest{Command: "ls /usr/bin", SessionID: info.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmd.Success || strings.Contains(cmd.Stdout, "perl") || !strings.Contains(cmd.Stdout, "python3") {
+		t.Fatalf("a command in the session: %+v", cmd)
+	}
+	list, err := svc.ListFiles(ctx, info.ID, "", "/usr/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range list.Files {
+		names = append(names, f.Path)
+	}
+	if joined := strings.Join(names, " "); strings.Contains(joined, "perl") || !strings.Contains(joined, "python3") {
+		t.Fatalf("the file view's /usr/bin is not the root's: %s", joined)
+	}
+	// The host's runs are as before: numpy is there.
+	if got := mustSucceed(t, run(t, svc, "import importlib.util as u; print(u.find_spec('numpy') is not None)")); got != "True\n" {
+		t.Fatalf("the host's root lost numpy: %q", got)
+	}
+	pooled := false
+	for name := range svc.PoolStats() {
+		pooled = pooled || strings.Contains(name, "@env:")
+	}
+	if !pooled {
+		t.Fatalf("no pool made for the environment: %v", svc.PoolStats())
+	}
+}
