@@ -1,8 +1,6 @@
 package fleet
 
 import (
-	"errors"
-
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/pool"
@@ -88,17 +86,10 @@ func ResolvePrograms(names, data []string) (*Programs, error) {
 	return jail.ResolvePrograms(names, data)
 }
 
-// ErrProgramsInRoot means commands cannot run in an environment's own
-// root with this build: its programs are not resolved there.
-var ErrProgramsInRoot = errors.New("commands in an environment with a root of its own are not available in this build (only in environments over the host's root)")
-
 // ResolveProgramsIn finds the named programs and the data they need in
-// an environment's root ("": the host's).
+// an environment's root ("": the host's), never outside it.
 func ResolveProgramsIn(root string, names, data []string) (*Programs, error) {
-	if root == "" {
-		return jail.ResolvePrograms(names, data)
-	}
-	return nil, ErrProgramsInRoot
+	return jail.ResolveProgramsIn(root, names, data)
 }
 
 // ProbeHost is what this host offers the jail, probed once per process.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -399,9 +398,6 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		return nil, err
 	}
 	programs, err := s.commandPrograms(env)
-	if errors.Is(err, fleet.ErrProgramsInRoot) {
-		return nil, fmt.Errorf("%w: session of environment %s: %v", ErrInvalidRequest, Quote(se.Request().Environment), err)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", ErrUnavailable, err)
 	}

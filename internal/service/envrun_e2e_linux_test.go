@@ -1,8 +1,3 @@
-//go:build linux && envfixture
-
-// Needs main's internal/envfixture and the real envstore (both merged on
-// main after this branch forked): delete the build line above at merge.
-
 package service_test
 
 import (
