@@ -152,6 +152,7 @@ var refusals = []string{
 	service.KindInvalidRequest, service.KindBadPath, service.KindFileNotFound, service.KindTooLarge,
 	service.KindSessionNotFound, service.KindSessionEnded, service.KindTooManySessions,
 	service.KindSessionPaused, service.KindSnapshotNotFound, service.KindSnapshotUnusable, service.KindPortClosed,
+	service.KindForbidden, service.KindEnvironmentNotFound, service.KindEnvironmentExists,
 	service.KindRateLimited, service.KindBusy, service.KindUnavailable, service.KindShuttingDown,
 	service.KindCanceled, service.KindInternal,
 }

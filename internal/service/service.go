@@ -62,6 +62,9 @@ type Service struct {
 	watches watchSet
 	// envs holds the environments (environments.go); opened at New.
 	envs *envstore.Store
+	// envUse counts the sandboxes using each environment, and the builds
+	// in progress (envuse.go).
+	envUse envRegistry
 }
 
 // Options are what a service is given besides the configuration. Each is
