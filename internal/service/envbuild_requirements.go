@@ -47,7 +47,7 @@ func (s *Service) buildRequirements(ctx context.Context, eb *envBuild) error {
 			return fmt.Errorf("%w: requirement %s: %v", ErrInvalidRequest, Quote(l), err)
 		}
 		if err := policy.CheckBlocked(r, s.cfg.BlockedPackages); err != nil {
-			return fmt.Errorf("%w: requirement %s: %s", ErrBuildFailed, Quote(l), strings.TrimPrefix(err.Error(), policy.ErrBadPackage.Error()+": "))
+			return fmt.Errorf("%w: requirement %s: %s", ErrInvalidRequest, Quote(l), strings.TrimPrefix(err.Error(), policy.ErrBadPackage.Error()+": "))
 		}
 		if kind, msg := s.precheck(ctx, r); kind != "" {
 			return fmt.Errorf("%w: requirement %s: %s", ErrBuildFailed, Quote(l), msg)
