@@ -65,12 +65,17 @@ var statuses = map[string]Status{
 	// a second pause is E2B's 409 ("already paused").
 	service.KindSessionPaused:    {REST: http.StatusConflict, E2B: http.StatusConflict, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "session paused"},
 	service.KindSnapshotNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound},
-	// E2B answers Sandbox.create of a template it does not know with 404.
-	service.KindEnvironmentNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound, MCP: "environment not found"},
-	service.KindSnapshotUnusable:    {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "snapshot unusable"},
+	service.KindSnapshotUnusable: {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "snapshot unusable"},
 	// E2B's proxy answers a port nothing listens on with 502.
-	service.KindPortClosed:  {REST: http.StatusBadGateway, E2B: http.StatusBadGateway, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "port closed"},
-	service.KindRateLimited: {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
+	service.KindPortClosed: {REST: http.StatusBadGateway, E2B: http.StatusBadGateway, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "port closed"},
+	// Operators only (/environments): the key is known, not allowed.
+	service.KindForbidden: {REST: http.StatusForbidden, E2B: http.StatusForbidden, Envd: http.StatusForbidden, Connect: connect.CodePermissionDenied, MCP: "forbidden"},
+	// E2B answers a template it does not know with 404, an alias taken
+	// with 409 and a template whose build failed with 400 (invalid template).
+	service.KindEnvironmentNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound, MCP: "environment not found"},
+	service.KindEnvironmentExists:   {REST: http.StatusConflict, E2B: http.StatusConflict, Envd: http.StatusConflict, Connect: connect.CodeAlreadyExists, MCP: "environment exists"},
+	service.KindBuildFailed:         {REST: http.StatusUnprocessableEntity, E2B: http.StatusBadRequest, Envd: http.StatusBadRequest, Connect: connect.CodeFailedPrecondition, MCP: "build failed"},
+	service.KindRateLimited:         {REST: http.StatusTooManyRequests, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "rate limited"},
 	// envd has no 503 of its own for a full queue: 429, as for a rate.
 	service.KindBusy:         {REST: http.StatusServiceUnavailable, RESTRetry: true, E2B: http.StatusServiceUnavailable, Envd: http.StatusTooManyRequests, Connect: connect.CodeUnavailable, MCP: "busy"},
 	service.KindUnavailable:  {REST: http.StatusServiceUnavailable, E2B: http.StatusServiceUnavailable, Envd: http.StatusServiceUnavailable, Connect: connect.CodeUnavailable},

@@ -31,6 +31,7 @@ Usage:
   codecage bench [--json] [--quick] measure latency, throughput, HumanEval and memory
   codecage openapi                  print the REST API's OpenAPI 3.1 document
   codecage packages install|list    the operator's package layer, importable in every sandbox
+  codecage env build|list|show|rm|gc  environments: read-only roots runs and sessions start from
   codecage audit list|show|stats    read the audit log
   codecage sessions list|show|create|exec|pause|resume|snapshot|fork|close
                                     a running server's sessions, through its REST API
@@ -65,6 +66,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return doctorCmd(args[1:], stdout, stderr)
 	case "packages":
 		return packagesCmd(args[1:], stdout, stderr)
+	case "env":
+		return envCmd(args[1:], stdout, stderr)
 	case "openapi":
 		return openapiCmd(args[1:], stdout, stderr)
 	case "bench":

@@ -196,6 +196,17 @@ type Config struct {
 	// PackagesDir holds the operator's package layer (codecage packages
 	// install), read-only in every sandbox.
 	PackagesDir string
+
+	// Environments (codecage env, /environments). OperatorKeys are the
+	// API keys that may build and remove them; EnvMaxBuilds builds run at
+	// once, each within EnvBuildTimeout; a requirements build's layer is
+	// at most EnvMaxLayer bytes; EnvDebianMirror is mmdebstrap's mirror
+	// ("": envbuild's default).
+	OperatorKeys    []string
+	EnvMaxBuilds    int
+	EnvBuildTimeout time.Duration
+	EnvMaxLayer     int64
+	EnvDebianMirror string
 }
 
 // RateAuto, the default SANDBOX_RATE_LIMIT, is DefaultKeyRate per API key
@@ -313,6 +324,10 @@ func DefaultConfig() Config {
 		PipMaxDownload:  256 << 20,
 		PipMaxInstall:   512 << 20,
 		PipTimeout:      300 * time.Second,
+
+		EnvMaxBuilds:    1,
+		EnvBuildTimeout: 30 * time.Minute,
+		EnvMaxLayer:     4 << 30,
 
 		SnapshotMaxBytes:  4 << 30,
 		SnapshotMaxCount:  32,

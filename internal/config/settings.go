@@ -176,6 +176,11 @@ var settings = []setting{
 	sizeSetting("tools_max_result", "SANDBOX_TOOLS_MAX_RESULT", "largest upstream tool result handed to code", func(c *Config) *int64 { return &c.ToolsMaxResult }),
 	durationSetting("tools_timeout", "SANDBOX_TOOLS_TIMEOUT", "time limit of one upstream tool call, seconds", func(c *Config) *time.Duration { return &c.ToolsTimeout }),
 	pathSetting("packages_dir", "SANDBOX_PACKAGES_DIR", "the operator's package layer (codecage packages install), read-only in sandboxes", func(c *Config) *string { return &c.PackagesDir }),
+	listSetting("operator_keys", "SANDBOX_OPERATOR_KEYS", "names of the API keys that are operators: they build and remove environments (/environments); without API keys the caller on loopback is the operator", func(c *Config) *[]string { return &c.OperatorKeys }),
+	intSetting("env_max_builds", "SANDBOX_ENV_MAX_BUILDS", "environment builds running at once (then: busy)", func(c *Config) *int { return &c.EnvMaxBuilds }),
+	longDurationSetting("env_build_timeout", "SANDBOX_ENV_BUILD_TIMEOUT", "wall-clock limit of one environment build: seconds, or e.g. 30m, 2h", func(c *Config) *time.Duration { return &c.EnvBuildTimeout }),
+	sizeSetting("env_max_layer", "SANDBOX_ENV_MAX_LAYER", "bytes the Python packages of one requirements environment may take", func(c *Config) *int64 { return &c.EnvMaxLayer }),
+	stringSetting("env_debian_mirror", "SANDBOX_ENV_DEBIAN_MIRROR", "Debian mirror of Debian-package environments (default: the build tool's, deb.debian.org)", func(c *Config) *string { return &c.EnvDebianMirror }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },
 		set: func(c *Config, v string) error {

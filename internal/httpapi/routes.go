@@ -20,6 +20,7 @@ func (s *Server) routes() {
 	s.commandRoutes()
 	s.packageRoutes()
 	s.codeToolRoutes()
+	s.environmentRoutes()
 }
 
 // ValidateInput is POST /validate.

@@ -151,7 +151,8 @@ func (m *Metrics) Observe(ev service.Event) {
 var refusals = []string{
 	service.KindInvalidRequest, service.KindBadPath, service.KindFileNotFound, service.KindTooLarge,
 	service.KindSessionNotFound, service.KindSessionEnded, service.KindTooManySessions,
-	service.KindSessionPaused, service.KindSnapshotNotFound, service.KindEnvironmentNotFound, service.KindSnapshotUnusable, service.KindPortClosed,
+	service.KindSessionPaused, service.KindSnapshotNotFound, service.KindSnapshotUnusable, service.KindPortClosed,
+	service.KindForbidden, service.KindEnvironmentNotFound, service.KindEnvironmentExists,
 	service.KindRateLimited, service.KindBusy, service.KindUnavailable, service.KindShuttingDown,
 	service.KindCanceled, service.KindInternal,
 }

@@ -11,6 +11,14 @@ import (
 // ErrShuttingDown: the service is stopping and takes no new work.
 var ErrShuttingDown = errors.New("shutting down")
 
+// ErrForbidden: the caller is known but may not do this (an operation for
+// operators only).
+var ErrForbidden = errors.New("forbidden")
+
+// ErrBuildFailed: an environment build ran and failed (pip, the Debian or
+// image build, or the environment's Python check); the message says why.
+var ErrBuildFailed = errors.New("environment build failed")
+
 // Error kinds, the stable names every surface reports a failure by (REST
 // problem types, MCP error prefixes, metrics and the audit log).
 const (
@@ -34,7 +42,14 @@ const (
 	// KindSnapshotUnusable: altered, or made by another gVisor build.
 	KindSnapshotUnusable = "snapshot_unusable"
 	// KindPortClosed: nothing listens on the asked port in the session.
-	KindPortClosed   = "port_closed"
+	KindPortClosed = "port_closed"
+	// KindForbidden: an operator's operation asked by a caller who is not one.
+	KindForbidden = "forbidden"
+	// Environments (environments.go): the name is taken (or being
+	// built), a build that failed.
+	KindEnvironmentExists = "environment_exists"
+	KindBuildFailed       = "build_failed"
+
 	KindRateLimited  = "rate_limited"
 	KindBusy         = "busy"
 	KindUnavailable  = "unavailable"
@@ -77,6 +92,16 @@ func ErrorKind(err error) string {
 		return KindSnapshotUnusable
 	case errors.Is(err, ErrPortClosed):
 		return KindPortClosed
+	case errors.Is(err, ErrForbidden):
+		return KindForbidden
+	case errors.Is(err, envstore.ErrNotFound):
+		return KindEnvironmentNotFound
+	case errors.Is(err, envstore.ErrExists):
+		return KindEnvironmentExists
+	case errors.Is(err, envstore.ErrBadName):
+		return KindInvalidRequest
+	case errors.Is(err, ErrBuildFailed), errors.Is(err, envstore.ErrBadImage):
+		return KindBuildFailed
 	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
 		return KindRateLimited
 	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
@@ -96,7 +121,8 @@ func ErrorKind(err error) string {
 var Kinds = []string{
 	KindInvalidRequest, KindBadPath, KindPermissionDenied, KindFileNotFound, KindTooLarge,
 	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
-	KindSessionPaused, KindSnapshotNotFound, KindEnvironmentNotFound, KindSnapshotUnusable, KindPortClosed,
+	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable, KindPortClosed,
+	KindForbidden, KindEnvironmentNotFound, KindEnvironmentExists, KindBuildFailed,
 	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
 }
 
@@ -134,6 +160,12 @@ func KindError(kind string) error {
 		return ErrSnapshotUnusable
 	case KindPortClosed:
 		return ErrPortClosed
+	case KindForbidden:
+		return ErrForbidden
+	case KindEnvironmentExists:
+		return envstore.ErrExists
+	case KindBuildFailed:
+		return ErrBuildFailed
 	case KindRateLimited:
 		return access.ErrRateLimited
 	case KindBusy:

@@ -93,6 +93,14 @@ func init() {
 		// A paused session's ports wait for a resume (the caller's).
 		opPort:    {admit: admitLight, kind: EventSession, action: "port", parked: parkLeave},
 		OpMetrics: {admit: admitNone, kind: EventSession, action: "metrics", quiet: true, parked: parkLeave, serve: serveMetrics},
+		// The operator's environments (environments.go), kept by this
+		// replica's store. A build runs sandboxes but holds no run slot
+		// for its many minutes: builds have their own bound.
+		opEnvBuild:  {admit: admitLight, kind: EventEnvironment, action: "build"},
+		opEnvList:   {admit: admitNone, kind: EventEnvironment, action: "list", quiet: true},
+		opEnvGet:    {admit: admitNone, kind: EventEnvironment, action: "get", quiet: true},
+		opEnvRemove: {admit: admitLight, kind: EventEnvironment, action: "remove"},
+		opEnvGC:     {admit: admitLight, kind: EventEnvironment, action: "gc"},
 	}
 }
 

@@ -144,6 +144,13 @@ type pipTarget struct {
 	uid  int    // the host uid pip runs as (0: one of its own)
 	// allow lets the session import what was installed; nil for the layer.
 	allow func(modules []string)
+	// An environment's build (envbuild_requirements.go) sets these: the
+	// Python and root pip runs on ("": the host's), its bounds (0: the
+	// pip_install ones), and a copy of pip's output as it comes.
+	interpreter, root string
+	timeout           time.Duration
+	maxInstall        int64
+	log               io.Writer
 }
 
 // installInto runs pip for r into se's package directory (the session's
@@ -162,7 +169,7 @@ func (s *Service) installInto(ctx context.Context, se pipTarget, r policy.Requir
 		return fail(kind, msg)
 	}
 	before := installedPackages(se.site)
-	log, exit, id, err := s.runPip(ctx, se, r)
+	log, exit, id, err := s.runPip(ctx, se, []string{r.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -228,15 +235,30 @@ func (s *Service) installInto(ctx context.Context, se pipTarget, r policy.Requir
 	return res, nil
 }
 
-// runPip runs pip in a jail on the session's package directory.
-func (s *Service) runPip(ctx context.Context, se pipTarget, r policy.Requirement) (string, fleet.Exit, string, error) {
+// runPip runs pip in a jail on the session's package directory, for
+// requirements already checked (policy.Requirement's String).
+func (s *Service) runPip(ctx context.Context, se pipTarget, reqs []string) (string, fleet.Exit, string, error) {
 	var out bytes.Buffer
 	w := &lockedBuffer{b: &out}
 	argv := []string{"-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
 		"--no-cache-dir", "--only-binary=:all:", "--upgrade", "--progress-bar", "off", "--target", fleet.WorkspaceDir}
-	work := fleet.Work{Kind: fleet.Pip, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Workspace: se.site, HostUID: se.uid,
-		Limits: s.caps().Pip(s.cfg.PipTimeout, s.cfg.PipMaxDownload, s.cfg.PipMaxInstall),
-		Stdout: w, Stderr: w}
+	interpreter, timeout, install := s.cfg.Interpreter, s.cfg.PipTimeout, s.cfg.PipMaxInstall
+	if se.interpreter != "" {
+		interpreter = se.interpreter
+	}
+	if se.timeout > 0 {
+		timeout = se.timeout
+	}
+	if se.maxInstall > 0 {
+		install = se.maxInstall
+	}
+	var sink io.Writer = w
+	if se.log != nil {
+		sink = io.MultiWriter(w, se.log)
+	}
+	work := fleet.Work{Kind: fleet.Pip, ID: fleet.NewID(), Interpreter: interpreter, Workspace: se.site, HostUID: se.uid,
+		Limits: s.caps().Pip(timeout, s.cfg.PipMaxDownload, install),
+		Stdout: sink, Stderr: sink}
 	if s.cfg.PipFindLinks != "" {
 		argv = append(argv, "--no-index", "--find-links", wheelhouseInside)
 		work.Binds = []fleet.Bind{{Host: s.cfg.PipFindLinks, Path: wheelhouseInside}}
@@ -252,8 +274,9 @@ func (s *Service) runPip(ctx context.Context, se pipTarget, r policy.Requirement
 		work.Forward = &fleet.Forward{Port: proxyPort, Handle: l.deliver}
 		argv = append(argv, "--index-url", s.cfg.PipIndexURL)
 	}
-	work.Argv = append(argv, "--", r.String())
+	work.Argv = append(append(argv, "--"), reqs...)
 	spec := work.Spec()
+	spec.Root = se.root
 	lease, err := s.fleet.Start(ctx, fleet.Native, spec)
 	if err != nil {
 		return "", fleet.Exit{}, "", s.fleetError(ctx, err)

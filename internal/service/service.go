@@ -65,6 +65,9 @@ type Service struct {
 	// envPrograms are the commands' programs of each environment's root
 	// (envrun.go).
 	envPrograms envProgramCache
+	// envUse counts the sandboxes using each environment, and the builds
+	// in progress (envuse.go).
+	envUse envRegistry
 }
 
 // Options are what a service is given besides the configuration. Each is

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/codecage/codecage/internal/service"
+)
+
+const envUsage = `usage:
+  codecage env build NAME (--requirements FILE | --pip PKG... | --debian PKG... [--suite S] |
+                           --image PATH | --dockerfile FILE [--context DIR]) [--base ENV]
+                          [--preimport m,...] [--start-cmd CMD] [--ready-cmd CMD] [--workdir DIR] [--env K=V]...
+  codecage env list [--json]
+  codecage env show NAME
+  codecage env rm NAME
+  codecage env gc
+Environments are kept in $SANDBOX_STATE_DIR/environments; this command
+works on them directly, as their operator (the build's log goes to stderr).
+`
+
+// maxRequirementsFile bounds a requirements file read by env build.
+const maxRequirementsFile = 1 << 20
+
+// envCmd builds and manages environments: named read-only roots that runs
+// and sessions start from.
+func envCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, envUsage)
+		return exitUsage
+	}
+	sub := args[0]
+	switch sub {
+	case "build", "list", "show", "rm", "gc":
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, envUsage)
+		return exitOK
+	default:
+		fmt.Fprint(stderr, envUsage)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("env "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var debs, preimport listFlag
+	var pips, vars multiFlag
+	requirements := fs.String("requirements", "", "build: a requirements file (one requirement a line, # comments)")
+	fs.Var(&pips, "pip", "build: a Python requirement such as pandas>=2,<3 (repeated)")
+	fs.Var(&debs, "debian", "build: Debian packages, comma-separated or repeated")
+	suite := fs.String("suite", "", "build: the Debian release (default: the host's)")
+	image := fs.String("image", "", "build: an image tarball or OCI layout directory, or a registry reference")
+	dockerfile := fs.String("dockerfile", "", "build: a Dockerfile")
+	contextDir := fs.String("context", "", "build: the Dockerfile's build context (default: its directory)")
+	base := fs.String("base", "", "build: the environment a requirements layer goes over (default: the host's root)")
+	fs.Var(&preimport, "preimport", "build: modules the sandboxes import before any run, comma-separated")
+	startCmd := fs.String("start-cmd", "", "build: a command started in the background when a sandbox starts")
+	readyCmd := fs.String("ready-cmd", "", "build: a command that must succeed before a sandbox is handed out")
+	workdir := fs.String("workdir", "", "build: the sandboxes' working directory")
+	fs.Var(&vars, "env", "build: a variable of the sandboxes, K=V (repeated)")
+	asJSON := fs.Bool("json", false, "list: print the records as JSON")
+	cf := addConfigFlags(fs)
+	rest := args[1:]
+	var name string
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if code, ok := parse(fs, rest); !ok {
+		return code
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	}
+	if name == "" && sub != "list" && sub != "gc" {
+		fmt.Fprint(stderr, envUsage)
+		return exitUsage
+	}
+	var b service.EnvironmentBuild
+	if sub == "build" {
+		var err error
+		b, err = envBuildFromFlags(name, *requirements, pips, debs, *suite, *image, *dockerfile, *contextDir, *base, preimport, *startCmd, *readyCmd, *workdir, vars)
+		if err != nil {
+			fmt.Fprintln(stderr, "codecage env build:", err)
+			return exitUsage
+		}
+		b.Log = stderr
+	}
+	oneShot(cf)
+	svc, code := newService(cf, stderr, "env")
+	if svc == nil {
+		return code
+	}
+	defer svc.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "codecage env %s: %v\n", sub, err)
+		if k := service.ErrorKind(err); k == service.KindInvalidRequest || k == service.KindEnvironmentNotFound || k == service.KindEnvironmentExists {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	switch sub {
+	case "build":
+		e, err := svc.BuildEnvironment(ctx, b)
+		if err != nil {
+			return fail(err)
+		}
+		printJSON(stdout, e)
+	case "list":
+		envs, err := svc.Environments(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			printJSON(stdout, envs)
+			return exitOK
+		}
+		for _, e := range envs {
+			src := e.Source.Kind
+			if e.Base != "" {
+				src += " over " + e.Base
+			}
+			fmt.Fprintf(stdout, "%-24s %-26s %-8s %10d  %s\n", e.Name, src, e.PythonVersion, e.Size, e.Created.Format("2006-01-02 15:04"))
+		}
+	case "show":
+		e, err := svc.Environment(ctx, name)
+		if err != nil {
+			return fail(err)
+		}
+		printJSON(stdout, e)
+	case "rm":
+		if err := svc.RemoveEnvironment(ctx, name); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "removed %s (codecage env gc frees its storage)\n", name)
+	case "gc":
+		r, err := svc.CollectEnvironments(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		if len(r.Deferred) > 0 {
+			fmt.Fprintf(stdout, "nothing collected: removed environments still in use by running sandboxes: %s\n", strings.Join(r.Deferred, ", "))
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "freed %d roots, %d layers, %d bytes\n", r.Roots, r.Layers, r.Bytes)
+	}
+	return exitOK
+}
+
+// envBuildFromFlags reads the build's flags and files into a request;
+// the service checks the rest.
+func envBuildFromFlags(name, requirements string, pips, debs []string, suite, image, dockerfile, contextDir, base string,
+	preimport []string, startCmd, readyCmd, workdir string, vars []string) (service.EnvironmentBuild, error) {
+	b := service.EnvironmentBuild{Name: name, Requirements: pips, Debian: debs, Suite: suite, Image: image, Base: base,
+		Preimport: preimport, StartCmd: startCmd, ReadyCmd: readyCmd, Workdir: workdir}
+	if requirements != "" {
+		data, err := readBounded(requirements, maxRequirementsFile)
+		if err != nil {
+			return b, err
+		}
+		b.Requirements = append(b.Requirements, strings.Split(string(data), "\n")...)
+	}
+	if dockerfile != "" {
+		data, err := readBounded(dockerfile, 1<<20)
+		if err != nil {
+			return b, err
+		}
+		b.Dockerfile = string(data)
+		if contextDir == "" {
+			contextDir = filepath.Dir(dockerfile)
+		}
+	}
+	if contextDir != "" {
+		abs, err := filepath.Abs(contextDir)
+		if err != nil {
+			return b, err
+		}
+		b.ContextDir = abs
+	}
+	if image != "" && !strings.Contains(image, "://") {
+		// A local tarball or layout: the service wants it absolute; a
+		// reference (host/name:tag) is left as it is.
+		if _, err := os.Stat(image); err == nil {
+			if b.Image, err = filepath.Abs(image); err != nil {
+				return b, err
+			}
+		}
+	}
+	for _, kv := range vars {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return b, fmt.Errorf("--env %q: want K=V", kv)
+		}
+		if b.Vars == nil {
+			b.Vars = map[string]string{}
+		}
+		b.Vars[k] = v
+	}
+	return b, nil
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, errors.New(path + ": larger than " + fmt.Sprint(max) + " bytes")
+	}
+	return data, nil
+}
+
+// multiFlag collects a flag's values as given, repeatable (a requirement's
+// specifiers and a variable's value may hold commas).
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, " ") }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
+	return nil
+}
