@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -212,4 +214,71 @@ func readOCIArchive(t *testing.T, path string) ociImage {
 		}
 	}
 	return img
+}
+
+// With Allow, RUN steps reach the allowed host through the build's proxy
+// (http_proxy), and nothing else: another host listener hears nothing,
+// directly or through the proxy.
+func TestDockerfileRunReachesOnlyAllowed(t *testing.T) {
+	requireTools(t, "buildah")
+	root := sharedRoot(t)
+	allowed, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "index says hello")
+	})}
+	go srv.Serve(allowed)
+	t.Cleanup(func() { srv.Close() })
+	other := listenEverywhere(t)
+	// python3-minimal has sockets but not urllib: speak HTTP to the proxy by hand.
+	script := `import os, socket, sys
+proxy = os.environ["http_proxy"].rsplit("/", 1)[-1].rsplit(":", 1)
+def get(target):
+    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=10)
+    s.sendall(("GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return data.decode(errors="replace")
+        data += b
+out = open("/etc/got", "w")
+out.write(get(sys.argv[1]).split("\r\n\r\n", 1)[-1] + "\n")
+for a in sys.argv[2:]:
+    out.write("proxy %s: %s\n" % (a, get(a).split("\r\n", 1)[0]))
+    h, p = a.rsplit(":", 1)
+    try:
+        socket.create_connection((h, int(p)), timeout=3).close()
+        out.write("direct %s: CONNECTED\n" % a)
+    except OSError as e:
+        out.write("direct %s: %s\n" % (a, e))
+`
+	ctxDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctxDir, "probe.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "image.tar")
+	var log strings.Builder
+	err = Dockerfile(context.Background(), DockerfileOptions{
+		Dockerfile: fmt.Sprintf("FROM base\nCOPY probe.py /probe.py\nRUN /usr/bin/python3 /probe.py %s %s\n", allowed.Addr(), strings.Join(other.addrs, " ")),
+		ContextDir: ctxDir,
+		Bases:      baseOf(root),
+		Allow:      allowed.Addr().String(),
+	}, dst, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tailOf(log.String()))
+	}
+	got := readOCIArchive(t, dst).files["etc/got"]
+	if !strings.HasPrefix(got, "index says hello\n") {
+		t.Fatalf("the RUN step did not reach the allowed host through the proxy:\n%s", got)
+	}
+	if n := other.count.Load(); n != 0 || strings.Contains(got, "CONNECTED") {
+		t.Fatalf("the other listeners %v got %d connections:\n%s", other.addrs, n, got)
+	}
+	if strings.Count(got, " 403 ") != len(other.addrs) {
+		t.Fatalf("the proxy did not refuse the other addresses:\n%s", got)
+	}
+	t.Logf("inside the RUN step:\n%s", got)
 }
