@@ -12,7 +12,9 @@ sudo=""
 # cloudpickle saves a native session's globals (snapshots); runsc is gVisor,
 # the second backend (use_container, SANDBOX_ISOLATION=gvisor); nodejs runs
 # the JavaScript and TypeScript kernels (SANDBOX_KERNELS; Debian 12's 18 is enough).
-packages=(python3 python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib python3-sympy python3-sklearn python3-requests python3-cloudpickle nodejs runsc)
+# mmdebstrap builds environments from Debian packages, buildah from a
+# Dockerfile, its RUN steps under runc (crun refuses cgroups v1 beside v2).
+packages=(python3 python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib python3-sympy python3-sklearn python3-requests python3-cloudpickle nodejs runsc mmdebstrap buildah runc)
 
 missing=()
 for p in "${packages[@]}"; do
