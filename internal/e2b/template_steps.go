@@ -286,7 +286,7 @@ func (p *planner) step(at string, st templateStep) error {
 			}
 			p.vars[k] = v
 			if p.open == "docker" {
-				p.dockerfile.WriteString(envLine(k, v))
+				p.emit(envLine(k, v))
 			}
 		}
 		return nil
@@ -300,7 +300,7 @@ func (p *planner) step(at string, st templateStep) error {
 		}
 		p.workdir = w
 		if p.open == "docker" {
-			p.dockerfile.WriteString("WORKDIR " + jsonString(w) + "\n")
+			p.emit("WORKDIR " + jsonString(w) + "\n")
 		}
 		return nil
 	case "USER":
@@ -381,9 +381,14 @@ func (p *planner) docker(at, line string) error {
 		}
 		p.stages = append(p.stages, stage{Step: at, What: "Dockerfile"})
 	}
-	p.dockerfile.WriteString(line + "\n")
-	p.stages[len(p.stages)-1].Build.Dockerfile = p.dockerfile.String()
+	p.emit(line + "\n")
 	return nil
+}
+
+// emit adds a line to the open Dockerfile stage.
+func (p *planner) emit(line string) {
+	p.dockerfile.WriteString(line)
+	p.stages[len(p.stages)-1].Build.Dockerfile = p.dockerfile.String()
 }
 
 // close ends the open stage, or builds the base when none is built yet,

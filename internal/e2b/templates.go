@@ -237,8 +237,8 @@ func (s *Server) templateAlias(w http.ResponseWriter, r *http.Request) {
 	case !stageName.MatchString(alias) && s.envExists(r.Context(), alias):
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": false})
 	default:
-		writeAPIError(w, http.StatusNotFound, "template alias "+service.Quote(alias)+" not found: codecage serves E2B's templates "+
-			"base and code-interpreter, and the environments its operator built (and profile lists, which are no aliases)")
+		writeAPIError(w, http.StatusNotFound, "template alias "+service.Quote(alias)+" not found: codecage serves E2B's base and "+
+			"code-interpreter and the environments its operator built")
 	}
 }
 
