@@ -22,9 +22,26 @@ e2bport=$((port + 1))
 hexkey() { od -An -N20 -tx1 /dev/urandom | tr -d ' \n'; }
 alice="e2b_$(hexkey)"
 bob="e2b_$(hexkey)"
+# The templates suite builds over a wheelhouse of one probe package, as
+# alice, the operator.
+mkdir "$state/wheels"
+/usr/bin/python3 - "$state/wheels" <<'PY'
+import base64, hashlib, sys, zipfile
+name, ver, di = "cagetplprobe", "1.0", "cagetplprobe-1.0.dist-info"
+files = {name + "/__init__.py": "VALUE = 42\n",
+         di + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, ver),
+         di + "/WHEEL": "Wheel-Version: 1.0\nGenerator: codecage-e2e\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+record = ["%s,sha256=%s,%d" % (p, base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode(), len(c))
+          for p, c in files.items()] + [di + "/RECORD,,"]
+with zipfile.ZipFile("%s/%s-%s-py3-none-any.whl" % (sys.argv[1], name, ver), "w") as z:
+    for p, c in files.items():
+        z.writestr(p, c)
+    z.writestr(di + "/RECORD", "\n".join(record) + "\n")
+PY
 # E2B code expects os and the numerical libraries (the filesystem and
 # data_science profiles); the suite's bursts of calls are not what the
 # per-key rate limit is for.
+SANDBOX_PIP_FIND_LINKS="$state/wheels" SANDBOX_OPERATOR_KEYS=alice \
 SANDBOX_RATE_LIMIT=0 SANDBOX_API_KEYS="alice:$alice,bob:$bob" bin/codecage serve --listen "127.0.0.1:$port" \
 	--e2b-listen "127.0.0.1:$e2bport" --enable-filesystem true --enable-data-science true \
 	--state-dir "$state" --audit-db "$state/audit.db" >"$state/serve.log" 2>&1 &

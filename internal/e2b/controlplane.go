@@ -39,8 +39,9 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("POST /sandboxes/{id}/fork", s.fork)
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.snapshot)
 	m.HandleFunc("GET /snapshots", s.listSnapshots)
-	m.HandleFunc("DELETE /templates/{id}", s.deleteSnapshot)
-	m.HandleFunc("GET /templates/aliases/{alias}", templateAlias)
+	m.HandleFunc("DELETE /templates/{id}", s.deleteTemplate)
+	m.HandleFunc("GET /templates/aliases/{alias}", s.templateAlias)
+	s.templateRoutes()
 	m.HandleFunc("GET /sandboxes/{id}/metrics", s.sandboxMetrics)
 	m.HandleFunc("GET /sandboxes/metrics", s.listMetrics)
 	m.HandleFunc("POST /sandboxes/{id}/refreshes", s.refresh)
@@ -55,18 +56,6 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "no such route in codecage's E2B API: "+r.Method+" "+r.URL.Path)
 	})
-}
-
-// templateAlias answers Template.exists: E2B's TemplateAliasResponse for
-// a built-in template, 404 (as E2B's) for any other name.
-func templateAlias(w http.ResponseWriter, r *http.Request) {
-	alias := r.PathValue("alias")
-	if !builtinTemplates[alias] {
-		writeAPIError(w, http.StatusNotFound, "template alias "+service.Quote(alias)+" not found: codecage serves E2B's templates "+
-			"base and code-interpreter (and profile lists, which are no aliases)")
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 }
 
 // newSandbox is E2B's NewSandbox body (the fields codecage honours). The
@@ -172,8 +161,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	profiles := profilesFor(body.TemplateID)
-	if snap != "" {
-		profiles = nil // the snapshot's own
+	env := ""
+	if snap == "" {
+		env = s.templateEnv(r, body.TemplateID)
+	}
+	if snap != "" || env != "" {
+		profiles = nil // the snapshot's own, or the operator's defaults in an environment
 	}
 	lifetime := defaultTimeout
 	if body.Timeout != nil {
@@ -188,7 +181,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		Lifetime: lifetime, Labels: body.Metadata, Template: body.TemplateID,
 		// E2B's default is a manual resume: traffic to a paused sandbox
 		// answers 502 and does not wake it.
-		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap,
+		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap, Environment: env,
 		// E2B programs serve on their sandbox's ports (getHost).
 		Servers:       true,
 		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,

@@ -65,6 +65,8 @@ type Server struct {
 	boxes   *boxes
 	domain  string       // of sandbox hosts, as create announces it
 	ports   http.Handler // the relay to sandboxes' ports
+	builds  templateBuilds
+	uploads templateUploads
 }
 
 // New builds the E2B surface over svc.
@@ -107,6 +109,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Header.Set("E2b-Sandbox-Id", hostID) // for the request log
 		}
 		route = s.servePort(rec, r, port, hostID, &c)
+	case id == "" && strings.HasPrefix(r.URL.Path, templateUploadPath):
+		route = s.serveTemplateUpload(rec, r)
 	case id == "" && r.URL.Path == "/files" && r.URL.Query().Has("signature"):
 		route = s.serveSigned(rec, r, &c)
 	case id == "":

@@ -1,0 +1,447 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/codecage/codecage/internal/envstore"
+	"github.com/codecage/codecage/internal/service"
+)
+
+// A template's steps (E2B's TemplateBuildStartV2, as the SDK's builder
+// serializes them) become a chain of environment builds: each run of
+// steps of one kind is one EnvironmentBuild over the previous one's
+// environment, the last carries the template's name and metadata. The
+// SDK sends aptInstall, pipInstall and npmInstall as RUN steps of fixed
+// shapes; they are recognised here by those shapes.
+
+// Caps on what a template may ask for.
+const (
+	maxTemplateSteps = 256
+	maxStepArg       = 64 << 10
+	maxStartCmd      = 16 << 10
+)
+
+// templateSpec is E2B's TemplateBuildStartV2.
+type templateSpec struct {
+	FromImage         string          `json:"fromImage"`
+	FromTemplate      string          `json:"fromTemplate"`
+	FromImageRegistry json.RawMessage `json:"fromImageRegistry"`
+	StartCmd          string          `json:"startCmd"`
+	ReadyCmd          string          `json:"readyCmd"`
+	Steps             []templateStep  `json:"steps"`
+	Force             bool            `json:"force"`
+}
+
+// templateStep is E2B's TemplateStep (the SDK adds forceUpload,
+// resolveSymlinks and gzip, which the upload already applied).
+type templateStep struct {
+	Type      string   `json:"type"`
+	Args      []string `json:"args"`
+	FilesHash string   `json:"filesHash"`
+	Force     bool     `json:"force"`
+}
+
+// stepError is a template refused or failed at one step: E2B's
+// BuildStatusReason, whose step the SDK maps to the builder call that
+// made it ("base", "finalize", or the step's index counted from 1).
+type stepError struct {
+	Step    string
+	Message string
+}
+
+func (e *stepError) Error() string { return e.Message }
+
+// stage is one environment build of a template's chain.
+type stage struct {
+	Build service.EnvironmentBuild
+	// Step is the first template step it builds (for a failure's reason).
+	Step string
+	// Copies are the uploads (files hash) its Dockerfile COPYs; each is
+	// unpacked into the build context as a directory of that name.
+	Copies []string
+	// What says what it does, for the build's log.
+	What string
+}
+
+// planLookup answers what the planner needs of the server: whether an
+// environment of that name exists.
+type planLookup func(name string) bool
+
+// plan turns a template into its chain of builds; name is the
+// environment the last one records, internal names the others (prefix
+// plus their index). Unsupported steps are a *stepError.
+func plan(spec templateSpec, name, prefix string, exists planLookup) ([]stage, error) {
+	p := planner{name: name, prefix: prefix, vars: map[string]string{}}
+	if err := p.base(spec, exists); err != nil {
+		return nil, err
+	}
+	if len(spec.Steps) > maxTemplateSteps {
+		return nil, &stepError{Step: strconv.Itoa(maxTemplateSteps + 1), Message: fmt.Sprintf("a template has at most %d steps, not %d", maxTemplateSteps, len(spec.Steps))}
+	}
+	for i, st := range spec.Steps {
+		if err := p.step(strconv.Itoa(i+1), st); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range []struct{ what, cmd string }{{"start command", spec.StartCmd}, {"ready command", spec.ReadyCmd}} {
+		if len(c.cmd) > maxStartCmd || strings.ContainsRune(c.cmd, 0) {
+			return nil, &stepError{Step: "finalize", Message: fmt.Sprintf("the %s is longer than %d bytes or holds a NUL", c.what, maxStartCmd)}
+		}
+	}
+	p.finish()
+	last := &p.stages[len(p.stages)-1]
+	last.Build.Name = name
+	last.Build.StartCmd, last.Build.ReadyCmd, last.Build.Workdir = spec.StartCmd, spec.ReadyCmd, p.workdir
+	if len(p.vars) > 0 {
+		last.Build.Vars = p.vars
+	}
+	return p.stages, nil
+}
+
+// Kinds of the base a template starts from, before it is built.
+const (
+	baseHost   = iota // the host's root: E2B's base templates, a Debian base
+	baseEnv           // an environment of that name
+	baseImage         // an image reference the build pulls
+	baseDebian        // a Debian root of another release (Suite)
+)
+
+type planner struct {
+	name, prefix string
+	stages       []stage
+	// The base while no stage is built yet.
+	kind         int
+	ref          string   // the environment or the image
+	suite        string   // of baseDebian
+	apt          []string // Debian packages asked for so far
+	debianFamily bool
+	// open is the stage steps are being added to ("" none, "pip",
+	// "docker"); dockerfile its Dockerfile so far.
+	open       string
+	dockerfile strings.Builder
+	// Metadata, in force from where it is set.
+	vars     map[string]string
+	varOrder []string
+	workdir  string
+}
+
+// builtinBase reports whether an image or template is one codecage's host
+// root stands for: E2B's base image and its own templates.
+func builtinBase(ref string) bool {
+	return ref == "e2bdev/base" || strings.HasPrefix(ref, "e2bdev/base:") || builtinTemplates[ref]
+}
+
+// debianFamily maps debian:, python: and ubuntu: images to a Debian
+// release: "" is the host's (the default variants), else the codename.
+// A python: or ubuntu: image is approximated by the host's Debian with
+// its python3.
+func debianFamily(ref string) (suite string, ok bool) {
+	ref = strings.TrimPrefix(strings.TrimPrefix(ref, "docker.io/"), "library/")
+	repo, tag, _ := strings.Cut(ref, ":")
+	tag = strings.TrimSuffix(strings.TrimSuffix(tag, "-slim"), "slim")
+	switch repo {
+	case "python", "ubuntu":
+		return "", true
+	case "debian":
+	default:
+		return "", false
+	}
+	switch tag {
+	case "", "stable", "latest":
+		return "", true
+	case "12":
+		return "bookworm", true
+	case "13":
+		return "trixie", true
+	}
+	if codename.MatchString(tag) {
+		return tag, true
+	}
+	return "", false
+}
+
+func (p *planner) base(spec templateSpec, exists planLookup) error {
+	if len(spec.FromImageRegistry) > 0 && string(spec.FromImageRegistry) != "null" {
+		return &stepError{Step: "base", Message: "fromImage with registry credentials, fromAWSRegistry and fromGCPRegistry are not supported: codecage pulls only images it can reach without credentials"}
+	}
+	switch {
+	case spec.FromImage != "" && spec.FromTemplate != "":
+		return &stepError{Step: "base", Message: "a template names fromImage or fromTemplate, not both"}
+	case spec.FromTemplate != "":
+		t := untagged(spec.FromTemplate)
+		switch {
+		case builtinBase(t):
+			p.kind = baseHost
+		case exists(t):
+			p.kind, p.ref = baseEnv, t
+		default:
+			return &stepError{Step: "base", Message: "template " + service.Quote(t) + " not found: fromTemplate names a template built here or E2B's base"}
+		}
+		return nil
+	}
+	ref := spec.FromImage
+	if ref == "" {
+		ref = "e2bdev/base"
+	}
+	if len(ref) > 512 || strings.ContainsAny(ref, " \t\r\n\"\\") {
+		return &stepError{Step: "base", Message: "fromImage " + service.Quote(ref) + " is not an image reference"}
+	}
+	if suite, ok := debianFamily(ref); ok {
+		p.debianFamily = true
+		p.kind, p.suite = baseHost, suite
+		if suite != "" {
+			p.kind = baseDebian
+		}
+		return nil
+	}
+	switch {
+	case builtinBase(ref):
+		p.kind = baseHost
+	case envstore.NamePattern.MatchString(ref) && exists(ref):
+		p.kind, p.ref = baseEnv, ref
+	default:
+		p.kind, p.ref = baseImage, ref
+	}
+	return nil
+}
+
+var (
+	aptPrefix   = "apt-get update && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y "
+	debName     = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,99}$`)
+	envKey      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	filesHashRE = regexp.MustCompile(`^[a-f0-9]{64}$`)
+	codename    = regexp.MustCompile(`^[a-z]{2,20}$`)
+	fileMode    = regexp.MustCompile(`^0?[0-7]{3,4}$`)
+)
+
+func unsupported(step, format string, args ...any) error {
+	return &stepError{Step: step, Message: "step " + step + ": " + fmt.Sprintf(format, args...)}
+}
+
+func (p *planner) step(at string, st templateStep) error {
+	for _, a := range st.Args {
+		if len(a) > maxStepArg {
+			return unsupported(at, "an argument is longer than %d bytes", maxStepArg)
+		}
+	}
+	arg := func(i int) string {
+		if i < len(st.Args) {
+			return st.Args[i]
+		}
+		return ""
+	}
+	switch strings.ToUpper(st.Type) {
+	case "RUN":
+		cmd, user := arg(0), arg(1)
+		if user != "" && user != "root" && user != "user" {
+			return unsupported(at, "runCmd as user %s: codecage builds run as the build's root and sandboxes as their own unprivileged user", service.Quote(user))
+		}
+		switch {
+		case strings.HasPrefix(cmd, aptPrefix):
+			return p.aptInstall(at, strings.TrimPrefix(cmd, aptPrefix))
+		case cmd == "pip install" || strings.HasPrefix(cmd, "pip install "):
+			return p.pipInstall(at, strings.TrimPrefix(cmd, "pip install"))
+		case strings.HasPrefix(cmd, "npm install") || strings.HasPrefix(cmd, "bun install"):
+			return unsupported(at, "npmInstall and bunInstall are not supported: a codecage build reaches no npm registry")
+		case strings.TrimSpace(cmd) == "":
+			return unsupported(at, "runCmd with no command")
+		}
+		return p.docker(at, "RUN "+jsonArray("/bin/sh", "-c", cmd))
+	case "COPY":
+		src, dest, mode := arg(0), arg(1), arg(3)
+		if !filesHashRE.MatchString(st.FilesHash) {
+			return unsupported(at, "copy without the files hash of its upload")
+		}
+		if src == "" || dest == "" || strings.HasPrefix(src, "/") || strings.Contains("/"+src+"/", "/../") {
+			return unsupported(at, "copy from %s: the source is a path inside the template's file context", service.Quote(src))
+		}
+		line := "COPY "
+		if mode != "" {
+			if !fileMode.MatchString(mode) {
+				return unsupported(at, "copy with mode %s", service.Quote(mode))
+			}
+			line += "--chmod=" + mode + " "
+		}
+		if err := p.docker(at, line+jsonArray(st.FilesHash+"/"+src, dest)); err != nil {
+			return err
+		}
+		last := &p.stages[len(p.stages)-1]
+		last.Copies = append(last.Copies, st.FilesHash)
+		return nil
+	case "ENV":
+		if len(st.Args)%2 != 0 {
+			return unsupported(at, "setEnvs with an odd number of arguments")
+		}
+		for i := 0; i < len(st.Args); i += 2 {
+			k, v := st.Args[i], st.Args[i+1]
+			if !envKey.MatchString(k) || strings.ContainsAny(v, "\x00\r\n") {
+				return unsupported(at, "setEnvs: %s is not a variable name, or its value holds a line break or NUL", service.Quote(k))
+			}
+			if _, ok := p.vars[k]; !ok {
+				p.varOrder = append(p.varOrder, k)
+			}
+			p.vars[k] = v
+			if p.open == "docker" {
+				p.emit(envLine(k, v))
+			}
+		}
+		return nil
+	case "WORKDIR":
+		w := arg(0)
+		if w == "" || strings.ContainsAny(w, "\x00\r\n") {
+			return unsupported(at, "setWorkdir needs a path without line breaks")
+		}
+		if !strings.HasPrefix(w, "/") {
+			w = strings.TrimSuffix(p.workdir, "/") + "/" + w
+		}
+		p.workdir = w
+		if p.open == "docker" {
+			p.emit("WORKDIR " + jsonString(w) + "\n")
+		}
+		return nil
+	case "USER":
+		if arg(0) == "user" {
+			return nil // what a codecage sandbox runs as: an unprivileged user
+		}
+		return unsupported(at, "setUser(%s) is not supported: codecage sandboxes run as an unprivileged user (E2B's \"user\"), never as another", service.Quote(arg(0)))
+	}
+	return unsupported(at, "step type %s is not supported", service.Quote(st.Type))
+}
+
+func (p *planner) aptInstall(at, rest string) error {
+	if len(p.stages) > 0 || !(p.debianFamily || p.kind == baseHost) {
+		return unsupported(at, "aptInstall is supported only right after a Debian, Python or Ubuntu base (fromDebianImage, fromPythonImage, fromUbuntuImage, fromBaseImage), before any other building step: codecage builds such a root from Debian packages")
+	}
+	rest = strings.TrimPrefix(rest, "--no-install-recommends ")
+	rest = strings.TrimPrefix(rest, "--fix-missing ")
+	pkgs := strings.Fields(rest)
+	if len(pkgs) == 0 {
+		return unsupported(at, "aptInstall with no packages")
+	}
+	for _, pk := range pkgs {
+		if !debName.MatchString(pk) {
+			return unsupported(at, "aptInstall: %s is not a Debian package name (versions and options are not supported)", service.Quote(pk))
+		}
+	}
+	if p.kind == baseHost {
+		p.kind = baseDebian // the host's release, built with these packages
+	}
+	p.apt = append(p.apt, pkgs...)
+	return nil
+}
+
+func (p *planner) pipInstall(at, rest string) error {
+	var reqs []string
+	for _, f := range strings.Fields(rest) {
+		if f == "--user" {
+			continue // one layer for every user
+		}
+		if strings.HasPrefix(f, "-") || strings.HasPrefix(f, ".") || strings.HasPrefix(f, "/") {
+			return unsupported(at, "pipInstall(%s): only requirement names are supported (no options, paths or the copied project)", service.Quote(f))
+		}
+		reqs = append(reqs, f)
+	}
+	if len(reqs) == 0 {
+		return unsupported(at, "pipInstall with no packages (installing the copied project) is not supported")
+	}
+	if p.open != "pip" {
+		from := p.close()
+		p.open = "pip"
+		p.stages = append(p.stages, stage{Step: at, What: "pip packages", Build: service.EnvironmentBuild{Base: from}})
+	}
+	last := &p.stages[len(p.stages)-1]
+	last.Build.Requirements = append(last.Build.Requirements, reqs...)
+	return nil
+}
+
+// docker adds a line to the open Dockerfile stage, opening one FROM the
+// chain so far (with the variables and working directory set so far).
+func (p *planner) docker(at, line string) error {
+	if p.open != "docker" {
+		from := p.ref
+		if len(p.stages) > 0 || p.kind != baseImage {
+			from = p.close()
+			if from == "" { // the host's root is no image: build its Debian twin
+				p.kind, p.suite = baseDebian, ""
+				from = p.close()
+			}
+		}
+		p.open = "docker"
+		p.dockerfile.Reset()
+		p.dockerfile.WriteString("FROM " + from + "\n")
+		for _, k := range p.varOrder {
+			p.dockerfile.WriteString(envLine(k, p.vars[k]))
+		}
+		if p.workdir != "" {
+			p.dockerfile.WriteString("WORKDIR " + jsonString(p.workdir) + "\n")
+		}
+		p.stages = append(p.stages, stage{Step: at, What: "Dockerfile"})
+	}
+	p.emit(line + "\n")
+	return nil
+}
+
+// emit adds a line to the open Dockerfile stage.
+func (p *planner) emit(line string) {
+	p.dockerfile.WriteString(line)
+	p.stages[len(p.stages)-1].Build.Dockerfile = p.dockerfile.String()
+}
+
+// close ends the open stage, or builds the base when none is built yet,
+// and returns the environment the next stage goes over ("": the host's
+// root).
+func (p *planner) close() string {
+	if p.open != "" {
+		p.open = ""
+		return p.stageName(len(p.stages) - 1)
+	}
+	if len(p.stages) > 0 {
+		return p.stageName(len(p.stages) - 1)
+	}
+	switch p.kind {
+	case baseEnv:
+		return p.ref
+	case baseImage:
+		p.stages = append(p.stages, stage{Step: "base", What: "image " + p.ref, Build: service.EnvironmentBuild{Image: p.ref}})
+	case baseDebian:
+		pkgs := append([]string{"python3"}, p.apt...)
+		p.stages = append(p.stages, stage{Step: "base", What: "Debian packages", Build: service.EnvironmentBuild{Debian: pkgs, Suite: p.suite}})
+	default:
+		return ""
+	}
+	return p.stageName(len(p.stages) - 1)
+}
+
+// finish ends the chain; a template that built nothing still records an
+// environment: a layer of no packages over its base, with its metadata.
+func (p *planner) finish() {
+	from := p.close()
+	if len(p.stages) == 0 {
+		p.stages = append(p.stages, stage{Step: "finalize", What: "metadata", Build: service.EnvironmentBuild{Base: from}})
+	}
+	for i := range p.stages {
+		p.stages[i].Build.Name = p.stageName(i)
+	}
+}
+
+// stageName is the i-th stage's environment: the template's own for the
+// last, an internal name (prefix.N) for the others.
+func (p *planner) stageName(i int) string {
+	return p.prefix + "." + strconv.Itoa(i+1)
+}
+
+func envLine(k, v string) string { return "ENV " + k + "=" + jsonString(v) + "\n" }
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func jsonArray(s ...string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
