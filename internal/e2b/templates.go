@@ -86,10 +86,11 @@ func templateName(name string) (string, error) {
 
 // operator answers 403 unless the caller may build environments.
 func (s *Server) operator(w http.ResponseWriter, r *http.Request) bool {
-	if s.svc.IsOperator(ownerOf(r.Context())) {
+	err := s.svc.IsOperator(r.Context())
+	if err == nil {
 		return true
 	}
-	writeAPIError(w, http.StatusForbidden, "building and deleting templates is an operator's action: this API key is not an operator's")
+	writeAPIError(w, http.StatusForbidden, "building and deleting templates is an operator's action: "+err.Error())
 	return false
 }
 
