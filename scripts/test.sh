@@ -59,6 +59,11 @@ CGO_ENABLED=1 go test -race -count=1 -timeout 15m "$@" ./internal/pool ./interna
 CGO_ENABLED=1 go test -race -count=1 "$@" -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/service
 # -p 1: the leftover checks scan the whole host, so packages run one at a time.
 go test -p 1 -count=1 -timeout 30m "$@" ./...
+# The containment rows and commands again, every run and session started
+# from an environment whose root is an image's (a Python image imported
+# from a tarball), not the host's: each binary there is the image author's.
+CODECAGE_TEST_ENVIRONMENT=image go test -count=1 -timeout 20m "$@" \
+	-run 'Containment|^Test(RunCommand|SessionSharesOneLoopback|SessionsHaveTheirOwnLoopback)' ./internal/service/
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
 CODECAGE_TEST_BACKEND=gvisor go test -count=1 -timeout 30m "$@" \

@@ -207,6 +207,11 @@ type Config struct {
 	EnvBuildTimeout time.Duration
 	EnvMaxLayer     int64
 	EnvDebianMirror string
+	// EnvironmentsDir holds the built environments ("": the state
+	// directory's environments/); DefaultEnvironment is the environment
+	// of runs and sessions that name none ("": the host's root).
+	EnvironmentsDir    string
+	DefaultEnvironment string
 }
 
 // RateAuto, the default SANDBOX_RATE_LIMIT, is DefaultKeyRate per API key

@@ -180,6 +180,8 @@ var settings = []setting{
 	intSetting("env_max_builds", "SANDBOX_ENV_MAX_BUILDS", "environment builds running at once (then: busy)", func(c *Config) *int { return &c.EnvMaxBuilds }),
 	longDurationSetting("env_build_timeout", "SANDBOX_ENV_BUILD_TIMEOUT", "wall-clock limit of one environment build: seconds, or e.g. 30m, 2h", func(c *Config) *time.Duration { return &c.EnvBuildTimeout }),
 	sizeSetting("env_max_layer", "SANDBOX_ENV_MAX_LAYER", "bytes the Python packages of one requirements environment may take", func(c *Config) *int64 { return &c.EnvMaxLayer }),
+	pathSetting("environments_dir", "SANDBOX_ENVIRONMENTS_DIR", "where built environments are kept (default: the state directory's environments/); read-only roots, owned by the operator", func(c *Config) *string { return &c.EnvironmentsDir }),
+	stringSetting("default_environment", "SANDBOX_DEFAULT_ENVIRONMENT", "the environment of runs and sessions that name none (default: none, the host's root)", func(c *Config) *string { return &c.DefaultEnvironment }),
 	stringSetting("env_debian_mirror", "SANDBOX_ENV_DEBIAN_MIRROR", "Debian mirror of Debian-package environments (default: the build tool's, deb.debian.org)", func(c *Config) *string { return &c.EnvDebianMirror }),
 	{Key: "python", Env: "SANDBOX_PYTHON", Usage: "Python interpreter inside the jail",
 		get: func(c *Config) string { return c.Interpreter },

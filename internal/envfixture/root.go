@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -29,7 +30,13 @@ var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 // site-packages, env, sh, ls, cat and id, the libraries they load, a
 // loader cache and Marker. Files are hard links of the host's when dst is
 // on the same filesystem (fast; never chmodded), else copies.
-func MinimalPythonRoot(dst string) error {
+func MinimalPythonRoot(dst string) error { return PythonRootWith(dst, nil) }
+
+// PythonRootWith is MinimalPythonRoot with the host's programs named in
+// more too, by name (placed in /usr/bin) or by absolute path (placed
+// there); one the host lacks is left out: a root whose shell tools
+// are the image's copies, for a suite that runs commands there.
+func PythonRootWith(dst string, more []string) error {
 	b, err := newBuilder(dst)
 	if err != nil {
 		return err
@@ -47,12 +54,49 @@ func MinimalPythonRoot(dst string) error {
 			return err
 		}
 	}
+	placed := slices.Clone(rootPrograms)
+	for _, name := range more {
+		if slices.Contains(placed, name) {
+			continue
+		}
+		placed = append(placed, name)
+		if filepath.IsAbs(name) { // a program outside bin, at its host path
+			if _, err := os.Stat(name); err == nil {
+				if err := b.program(name, strings.TrimPrefix(filepath.Clean(name), "/")); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if strings.ContainsRune(name, '/') {
+			continue
+		}
+		host := ""
+		for _, dir := range []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"} {
+			if fi, err := os.Stat(dir + "/" + name); err == nil && fi.Mode().IsRegular() {
+				host = dir + "/" + name
+				break
+			}
+		}
+		if host == "" {
+			continue
+		}
+		if err := b.program(host, "usr/bin/"+name); err != nil {
+			return err
+		}
+	}
 	stdlib, err := hostStdlib()
 	if err != nil {
 		return err
 	}
 	if err := b.tree(stdlib, strings.TrimPrefix(stdlib, "/")); err != nil {
 		return err
+	}
+	// Debian's package directories, empty: an image's Python has them.
+	for _, dir := range []string{"usr/lib/python3/dist-packages", "usr/local/lib/" + filepath.Base(stdlib) + "/dist-packages"} {
+		if err := b.mkdir(dir); err != nil {
+			return err
+		}
 	}
 	return b.finish()
 }
@@ -81,6 +125,20 @@ func (b *builder) program(host, rel string) error {
 	real, err := filepath.EvalSymlinks(host)
 	if err != nil {
 		return err
+	}
+	// A link to a file beside it (python3 -> python3.11) stays a link,
+	// as an image has it.
+	if name := filepath.Base(real); filepath.Dir(real) == filepath.Dir(host) && name != filepath.Base(host) {
+		target := filepath.Join(filepath.Dir(rel), name)
+		if _, err := os.Lstat(filepath.Join(b.dst, target)); os.IsNotExist(err) {
+			if err := b.file(real, target); err != nil {
+				return err
+			}
+		}
+		if err := os.Symlink(name, filepath.Join(b.dst, rel)); err != nil {
+			return err
+		}
+		return b.needs(real, true)
 	}
 	if err := b.file(real, rel); err != nil {
 		return err

@@ -130,6 +130,12 @@ func (w Work) Spec() Spec {
 		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
 		spec.LoopbackServers = w.LoopbackServers
 		spec.NetNS = w.NetNS
+		// An environment's packages layer: its python3 imports them as
+		// runs do (a command's Python reads no site.py otherwise).
+		if w.EnvLayer != "" {
+			spec.Binds = w.envBinds(nil)
+			spec.Env = append(slices.Clone(spec.Env), "PYTHONPATH="+runtime.EnvDir)
+		}
 	case Pip:
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}

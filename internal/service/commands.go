@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -114,6 +115,9 @@ func (s *Service) commandPrograms(e envstore.Env) (*fleet.Programs, error) {
 	if e.RootDir != "" {
 		return s.envPrograms.get(e, func() (*fleet.Programs, error) {
 			names, data := s.commandNeeds()
+			if slices.Contains(s.cfg.AllowedCommands, "python3") {
+				data = append(data, envPythonData(e)...)
+			}
 			p, err := fleet.ResolveProgramsIn(e.RootDir, names, presentIn(e.RootDir, data))
 			if err == nil {
 				s.aliasPython(p)
@@ -169,6 +173,23 @@ func presentIn(root string, data []string) []string {
 		}
 	}
 	return out
+}
+
+// envPythonData are the directories an environment's python3 reads, as
+// its root lays them out: the standard library beside its prefix
+// (/usr/bin/python3 -> /usr/lib/python3.11; /usr/local/bin/python3 ->
+// /usr/local/lib/python3.12, whose site-packages an image's pip filled)
+// and Debian's package directories. The image's packages are what it is
+// for; presentIn keeps those that exist.
+func envPythonData(e envstore.Env) []string {
+	major, minor, ok := strings.Cut(e.PythonVersion, ".")
+	if !ok || e.Python == "" {
+		return nil
+	}
+	minor, _, _ = strings.Cut(minor, ".")
+	v := "python" + major + "." + minor
+	prefix := path.Dir(path.Dir(e.Python))
+	return []string{path.Join(prefix, "lib", v), "/usr/lib/python3/dist-packages", "/usr/local/lib/" + v + "/dist-packages"}
 }
 
 // pythonStdlib is the standard library of an allowed python3.

@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/codecage/codecage/internal/envbuild"
@@ -18,7 +20,31 @@ func (s *Service) buildDebian(ctx context.Context, eb *envBuild) error {
 	b := eb.b
 	eb.meta.Source = envstore.Source{Kind: "debian", Ref: b.Suite, Packages: b.Debian}
 	eb.log.printf("building a Debian root with %d packages", len(b.Debian))
-	return envbuild.Debian(ctx, envbuild.DebianOptions{Suite: b.Suite, Mirror: s.cfg.EnvDebianMirror, Packages: b.Debian}, eb.st.Root(), eb.log)
+	// mmdebstrap makes its destination itself: the staging's empty root
+	// gives way to it.
+	if err := os.Remove(eb.st.Root()); err != nil {
+		return err
+	}
+	// The harness needs Python's standard library: python3 is always in.
+	pkgs := b.Debian
+	if !slices.Contains(pkgs, "python3") {
+		pkgs = append(slices.Clone(pkgs), "python3")
+	}
+	if err := envbuild.Debian(ctx, envbuild.DebianOptions{Suite: b.Suite, Mirror: s.cfg.EnvDebianMirror, Packages: pkgs}, eb.st.Root(), eb.log); err != nil {
+		return err
+	}
+	return emptyDev(eb.st.Root())
+}
+
+// emptyDev empties a built root's /dev: a root made as root holds device
+// nodes there, which the store refuses and no sandbox sees (the jail
+// gives each its own /dev).
+func emptyDev(root string) error {
+	dev := filepath.Join(root, "dev")
+	if err := os.RemoveAll(dev); err != nil {
+		return fmt.Errorf("empty the root's /dev: %w", err)
+	}
+	return os.Mkdir(dev, 0o755)
 }
 
 func (s *Service) buildImage(ctx context.Context, eb *envBuild) error {
@@ -84,22 +110,7 @@ func applyImageConfig(meta *envstore.Env, cfg envstore.ImageConfig) {
 	if meta.Workdir == "" && checkAbsPath("workdir", cfg.WorkingDir) == nil {
 		meta.Workdir = cfg.WorkingDir
 	}
-	if meta.StartCmd == "" {
-		if cmd := shellJoin(append(append([]string{}, cfg.Entrypoint...), cfg.Cmd...)); checkText("start command", cmd, maxEnvCmd) == nil {
-			meta.StartCmd = cmd
-		}
-	}
-}
-
-// shellJoin quotes argv as one /bin/sh command line.
-func shellJoin(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == "" {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
+	// The image's entrypoint and command are left out: they are a
+	// container's main process (a shell, python3 reading stdin), not a
+	// server a sandbox should start; a start command is asked for.
 }

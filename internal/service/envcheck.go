@@ -23,7 +23,19 @@ const envLayerInside = "/opt/codecage/env"
 var pythonCandidates = []string{"/usr/local/bin/python3", "/usr/bin/python3", "/opt/conda/bin/python3", "/usr/local/bin/python", "/usr/bin/python"}
 
 const (
-	versionProbe  = `import sys,json; print(json.dumps(list(sys.version_info[:3])))`
+	// versionProbe says the version, once the standard modules the
+	// harness loads import (python3-minimal, for one, lacks json).
+	versionProbe = `import sys, importlib
+missing = []
+for m in ("json", "ast", "pickle", "signal", "socket", "struct", "ctypes", "fcntl", "inspect", "io", "linecache", "marshal", "resource", "select", "tempfile", "threading", "traceback", "warnings"):
+    try:
+        importlib.import_module(m)
+    except BaseException as e:
+        missing.append(m)
+if missing:
+    print("the harness needs the standard modules " + ", ".join(missing) + ", which do not import (a minimal Python?)")
+    sys.exit(0)
+print(list(sys.version_info[:3]))`
 	probeTimeout  = 60 * time.Second
 	maxProbeError = 300
 )
@@ -60,7 +72,7 @@ func (s *Service) checkEnvironment(ctx context.Context, eb *envBuild) error {
 		}
 		var v []int
 		if json.Unmarshal([]byte(strings.TrimSpace(out)), &v) != nil || len(v) != 3 {
-			tried = append(tried, py+": said "+Quote(capString(out, 80)))
+			tried = append(tried, py+": "+capString(strings.TrimSpace(out), 300))
 			continue
 		}
 		if v[0] < 3 || (v[0] == 3 && v[1] < 9) {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/codecage/codecage/internal/envstore"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // Environments: named read-only roots the operator builds once
@@ -142,6 +144,8 @@ func (s *Service) RemoveEnvironment(ctx context.Context, name string) error {
 			if err := s.envs.Remove(name); err != nil {
 				return e, envError(name, err)
 			}
+			// Its pools and zygotes end now; its sessions run on.
+			s.forgetEnvironment(e.ID)
 			return e, nil
 		},
 		success: func(e envstore.Env, took time.Duration) Event {
@@ -183,7 +187,15 @@ func (s *Service) collectEnvironments() (GCResult, error) {
 		recorded[e.ID] = true
 	}
 	var res GCResult
-	for _, id := range s.envUse.ids() {
+	inUse := s.envUse.ids()
+	// A session holds its environment's root for its whole life.
+	s.sessions.Each(func(se *session.Session) {
+		if id := se.Environment().ID; id != "" && !slices.Contains(inUse, id) {
+			inUse = append(inUse, id)
+		}
+	})
+	slices.Sort(inUse)
+	for _, id := range inUse {
 		if !recorded[id] {
 			res.Deferred = append(res.Deferred, id)
 		}

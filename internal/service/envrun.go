@@ -29,9 +29,13 @@ import (
 // operator has not built (or has removed).
 var ErrEnvironmentNotFound = errors.New("environment not found")
 
-// environmentOf is the environment name names ("": the host's root, the
-// zero Env).
+// environmentOf is the environment name names ("": the operator's
+// default, SANDBOX_DEFAULT_ENVIRONMENT; none: the host's root, the zero
+// Env).
 func (s *Service) environmentOf(name string) (envstore.Env, error) {
+	if name == "" {
+		name = s.cfg.DefaultEnvironment
+	}
 	if name == "" {
 		return envstore.Env{}, nil
 	}
@@ -189,6 +193,9 @@ var errNotInRoot = errors.New("passes through a link of the environment's root")
 // names no home gets the environment's working directory as its home,
 // when a sandbox can have it there (/workspace or /home/<name>).
 func sessionInEnvironment(req SessionRequest, e envstore.Env) SessionRequest {
+	// The session records the environment it got (the default one too):
+	// its snapshots and forks start from that one.
+	req.Environment = e.Name
 	if req.Home == "" && e.Workdir != "" && e.Workdir != fleet.WorkspaceDir && fleet.CheckHome(e.Workdir) == nil {
 		req.Home = e.Workdir
 	}

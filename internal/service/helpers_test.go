@@ -44,6 +44,7 @@ var services struct {
 func newServiceWith(tb testing.TB, cfg config.Config) *service.Service {
 	tb.Helper()
 	cfg.Isolation = testBackend(tb)
+	applyTestEnvironment(tb, &cfg)
 	return newServiceAsIs(tb, cfg)
 }
 

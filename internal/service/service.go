@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,7 +114,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	}
 	session.Reclaim(cfg.StateDir, s.log())
 	s.loadLayer()
-	if s.envs, err = envstore.Open(filepath.Join(cfg.StateDir, "environments")); err != nil {
+	if s.envs, err = envstore.Open(cmp.Or(cfg.EnvironmentsDir, filepath.Join(cfg.StateDir, "environments"))); err != nil {
 		return nil, fmt.Errorf("environments: %w", err)
 	}
 	s.fleet = s.newFleet()
@@ -214,6 +215,9 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	env, err := s.environmentOf(req.Environment)
 	if err != nil {
 		return nil, "", err
+	}
+	if env.ID != "" {
+		defer s.envInUse(env.ID)() // no collection under the run
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {

@@ -108,6 +108,10 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
+	if env.ID != "" {
+		// Until the session is in the table, where the collector finds it.
+		defer s.envInUse(env.ID)()
+	}
 	req = sessionInEnvironment(req, env)
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {

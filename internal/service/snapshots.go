@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/snapstore"
@@ -377,9 +378,13 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 	if backend != m.Backend {
 		return req, session.Shape{}, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
 	}
-	env, err := s.environmentOf(req.Environment)
-	if err != nil {
-		return req, session.Shape{}, err
+	// The snapshot names the environment its session had: none is the
+	// host's root, whatever the default is now.
+	var env envstore.Env
+	if req.Environment != "" {
+		if env, err = s.environmentOf(req.Environment); err != nil {
+			return req, session.Shape{}, err
+		}
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
