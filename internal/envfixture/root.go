@@ -28,8 +28,7 @@ var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 // the host's: a merged /usr (bin, lib, lib64 are links into usr) holding
 // the host's python3, its standard library without dist-packages or
 // site-packages, env, sh, ls, cat and id, the libraries they load, a
-// loader cache and Marker. Files are hard links of the host's when dst is
-// on the same filesystem (fast; never chmodded), else copies.
+// loader cache and Marker. Files are copies of the host's (fresh inodes).
 func MinimalPythonRoot(dst string) error { return PythonRootWith(dst, nil) }
 
 // PythonRootWith is MinimalPythonRoot with the host's programs named in
@@ -246,15 +245,15 @@ func (b *builder) tree(dir, rel string) error {
 	})
 }
 
-// file places the host's regular file at rel: a hard link, else a copy.
+// file places a copy of the host's regular file at rel.
 func (b *builder) file(host, rel string) error {
 	to := filepath.Join(b.dst, rel)
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		return err
 	}
-	if err := os.Link(host, to); err == nil {
-		return nil
-	}
+	// Always a copy, never a hard link: whatever is later done to the
+	// root (a store's commit strips set-user-ID bits and makes files the
+	// operator's) must never reach the host's own files.
 	return copyFile(host, to, 0)
 }
 
