@@ -434,7 +434,7 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		argv = append([]string{"/bin/sh", "-c", `cd -- "$1" || exit 2; shift; exec "$@"`, "sh", dir}, req.Argv...)
 	}
 	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: cmdEnv, Home: home, Programs: programs,
-		Root: env.RootDir, Limits: s.caps().Command(timeout)}
+		Root: env.RootDir, EnvLayer: env.LayerDir, Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
 	work.Stdin = req.Stdin || req.Input != ""
 	if req.Terminal != nil {
