@@ -255,7 +255,7 @@ func setupConfined(mode string) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := jail.LoopbackUp(); err != nil {
 		return err
 	}
 	defer unix.Close(fdHandoff)
@@ -274,27 +274,6 @@ func setupConfined(mode string) error {
 	defer f.Close()
 	if err := unix.Sendmsg(fdHandoff, []byte{1}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
 		return fmt.Errorf("handing the proxy socket over: %w", err)
-	}
-	return nil
-}
-
-// loopbackUp brings up lo in the helper's empty network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("loopback: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("loopback up: %w", err)
 	}
 	return nil
 }

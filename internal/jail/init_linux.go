@@ -242,7 +242,7 @@ func setupNamespaces(cfg *initConfig) error {
 		return fmt.Errorf("sethostname: %w", err)
 	}
 	if !cfg.JoinedNet {
-		if err := loopbackUp(); err != nil {
+		if err := LoopbackUp(); err != nil {
 			return err
 		}
 	}

@@ -6,9 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// loopbackUp brings up "lo" in the sandbox's empty network namespace, so
-// programs can talk to themselves over 127.0.0.1 and nothing else.
-func loopbackUp() error {
+// LoopbackUp brings up "lo" in the calling thread's network namespace
+// (a sandbox's, a build's: empty), so programs can talk to themselves over
+// 127.0.0.1 and nothing else.
+func LoopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
