@@ -68,6 +68,10 @@ type Options struct {
 	// GVisorOnly measures the gVisor cases alone (to compare runsc builds
 	// and platforms).
 	GVisorOnly bool
+	// EnvOnly measures the environment rows alone (EnvKeys);
+	// SkipEnvironments leaves them out.
+	EnvOnly          bool
+	SkipEnvironments bool
 	// PoolTimeout bounds each wait for the pools to fill (default 2 min).
 	PoolTimeout time.Duration
 	// Progress, when set, receives a line as each case starts.
@@ -95,6 +99,9 @@ type Report struct {
 	GVisor fleet.GVisorAvailability `json:"gvisor"`
 	// GVisorMemory is the idle memory of a ready gVisor sandbox, in bytes.
 	GVisorMemory int64 `json:"gvisor_idle_memory_bytes"`
+	// EnvZygotes is the memory of the zygotes, the default classes' and
+	// the environments', after the environment rows' warm runs.
+	EnvZygotes []ZygoteMemory `json:"environment_zygotes,omitempty"`
 }
 
 // Machine describes the host.
@@ -217,6 +224,13 @@ func (b *bencher) progress(format string, args ...any) {
 }
 
 func (b *bencher) run(ctx context.Context) (*Report, error) {
+	if b.opts.EnvOnly {
+		if err := b.environments(ctx); err != nil {
+			return nil, err
+		}
+		b.rep.Targets = b.targets()
+		return b.rep, nil
+	}
 	if !b.opts.GVisorOnly {
 		if err := b.pooled(ctx); err != nil {
 			return nil, err
@@ -226,6 +240,11 @@ func (b *bencher) run(ctx context.Context) (*Report, error) {
 		}
 		if err := b.baselines(ctx); err != nil {
 			return nil, err
+		}
+		if !b.opts.SkipEnvironments {
+			if err := b.environments(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := b.gvisor(ctx); err != nil {

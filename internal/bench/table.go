@@ -14,6 +14,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	r.writeSetup(ew)
 	r.writeRows(ew)
 	r.writeMemory(ew)
+	r.writeEnvZygotes(ew)
 	r.writeSuites(ew)
 	r.writeTargets(ew)
 	return ew.err

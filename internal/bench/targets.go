@@ -50,6 +50,7 @@ func (b *bencher) targets() []Target {
 	out = append(out, t)
 
 	out = append(out, suiteTarget("HumanEval 164/164", r.HumanEval, 164), suiteTarget("MBPP 974/974", r.MBPP, 974))
+	out = append(out, r.envTarget())
 	return out
 }
 

@@ -24,11 +24,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		humaneval = fs.String("humaneval", "", "HumanEval JSONL(.gz) file to run instead of the embedded set")
 		skipMBPP  = fs.Bool("skip-mbpp", false, "leave out MBPP (974 programs)")
 		gvOnly    = fs.Bool("gvisor-only", false, "measure the gVisor cases alone (use_container, pooled and cold; compare runsc builds and platforms with --runsc and --gvisor-platform)")
+		envOnly   = fs.Bool("env-only", false, "measure the environment rows alone (builds from a wheelhouse and an image tarball, first and warm runs, zygote memory)")
+		skipEnv   = fs.Bool("skip-env", false, "leave out the environment rows")
 		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval and MBPP problems", bench.QuickN, bench.QuickHumanEval))
 	)
 	cf := addConfigFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [--gvisor-only] [config flags]\n\n"+
+		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [--gvisor-only] [--env-only|--skip-env] [config flags]\n\n"+
 			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval and MBPP (built in)\n"+
 			"under the default policy, the idle memory of a pooled sandbox, and a bare python3 (and\n"+
 			"bwrap) for comparison.\n\nFlags:")
@@ -61,14 +63,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, bench.Options{
-		Config:        cfg,
-		N:             *n,
-		Clients:       *clients,
-		HumanEvalPath: *humaneval,
-		SkipMBPP:      *skipMBPP,
-		Quick:         *quick,
-		GVisorOnly:    *gvOnly,
-		Progress:      stderr,
+		Config:           cfg,
+		N:                *n,
+		Clients:          *clients,
+		HumanEvalPath:    *humaneval,
+		SkipMBPP:         *skipMBPP,
+		Quick:            *quick,
+		GVisorOnly:       *gvOnly,
+		EnvOnly:          *envOnly,
+		SkipEnvironments: *skipEnv,
+		Progress:         stderr,
 	})
 	if err != nil {
 		hint := ""
