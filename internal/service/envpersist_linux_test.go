@@ -151,13 +151,30 @@ func testEnvironmentFollowsSavedSessions(t *testing.T, gvisor bool) {
 	if _, err := svc.PauseSession(ctx, parked, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
 		t.Fatal(err)
 	}
+	// Removed while sessions of it live: their root stays on the host
+	// through a collection, and a fork of one still starts on it.
+	if err := svc.RemoveEnvironment(ctx, "persist"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := svc.CollectEnvironments(ctx); err != nil || len(r.Deferred) != 1 || r.Deferred[0] != envA.ID || r.Roots != 0 {
+		t.Fatalf("gc while sessions of the environment live: %+v %v", r, err)
+	}
+	if _, err := os.Stat(envA.RootDir); err != nil {
+		t.Fatalf("the root of live sessions went: %v", err)
+	}
+	forks, err = svc.ForkSession(ctx, id, "alice", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("a fork after the environment's removal: %+v %v", forks, err)
+	}
+	if forks[0].Error != nil {
+		t.Fatalf("a fork after the environment's removal: %+v", forks[0].Error)
+	}
+	probe("a fork after the environment's removal", forks[0].Session.ID)
+	live = append(live, forks[0].Session.ID)
 	for _, l := range live {
 		if err := svc.CloseSession(ctx, l, "alice"); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := svc.RemoveEnvironment(ctx, "persist"); err != nil {
-		t.Fatal(err)
 	}
 	if r, err := svc.CollectEnvironments(ctx); err != nil || len(r.Deferred) != 0 || r.Roots != 1 {
 		t.Fatalf("gc with only a parked session and a snapshot of the environment: %+v %v", r, err)
