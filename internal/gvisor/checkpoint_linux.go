@@ -61,7 +61,8 @@ func (s *Sandbox) Checkpoint(ctx context.Context, imageDir string, leaveRunning 
 	m := Manifest{
 		Format: ImageFormat, RunscVersion: version, Platform: s.platform, UID: s.uid,
 		SourceID: s.id, Created: start.UTC(), Bytes: dirBytes(imageDir),
-		Spec: ImageSpec{Argv: s.spec.Argv, Env: s.spec.Env, Home: s.spec.Home, Limits: s.spec.Limits, Mounts: imageMounts(s.mounts)},
+		Spec: ImageSpec{Argv: s.spec.Argv, Env: s.spec.Env, Home: s.spec.Home, Root: cleanRoot(s.spec.Root), Limits: s.spec.Limits,
+			Mounts: imageMounts(s.mounts)},
 	}
 	if err := writeManifest(imageDir, m); err != nil {
 		clearDir(imageDir)
@@ -121,6 +122,9 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 	case spec.Nested, spec.SeqPacketChannel, spec.Programs != nil:
 		return nil, fmt.Errorf("%w: a restored sandbox is a harness's", jail.ErrUnsupported)
 	}
+	if err := checkImageRoot(m.Spec.Root, spec.Root); err != nil {
+		return nil, err
+	}
 	spec.Argv, spec.Env, spec.Home, spec.HostUID = m.Spec.Argv, m.Spec.Env, m.Spec.Home, m.UID
 	spec.Limits = restoredLimits(m.Spec.Limits, spec.Limits)
 	s, undo, err := prepare(rt, runsc, platform, spec)
@@ -145,6 +149,41 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 	}
 	undo.release()
 	return s, nil
+}
+
+// checkImageRoot refuses a restore on another root than the image's
+// (image: the manifest's, own: the restore's spec), or on one that is
+// gone: the image's kernel would find other files, or none, behind the
+// paths it holds open and the code it has mapped.
+func checkImageRoot(image, own string) error {
+	own = cleanRoot(own)
+	if image != own {
+		return fmt.Errorf("%w: its sandbox ran on %s, the restore's root is %s", ErrImageMismatch, rootName(capString(image, 300)), rootName(own))
+	}
+	if image == "" {
+		return nil
+	}
+	fi, err := os.Stat(image)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: its sandbox's root %s is gone (was its environment removed?)", ErrImageMismatch, capString(image, 300))
+	}
+	return nil
+}
+
+// cleanRoot is a root's path as a manifest keeps it ("": the host's).
+func cleanRoot(root string) string {
+	if root == "" {
+		return ""
+	}
+	return filepath.Clean(root)
+}
+
+// rootName names a root in a message.
+func rootName(root string) string {
+	if root == "" {
+		return "the host's root"
+	}
+	return "the root " + root
 }
 
 // awaitRestored waits until runsc says the restored container runs (the

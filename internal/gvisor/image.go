@@ -44,6 +44,11 @@ type ImageSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Home string   `json:"home,omitempty"`
+	// Root is the host directory of the environment's root the sandbox
+	// ran on ("": the host's system directories). The image's kernel holds
+	// open files of it and has loaded its programs and libraries: a
+	// restore must name the same root, and it must still be there.
+	Root string `json:"root,omitempty"`
 	// Limits are the sandbox's; a restore takes its lifetime, CPU and
 	// output budgets from its own spec, the rest (memory, file systems'
 	// sizes) from here.

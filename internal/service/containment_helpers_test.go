@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -196,14 +197,39 @@ func (h *hostRecorder) expectNoHits(t *testing.T) {
 	}
 }
 
-// mountinfoLines counts the mounts this (host) process sees.
-func mountinfoLines(t *testing.T) int {
+// mountPoints lists the mount points this (host) process sees, one entry
+// per mount (a point mounted twice is there twice).
+func mountPoints(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), "\n")
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			out = append(out, f[4])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mountsAdded are the entries of after that before lacks (as multisets).
+func mountsAdded(before, after []string) []string {
+	left := map[string]int{}
+	for _, p := range before {
+		left[p]++
+	}
+	var out []string
+	for _, p := range after {
+		if left[p] > 0 {
+			left[p]--
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // expectResponsive runs print(1) and fails unless it works: the service

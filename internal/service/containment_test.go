@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -1357,7 +1358,7 @@ func TestContainment_41_RegexBacktracking(t *testing.T) {
 func TestContainment_NoLeftovers(t *testing.T) {
 	// Counted before the service starts: its spare session mounts a
 	// workspace while it boots.
-	mounts := mountinfoLines(t)
+	mounts := mountPoints(t)
 	svc := newService(t)
 	for i := 0; i < 200; i++ {
 		res := run(t, svc, "print(1)")
@@ -1366,7 +1367,8 @@ func TestContainment_NoLeftovers(t *testing.T) {
 		}
 	}
 	assertNoLeftovers(t)
-	if after := mountinfoLines(t); after != mounts {
-		t.Errorf("the host's mounts changed: %d -> %d lines in /proc/self/mountinfo", mounts, after)
+	if after := mountPoints(t); !slices.Equal(after, mounts) {
+		t.Errorf("the host's mounts changed: %d -> %d in /proc/self/mountinfo; new: %q, gone: %q", len(mounts), len(after),
+			mountsAdded(mounts, after), mountsAdded(after, mounts))
 	}
 }

@@ -101,6 +101,10 @@ func (s *Service) fleetError(ctx context.Context, err error) error {
 		return ctx.Err()
 	case errors.Is(err, ErrInvalidRequest):
 		return err
+	case errors.Is(err, fleet.ErrImageMismatch), errors.Is(err, fleet.ErrBadImage):
+		// A start from a memory image that cannot be restored here (another
+		// runsc, or another root than its environment's): the snapshot's.
+		return snapshotErr(err)
 	case errors.Is(err, syscall.E2BIG):
 		// What checkArgList did not foresee (a smaller stack limit): still
 		// the caller's arguments.

@@ -92,13 +92,14 @@ func (s *Service) forkImage(ctx context.Context, se *session.Session, owner stri
 	// its life.
 	defer fleet.ReleaseUID(c.Image.UID)
 	orig := se.Request()
-	spec, _ := json.Marshal(specOf(orig))
-	req, shape, err := s.snapshotShape(SessionRequest{Owner: owner, Lifetime: lifetime, OnTimeout: orig.OnTimeout,
+	spec, _ := json.Marshal(specOf(orig, se.Environment()))
+	req, shape, release, err := s.snapshotShape(SessionRequest{Owner: owner, Lifetime: lifetime, OnTimeout: orig.OnTimeout,
 		ManualResume: orig.ManualResume, Labels: orig.Labels, Template: orig.Template},
-		snapstore.Manifest{Backend: se.Backend(), Spec: spec})
+		snapstore.Manifest{Backend: se.Backend(), Spec: spec}, se.Environment())
 	if err != nil {
 		return nil, err
 	}
+	defer release() // after the copies are in the table
 	from := session.RestoreFrom{ImageDir: to.ImageDir, Image: c.Image, Workspace: unpack(tarPath, s.workspaceLimits()),
 		Installed: c.Installed}
 	if _, err := os.Stat(sitePath); err == nil {

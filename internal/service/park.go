@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/snapstore"
@@ -48,7 +49,7 @@ func (s *Service) parkSession(ctx context.Context, se *session.Session, pause bo
 	write := func() error {
 		_, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
 			return s.sessions.Park(ctx, se, to, pause, func(p session.Parked) error {
-				sp := specOf(p.Request)
+				sp := specOf(p.Request, se.Environment())
 				sp.Installed = p.Installed
 				spec, _ := json.Marshal(parkedSpec{snapshotSpec: sp, Created: p.Created, PausedAt: p.PausedAt,
 					Left: p.Left, Runs: p.Runs, Cold: p.Cold, OnTimeout: p.Request.OnTimeout, ManualResume: p.Request.ManualResume,
@@ -201,7 +202,7 @@ func (s *Service) unpark(ctx context.Context, m snapstore.Manifest, spec parkedS
 	req := SessionRequest{Owner: m.Owner, Lifetime: spec.Left, OnTimeout: spec.OnTimeout, ManualResume: spec.ManualResume,
 		Labels: spec.Labels, Template: spec.Template, FromSnapshot: spec.FromSnapshot, PublicTraffic: spec.PublicTraffic,
 		Servers: spec.Servers}
-	_, err = s.openSnapshot(ctx, req, snap, back)
+	_, err = s.openSnapshot(ctx, req, snap, back, envstore.Env{})
 	snap.Close()
 	if err != nil {
 		return err

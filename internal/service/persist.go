@@ -246,8 +246,8 @@ func (s *Service) fork(ctx context.Context, id, owner string, count int, lifetim
 	req := se.Request()
 	out := make([]ForkResult, count)
 	for i := range out {
-		info, err := s.openFromSnapshot(ctx, SessionRequest{Owner: owner, FromSnapshot: snap.ID, Lifetime: lifetime,
-			OnTimeout: req.OnTimeout, ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template})
+		info, err := s.openFromSnapshotOf(ctx, SessionRequest{Owner: owner, FromSnapshot: snap.ID, Lifetime: lifetime,
+			OnTimeout: req.OnTimeout, ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template}, se.Environment())
 		if err != nil {
 			out[i].Error = &ForkError{Kind: ErrorKind(err), Message: err.Error()}
 			continue

@@ -43,8 +43,11 @@ type snapshotSpec struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Template       string            `json:"template,omitempty"`
-	// Environment is the environment the session started from.
-	Environment string `json:"environment,omitempty"`
+	// Environment is the environment the session started from, by name
+	// and content ID (envpersist.go: a copy starts on that content only;
+	// no ID: a snapshot made before IDs were kept, the name is followed).
+	Environment   string `json:"environment,omitempty"`
+	EnvironmentID string `json:"environment_id,omitempty"`
 	// Installed are the modules pip_install put in the session.
 	Installed []string `json:"installed,omitempty"`
 }
@@ -159,7 +162,7 @@ func (s *Service) tempDir() (string, error) {
 // saveSnapshot writes session se into the store as a snapshot of owner.
 func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, name string) (*SnapshotInfo, error) {
 	req := se.Request()
-	spec, _ := json.Marshal(specOf(req))
+	spec, _ := json.Marshal(specOf(req, se.Environment()))
 	m := snapstore.Manifest{Kind: snapstore.KindSnapshot, Owner: owner, Name: name, SessionID: se.ID(),
 		Backend: se.Backend(), Profiles: se.Imports().Profiles, Spec: spec}
 	m, err := s.storeSession(ctx, m, func(to session.SnapshotTo, seal func(session.Capture, json.RawMessage) error) error {
@@ -167,7 +170,7 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 		if err != nil {
 			return err
 		}
-		sp := specOf(req)
+		sp := specOf(req, se.Environment())
 		sp.Installed = c.Installed
 		spec, _ := json.Marshal(sp)
 		return seal(c, spec)
@@ -179,10 +182,11 @@ func (s *Service) saveSnapshot(ctx context.Context, se *session.Session, owner, 
 	return &info, nil
 }
 
-// specOf is what a snapshot keeps of a session's request.
-func specOf(req session.Request) snapshotSpec {
+// specOf is what a snapshot keeps of a session's request, and of the
+// environment it got (env).
+func specOf(req session.Request, env envstore.Env) snapshotSpec {
 	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment}
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment, EnvironmentID: env.ID}
 }
 
 // storeSession writes a session into the store under manifest m: capture
@@ -265,6 +269,12 @@ func snapshotInfo(m snapstore.Manifest) SnapshotInfo {
 // req.FromSnapshot: the snapshot's session's shape (profiles, memory,
 // home, environment), the caller's lifetime, labels and resume choices.
 func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	return s.openFromSnapshotOf(ctx, req, envstore.Env{})
+}
+
+// openFromSnapshotOf is openFromSnapshot for a copy of a live session
+// whose environment is live (a native fork).
+func (s *Service) openFromSnapshotOf(ctx context.Context, req SessionRequest, live envstore.Env) (*SessionInfo, error) {
 	st, err := s.snapshots(ctx)
 	if err != nil {
 		return nil, err
@@ -279,17 +289,18 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	if snap.Manifest().Kind != snapstore.KindSnapshot {
 		return nil, fmt.Errorf("%w: %s", ErrSnapshotNotFound, Quote(req.FromSnapshot))
 	}
-	return s.openSnapshot(ctx, req, snap, nil)
+	return s.openSnapshot(ctx, req, snap, nil, live)
 }
 
 // openSnapshot opens a session of req from snap: a new one, or the
-// parked session back brings back.
-func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *snapstore.Snapshot, back *session.Parked) (*SessionInfo, error) {
+// parked session back brings back; live as for snapshotShape.
+func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *snapstore.Snapshot, back *session.Parked, live envstore.Env) (*SessionInfo, error) {
 	m := snap.Manifest()
-	req, shape, err := s.snapshotShape(req, m)
+	req, shape, release, err := s.snapshotShape(req, m, live)
 	if err != nil {
 		return nil, err
 	}
+	defer release() // the session is in the table by then, where the collector finds it
 	imports := shape.Imports
 	from := session.RestoreFrom{StateOpts: s.stateOptions(imports.Modules), Workspace: func(dir string, uid int) error {
 		r, err := snap.Blob(blobWorkspace)
@@ -357,10 +368,14 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 // snapshotShape is the request and shape of a session started from the
 // snapshot m: its session's profiles, memory, home and environment, on
 // its backend; the caller's lifetime, resume choices, labels and template.
-func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (SessionRequest, session.Shape, error) {
+// live is the saved session's environment when it still runs (a fork).
+// release ends the use of the environment the shape holds (call it once
+// the session is in the table, or has failed to start).
+func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest, live envstore.Env) (SessionRequest, session.Shape, func(), error) {
+	none := func() {}
 	var spec snapshotSpec
 	if err := json.Unmarshal(m.Spec, &spec); err != nil {
-		return req, session.Shape{}, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
+		return req, session.Shape{}, none, fmt.Errorf("%w: its description: %v", ErrSnapshotUnusable, err)
 	}
 	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
 	req.Environment = spec.Environment
@@ -373,32 +388,29 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest) (Sessi
 	}
 	backend, err := s.backendFor(req.UseContainer)
 	if err != nil {
-		return req, session.Shape{}, err
+		return req, session.Shape{}, none, err
 	}
 	if backend != m.Backend {
-		return req, session.Shape{}, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
-	}
-	// The snapshot names the environment its session had: none is the
-	// host's root, whatever the default is now.
-	var env envstore.Env
-	if req.Environment != "" {
-		if env, err = s.environmentOf(req.Environment); err != nil {
-			return req, session.Shape{}, err
-		}
+		return req, session.Shape{}, none, fmt.Errorf("%w: made on the %s backend; this server runs %s sessions", ErrSnapshotUnusable, m.Backend, backend)
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
-		return req, session.Shape{}, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
+		return req, session.Shape{}, none, fmt.Errorf("%w: %v", ErrSnapshotUnusable, err)
 	}
-	imports = withEnvironment(imports, env)
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 	if err != nil {
-		return req, session.Shape{}, err
+		return req, session.Shape{}, none, err
 	}
 	if err := s.checkSessionShape(req); err != nil {
-		return req, session.Shape{}, err
+		return req, session.Shape{}, none, err
 	}
-	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env}, nil
+	// The environment its session had, by content (envpersist.go).
+	env, release, err := s.snapshotEnvironment(spec, live)
+	if err != nil {
+		return req, session.Shape{}, none, err
+	}
+	imports = withEnvironment(imports, env)
+	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env}, release, nil
 }
 
 // checkImageUID refuses to restore an image whose uid this process holds
