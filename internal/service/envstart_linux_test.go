@@ -228,3 +228,43 @@ func TestEnvironmentReadyCommandFails(t *testing.T) {
 		t.Errorf("%d sessions left after the failure", n)
 	}
 }
+
+// BenchmarkSessionStartReady times opening (and closing) a session from
+// an environment with nothing to start, and from one whose start command
+// is a web server and whose ready command fetches it.
+//
+//	go test ./internal/service/ -run '^$' -bench SessionStartReady -benchtime 10x
+func BenchmarkSessionStartReady(b *testing.B) {
+	cfg := config.DefaultConfig()
+	cfg.StateDir = b.TempDir()
+	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range []envstore.Env{{Name: "plain"}, {Name: "web", StartCmd: "exec python3 -m http.server 8000 --bind 127.0.0.1",
+		ReadyCmd: `python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000')"`}} {
+		st, err := store.Stage()
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Source, e.Python, e.Created = envstore.Source{Kind: "requirements"}, "/usr/bin/python3", time.Now()
+		if _, err := store.Commit(st, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	svc := newServiceAsIs(b, cfg)
+	ctx := context.Background()
+	for _, name := range []string{"plain", "web"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				info, err := svc.CreateSession(ctx, service.SessionRequest{Environment: name})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = svc.CloseSession(ctx, info.ID, "")
+				b.StartTimer()
+			}
+		})
+	}
+}
