@@ -207,6 +207,9 @@ type Config struct {
 	EnvBuildTimeout time.Duration
 	EnvMaxLayer     int64
 	EnvDebianMirror string
+	// EnvReadyTimeout bounds how long a session from an environment with a
+	// ready command waits for it to succeed before the session fails.
+	EnvReadyTimeout time.Duration
 	// EnvironmentsDir holds the built environments ("": the state
 	// directory's environments/); DefaultEnvironment is the environment
 	// of runs and sessions that name none ("": the host's root).
@@ -333,6 +336,7 @@ func DefaultConfig() Config {
 		EnvMaxBuilds:    1,
 		EnvBuildTimeout: 30 * time.Minute,
 		EnvMaxLayer:     4 << 30,
+		EnvReadyTimeout: 60 * time.Second,
 
 		SnapshotMaxBytes:  4 << 30,
 		SnapshotMaxCount:  32,

@@ -179,6 +179,7 @@ var settings = []setting{
 	listSetting("operator_keys", "SANDBOX_OPERATOR_KEYS", "names of the API keys that are operators: they build and remove environments (/environments); without API keys the caller on loopback is the operator", func(c *Config) *[]string { return &c.OperatorKeys }),
 	intSetting("env_max_builds", "SANDBOX_ENV_MAX_BUILDS", "environment builds running at once (then: busy)", func(c *Config) *int { return &c.EnvMaxBuilds }),
 	longDurationSetting("env_build_timeout", "SANDBOX_ENV_BUILD_TIMEOUT", "wall-clock limit of one environment build: seconds, or e.g. 30m, 2h", func(c *Config) *time.Duration { return &c.EnvBuildTimeout }),
+	durationSetting("env_ready_timeout", "SANDBOX_ENV_READY_TIMEOUT", "how long a session from an environment waits for its ready command to succeed, seconds", func(c *Config) *time.Duration { return &c.EnvReadyTimeout }),
 	sizeSetting("env_max_layer", "SANDBOX_ENV_MAX_LAYER", "bytes the Python packages of one requirements environment may take", func(c *Config) *int64 { return &c.EnvMaxLayer }),
 	pathSetting("environments_dir", "SANDBOX_ENVIRONMENTS_DIR", "where built environments are kept (default: the state directory's environments/); read-only roots, owned by the operator", func(c *Config) *string { return &c.EnvironmentsDir }),
 	stringSetting("default_environment", "SANDBOX_DEFAULT_ENVIRONMENT", "the environment of runs and sessions that name none (default: none, the host's root)", func(c *Config) *string { return &c.DefaultEnvironment }),

@@ -60,6 +60,11 @@ type CommandRequest struct {
 	// then closed: Stdin in one piece, for a caller with no stream of
 	// input (it travels with a request forwarded to another replica).
 	Input string `json:",omitempty"`
+
+	// daemon, set only by envstart.go, runs an environment's start
+	// command: it lives as long as its session, and its output goes to
+	// this bounded tail instead of the result.
+	daemon *tailWriter
 }
 
 // TerminalSize is a terminal's size in characters.
@@ -403,7 +408,11 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		// Beside the interpreter and the session's other commands, on the
 		// same workspace, as processes of one machine.
 		var done func()
-		if ctx, in, done, err = s.sessions.StartCommand(ctx, se); err != nil {
+		start := s.sessions.StartCommand
+		if req.daemon != nil {
+			start = s.sessions.StartDaemon
+		}
+		if ctx, in, done, err = start(ctx, se); err != nil {
 			return nil, err
 		}
 		defer done()
@@ -436,6 +445,9 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: cmdEnv, Home: home, Programs: programs,
 		Root: env.RootDir, EnvLayer: env.LayerDir, Limits: s.caps().Command(timeout)}
 	work.Stdout, work.Stderr = out.Writers()
+	if req.daemon != nil {
+		daemonWork(&work, req.daemon, s.cfg.SessionMaxLifetime)
+	}
 	work.Stdin = req.Stdin || req.Input != ""
 	if req.Terminal != nil {
 		size, _ := terminalSize(req.Terminal.Cols, req.Terminal.Rows) // checked above
@@ -468,10 +480,14 @@ func (s *Service) runCommand(ctx context.Context, req CommandRequest) (*CommandR
 		req.OnStart()
 	}
 	exit := lease.WaitProgram()
+	stderr := out.Stderr()
+	if req.daemon != nil {
+		stderr = req.daemon.String() // its last words, for commandError
+	}
 	r := &CommandResult{
 		ExecutionID: spec.ID, ExitCode: exit.ExitCode,
 		Stdout:        out.Stdout(),
-		Stderr:        out.Stderr(),
+		Stderr:        stderr,
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == fleet.LimitTimeout,
 		OOMKilled: exit.OOMKilled, Truncated: exit.Truncated,
 		Resources: Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds(), IdleCPUSeconds: in.Idle.Seconds()},

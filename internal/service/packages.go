@@ -127,7 +127,14 @@ func (s *Service) pipInstall(ctx context.Context, req InstallRequest, start time
 	if site == "" {
 		return nil, fmt.Errorf("%w: session %s has no package directory", ErrSessionEnded, se.ID())
 	}
-	res, err := s.installInto(ctx, pipTarget{id: se.ID(), site: site, uid: uid, allow: se.Allow}, r, start)
+	target := pipTarget{id: se.ID(), site: site, uid: uid, allow: se.Allow}
+	if env := se.Environment(); env.RootDir != "" {
+		// An environment's own root: its Python's pip, in a sandbox from
+		// that root, so that the wheels chosen match its Python. (Over
+		// the host's root, a requirements layer, the host's pip is it.)
+		target.interpreter, target.root, target.env = env.Python, env.RootDir, env.Name
+	}
+	res, err := s.installInto(ctx, target, r, start)
 	if res != nil {
 		if similar, ok := policy.Typosquat(r.Normalized); ok {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("typosquat: %q looks like the popular package %q; check that this is the package you mean", r.Name, similar))
@@ -148,9 +155,11 @@ type pipTarget struct {
 	// Python and root pip runs on ("": the host's), its bounds (0: the
 	// pip_install ones), and a copy of pip's output as it comes.
 	interpreter, root string
-	timeout           time.Duration
-	maxInstall        int64
-	log               io.Writer
+	// env names the environment whose root it is, for errors.
+	env        string
+	timeout    time.Duration
+	maxInstall int64
+	log        io.Writer
 }
 
 // installInto runs pip for r into se's package directory (the session's
@@ -180,6 +189,10 @@ func (s *Service) installInto(ctx context.Context, se pipTarget, r policy.Requir
 	}
 	if exit.Limit == fleet.LimitCanceled {
 		return fail(InstallFailed, "canceled")
+	}
+	if exit.ExitCode != 0 && se.root != "" && noPipModule.MatchString(log) {
+		return nil, fmt.Errorf("%w: pip_install: the Python of environment %s (%s) has no pip module; packages for a session from it must be installed by its own Python's pip (the host's could pick wheels for another Python): the operator builds the environment with pip (Debian's python3-pip, or an image whose Python has pip), or with the packages in it",
+			ErrInvalidRequest, Quote(se.env), se.interpreter)
 	}
 	if exit.ExitCode != 0 || exit.Limit != fleet.LimitNone {
 		kind, msg := pipFailure(log, r, s.cfg)
@@ -417,6 +430,9 @@ func pipFailure(log string, r policy.Requirement, cfg config.Config) (string, st
 	}
 	return InstallFailed, "pip failed; see the log"
 }
+
+// noPipModule is Python's answer to -m pip without pip.
+var noPipModule = regexp.MustCompile(`(?m)No module named pip\s*$`)
 
 var successLine = regexp.MustCompile(`(?m)^Successfully installed (.+)$`)
 

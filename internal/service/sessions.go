@@ -112,7 +112,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		// Until the session is in the table, where the collector finds it.
 		defer s.envInUse(env.ID)()
 	}
-	req = sessionInEnvironment(req, env)
+	req = withStartCommand(sessionInEnvironment(req, env), env)
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
@@ -128,6 +128,14 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	}
 	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env})
 	if err != nil {
+		return nil, err
+	}
+	// The environment's start and ready commands (envstart.go): the
+	// session is handed out ready, or closed.
+	if err := s.startEnvironment(ctx, info.ID, req.Owner, env); err != nil {
+		if se, gerr := s.session(info.ID, req.Owner); gerr == nil {
+			s.sessions.Drop(se)
+		}
 		return nil, err
 	}
 	out := SessionInfo(info)

@@ -136,7 +136,10 @@ func (t *Table) reap() {
 			used = time.Unix(0, t)
 		}
 		se.lifeMu.Lock()
-		busy := len(se.commands) > 0
+		busy := false
+		for _, cs := range se.commands {
+			busy = busy || !cs.daemon // a daemon runs while the session idles
+		}
 		se.lifeMu.Unlock()
 		// A lifetime replaces the idle TTL; a paused session is not idle.
 		idle := !busy && se.paused == running && now.Sub(used) > t.cfg.SessionIdleTTL && se.deadline.Load() == 0

@@ -85,8 +85,12 @@ type Command struct {
 	Attach func(*fleet.Lease)
 }
 
-// cmdSandbox is a running command's sandbox, once it is attached.
-type cmdSandbox struct{ lease *fleet.Lease }
+// cmdSandbox is a running command's sandbox, once it is attached; a
+// daemon is not a request (StartDaemon).
+type cmdSandbox struct {
+	lease  *fleet.Lease
+	daemon bool
+}
 
 // StartCommand registers a command of se about to run beside its
 // interpreter and the session's other commands, on the same workspace,
@@ -104,7 +108,7 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 			return nil, Command{}, nil, err
 		}
 	}
-	ctx, workspace, tmp, uid, cs, done, err := se.startCommand(ctx)
+	ctx, workspace, tmp, uid, cs, done, err := se.startCommand(ctx, false)
 	if err != nil {
 		return nil, Command{}, nil, err
 	}
@@ -115,25 +119,42 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 		se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 		done()
 	}
-	attach := func(l *fleet.Lease) {
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, NetNS: se.netns.Load(), Attach: t.attacher(se, cs)}, end, nil
+}
+
+// StartDaemon is StartCommand for a process that lives as long as the
+// session (an environment's start command, started as the session
+// opens): it is not a request, so the session around it stays idle (its
+// idle TTL runs, its interpreter keeps the idle CPU allowance), but it
+// pauses, parks and ends with the session as the session's commands do.
+func (t *Table) StartDaemon(ctx context.Context, se *Session) (context.Context, Command, func(), error) {
+	ctx, workspace, tmp, uid, cs, done, err := se.startCommand(ctx, true)
+	if err != nil {
+		return nil, Command{}, nil, err
+	}
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, NetNS: se.netns.Load(), Attach: t.attacher(se, cs)}, done, nil
+}
+
+// attacher records a command's sandbox once started; one started as the
+// session paused pauses with it.
+func (t *Table) attacher(se *Session, cs *cmdSandbox) func(*fleet.Lease) {
+	return func(l *fleet.Lease) {
 		se.lifeMu.Lock()
 		defer se.lifeMu.Unlock()
 		cs.lease = l
 		if se.frozen {
-			// Started as the session paused: it pauses with it.
 			if err := l.Pause(); err != nil {
 				t.log.Warn("a command started as its session paused could not pause", "session", se.id, "err", err)
 			}
 		}
 	}
-	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, NetNS: se.netns.Load(), Attach: attach}, end, nil
 }
 
 // startCommand registers a command of se that is about to run; it returns
 // the command's context (canceled when the session closes), the
 // workspace, the /tmp and their uid, and done, to call when the command
 // has ended.
-func (se *Session) startCommand(ctx context.Context) (context.Context, string, string, int, *cmdSandbox, func(), error) {
+func (se *Session) startCommand(ctx context.Context, daemon bool) (context.Context, string, string, int, *cmdSandbox, func(), error) {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
 	switch {
@@ -146,7 +167,7 @@ func (se *Session) startCommand(ctx context.Context) (context.Context, string, s
 	if se.commands == nil {
 		se.commands = map[*context.CancelFunc]*cmdSandbox{}
 	}
-	cs := &cmdSandbox{}
+	cs := &cmdSandbox{daemon: daemon}
 	se.commands[&cancel] = cs
 	se.cmdsDone.Add(1)
 	done := func() {
