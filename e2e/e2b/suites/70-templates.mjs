@@ -68,7 +68,8 @@ await check("fromImage(an environment) with only metadata: a template of its own
 
 // A template over the one above: its root gets a Dockerfile stage
 // (buildah) for copy and runCmd; its packages, variables and the new
-// metadata carry on.
+// metadata carry on. A sandbox sees its root's system directories (/usr,
+// /bin, /lib..., /etc/ssl), not the rest of it: the files go to /usr/local.
 const chained = `${alias}-chain`;
 // The build makes a Debian root (mmdebstrap, a minute or more) and runs
 // buildah: it runs while the checks below do, and is awaited with a
@@ -81,9 +82,9 @@ const chainStart = Date.now();
 const chainBuild = Template.build(
   Template({ fileContextPath: ctx })
     .fromTemplate(alias)
-    .copy("data/hello.txt", "/opt/tpl/hello.txt")
-    .runCmd("cp /opt/tpl/hello.txt /opt/tpl/ran.txt && echo built >> /opt/tpl/ran.txt")
-    .setWorkdir("/opt/tpl")
+    .copy("data/hello.txt", "/usr/local/share/tpl/hello.txt")
+    .runCmd("cp /usr/local/share/tpl/hello.txt /usr/local/share/tpl/ran.txt && echo built >> /usr/local/share/tpl/ran.txt")
+    .setWorkdir("/usr/local/share/tpl")
     .setEnvs({ B: "2" })
     .setStartCmd("touch /tmp/started", waitForFile("/tmp/started")),
   chained,
@@ -134,9 +135,9 @@ await check("a second template asking for the same Debian root reuses it", async
   const secs = (Date.now() - t0) / 1000;
   assert.ok(logs.some((m) => m.includes("reusing the Debian root")), `no reuse in the log: ${logs.slice(0, 8)}`);
   const sbx = track(await Sandbox.create(name));
-  const ex = await sbx.runCode(`import ${PROBE}\nprint(${PROBE}.VALUE, open("/etc/debian_version").read().strip())`);
+  const ex = await sbx.runCode(`import ${PROBE}\nprint(${PROBE}.VALUE, open("/etc/os-release").read().count("debian"))`);
   assert.equal(ex.error, undefined, `runCode error: ${JSON.stringify(ex.error)}`);
-  assert.match(ex.logs.stdout.join(""), /^42 \d+/);
+  assert.match(ex.logs.stdout.join(""), /^42 [1-9]/);
   const res = await fetch(`${API}/templates/${name}`, { method: "DELETE", headers: { "X-API-KEY": ALICE } });
   assert.equal(res.status, 204, await res.text());
   return `built in ${secs.toFixed(1)} s`;
@@ -145,11 +146,11 @@ await check("a second template asking for the same Debian root reuses it", async
 await check("Sandbox.create(chained): the copied file, runCmd's output, the base's package and variables", async () => {
   const sbx = track(await Sandbox.create(chained));
   const ex = await sbx.runCode(
-    `import os, ${PROBE}\nprint(repr(open("/opt/tpl/ran.txt").read()), os.environ.get("A"), os.environ.get("B"), ${PROBE}.VALUE)`,
+    `import os, ${PROBE}\nprint(repr(open("/usr/local/share/tpl/ran.txt").read()), os.environ.get("A"), os.environ.get("B"), ${PROBE}.VALUE)`,
   );
   assert.equal(ex.error, undefined, `runCode error: ${JSON.stringify(ex.error)}`);
   assert.equal(ex.logs.stdout.join("").trim(), "'hello from copy\\nbuilt\\n' 1 2 42");
-  assert.equal(await sbx.files.read("/opt/tpl/hello.txt"), "hello from copy\n");
+  assert.equal(await sbx.files.read("/usr/local/share/tpl/hello.txt"), "hello from copy\n");
   const cmd = await sbx.commands.run(`python3 -c "import ${PROBE}; print(${PROBE}.VALUE)"`);
   assert.equal(cmd.stdout.trim(), "42");
 });
@@ -159,7 +160,7 @@ await check("the environment records the template's workdir, start and ready com
   const res = await fetch(`${REST}/environments/${chained}`, { headers: { Authorization: `Bearer ${ALICE}` } });
   const env = await res.json();
   assert.equal(res.status, 200, JSON.stringify(env));
-  assert.equal(env.workdir, "/opt/tpl");
+  assert.equal(env.workdir, "/usr/local/share/tpl");
   assert.equal(env.start_cmd, "touch /tmp/started");
   assert.match(env.ready_cmd ?? "", /\/tmp\/started/);
   assert.deepEqual(env.vars, { A: "1", B: "2" });
