@@ -58,7 +58,7 @@ if [ -z "$up" ]; then
 	cat "$state/serve.log" >&2
 	exit 1
 fi
-export E2B_API_URL="http://127.0.0.1:$e2bport" E2B_SANDBOX_URL="http://127.0.0.1:$e2bport"
+export E2B_API_URL="http://127.0.0.1:$e2bport" E2B_SANDBOX_URL="http://127.0.0.1:$e2bport" CODECAGE_REST_URL="http://127.0.0.1:$port"
 export E2B_API_KEY="$alice" CODECAGE_E2B_SECOND_KEY="$bob"
 unset E2B_DEBUG E2B_DOMAIN E2B_ACCESS_TOKEN
 status=0

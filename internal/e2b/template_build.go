@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -248,6 +249,16 @@ func (s *Server) runBuild(ctx context.Context, b *templateBuild, stages []stage)
 	}
 	for i, st := range stages {
 		b.log("info", st.Step, fmt.Sprintf("stage %d of %d: %s into environment %s", i+1, len(stages), st.What, st.Build.Name))
+		if st.Shared {
+			reused, err := s.reuseShared(ctx, st)
+			if err != nil {
+				return fail(st, err)
+			}
+			if reused {
+				b.log("info", st.Step, "reusing the Debian root "+st.Build.Name+" built before for the same release and packages")
+				continue
+			}
+		}
 		build := st.Build
 		build.Log = b
 		if i == len(stages)-1 && s.envExists(ctx, build.Name) {
@@ -272,10 +283,25 @@ func (s *Server) runBuild(ctx context.Context, b *templateBuild, stages []stage)
 		if err != nil {
 			return fail(st, err)
 		}
-		made = append(made, build.Name)
+		if !st.Shared { // a shared root outlives this build, failed or not
+			made = append(made, build.Name)
+		}
 	}
 	b.log("info", "finalize", "template "+b.template+" is ready: Sandbox.create("+service.Quote(b.template)+") starts from it")
 	return nil
+}
+
+// reuseShared reports whether a shared stage's environment exists and is
+// what the stage asks for (its name is a short hash of the request).
+func (s *Server) reuseShared(ctx context.Context, st stage) (bool, error) {
+	e, ok := s.envLookup(ctx, st.Build.Name)
+	if !ok {
+		return false, nil
+	}
+	if e.Source.Kind != "debian" || e.Source.Ref != st.Build.Suite || !slices.Equal(e.Source.Packages, st.Build.Debian) {
+		return false, fmt.Errorf("environment %s exists and is not the Debian root %s %v: remove it (codecage env rm %s)", st.Build.Name, st.Build.Suite, st.Build.Debian, st.Build.Name)
+	}
+	return true, nil
 }
 
 func capText(s string, n int) string {

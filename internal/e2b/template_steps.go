@@ -1,9 +1,13 @@
 package e2b
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -65,17 +69,26 @@ type stage struct {
 	Copies []string
 	// What says what it does, for the build's log.
 	What string
+	// Shared marks a Debian root kept for every template that asks for
+	// the same release and packages (debianStageName): built once, reused
+	// while it exists, never removed by a template's failure or deletion.
+	Shared bool
 }
 
-// planLookup answers what the planner needs of the server: whether an
-// environment of that name exists.
-type planLookup func(name string) bool
+// planLookup answers what the planner needs of the server: the
+// environment of that name, if there is one.
+type planLookup func(name string) (envstore.Env, bool)
 
 // plan turns a template into its chain of builds; name is the
 // environment the last one records, internal names the others (prefix
 // plus their index). Unsupported steps are a *stepError.
 func plan(spec templateSpec, name, prefix string, exists planLookup) ([]stage, error) {
-	p := planner{name: name, prefix: prefix, vars: map[string]string{}}
+	p := planner{name: name, prefix: prefix, vars: map[string]string{}, noCache: spec.Force}
+	for _, st := range spec.Steps {
+		if len(st.Args) > 0 && strings.HasPrefix(st.Args[0], "pip install") && strings.EqualFold(st.Type, "RUN") {
+			p.needPip = true // the layer's pip runs on the root's python3
+		}
+	}
 	if err := p.base(spec, exists); err != nil {
 		return nil, err
 	}
@@ -95,7 +108,7 @@ func plan(spec templateSpec, name, prefix string, exists planLookup) ([]stage, e
 	p.finish()
 	last := &p.stages[len(p.stages)-1]
 	last.Build.Name = name
-	last.Build.StartCmd, last.Build.ReadyCmd, last.Build.Workdir = spec.StartCmd, spec.ReadyCmd, p.workdir
+	last.Build.StartCmd, last.Build.ReadyCmd, last.Build.Workdir = cmp.Or(spec.StartCmd, p.startCmd), cmp.Or(spec.ReadyCmd, p.readyCmd), p.workdir
 	if len(p.vars) > 0 {
 		last.Build.Vars = p.vars
 	}
@@ -119,14 +132,23 @@ type planner struct {
 	suite        string   // of baseDebian
 	apt          []string // Debian packages asked for so far
 	debianFamily bool
-	// open is the stage steps are being added to ("" none, "pip",
-	// "docker"); dockerfile its Dockerfile so far.
+	// open is "docker" while steps go to the last stage's Dockerfile;
+	// dockerfile is that Dockerfile so far.
 	open       string
 	dockerfile strings.Builder
-	// Metadata, in force from where it is set.
-	vars     map[string]string
-	varOrder []string
-	workdir  string
+	// reqs are the pip requirements, in order: one packages layer over
+	// the template's root, built last (layers do not stack); reqStep is
+	// the step that asked first, for a failure's reason.
+	reqs    []string
+	reqStep string
+	// noCache (E2B's skipCache) builds the Debian root afresh; needPip
+	// puts pip in it, for the packages layer's install.
+	noCache, needPip bool
+	// Metadata, in force from where it is set (a base environment's first).
+	vars               map[string]string
+	varOrder           []string
+	workdir            string
+	startCmd, readyCmd string
 }
 
 // builtinBase reports whether an image or template is one codecage's host
@@ -176,9 +198,12 @@ func (p *planner) base(spec templateSpec, exists planLookup) error {
 		switch {
 		case builtinBase(t):
 			p.kind = baseHost
-		case exists(t):
-			p.kind, p.ref = baseEnv, t
 		default:
+			e, ok := exists(t)
+			if ok {
+				p.fromEnv(e)
+				return nil
+			}
 			return &stepError{Step: "base", Message: "template " + service.Quote(t) + " not found: fromTemplate names a template built here or E2B's base"}
 		}
 		return nil
@@ -198,15 +223,47 @@ func (p *planner) base(spec templateSpec, exists planLookup) error {
 		}
 		return nil
 	}
-	switch {
-	case builtinBase(ref):
+	if builtinBase(ref) {
 		p.kind = baseHost
-	case envstore.NamePattern.MatchString(ref) && exists(ref):
-		p.kind, p.ref = baseEnv, ref
-	default:
-		p.kind, p.ref = baseImage, ref
+		return nil
 	}
+	if e, ok := exists(ref); ok {
+		p.fromEnv(e)
+		return nil
+	}
+	p.kind, p.ref = baseImage, ref
 	return nil
+}
+
+// fromEnv starts from an environment, as E2B's fromTemplate does from a
+// template: its root is the base, its variables, working directory and
+// commands carry on, and its packages layer is installed again in the
+// template's own (layers do not stack), after its requirements.
+func (p *planner) fromEnv(e envstore.Env) {
+	p.kind, p.ref = baseEnv, e.Name
+	if e.LayerDir != "" {
+		p.ref = e.Base // the environment whose root the layer is on
+		if p.ref == "" {
+			p.kind = baseHost
+		}
+		p.reqs, p.reqStep, p.needPip = append(p.reqs, e.Source.Packages...), "base", true
+	}
+	keys := make([]string, 0, len(e.Vars))
+	for k := range e.Vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p.setVar(k, e.Vars[k])
+	}
+	p.workdir, p.startCmd, p.readyCmd = e.Workdir, e.StartCmd, e.ReadyCmd
+}
+
+func (p *planner) setVar(k, v string) {
+	if _, ok := p.vars[k]; !ok {
+		p.varOrder = append(p.varOrder, k)
+	}
+	p.vars[k] = v
 }
 
 var (
@@ -281,10 +338,7 @@ func (p *planner) step(at string, st templateStep) error {
 			if !envKey.MatchString(k) || strings.ContainsAny(v, "\x00\r\n") {
 				return unsupported(at, "setEnvs: %s is not a variable name, or its value holds a line break or NUL", service.Quote(k))
 			}
-			if _, ok := p.vars[k]; !ok {
-				p.varOrder = append(p.varOrder, k)
-			}
-			p.vars[k] = v
+			p.setVar(k, v)
 			if p.open == "docker" {
 				p.emit(envLine(k, v))
 			}
@@ -348,13 +402,14 @@ func (p *planner) pipInstall(at, rest string) error {
 	if len(reqs) == 0 {
 		return unsupported(at, "pipInstall with no packages (installing the copied project) is not supported")
 	}
-	if p.open != "pip" {
-		from := p.close()
-		p.open = "pip"
-		p.stages = append(p.stages, stage{Step: at, What: "pip packages", Build: service.EnvironmentBuild{Base: from}})
+	if p.reqStep == "" {
+		p.reqStep = at
 	}
-	last := &p.stages[len(p.stages)-1]
-	last.Build.Requirements = append(last.Build.Requirements, reqs...)
+	for _, r := range reqs {
+		if !slices.Contains(p.reqs, r) {
+			p.reqs = append(p.reqs, r)
+		}
+	}
 	return nil
 }
 
@@ -364,11 +419,7 @@ func (p *planner) docker(at, line string) error {
 	if p.open != "docker" {
 		from := p.ref
 		if len(p.stages) > 0 || p.kind != baseImage {
-			from = p.close()
-			if from == "" { // the host's root is no image: build its Debian twin
-				p.kind, p.suite = baseDebian, ""
-				from = p.close()
-			}
+			from = p.rootImage()
 		}
 		p.open = "docker"
 		p.dockerfile.Reset()
@@ -379,7 +430,7 @@ func (p *planner) docker(at, line string) error {
 		if p.workdir != "" {
 			p.dockerfile.WriteString("WORKDIR " + jsonString(p.workdir) + "\n")
 		}
-		p.stages = append(p.stages, stage{Step: at, What: "Dockerfile"})
+		p.add(stage{Step: at, What: "Dockerfile"})
 	}
 	p.emit(line + "\n")
 	return nil
@@ -395,43 +446,76 @@ func (p *planner) emit(line string) {
 // and returns the environment the next stage goes over ("": the host's
 // root).
 func (p *planner) close() string {
-	if p.open != "" {
-		p.open = ""
-		return p.stageName(len(p.stages) - 1)
-	}
+	p.open = ""
 	if len(p.stages) > 0 {
-		return p.stageName(len(p.stages) - 1)
+		return p.stages[len(p.stages)-1].Build.Name
 	}
 	switch p.kind {
 	case baseEnv:
 		return p.ref
 	case baseImage:
-		p.stages = append(p.stages, stage{Step: "base", What: "image " + p.ref, Build: service.EnvironmentBuild{Image: p.ref}})
+		p.add(stage{Step: "base", What: "image " + p.ref, Build: service.EnvironmentBuild{Image: p.ref}})
 	case baseDebian:
 		pkgs := append([]string{"python3"}, p.apt...)
-		p.stages = append(p.stages, stage{Step: "base", What: "Debian packages", Build: service.EnvironmentBuild{Debian: pkgs, Suite: p.suite}})
+		if p.needPip {
+			pkgs = append(pkgs, "python3-pip")
+		}
+		slices.Sort(pkgs)
+		pkgs = slices.Compact(pkgs)
+		st := stage{Step: "base", What: "Debian packages", Build: service.EnvironmentBuild{Debian: pkgs, Suite: p.suite}}
+		if !p.noCache {
+			st.Shared, st.Build.Name = true, debianStageName(p.suite, pkgs)
+		}
+		p.add(st)
 	default:
 		return ""
 	}
-	return p.stageName(len(p.stages) - 1)
+	return p.stages[len(p.stages)-1].Build.Name
 }
 
-// finish ends the chain; a template that built nothing still records an
-// environment: a layer of no packages over its base, with its metadata.
+// rootImage is close's environment where an image is needed (a
+// Dockerfile's FROM): the host's root is none, so its Debian twin (the
+// host's release with python3) is built for it.
+func (p *planner) rootImage() string {
+	from := p.close()
+	if from == "" {
+		p.kind, p.suite = baseDebian, ""
+		from = p.close()
+	}
+	return from
+}
+
+// add appends a stage, named as the chain's next (prefix.N) unless it
+// is a shared one.
+func (p *planner) add(st stage) {
+	if !st.Shared {
+		st.Build.Name = p.prefix + "." + strconv.Itoa(len(p.stages)+1)
+	}
+	p.stages = append(p.stages, st)
+}
+
+// finish ends the chain: the pip packages are a layer over the root built
+// so far; a template that built nothing of its own (or only a shared
+// Debian root) still records an environment of its own: a copy of its
+// root (an empty Dockerfile stage), with its metadata.
 func (p *planner) finish() {
 	from := p.close()
-	if len(p.stages) == 0 {
-		p.stages = append(p.stages, stage{Step: "finalize", What: "metadata", Build: service.EnvironmentBuild{Base: from}})
-	}
-	for i := range p.stages {
-		p.stages[i].Build.Name = p.stageName(i)
+	switch {
+	case len(p.reqs) > 0:
+		p.add(stage{Step: p.reqStep, What: "pip packages", Build: service.EnvironmentBuild{Requirements: p.reqs, Base: from}})
+	case len(p.stages) == 0 || p.stages[len(p.stages)-1].Shared:
+		if from == "" {
+			from = p.rootImage()
+		}
+		p.add(stage{Step: "finalize", What: "metadata", Build: service.EnvironmentBuild{Dockerfile: "FROM " + from + "\n"}})
 	}
 }
 
-// stageName is the i-th stage's environment: the template's own for the
-// last, an internal name (prefix.N) for the others.
-func (p *planner) stageName(i int) string {
-	return p.prefix + "." + strconv.Itoa(i+1)
+// debianStageName names the shared Debian root of a release and package
+// set; the name's pattern is a stage's, so that it is no template.
+func debianStageName(suite string, pkgs []string) string {
+	h := sha256.Sum256([]byte(suite + "\n" + strings.Join(pkgs, "\n")))
+	return "e2b-debian.b" + hex.EncodeToString(h[:4]) + ".0"
 }
 
 func envLine(k, v string) string { return "ENV " + k + "=" + jsonString(v) + "\n" }

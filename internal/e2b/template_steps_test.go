@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -25,24 +26,41 @@ func readTemplate(t *testing.T, name string) templateSpec {
 	return spec
 }
 
+// lookupOf answers the planner's lookups from a fixed set.
+func lookupOf(envs ...envstore.Env) planLookup {
+	return func(n string) (envstore.Env, bool) {
+		for _, e := range envs {
+			if e.Name == n {
+				return e, true
+			}
+		}
+		return envstore.Env{}, false
+	}
+}
+
 // Each sample template becomes the chain of environment builds the
 // design names: a Debian base with no aptInstall is the host's root,
-// aptInstall a Debian build, pipInstall a requirements layer over the
-// stage before, runCmd and copy a Dockerfile FROM it, the metadata on
-// the last stage.
+// aptInstall a Debian build (shared by every template asking for the same
+// release and packages), runCmd and copy a Dockerfile FROM the root so
+// far (the host's root being no image, its Debian twin), pipInstall one
+// requirements layer over the root, built last; the metadata on the last
+// stage; a template that builds nothing of its own copies its root.
 func TestTemplatePlans(t *testing.T) {
 	const pre = "mytpl.b01234567"
 	copyHash := readTemplate(t, "python-copy-run").Steps[0].FilesHash
-	exists := func(n string) bool { return n == "mybase" }
+	twin := debianStageName("", []string{"python3"})
+	// The root a packages layer goes on has pip, which installs it.
+	aptPip := []string{"curl", "jq", "python3", "python3-pip"}
+	exists := lookupOf(envstore.Env{Name: "mybase", RootDir: "/r"})
 	for name, want := range map[string][]service.EnvironmentBuild{
 		"debian-pip-env": {{Name: "mytpl", Requirements: []string{"cagetplprobe==1.0"}, Vars: map[string]string{"A": "1"}}},
 		"apt-pip": {
-			{Name: pre + ".1", Debian: []string{"python3", "curl", "jq"}, Suite: "bookworm"},
-			{Name: "mytpl", Requirements: []string{"six"}, Base: pre + ".1"},
+			{Name: debianStageName("bookworm", aptPip), Debian: aptPip, Suite: "bookworm"},
+			{Name: "mytpl", Requirements: []string{"six"}, Base: debianStageName("bookworm", aptPip)},
 		},
 		"python-copy-run": {
-			{Name: pre + ".1", Debian: []string{"python3"}},
-			{Name: "mytpl", Dockerfile: "FROM " + pre + ".1\n" +
+			{Name: twin, Debian: []string{"python3"}},
+			{Name: "mytpl", Dockerfile: "FROM " + twin + "\n" +
 				`COPY --chmod=0644 ["` + copyHash + `/folder/*","folder"]` + "\n" +
 				`RUN ["/bin/sh","-c","cat folder/test.txt"]` + "\n" +
 				`WORKDIR "/app"` + "\n" + `ENV B="two"` + "\n",
@@ -54,7 +72,10 @@ func TestTemplatePlans(t *testing.T) {
 			{Name: "mytpl", Requirements: []string{"x"}, Base: pre + ".1"},
 		},
 		"template-pip": {{Name: "mytpl", Requirements: []string{"y"}, Base: "mybase"}},
-		"base-env":     {{Name: "mytpl", ReadyCmd: "true", Vars: map[string]string{"C": "3"}}},
+		"base-env": {
+			{Name: twin, Debian: []string{"python3"}},
+			{Name: "mytpl", Dockerfile: "FROM " + twin + "\n", ReadyCmd: "true", Vars: map[string]string{"C": "3"}},
+		},
 	} {
 		stages, err := plan(readTemplate(t, name), "mytpl", pre, exists)
 		if err != nil {
@@ -68,11 +89,71 @@ func TestTemplatePlans(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", name, got, want)
 		}
+		if len(stages) == 2 && stages[0].Shared != strings.HasPrefix(stages[0].Build.Name, "e2b-debian.") {
+			t.Errorf("%s: stage 1 shared %v, named %s", name, stages[0].Shared, stages[0].Build.Name)
+		}
 	}
 	// The copy's stage names its upload, which the build context holds.
 	stages, _ := plan(readTemplate(t, "python-copy-run"), "mytpl", pre, exists)
 	if got := stages[1].Copies; len(got) != 1 || got[0] != copyHash {
 		t.Errorf("copies %v, want [%s]", got, copyHash)
+	}
+	// skipCache (the spec's force) builds a Debian root of the template's own.
+	forced := readTemplate(t, "apt-pip")
+	forced.Force = true
+	stages, _ = plan(forced, "mytpl", pre, exists)
+	if len(stages) != 2 || stages[0].Shared || stages[0].Build.Name != pre+".1" || stages[1].Build.Base != pre+".1" {
+		t.Errorf("skipCache: %+v", stages)
+	}
+	// A shared root's name is one of a stage's: no template, never listed.
+	if !stageName.MatchString(twin) || !envstore.NamePattern.MatchString(twin) || twin == debianStageName("trixie", []string{"python3"}) {
+		t.Errorf("shared stage name %s", twin)
+	}
+}
+
+// A template over an environment that has a packages layer: its root is
+// the layer's base, its requirements come first in the template's own
+// layer (layers do not stack), its metadata carries on; a Dockerfile step
+// goes on that root, the layer after it.
+func TestTemplatePlanOverLayer(t *testing.T) {
+	const pre = "t2.b01234567"
+	layered := envstore.Env{Name: "tpl1", LayerDir: "/l", Source: envstore.Source{Kind: "requirements", Packages: []string{"probe==1.0"}},
+		Vars: map[string]string{"A": "1"}, Workdir: "/w", StartCmd: "s", ReadyCmd: "r"}
+	over := envstore.Env{Name: "tpl2", LayerDir: "/l2", Base: "deb", RootDir: "/d", Source: envstore.Source{Kind: "requirements", Packages: []string{"q"}}}
+	exists := lookupOf(layered, over, envstore.Env{Name: "deb", RootDir: "/d"})
+	twin := debianStageName("", []string{"python3", "python3-pip"})
+	for _, c := range []struct {
+		name string
+		spec templateSpec
+		want []service.EnvironmentBuild
+	}{
+		{"pip", templateSpec{FromTemplate: "tpl1", Steps: []templateStep{{Type: "RUN", Args: []string{"pip install y probe==1.0"}}}},
+			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"probe==1.0", "y"}, Workdir: "/w", StartCmd: "s", ReadyCmd: "r", Vars: map[string]string{"A": "1"}}}},
+		{"metadata", templateSpec{FromImage: "tpl1", StartCmd: "s2", Steps: []templateStep{{Type: "ENV", Args: []string{"C", "3"}}}},
+			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"probe==1.0"}, Workdir: "/w", StartCmd: "s2", ReadyCmd: "r", Vars: map[string]string{"A": "1", "C": "3"}}}},
+		{"run", templateSpec{FromTemplate: "tpl1", Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}}},
+			[]service.EnvironmentBuild{
+				{Name: twin, Debian: []string{"python3", "python3-pip"}},
+				{Name: pre + ".2", Dockerfile: "FROM " + twin + "\n" + `ENV A="1"` + "\n" + `WORKDIR "/w"` + "\n" + `RUN ["/bin/sh","-c","true"]` + "\n"},
+				{Name: "t2", Requirements: []string{"probe==1.0"}, Base: pre + ".2", Workdir: "/w", StartCmd: "s", ReadyCmd: "r", Vars: map[string]string{"A": "1"}},
+			}},
+		{"layer over a root", templateSpec{FromTemplate: "tpl2"},
+			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"q"}, Base: "deb"}}},
+		{"a root", templateSpec{FromTemplate: "deb", Steps: []templateStep{{Type: "ENV", Args: []string{"C", "3"}}}},
+			[]service.EnvironmentBuild{{Name: "t2", Dockerfile: "FROM deb\n", Vars: map[string]string{"C": "3"}}}},
+	} {
+		stages, err := plan(c.spec, "t2", pre, exists)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		var got []service.EnvironmentBuild
+		for _, st := range stages {
+			got = append(got, st.Build)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
 	}
 }
 
@@ -90,7 +171,7 @@ func TestTemplatePlanRefusals(t *testing.T) {
 		"apt-on-image":  {"1", "aptInstall is supported only right after"},
 		"pip-project":   {"1", "the copied project"},
 	} {
-		_, err := plan(readTemplate(t, name), "mytpl", "mytpl.b01234567", func(string) bool { return false })
+		_, err := plan(readTemplate(t, name), "mytpl", "mytpl.b01234567", lookupOf())
 		se, ok := err.(*stepError)
 		if !ok || se.Step != want.step || !strings.Contains(se.Message, want.says) {
 			t.Errorf("%s: %#v, want step %s saying %q", name, err, want.step, want.says)
@@ -108,13 +189,13 @@ func TestTemplatePlanRefusals(t *testing.T) {
 		"pip option":  {Type: "RUN", Args: []string{"pip install -r req.txt"}},
 	}
 	for name, st := range bad {
-		_, err := plan(templateSpec{FromImage: "debian:stable", Steps: []templateStep{st}}, "t", "t.b01234567", func(string) bool { return false })
+		_, err := plan(templateSpec{FromImage: "debian:stable", Steps: []templateStep{st}}, "t", "t.b01234567", lookupOf())
 		if se, ok := err.(*stepError); !ok || se.Step != "1" {
 			t.Errorf("%s: %#v, want a refusal at step 1", name, err)
 		}
 	}
 	many := templateSpec{Steps: make([]templateStep, maxTemplateSteps+1)}
-	if _, err := plan(many, "t", "t.b01234567", func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "at most") {
+	if _, err := plan(many, "t", "t.b01234567", lookupOf()); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("too many steps: %v", err)
 	}
 }

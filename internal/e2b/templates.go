@@ -169,7 +169,7 @@ func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An unsupported step fails the build at once, with E2B's reason.
-	stages, err := plan(spec, b.template, stagePrefix(b.template, b.id), func(n string) bool { return s.envExists(r.Context(), n) })
+	stages, err := plan(spec, b.template, stagePrefix(b.template, b.id), func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
 	if err != nil {
 		var se *stepError
 		if !errors.As(err, &se) {
@@ -322,13 +322,34 @@ func (s *Server) removeTemplateEnv(ctx context.Context, name, keepPrefix string)
 	return nil
 }
 
+// envLookup is the environment of that name, if there is one. Whether a
+// template exists, and starting a sandbox from it, are every key's
+// (E2B's Template.exists, Sandbox.create), while the service lists and
+// describes environments to operators only: the lookup is the server's
+// own (no caller), and what it tells a key is only that the name exists.
+func (s *Server) envLookup(ctx context.Context, name string) (envstore.Env, bool) {
+	if !envstore.NamePattern.MatchString(name) {
+		return envstore.Env{}, false
+	}
+	e, err := s.svc.Environment(serverContext(ctx), name)
+	return e, err == nil
+}
+
+// serverContext is ctx without its caller: the adapter's own lookups.
+func serverContext(ctx context.Context) context.Context {
+	return withoutValues{ctx}
+}
+
+// withoutValues keeps a context's deadline and cancellation, and none of
+// its values.
+type withoutValues struct{ context.Context }
+
+func (withoutValues) Value(any) any { return nil }
+
 // envExists reports whether an environment of that name exists.
 func (s *Server) envExists(ctx context.Context, name string) bool {
-	if !envstore.NamePattern.MatchString(name) {
-		return false
-	}
-	_, err := s.svc.Environment(ctx, name)
-	return err == nil
+	_, ok := s.envLookup(ctx, name)
+	return ok
 }
 
 // templateEnv is the environment a create's template names ("": none).
