@@ -322,34 +322,21 @@ func (s *Server) removeTemplateEnv(ctx context.Context, name, keepPrefix string)
 	return nil
 }
 
-// envLookup is the environment of that name, if there is one. Whether a
-// template exists, and starting a sandbox from it, are every key's
-// (E2B's Template.exists, Sandbox.create), while the service lists and
-// describes environments to operators only: the lookup is the server's
-// own (no caller), and what it tells a key is only that the name exists.
+// envLookup is the environment of that name, if there is one: its record,
+// which the service gives operators only (a template build's caller, or
+// the build's own goroutine, in-process).
 func (s *Server) envLookup(ctx context.Context, name string) (envstore.Env, bool) {
 	if !envstore.NamePattern.MatchString(name) {
 		return envstore.Env{}, false
 	}
-	e, err := s.svc.Environment(serverContext(ctx), name)
+	e, err := s.svc.Environment(ctx, name)
 	return e, err == nil
 }
 
-// serverContext is ctx without its caller: the adapter's own lookups.
-func serverContext(ctx context.Context) context.Context {
-	return withoutValues{ctx}
-}
-
-// withoutValues keeps a context's deadline and cancellation, and none of
-// its values.
-type withoutValues struct{ context.Context }
-
-func (withoutValues) Value(any) any { return nil }
-
-// envExists reports whether an environment of that name exists.
+// envExists reports whether an environment of that name exists: every
+// key may ask (Template.exists, Sandbox.create).
 func (s *Server) envExists(ctx context.Context, name string) bool {
-	_, ok := s.envLookup(ctx, name)
-	return ok
+	return s.svc.EnvironmentExists(ctx, name)
 }
 
 // templateEnv is the environment a create's template names ("": none).

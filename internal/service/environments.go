@@ -240,3 +240,14 @@ func capString(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// EnvironmentExists reports whether an environment of that name exists.
+// Every caller may ask (a run or a session may name one, an E2B client
+// asks Template.exists); the record itself is the operators'.
+func (s *Service) EnvironmentExists(ctx context.Context, name string) bool {
+	if !envstore.NamePattern.MatchString(name) {
+		return false
+	}
+	_, err := s.envs.Get(name)
+	return err == nil
+}

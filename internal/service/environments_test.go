@@ -325,4 +325,16 @@ func TestEnvironmentOperatorsOnly(t *testing.T) {
 			}
 		}
 	}
+	// Whether a name exists is every caller's question (a run may name
+	// it); the record stays the operators'.
+	if _, err := svc.BuildEnvironment(base, service.EnvironmentBuild{Name: "known", Requirements: []string{"envcolor"}}); err != nil {
+		t.Fatal(err)
+	}
+	bob := as(service.Caller{Key: "bob", Surface: service.SurfaceE2B, RemoteAddr: "10.0.0.9:5000"})
+	if !svc.EnvironmentExists(bob, "known") || svc.EnvironmentExists(bob, "unknown") || svc.EnvironmentExists(bob, "../known") {
+		t.Error("EnvironmentExists: want known only")
+	}
+	if _, err := svc.Environment(bob, "known"); service.ErrorKind(err) != service.KindForbidden {
+		t.Errorf("bob reads the record: %v", err)
+	}
 }
