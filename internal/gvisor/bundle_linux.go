@@ -202,7 +202,7 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 // the image's symlinks; a symlink of the root is recreated in the bundle's
 // root, where gVisor resolves it inside the sandbox.
 func rootMounts(bundleRoot string, spec jail.Spec) ([]ociMount, error) {
-	entries, err := jail.RootMounts(spec.Root, spec.Programs)
+	entries, err := jail.RootMounts(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,10 @@ type initConfig struct {
 	// RootPath: the init opens Spec.Root and resolves its entries itself
 	// (rootless: it may not clone the host's mounts).
 	RootPath string
-	Binds    []Bind
+	// rootPlaced: the entries placeRoot took from the root, for the
+	// Landlock rules.
+	rootPlaced []rootEntry
+	Binds      []Bind
 	// BindMounts[i]: Binds[i] is a detached mount at fdBinds+i (else the
 	// init opens Binds[i].Host itself).
 	BindMounts []bool

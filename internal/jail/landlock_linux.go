@@ -3,6 +3,8 @@ package jail
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -107,6 +109,12 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, d := range hostSystemDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			rules = append(rules, landlockRule{d, readExec})
+		}
+	}
+	for _, e := range cfg.rootPlaced {
+		// The root's other top-level directories, as its system ones.
+		if e.Link == "" && !slices.Contains(hostSystemDirs, e.Path) && !strings.HasPrefix(e.Path, "/etc/") {
+			rules = append(rules, landlockRule{e.Path, readExec})
 		}
 	}
 	for _, p := range cfg.ReadOnlyBinds {

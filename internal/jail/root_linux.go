@@ -27,6 +27,9 @@ type rootPath struct {
 	either   bool // a program's file or data tree: a directory or a file
 	link     bool // a symlink in the root is recreated as that symlink
 	required bool
+	// optional: one of the root's own top-level entries (rootExtraPaths),
+	// left out when it is of another kind than wanted.
+	optional bool
 }
 
 // rootEtcDirs and rootEtcFiles are taken from a root when it has them:
@@ -62,6 +65,17 @@ func rootPaths(p *Programs) []rootPath {
 		out = append(out, rootPath{path: f, link: true})
 	}
 	return out
+}
+
+// rootPathsIn is rootPaths and, for a sandbox that is no command jail,
+// the root's other top-level entries but those beneath reserved.
+func rootPathsIn(t *rootTree, p *Programs, reserved []string) ([]rootPath, error) {
+	paths := rootPaths(p)
+	if p != nil {
+		return paths, nil
+	}
+	extra, _, err := rootExtraPaths(t, reserved)
+	return append(paths, extra...), err
 }
 
 // openRootEntries opens each of paths beneath the root, resolving in it
@@ -100,6 +114,9 @@ func openRootEntries(t *rootTree, paths []rootPath) (entries []rootEntry, fds []
 				return entries, fds, fmt.Errorf("jail: root %s: %s: %w", t.dir, rp.path, err)
 			}
 			entries = append(entries, rootEntry{Path: rp.path, Link: target})
+			continue
+		case !ok && rp.optional:
+			unix.Close(fd)
 			continue
 		case !ok:
 			unix.Close(fd)
@@ -147,13 +164,17 @@ type rootSources struct {
 	initPath string
 }
 
-func openRootSources(root string, p *Programs) (*rootSources, error) {
+func openRootSources(root string, p *Programs, reserved []string) (*rootSources, error) {
 	t, err := openRootTree(root)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	entries, fds, err := openRootEntries(t, rootPaths(p))
+	paths, err := rootPathsIn(t, p, reserved)
+	if err != nil {
+		return nil, err
+	}
+	entries, fds, err := openRootEntries(t, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +212,11 @@ func openInitRoot(cfg *initConfig) ([]rootEntry, []int, error) {
 	}
 	t := &rootTree{dir: cfg.RootPath, fd: fd}
 	defer t.Close()
-	return openRootEntries(t, rootPaths(cfg.Programs))
+	paths, err := rootPathsIn(t, cfg.Programs, reservedPaths(cfg.Home, cfg.ReadOnlyBinds, cfg.Binds))
+	if err != nil {
+		return nil, nil, err
+	}
+	return openRootEntries(t, paths)
 }
 
 // placeRoot puts the root's entries in the sandbox's root: each symlink
@@ -199,6 +224,7 @@ func openInitRoot(cfg *initConfig) ([]rootEntry, []int, error) {
 // mount read-only, nosuid and nodev. openFDs are the init's own
 // descriptors (rootless), else the detached mounts start at fdRoot.
 func placeRoot(cfg *initConfig, entries []rootEntry, openFDs []int) error {
+	cfg.rootPlaced = entries
 	k := 0
 	for _, e := range entries {
 		dst := newRoot + e.Path
@@ -247,12 +273,14 @@ type RootMount struct {
 	Dir                bool
 }
 
-// RootMounts resolves what a sandbox with root takes from it (the system
-// directories and /etc entries, or the files of p, a command jail's, from
+// RootMounts resolves what a sandbox of spec takes from spec.Root (the
+// system directories, /etc entries and the root's other top-level
+// directories, or the files of spec.Programs, a command jail's, from
 // ResolveProgramsIn) safely: each path is opened beneath the root, and its
 // Source is the real path of what was opened, checked to lie beneath the
 // root and to lead, with no symlink on the way, to that same file.
-func RootMounts(root string, p *Programs) ([]RootMount, error) {
+func RootMounts(spec Spec) ([]RootMount, error) {
+	root, p := spec.Root, spec.Programs
 	t, err := openRootTree(root)
 	if err != nil {
 		return nil, err
@@ -262,7 +290,11 @@ func RootMounts(root string, p *Programs) ([]RootMount, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, fds, err := openRootEntries(t, rootPaths(p))
+	paths, err := rootPathsIn(t, p, reservedPaths(spec.Home, spec.ReadOnlyBinds, spec.Binds))
+	if err != nil {
+		return nil, err
+	}
+	entries, fds, err := openRootEntries(t, paths)
 	if err != nil {
 		return nil, err
 	}

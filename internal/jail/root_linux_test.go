@@ -242,13 +242,16 @@ func rootMountPoints() map[string]bool {
 // checkRootMounts reads the mounts of pid from the host: every mount at a
 // system path comes from beneath root, ro, nosuid and nodev, and at least
 // one does.
-func checkRootMounts(t *testing.T, pid int, root string) {
+func checkRootMounts(t *testing.T, pid int, root string, extra ...string) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	points := rootMountPoints()
+	for _, p := range extra {
+		points[p] = true
+	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.Fields(line)

@@ -128,6 +128,15 @@ func (t *rootTree) ReadDir(p string) ([]fs.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
+// ReadDirFile opens directory p of the root for reading its entries.
+func (t *rootTree) ReadDirFile(p string) (*os.File, error) {
+	fd, err := t.openAt(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
 func (t *rootTree) Close() error { return unix.Close(t.fd) }
 
 // readlinkFD reads the target of the symlink an O_PATH|O_NOFOLLOW

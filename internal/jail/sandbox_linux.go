@@ -87,7 +87,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	defer fds.closeChildEnds()
 	s.channel = fds.channel
 	if spec.Root != "" {
-		if fds.root, err = openRootSources(spec.Root, spec.Programs); err != nil {
+		if fds.root, err = openRootSources(spec.Root, spec.Programs, reservedPaths(spec.Home, spec.ReadOnlyBinds, mountedBinds(spec))); err != nil {
 			fds.closeParentEnds()
 			_ = fds.channel.Close()
 			return nil, err
