@@ -78,3 +78,54 @@ func TestRootContainmentHostileRootUnderGVisor(t *testing.T) {
 		t.Fatalf("the host has no /etc/shadow to hide: %v", err)
 	}
 }
+
+// A gVisor sandbox with a root shows the root's own top-level directories
+// (/app, /opt/tool) read-only, beside the sandbox's own binds beneath /opt;
+// the root's /etc files and its /opt/codecage do not show.
+func TestRootContainmentTopLevelDirsUnderGVisor(t *testing.T) {
+	if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
+		t.Fatalf("gVisor does not work here: %s", info.Error)
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	if err := envfixture.MinimalPythonRoot(root); err != nil {
+		t.Fatal(err)
+	}
+	for p, body := range map[string]string{"app/main.py": "print('app main')\n", "opt/tool/x": "tool",
+		"opt/codecage/site/m": "ROOT", "etc/root-marker": "ROOT"} {
+		dst := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, []byte(body), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "app/main.py"), 0o666); err != nil { // only the mount refuses
+		t.Fatal(err)
+	}
+	site := t.TempDir()
+	if err := os.WriteFile(filepath.Join(site, "s"), []byte("site"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code := "import os\nexec(open('/app/main.py').read())\nprint(open('/opt/tool/x').read())\nprint(open('/opt/codecage/site/s').read())\n" +
+		"print(os.path.exists('/opt/codecage/site/m'), os.path.exists('/etc/root-marker'))\n" +
+		"for f in (lambda: open('/app/new', 'w'), lambda: open('/app/main.py', 'a')):\n try: f(); print('WROTE')\n except OSError as e: print(e.strerror)\n"
+	var stdout, stderr bytes.Buffer
+	sb, err := gvisor.Start(context.Background(), gvisor.Runtime{StateDir: t.TempDir()}, jail.Spec{
+		Root: root, Argv: []string{"/usr/bin/python3", "-c", code}, Env: []string{"PATH=/usr/bin:/bin"},
+		Binds:  []jail.Bind{{Host: site, Path: "/opt/codecage/site"}},
+		Stdout: &stdout, Stderr: &stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit := sb.Wait()
+	// Creating in /app (the root's, 0755) is refused by its mode first.
+	want := "app main\ntool\nsite\nFalse False\nPermission denied\nRead-only file system\n"
+	if exit.ExitCode != 0 || stdout.String() != want {
+		t.Fatalf("exit %+v stdout %q, want %q; stderr %q", exit, stdout.String(), want, stderr.String()+sb.Log())
+	}
+}
