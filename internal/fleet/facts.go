@@ -81,6 +81,13 @@ func CheckHome(home string) error { return jail.CheckHome(home) }
 // read-only at the same paths.
 func SystemTree() []string { return jail.SystemTree() }
 
+// RootTopLevel is what a session with home, from an environment's root,
+// shows of the root besides its system directories (/app, /opt/...), and
+// why the entries left out were.
+func RootTopLevel(root, home string) ([]jail.RootMount, []string, error) {
+	return jail.RootTopLevel(root, home)
+}
+
 // ResolvePrograms finds the named host programs and the data they need.
 func ResolvePrograms(names, data []string) (*Programs, error) {
 	return jail.ResolvePrograms(names, data)

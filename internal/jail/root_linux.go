@@ -67,13 +67,11 @@ func rootPaths(p *Programs) []rootPath {
 	return out
 }
 
-// rootPathsIn is rootPaths and, for a sandbox that is no command jail,
-// the root's other top-level entries but those beneath reserved.
+// rootPathsIn is rootPaths and the root's other top-level entries but
+// those beneath reserved (in a command jail too, where only its programs
+// may be executed: Landlock grants them no more than reading).
 func rootPathsIn(t *rootTree, p *Programs, reserved []string) ([]rootPath, error) {
 	paths := rootPaths(p)
-	if p != nil {
-		return paths, nil
-	}
 	extra, _, err := rootExtraPaths(t, reserved)
 	return append(paths, extra...), err
 }
@@ -262,15 +260,6 @@ func attachTree(treeFD int, dst string, dir bool) error {
 	}
 	_ = unix.Close(treeFD)
 	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: roFlags})
-}
-
-// RootMount is one path of a sandbox with a root, for a backend that binds
-// by host path (gVisor's gofer opens its mounts' sources by path): a
-// symlink to recreate (Link), or Source, the real host path beneath the
-// root to bind read-only at Path.
-type RootMount struct {
-	Path, Link, Source string
-	Dir                bool
 }
 
 // RootMounts resolves what a sandbox of spec takes from spec.Root (the

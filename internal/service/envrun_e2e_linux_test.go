@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,82 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 	}
 	if !pooled {
 		t.Fatalf("no pool made for the environment: %v", svc.PoolStats())
+	}
+}
+
+// A session from an environment whose root has files in top-level
+// directories of its own (an image's `COPY app.py /app/`) runs them, its
+// commands and file view see them, read-only; the harness's own
+// /opt/codecage still works beside the root's /opt.
+func TestSessionSeesTheRootsTopLevelDirs(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.StateDir = t.TempDir()
+	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	if err := envfixture.MinimalPythonRoot(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	for p, body := range map[string]string{"app/main.py": "print('app main')\n", "opt/tool/x.txt": "tool"} {
+		dst := filepath.Join(st.Root(), p)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.Commit(st, envstore.Env{Name: "withapp", Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
+		Created: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	svc := newServiceWith(t, cfg)
+	ctx := context.Background()
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Environment: "withapp", AllowedImports: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.CloseSession(ctx, info.ID, "")
+	res, err := svc.Execute(ctx, service.Request{SessionID: info.ID,
+		Code: "exec(open('/app/main.py').read())\nprint(open('/opt/tool/x.txt').read())\ntry:\n open('/app/new', 'w')\nexcept OSError as e:\n print(e.strerror)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustSucceed(t, res); got != "app main\ntool\nRead-only file system\n" {
+		t.Fatalf("the session's /app and /opt/tool: %q", got)
+	}
+	cmd, err := svc.RunCommand(ctx, service.CommandRequest{Command: "cat /app/main.py /opt/tool/x.txt", SessionID: info.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmd.Success || cmd.Stdout != "print('app main')\ntool" {
+		t.Fatalf("a command reading /app and /opt/tool: %+v", cmd)
+	}
+	b, err := svc.ReadFile(ctx, info.ID, "", "/app/main.py")
+	if err != nil || string(b) != "print('app main')\n" {
+		t.Fatalf("the file view's /app/main.py: %q %v", b, err)
+	}
+	list, err := svc.ListFiles(ctx, info.ID, "", "/opt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range list.Files {
+		names = append(names, f.Path)
+	}
+	if joined := strings.Join(names, " "); !strings.Contains(joined, "/opt/tool") {
+		t.Fatalf("the file view's /opt: %s", joined)
+	}
+	if _, err := svc.WriteFile(ctx, info.ID, "", "/app/new.py", []byte("x")); !errors.Is(err, service.ErrPermission) {
+		t.Fatalf("a write to /app through the file view: %v, want ErrPermission", err)
 	}
 }

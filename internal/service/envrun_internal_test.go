@@ -32,8 +32,26 @@ func TestSystemTreeInRoot(t *testing.T) {
 	must(os.Symlink("/etc", filepath.Join(root, "etc"))) // a hostile image's
 	must(os.Symlink("/", filepath.Join(root, "lib")))
 	got := map[string]mount{}
-	for _, m := range systemTreeIn(root) {
+	for _, d := range []string{"app", "opt/tool", "opt/codecage/site", "home/user", "srv"} {
+		must(os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	must(os.Symlink("/", filepath.Join(root, "up")))
+	for _, m := range systemTreeIn(root, "/home/user") {
 		got[m.at] = m
+	}
+	// The root's own top-level directories, as the sandbox shows them.
+	for _, at := range []string{"/app", "/opt/tool", "/srv"} {
+		if m, ok := got[at]; !ok || m.host != filepath.Join(root, at) || m.writable {
+			t.Errorf("%s: %+v (ok %v), want the root's, read-only", at, m, ok)
+		}
+	}
+	if m := got["/up"]; m.link != "/" || m.host != "" {
+		t.Errorf("/up: %+v, want the link as it is", m)
+	}
+	for _, at := range []string{"/opt", "/opt/codecage", "/opt/codecage/site", "/home", "/home/user"} {
+		if m, ok := got[at]; ok {
+			t.Errorf("%s shown from the root: %+v", at, m)
+		}
 	}
 	if m, ok := got["/usr"]; !ok || m.host != filepath.Join(root, "usr") {
 		t.Fatalf("/usr: %+v (ok %v), want the root's", m, ok)

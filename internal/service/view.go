@@ -47,14 +47,16 @@ type view struct {
 
 // systemTree is the read-only part of every view on the host's root,
 // read once: the host's system directories as the sandbox shows them.
-var systemTree = sync.OnceValue(func() []mount { return systemTreeIn("") })
+var systemTree = sync.OnceValue(func() []mount { return systemTreeIn("", "") })
 
 // systemTreeIn is the read-only part of a view on root (an environment's
 // root filesystem; "": the host's): each system directory the sandbox
 // shows, at root+dir on the host. A directory of a root is found without
 // following its links on the host (lstatIn): a link is shown as the link
 // it is, its target looked up among the view's mounts, never the host's.
-func systemTreeIn(root string) []mount {
+// A root's other top-level directories (/app, /opt/...) follow, as the
+// sandbox of a session with home shows them (fleet.RootTopLevel).
+func systemTreeIn(root, home string) []mount {
 	var out []mount
 	for _, dir := range fleet.SystemTree() {
 		host := dir
@@ -79,6 +81,18 @@ func systemTreeIn(root string) []mount {
 			out = append(out, mount{at: dir, host: host})
 		}
 	}
+	if root == "" {
+		return out
+	}
+	// The sandbox would not start on a root refused here: no more to show.
+	top, _, _ := fleet.RootTopLevel(root, home)
+	for _, m := range top {
+		if m.Link != "" {
+			out = append(out, mount{at: m.Path, link: m.Link})
+		} else if m.Dir {
+			out = append(out, mount{at: m.Path, host: filepath.Join(root, m.Path)})
+		}
+	}
 	return out
 }
 
@@ -93,7 +107,7 @@ func viewOf(se *session.Session) *view {
 		v.noTmp = "a " + se.Backend() + " session's /tmp is inside its sandbox's own memory, which the file API does not reach; use " + v.home
 	}
 	if root := se.Environment().RootDir; root != "" {
-		v.mounts = append(v.mounts, systemTreeIn(root)...)
+		v.mounts = append(v.mounts, systemTreeIn(root, v.home)...)
 	} else {
 		v.mounts = append(v.mounts, systemTree()...)
 	}
