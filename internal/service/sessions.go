@@ -130,9 +130,14 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	// The environment's start and ready commands (envstart.go): the
-	// session is handed out ready, or closed.
-	if err := s.startEnvironment(ctx, info.ID, req.Owner, env); err != nil {
+	// The environment's files at the home (envseed.go), then its start
+	// and ready commands (envstart.go): the session is handed out ready,
+	// or closed.
+	err = s.seedSession(ctx, info.ID, req.Owner, env)
+	if err == nil {
+		err = s.startEnvironment(ctx, info.ID, req.Owner, env)
+	}
+	if err != nil {
 		if se, gerr := s.session(info.ID, req.Owner); gerr == nil {
 			s.sessions.Drop(se)
 		}
