@@ -23,8 +23,18 @@ import (
 const envRootPythonMarker = "codecage-env-root-python"
 
 // commitRoot commits to the store under stateDir an environment whose
-// root make builds (it gets a directory that does not exist yet).
+// root make builds.
 func commitRoot(t *testing.T, stateDir, name string, make func(root string) error) {
+	t.Helper()
+	commitEnvironment(t, stateDir, envstore.Env{Name: name}, make)
+}
+
+// commitEnvironment commits to the store under stateDir an environment
+// whose root make builds (into a directory that does not exist yet), as
+// an image's import leaves one, and returns its record. meta's Python is
+// /usr/bin/python3 at the host's version (the fixtures copy the host's)
+// unless it says otherwise.
+func commitEnvironment(t *testing.T, stateDir string, meta envstore.Env, make func(root string) error) envstore.Env {
 	t.Helper()
 	store, err := envstore.Open(filepath.Join(stateDir, "environments"))
 	if err != nil {
@@ -40,14 +50,25 @@ func commitRoot(t *testing.T, stateDir, name string, make func(root string) erro
 	if err := make(st.Root()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("/usr/bin/python3", "-c", "import platform; print(platform.python_version())").Output()
+	if meta.Python == "" {
+		out, err := exec.Command("/usr/bin/python3", "-c", "import platform; print(platform.python_version())").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta.Python, meta.PythonVersion = "/usr/bin/python3", strings.TrimSpace(string(out))
+	}
+	if meta.Source.Kind == "" {
+		meta.Source.Kind = "image"
+	}
+	meta.Created = time.Now()
+	env, err := store.Commit(st, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit(st, envstore.Env{Name: name, Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
-		PythonVersion: strings.TrimSpace(string(out)), Created: time.Now()}); err != nil {
-		t.Fatal(err)
+	if env.RootDir == "" {
+		t.Fatal("the committed environment has no root")
 	}
+	return env
 }
 
 // rootWithPip is envfixture.MinimalPythonRoot plus a copy (not hard

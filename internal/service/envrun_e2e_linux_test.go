@@ -26,29 +26,7 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
-	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Stage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// MinimalPythonRoot makes its directory itself.
-	if err := os.Remove(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	if err := envfixture.MinimalPythonRoot(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	env, err := store.Commit(st, envstore.Env{Name: "minimal", Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
-		Preimport: []string{"json"}, Created: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env.RootDir == "" {
-		t.Fatal("the committed environment has no root")
-	}
+	commitEnvironment(t, cfg.StateDir, envstore.Env{Name: "minimal", Preimport: []string{"json"}}, envfixture.MinimalPythonRoot)
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 
@@ -124,34 +102,21 @@ func TestSessionSeesTheRootsTopLevelDirs(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
-	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Stage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	if err := envfixture.MinimalPythonRoot(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	for p, body := range map[string]string{"app/main.py": "print('app main')\n", "opt/tool/x.txt": "tool"} {
-		dst := filepath.Join(st.Root(), p)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
+	env := commitEnvironment(t, cfg.StateDir, envstore.Env{Name: "withapp"}, func(root string) error {
+		if err := envfixture.MinimalPythonRoot(root); err != nil {
+			return err
 		}
-		if err := os.WriteFile(dst, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+		for p, body := range map[string]string{"app/main.py": "print('app main')\n", "opt/tool/x.txt": "tool"} {
+			dst := filepath.Join(root, p)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, []byte(body), 0o644); err != nil {
+				return err
+			}
 		}
-	}
-	env, err := store.Commit(st, envstore.Env{Name: "withapp", Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
-		Created: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 	info, err := svc.CreateSession(ctx, service.SessionRequest{Environment: "withapp", AllowedImports: []string{"*"}})

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envfixture"
@@ -28,43 +27,30 @@ func TestSessionStartsWithTheRootsHome(t *testing.T) {
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	cfg.WorkspaceMax = 1 << 20
-	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Stage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	if err := envfixture.MinimalPythonRoot(st.Root()); err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(st.Root(), "home/user")
-	for p, body := range map[string]string{"readme.txt": "from the template\n", "src/app.py": "print('app')\n"} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(home, p)), 0o755); err != nil {
-			t.Fatal(err)
+	env := commitEnvironment(t, cfg.StateDir, envstore.Env{Name: "withhome"}, func(root string) error {
+		if err := envfixture.MinimalPythonRoot(root); err != nil {
+			return err
 		}
-		if err := os.WriteFile(filepath.Join(home, p), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+		home := filepath.Join(root, "home/user")
+		for p, body := range map[string]string{"readme.txt": "from the template\n", "src/app.py": "print('app')\n"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(home, p)), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(home, p), []byte(body), 0o644); err != nil {
+				return err
+			}
 		}
-	}
-	if err := os.WriteFile(filepath.Join(home, "big.bin"), bytes.Repeat([]byte("x"), 2<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../../../../../etc/shadow", filepath.Join(home, "escape")); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(filepath.Join(home, "fifo"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env, err := store.Commit(st, envstore.Env{Name: "withhome", Source: envstore.Source{Kind: "image"}, Python: "/usr/bin/python3",
-		Created: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
+		if err := os.WriteFile(filepath.Join(home, "big.bin"), bytes.Repeat([]byte("x"), 2<<20), 0o644); err != nil {
+			return err
+		}
+		if err := os.Symlink("../../../../../etc/shadow", filepath.Join(home, "escape")); err != nil {
+			return err
+		}
+		if err := syscall.Mkfifo(filepath.Join(home, "fifo"), 0o644); err != nil {
+			return err
+		}
+		return nil
+	})
 	svc := newServiceWith(t, cfg)
 	seeds := &seedEvents{}
 	svc.SetObserver(seeds)
