@@ -424,16 +424,8 @@ func minimalImage(work string) (string, error) {
 	if err := envfixture.MinimalPythonRoot(root); err != nil {
 		return "", err
 	}
-	layer, err := envfixture.LayerFromDir(root)
-	if err != nil {
-		return "", err
-	}
-	img, err := envfixture.Image(layer)
-	if err != nil {
-		return "", err
-	}
 	archive := filepath.Join(work, "image.tar")
-	if err := envfixture.WriteDockerArchive(archive, img); err != nil {
+	if err := envfixture.DirArchive(root, archive); err != nil {
 		return "", err
 	}
 	return archive, os.RemoveAll(root)

@@ -478,3 +478,18 @@ func (l *rawLayer) Uncompressed() (io.ReadCloser, error) {
 	}
 	return zr, nil
 }
+
+// DirArchive writes a docker-save tarball at out of an image whose one
+// layer is the tree under dir: a root built here, packed as an image an
+// operator would import.
+func DirArchive(dir, out string) error {
+	layer, err := LayerFromDir(dir)
+	if err != nil {
+		return err
+	}
+	img, err := Image(layer)
+	if err != nil {
+		return err
+	}
+	return WriteDockerArchive(out, img)
+}

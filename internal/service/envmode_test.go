@@ -81,16 +81,8 @@ func buildTestEnvironment() (string, error) {
 			return "", err
 		}
 	}
-	layer, err := envfixture.LayerFromDir(root)
-	if err != nil {
-		return "", err
-	}
-	img, err := envfixture.Image(layer)
-	if err != nil {
-		return "", err
-	}
 	archive := filepath.Join(work, "image.tar")
-	if err := envfixture.WriteDockerArchive(archive, img); err != nil {
+	if err := envfixture.DirArchive(root, archive); err != nil {
 		return "", err
 	}
 	cfg := config.DefaultConfig()

@@ -91,16 +91,8 @@ func TestEnvironmentFromEverySource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(stdlib[0], "imgmod.py"), []byte("WHERE = 'image'\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	layer, err := envfixture.LayerFromDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := envfixture.Image(layer)
-	if err != nil {
-		t.Fatal(err)
-	}
 	archive := filepath.Join(work, "image.tar")
-	if err := envfixture.WriteDockerArchive(archive, img); err != nil {
+	if err := envfixture.DirArchive(root, archive); err != nil {
 		t.Fatal(err)
 	}
 	build(service.EnvironmentBuild{Name: "img", Image: archive})
