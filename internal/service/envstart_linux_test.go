@@ -147,8 +147,12 @@ func TestEnvironmentStartCommandLetsSessionIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.CloseSession(ctx, info.ID, "")
-	if len(processesWith(marker)) == 0 {
-		t.Fatal("the start command does not run once the session is handed out")
+	// Without a ready command the session is handed out once the start
+	// command is launched; its process comes up in a moment.
+	for started := time.Now(); len(processesWith(marker)) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Since(started) > 10*time.Second {
+			t.Fatal("the start command does not run once the session is handed out")
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
