@@ -26,8 +26,17 @@ const testEnvironmentName = "containment-image"
 
 var testEnvironment struct {
 	once sync.Once
+	work string // the temporary directory holding it all
 	dir  string // the environments' store
 	err  error
+}
+
+// removeTestEnvironment deletes the suite's environment, if one was built
+// (TestMain, after the tests: hundreds of MB in /tmp otherwise).
+func removeTestEnvironment() {
+	if testEnvironment.work != "" {
+		os.RemoveAll(testEnvironment.work)
+	}
 }
 
 // applyTestEnvironment makes cfg's runs and sessions start from the suite's
@@ -50,13 +59,13 @@ func applyTestEnvironment(tb testing.TB, cfg *config.Config) {
 
 // buildTestEnvironment packs a Python root with the commands' programs
 // into an image tarball and builds the environment from it, once per
-// test binary, in a store of its own (removed at exit by the OS's tmp
-// cleaning: the binary has no end hook here).
+// test binary, in a store of its own (TestMain removes it).
 func buildTestEnvironment() (string, error) {
 	work, err := os.MkdirTemp("", "codecage-envmode-")
 	if err != nil {
 		return "", err
 	}
+	testEnvironment.work = work
 	root := filepath.Join(work, "root")
 	// The commands' programs, the kernels' node and bash, and the set-user-ID
 	// programs row 33 runs (the store strips their bits; the mount is

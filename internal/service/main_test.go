@@ -12,5 +12,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(rootlessProbeEnv) == "1" {
 		os.Exit(rootlessProbe(os.Stdout))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeTestEnvironment()
+	os.Exit(code)
 }
