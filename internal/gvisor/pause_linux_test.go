@@ -14,14 +14,17 @@ import (
 )
 
 // startSpinner starts a gVisor sandbox whose two processes spin, and waits
-// until the host sees its cgroup use CPU.
+// until the program says it runs (a byte on its channel) and the host sees
+// its cgroup use CPU. CPU alone is not enough: the Sentry's boot uses CPU
+// before runsc has saved the container's state, and a pause then finds no
+// container (it failed in CI that way).
 func startSpinner(t testing.TB) *Sandbox {
 	t.Helper()
 	if info := Probe(Runtime{}); !info.Available {
 		t.Fatalf("gVisor does not work here: %s", info.Error)
 	}
 	sb, err := Start(context.Background(), Runtime{StateDir: t.TempDir()}, jail.Spec{
-		Argv:   []string{"/usr/bin/python3", "-I", "-S", "-c", "import os\nos.fork()\nwhile True: pass"},
+		Argv:   []string{"/usr/bin/python3", "-I", "-S", "-c", "import os\nif os.fork(): os.write(0, b'r')\nwhile True: pass"},
 		Env:    []string{"PATH=/usr/bin:/bin"},
 		Limits: jail.Limits{Timeout: time.Hour, CPUTime: time.Hour, CPUCores: 2},
 	})
@@ -34,6 +37,10 @@ func startSpinner(t testing.TB) *Sandbox {
 		_ = sb.Channel().Close()
 	})
 	deadline := time.Now().Add(20 * time.Second)
+	_ = sb.Channel().SetReadDeadline(deadline)
+	if n, err := sb.Channel().Read(make([]byte, 1)); n != 1 {
+		t.Fatalf("the spinner did not say it runs: %v", err)
+	}
 	for c0 := sb.CPUUsage(); ; {
 		time.Sleep(100 * time.Millisecond)
 		if c := sb.CPUUsage(); c-c0 > 120*time.Millisecond {
