@@ -10,6 +10,7 @@ import (
 
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // An environment's start and ready commands (envstore.Env.StartCmd and
@@ -65,6 +66,36 @@ func (s *Service) startEnvironment(ctx context.Context, id, owner string, e envs
 		return nil
 	}
 	return s.awaitReady(ctx, id, owner, e, ended, out)
+}
+
+// startEnvironmentOrDrop is startEnvironment for session id, just opened
+// (new, or back from a snapshot, a fork or a park): a session that does
+// not become ready is closed, and the error says why. A session that
+// comes back runs its start command again: the command's process was a
+// sandbox of its own beside the interpreter, which no snapshot, fork or
+// park holds. (A parked session's copy is deleted only once it is back,
+// so a failed start loses nothing.)
+func (s *Service) startEnvironmentOrDrop(ctx context.Context, id, owner string, e envstore.Env) error {
+	err := s.startEnvironment(ctx, id, owner, e)
+	if err != nil {
+		s.dropSession(id, owner)
+	}
+	return err
+}
+
+// sessionRebooted runs the environment's start and ready commands again
+// in a session whose sandbox started afresh on its workspace (a resume
+// after a pause without memory, which ended them).
+func (s *Service) sessionRebooted(ctx context.Context, se *session.Session) error {
+	return s.startEnvironment(ctx, se.ID(), se.Request().Owner, se.Environment())
+}
+
+// dropSession closes session id, which was opened for a request that
+// failed after all.
+func (s *Service) dropSession(id, owner string) {
+	if se, err := s.session(id, owner); err == nil {
+		s.sessions.Drop(se)
+	}
 }
 
 // startEnd is how a start command ended.

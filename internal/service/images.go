@@ -114,6 +114,9 @@ func (s *Service) forkImage(ctx context.Context, se *session.Session, owner stri
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			info, _, err := s.sessions.CreateFrom(ctx, req, shape, from)
+			if err == nil {
+				err = s.startEnvironmentOrDrop(ctx, info.ID, req.Owner, shape.Env)
+			}
 			if err != nil {
 				err = snapshotErr(err)
 				out[i].Error = &ForkError{Kind: ErrorKind(err), Message: err.Error()}

@@ -119,7 +119,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	}
 	s.fleet = s.newFleet()
 	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
-		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError})
+		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError, Rebooted: s.sessionRebooted})
 	s.startSpares()
 	go s.sessions.Reaper(s.stop)
 	go s.parkLongPauses(s.stop)

@@ -133,14 +133,11 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	// The environment's files at the home (envseed.go), then its start
 	// and ready commands (envstart.go): the session is handed out ready,
 	// or closed.
-	err = s.seedSession(ctx, info.ID, req.Owner, env)
-	if err == nil {
-		err = s.startEnvironment(ctx, info.ID, req.Owner, env)
+	if err := s.seedSession(ctx, info.ID, req.Owner, env); err != nil {
+		s.dropSession(info.ID, req.Owner)
+		return nil, err
 	}
-	if err != nil {
-		if se, gerr := s.session(info.ID, req.Owner); gerr == nil {
-			s.sessions.Drop(se)
-		}
+	if err := s.startEnvironmentOrDrop(ctx, info.ID, req.Owner, env); err != nil {
 		return nil, err
 	}
 	out := SessionInfo(info)

@@ -361,6 +361,9 @@ func (s *Service) openSnapshot(ctx context.Context, req SessionRequest, snap *sn
 	if len(lost) > 0 {
 		s.log().Info("session started from a snapshot without part of its state", "session", info.ID, "snapshot", m.ID, "not_restored", len(lost))
 	}
+	if err := s.startEnvironmentOrDrop(ctx, info.ID, req.Owner, shape.Env); err != nil {
+		return nil, err
+	}
 	out := SessionInfo(info)
 	return &out, nil
 }
@@ -410,6 +413,7 @@ func (s *Service) snapshotShape(req SessionRequest, m snapstore.Manifest, live e
 		return req, session.Shape{}, none, err
 	}
 	imports = withEnvironment(imports, env)
+	req = withStartCommand(req, env)
 	return req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env}, release, nil
 }
 

@@ -66,12 +66,7 @@ func (t *Table) pause(ctx context.Context, se *Session, keepMemory, atTimeout bo
 		}
 		se.paused = pausedAlive
 	} else {
-		// Without memory, a machine's processes end: so do its commands.
-		se.endCommands()
-		lease.Close() // its slot goes back to the budget
-		se.lease.Store(nil)
-		se.closeProxy()
-		se.paused = pausedCold
+		se.stopCold()
 	}
 	se.pausedAt = time.Now()
 	// A paused machine's watches end with its envd; none starts until it
@@ -112,6 +107,13 @@ func (t *Table) resume(ctx context.Context, se *Session) error {
 		if err := t.start(ctx, se, t.opts.Fleet.Start); err != nil {
 			return err
 		}
+		if t.opts.Rebooted != nil {
+			se.paused = running // its commands run in a running session
+			if err := t.opts.Rebooted(ctx, se); err != nil {
+				se.stopCold()
+				return err
+			}
+		}
 	}
 	se.paused, se.pausedAt = running, time.Time{}
 	se.used = time.Now()
@@ -135,6 +137,17 @@ func (t *Table) wake(ctx context.Context, se *Session) error {
 		return fmt.Errorf("%w: session %s is paused; resume it first", ErrPaused, se.id)
 	}
 	return t.resume(ctx, se)
+}
+
+// stopCold ends se's sandbox and commands, its workspace kept: a pause
+// without memory. Call with mu.
+func (se *Session) stopCold() {
+	// Without memory, a machine's processes end: so do its commands.
+	se.endCommands()
+	se.sandbox().Close() // its slot goes back to the budget
+	se.lease.Store(nil)
+	se.closeProxy()
+	se.paused = pausedCold
 }
 
 // Paused reports whether se is paused.

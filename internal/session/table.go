@@ -48,6 +48,12 @@ type Options struct {
 	Egress func(label string, refused func(host string)) (*egress.Proxy, *fleet.Forward)
 	// StartError says what a failure to get a sandbox means to the caller.
 	StartError func(ctx context.Context, err error) error
+	// Rebooted is told of a session whose sandbox started afresh on its
+	// workspace (a resume after a pause without memory), as a machine's
+	// boot: the service runs its environment's start command again. It
+	// is called with the session's run lock held (its commands do not
+	// take it); an error pauses the session again and is the resume's.
+	Rebooted func(ctx context.Context, se *Session) error
 }
 
 // NewTable returns an empty table for the operator's configuration.
