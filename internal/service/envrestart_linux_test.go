@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -145,4 +146,70 @@ func TestEnvironmentStartCommandRunsAgainWhenTheSessionComesBack(t *testing.T) {
 	}
 	live = nil
 	servers("all closed", 0)
+}
+
+// The same under gVisor, where the start command's processes are in
+// gVisor's kernel, out of the host's sight: each boot appends a line to
+// a workspace file, which a snapshot, a fork (from the memory image)
+// and a park keep, so a copy that booted again has one line more.
+func TestEnvironmentStartCommandRunsAgainUnderGVisor(t *testing.T) {
+	svc := startCmdService(t, envstore.Env{Name: "boots", StartCmd: "echo boot >> boots.txt; exec sleep 600"},
+		func(c *config.Config) { c.EnableContainerMode, c.GVisorPoolSize, c.GVisorDataPoolSize = true, 0, 0 })
+	ctx := context.Background()
+	var live []string
+	defer func() {
+		for _, id := range live {
+			_ = svc.CloseSession(ctx, id, "alice")
+		}
+	}()
+	boots := func(what, id string, want int) {
+		t.Helper()
+		// Without a ready command a session is handed out once its start
+		// command is launched: its line comes a moment later.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Owner: "alice", Command: "cat boots.txt"})
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if n := strings.Count(res.Stdout, "boot\n"); n == want {
+				return
+			} else if n > want || time.Now().After(deadline) {
+				t.Fatalf("%s: booted %d times (%q), want %d", what, n, res.Stdout, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", Environment: "boots", UseContainer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live = append(live, info.ID)
+	if info.Backend != "gvisor" {
+		t.Fatalf("the session runs on %q", info.Backend)
+	}
+	boots("the session", info.ID, 1)
+	forks, err := svc.ForkSession(ctx, info.ID, "alice", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("fork: %+v %v", forks, err)
+	}
+	live = append(live, forks[0].Session.ID)
+	boots("its fork", forks[0].Session.ID, 2)
+	snap, err := svc.SnapshotSession(ctx, info.ID, "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyInfo, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live = append(live, copyInfo.ID)
+	boots("a session from its snapshot", copyInfo.ID, 2)
+	if _, err := svc.PauseSession(ctx, info.ID, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, info.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	boots("after a park", info.ID, 2)
 }
