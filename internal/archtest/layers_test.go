@@ -51,7 +51,7 @@ var layers = map[string]int{
 
 var shared = []string{
 	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/config", "internal/dataset",
-	"internal/egress", "internal/envfixture", "internal/envstore", "internal/frontdoor", "internal/httpapi/docs", "internal/pgtest", "internal/snapstore",
+	"internal/egress", "internal/envfixture", "internal/envstore", "internal/fdpass", "internal/frontdoor", "internal/httpapi/docs", "internal/pgtest", "internal/snapstore",
 	"internal/pipfixture", "internal/policy", "internal/probe", "internal/scenarios", "internal/streamwrite",
 	"internal/upstream", "internal/wsfs",
 }

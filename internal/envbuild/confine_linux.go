@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecage/codecage/internal/egress"
+	"github.com/codecage/codecage/internal/fdpass"
 	"github.com/codecage/codecage/internal/jail"
 )
 
@@ -135,7 +136,10 @@ func (c confined) run(ctx context.Context) error {
 // egress proxy on it.
 func serveHandoff(sock *os.File, allow egress.Policy, log io.Writer, label string) (*egress.Proxy, error) {
 	_ = sock.SetReadDeadline(time.Now().Add(handoffTimeout))
-	fd, err := receiveFD(sock)
+	_, fd, err := fdpass.Receive(sock)
+	if errors.Is(err, io.EOF) {
+		err = errors.New("the helper ended before handing it over")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("envbuild: the build's proxy socket: %w", err)
 	}
@@ -154,40 +158,6 @@ func serveHandoff(sock *os.File, allow egress.Policy, log io.Writer, label strin
 	})
 	go func() { _ = px.Serve(l) }()
 	return px, nil
-}
-
-// receiveFD reads one descriptor passed with SCM_RIGHTS.
-func receiveFD(sock *os.File) (int, error) {
-	rc, err := sock.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	var n, oobn int
-	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
-		return rerr != unix.EAGAIN
-	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return -1, err
-	}
-	if n == 0 {
-		return -1, errors.New("the helper ended before handing it over")
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return -1, fmt.Errorf("no descriptor passed (%v)", err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return -1, fmt.Errorf("no descriptor passed (%v)", err)
-	}
-	return fds[0], nil
 }
 
 // runConfineHelper is the helper's main: os.Args are [exe, confineArg,
