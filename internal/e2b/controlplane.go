@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -134,6 +135,18 @@ func profilesFor(template string) []string {
 	return strings.FieldsFunc(template, func(r rune) bool { return r == '+' || r == ',' })
 }
 
+// unknownTemplate: the template, read as a profile list, is one name
+// that is no profile either. E2B answers a template it does not know with
+// 404, as REST and MCP answer an unknown environment; a list of profiles
+// ("data_science+nope") stays a bad request naming the one unknown.
+func unknownTemplate(profiles []string) bool {
+	if len(profiles) != 1 {
+		return false
+	}
+	_, ok := policy.LookupProfile(profiles[0])
+	return !ok
+}
+
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var body newSandbox
 	if err := decodeBody(r, &body); err != nil {
@@ -167,6 +180,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if snap != "" || env != "" {
 		profiles = nil // the snapshot's own, or the operator's defaults in an environment
+	}
+	if unknownTemplate(profiles) {
+		s.serviceError(w, fmt.Errorf("%w: template %s: no environment, snapshot or profile of this server has that name",
+			service.ErrEnvironmentNotFound, service.Quote(body.TemplateID)))
+		return
 	}
 	lifetime := defaultTimeout
 	if body.Timeout != nil {

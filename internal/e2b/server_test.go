@@ -91,10 +91,13 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		status             int
 		says               string
 	}{
-		"not JSON":           {"POST", "/v2/sandboxes", "{", 400, "JSON"},
-		"timeout absurd":     {"POST", "/v2/sandboxes", `{"timeout": 999999999}`, 400, "out of range"},
-		"timeout too long":   {"POST", "/v2/sandboxes", `{"timeout": 86000}`, 400, "SANDBOX_SESSION_MAX_LIFETIME"},
-		"unknown template":   {"POST", "/v2/sandboxes", `{"templateID": "no-such-profile"}`, 400, "no-such-profile"},
+		"not JSON":         {"POST", "/v2/sandboxes", "{", 400, "JSON"},
+		"timeout absurd":   {"POST", "/v2/sandboxes", `{"timeout": 999999999}`, 400, "out of range"},
+		"timeout too long": {"POST", "/v2/sandboxes", `{"timeout": 86000}`, 400, "SANDBOX_SESSION_MAX_LIFETIME"},
+		// E2B's 404 for a template it does not know, as REST's for an
+		// unknown environment; a profile list naming an unknown one is 400.
+		"unknown template":   {"POST", "/v2/sandboxes", `{"templateID": "no-such-profile"}`, 404, "no-such-profile"},
+		"unknown profile":    {"POST", "/v2/sandboxes", `{"templateID": "basic+no-such-profile"}`, 400, "no-such-profile"},
 		"env LD_PRELOAD":     {"POST", "/v2/sandboxes", `{"envVars": {"LD_PRELOAD": "/x.so"}}`, 400, "LD_PRELOAD"},
 		"unknown sandbox":    {"GET", "/sandboxes/snope", "", 404, "not found"},
 		"kill unknown":       {"DELETE", "/sandboxes/snope", "", 404, "not found"},

@@ -12,12 +12,17 @@ import (
 // code="print('\xff')"). The operations, each run the way the surface
 // under test does it:
 //
-//	session key=K [on=rest|mcp|e2b]   opens a session as K (on the named surface,
-//	                                  else the one under test); later steps call it $s
-//	execute key=K code=C [session=S] [cancel=yes] [language=L]
+//	session key=K [on=rest|mcp|e2b] [environment=E] [as=$t]
+//	                                  opens a session as K (on the named surface,
+//	                                  else the one under test; from environment E,
+//	                                  on E2B the template E); later steps call it $s
+//	                                  (or $t)
+//	execute key=K code=C [session=S] [cancel=yes] [language=L] [environment=E]
 //	                                  runs C (in the session's kernel of language L);
 //	                                  cancel=yes drops the request once the run holds
-//	                                  a slot, as a client that gives up
+//	                                  a slot, as a client that gives up; a stateless
+//	                                  run in environment E (E2B: in the key's sandbox
+//	                                  of template E, which E2B runs code in)
 //	list key=K                        the sessions K sees
 //	write key=K path=P content=C [session=S]
 //	                                  writes C to P in the session's workspace

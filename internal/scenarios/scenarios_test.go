@@ -68,7 +68,9 @@ type env struct {
 func start(t *testing.T) *env {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
-	cfg.PoolSize, cfg.SessionPoolSize = 0, 0 // sandboxes seen in /metrics are the scenario's own
+	cfg.EnvironmentsDir = filepath.Join(cfg.StateDir, "environments")
+	commitEnvironment(t, cfg.EnvironmentsDir)
+	cfg.PoolSize, cfg.SessionPoolSize, cfg.EnvPoolSize = 0, 0, 0 // sandboxes seen in /metrics are the scenario's own
 	cfg.Timeout, cfg.MaxTimeout = runLimit, runLimit
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")  // as serve does with --e2b-listen
 	cfg.Kernels = []string{"javascript", "typescript", "bash"} // likewise

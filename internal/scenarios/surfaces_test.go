@@ -40,7 +40,7 @@ func (p *player) do(ctx context.Context, st step) string {
 		if from := st.args["from"]; from != "" {
 			answer, id = p.openFrom(ctx, on, key, p.resolve(from))
 		} else {
-			answer, id = p.openSession(ctx, on, key)
+			answer, id = p.openSession(ctx, on, key, st.args["environment"])
 		}
 		if id != "" {
 			as := cmp.Or(st.args["as"], "$s")
@@ -55,12 +55,12 @@ func (p *player) do(ctx context.Context, st step) string {
 		}
 		return answer
 	case "execute":
-		id := p.resolve(st.args["session"])
-		if id == "" && p.on == "e2b" { // E2B runs code in a sandbox only
-			if answer := p.box(ctx, key); answer != "" {
+		id, environment := p.resolve(st.args["session"]), st.args["environment"]
+		if id == "" && p.on == "e2b" { // E2B runs code in a sandbox only: one of the environment's template
+			if answer := p.box(ctx, key, environment); answer != "" {
 				return "opening a sandbox to run in: " + answer
 			}
-			id = p.boxes[key]
+			id = p.boxes[key+" "+environment]
 		}
 		if st.args["cancel"] == "yes" {
 			var cancel context.CancelFunc
@@ -74,7 +74,7 @@ func (p *player) do(ctx context.Context, st step) string {
 				cancel()
 			}()
 		}
-		return p.execute(ctx, key, id, st.args["code"], st.args["language"])
+		return p.execute(ctx, key, id, st.args["code"], st.args["language"], environment)
 	case "list":
 		return p.list(ctx, key)
 	case "idle":
@@ -91,21 +91,33 @@ func (p *player) do(ctx context.Context, st step) string {
 	return "unknown step"
 }
 
-func (p *player) openSession(ctx context.Context, on, key string) (answer, id string) {
+// openSession opens a session as key, in environment ("": none; on E2B,
+// the code interpreter's template, else the environment's name as the
+// template, as the SDK's Sandbox.create(name) sends it).
+func (p *player) openSession(ctx context.Context, on, key, environment string) (answer, id string) {
 	var body map[string]any
 	switch on {
 	case "rest":
-		answer, body = p.call(ctx, "POST", p.rest+"/sessions", []byte("{}"), bearer(key))
+		req := "{}"
+		if environment != "" {
+			req = `{"environment": ` + rawJSON(environment) + `}`
+		}
+		answer, body = p.call(ctx, "POST", p.rest+"/sessions", []byte(req), bearer(key))
 		id, _ = body["session_id"].(string)
 	case "mcp":
 		var res *mcp.CallToolResult
-		answer, res = p.tool(ctx, key, "create_session", map[string]any{})
+		args := map[string]any{}
+		if environment != "" {
+			args["environment"] = environment
+		}
+		answer, res = p.tool(ctx, key, "create_session", args)
 		if res != nil {
 			m, _ := res.StructuredContent.(map[string]any)
 			id, _ = m["session_id"].(string)
 		}
 	case "e2b":
-		answer, body = p.call(ctx, "POST", p.e2b+"/sandboxes", []byte(`{"templateID": "code-interpreter-v1"}`), apiKey(key))
+		template := cmp.Or(environment, "code-interpreter-v1")
+		answer, body = p.call(ctx, "POST", p.e2b+"/sandboxes", []byte(`{"templateID": `+rawJSON(template)+`}`), apiKey(key))
 		id, _ = body["sandboxID"].(string)
 		if token, _ := body["envdAccessToken"].(string); id != "" {
 			p.tokens[id+" "+key] = token
@@ -119,13 +131,16 @@ func (p *player) openSession(ctx context.Context, on, key string) (answer, id st
 	return answer, id
 }
 
-func (p *player) execute(ctx context.Context, key, session, code, language string) string {
+func (p *player) execute(ctx context.Context, key, session, code, language, environment string) string {
 	body := `{"code": ` + rawJSON(code)
 	if language != "" { // the same field on every surface
 		body += `, "language": ` + rawJSON(language)
 	}
 	switch p.on {
 	case "rest", "mcp":
+		if environment != "" { // a stateless run's; on E2B, the sandbox's template
+			body += `, "environment": ` + rawJSON(environment)
+		}
 		if session != "" {
 			body += `, "session_id": ` + rawJSON(session)
 		}
@@ -146,17 +161,18 @@ func (p *player) execute(ctx context.Context, key, session, code, language strin
 	return answer
 }
 
-// box opens the sandbox a key's E2B code runs in when a step names none,
-// unseen in the answers; it returns the answer when that fails.
-func (p *player) box(ctx context.Context, key string) string {
-	if p.boxes[key] != "" {
+// box opens the sandbox a key's E2B code runs in when a step names none
+// (one per environment it names, of that template), unseen in the
+// answers; it returns the answer when that fails.
+func (p *player) box(ctx context.Context, key, environment string) string {
+	if p.boxes[key+" "+environment] != "" {
 		return ""
 	}
-	answer, id := p.openSession(ctx, "e2b", key)
+	answer, id := p.openSession(ctx, "e2b", key, environment)
 	if id == "" {
 		return answer
 	}
-	p.boxes[key], p.names[id] = id, "$box"
+	p.boxes[key+" "+environment], p.names[id] = id, "$box"
 	return ""
 }
 

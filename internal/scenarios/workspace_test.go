@@ -27,10 +27,10 @@ func (p *player) sessionOf(ctx context.Context, st step) (id, failed string) {
 		id = p.s
 	}
 	if p.on == "e2b" && id == "" {
-		if answer := p.box(ctx, st.args["key"]); answer != "" {
+		if answer := p.box(ctx, st.args["key"], ""); answer != "" {
 			return "", "opening a sandbox to work in: " + answer
 		}
-		id = p.boxes[st.args["key"]]
+		id = p.boxes[st.args["key"]+" "]
 	}
 	return id, ""
 }
