@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/jail"
 )
 
@@ -108,11 +109,11 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 		return nil, err
 	}
 	if m.RunscVersion != version {
-		return nil, fmt.Errorf("%w: it was made by runsc %q, this is %q (%s)", ErrImageMismatch, capString(m.RunscVersion, 200), version, runsc)
+		return nil, fmt.Errorf("%w: it was made by runsc %q, this is %q (%s)", ErrImageMismatch, bounded.String(m.RunscVersion, 200), version, runsc)
 	}
 	platform := rt.platform()
 	if m.Platform != platform {
-		return nil, fmt.Errorf("%w: it was made on the %q platform, sandboxes here run on %q", ErrImageMismatch, capString(m.Platform, 40), platform)
+		return nil, fmt.Errorf("%w: it was made on the %q platform, sandboxes here run on %q", ErrImageMismatch, bounded.String(m.Platform, 40), platform)
 	}
 	switch {
 	case spec.HostUID != 0 && spec.HostUID != m.UID:
@@ -158,14 +159,14 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 func checkImageRoot(image, own string) error {
 	own = cleanRoot(own)
 	if image != own {
-		return fmt.Errorf("%w: its sandbox ran on %s, the restore's root is %s", ErrImageMismatch, rootName(capString(image, 300)), rootName(own))
+		return fmt.Errorf("%w: its sandbox ran on %s, the restore's root is %s", ErrImageMismatch, rootName(bounded.String(image, 300)), rootName(own))
 	}
 	if image == "" {
 		return nil
 	}
 	fi, err := os.Stat(image)
 	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: its sandbox's root %s is gone (was its environment removed?)", ErrImageMismatch, capString(image, 300))
+		return fmt.Errorf("%w: its sandbox's root %s is gone (was its environment removed?)", ErrImageMismatch, bounded.String(image, 300))
 	}
 	return nil
 }
@@ -350,11 +351,4 @@ func capBytes(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-func capString(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
@@ -529,12 +530,13 @@ var (
 func commandError(r *CommandResult, allowed []string, home string) string {
 	if r.ExitCode == 127 || r.ExitCode == 126 {
 		if m := shNotFound.FindStringSubmatch(r.Stderr); m != nil {
-			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", m[1], strings.Join(allowed, " "))
+			// The shell's line is the sandbox's to write: quoted, capped.
+			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", bounded.String(m[1], bounded.QuoteMax), strings.Join(allowed, " "))
 		}
 	}
 	if r.ExitCode == 2 {
 		if m := cannotEnter.FindStringSubmatch(r.Stderr); m != nil {
-			return "working_dir does not exist: " + strings.TrimPrefix(m[1], home+"/")
+			return "working_dir does not exist: " + bounded.String(strings.TrimPrefix(m[1], home+"/"), bounded.QuoteMax)
 		}
 	}
 	if r.ExitCode != 0 {

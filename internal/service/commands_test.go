@@ -81,6 +81,14 @@ func TestRunCommandWhitelist(t *testing.T) {
 	if r.Error == nil || !strings.Contains(*r.Error, `program "perl" is not allowed`) {
 		t.Fatalf("no clear error: %+v", r)
 	}
+	// The error quotes the shell's line, which is the sandbox's to write:
+	// a 100 kB "program name" is capped.
+	r = runCmd(t, svc, service.CommandRequest{Command: `python3 -c "import sys; sys.stderr.write('sh: 1: ' + 'x'*100000 + ': not found\n'); sys.exit(127)"`})
+	if r.Error == nil {
+		t.Fatalf("no error for exit 127: %+v", r)
+	} else if len(*r.Error) > 1024 || !strings.Contains(*r.Error, "(100000 bytes)") {
+		t.Fatalf("a long program name in the error: %d bytes: %.300s", len(*r.Error), *r.Error)
+	}
 	// An operator's list replaces the default.
 	cfg := config.DefaultConfig()
 	cfg.AllowedCommands = []string{"echo"}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -109,7 +110,7 @@ func (s *Service) buildRequirements(ctx context.Context, eb *envBuild) error {
 	}
 	sort.Strings(modules)
 	eb.meta.Modules = modules
-	eb.log.printf("installed %d distributions, modules: %s", len(installed), capString(strings.Join(modules, " "), 1000))
+	eb.log.printf("installed %d distributions, modules: %s", len(installed), bounded.String(strings.Join(modules, " "), 1000))
 	return nil
 }
 

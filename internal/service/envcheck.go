@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/fleet"
 )
 
@@ -72,7 +73,7 @@ func (s *Service) checkEnvironment(ctx context.Context, eb *envBuild) error {
 		}
 		var v []int
 		if json.Unmarshal([]byte(strings.TrimSpace(out)), &v) != nil || len(v) != 3 {
-			tried = append(tried, py+": "+capString(strings.TrimSpace(out), 300))
+			tried = append(tried, py+": "+bounded.String(strings.TrimSpace(out), 300))
 			continue
 		}
 		if v[0] < 3 || (v[0] == 3 && v[1] < 9) {
@@ -104,7 +105,7 @@ func (s *Service) checkEnvironment(ctx context.Context, eb *envBuild) error {
 		return fmt.Errorf("%w: environment %s: checking its pre-imports: %v", ErrBuildFailed, eb.b.Name, err)
 	}
 	if out = strings.TrimSpace(out); out != "" {
-		return fmt.Errorf("%w: environment %s: a pre-import fails: %s", ErrBuildFailed, eb.b.Name, capString(out, 1000))
+		return fmt.Errorf("%w: environment %s: a pre-import fails: %s", ErrBuildFailed, eb.b.Name, bounded.String(out, 1000))
 	}
 	eb.log.printf("pre-imports import: %s", strings.Join(eb.meta.Preimport, ", "))
 	return nil
@@ -154,7 +155,7 @@ func (s *Service) probePython(ctx context.Context, root, layer, python string, a
 			why = "limit " + string(exit.Limit)
 		}
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			why += ": " + Quote(capString(lastLines(msg, 3), maxProbeError))
+			why += ": " + Quote(bounded.String(lastLines(msg, 3), maxProbeError))
 		}
 		return stdout.String(), fmt.Errorf("%s", why)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/session"
 )
@@ -77,7 +78,7 @@ type GCResult struct {
 // leaves nothing behind. Operators only.
 func (s *Service) BuildEnvironment(ctx context.Context, b EnvironmentBuild) (envstore.Env, error) {
 	return do(ctx, s, opEnvBuild, call[envstore.Env]{
-		code: capString(b.Name, 100),
+		code: bounded.String(b.Name, 100),
 		check: func() error {
 			if err := s.requireOperator(ctx); err != nil {
 				return err
@@ -129,7 +130,7 @@ func (s *Service) Environment(ctx context.Context, name string) (envstore.Env, e
 // collector skips what is in use). Operators only.
 func (s *Service) RemoveEnvironment(ctx context.Context, name string) error {
 	_, err := do(ctx, s, opEnvRemove, call[envstore.Env]{
-		code: capString(name, 100),
+		code: bounded.String(name, 100),
 		check: func() error {
 			if err := s.requireOperator(ctx); err != nil {
 				return err
@@ -231,14 +232,6 @@ func envError(name string, err error) error {
 		return fmt.Errorf("environment %q: %w", name, err)
 	}
 	return fmt.Errorf("%w: environment %q: %v", ErrUnavailable, name, err)
-}
-
-// capString shortens what a caller sent for a log line or an event.
-func capString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // EnvironmentExists reports whether an environment of that name exists.

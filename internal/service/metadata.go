@@ -3,6 +3,8 @@ package service
 import (
 	"fmt"
 	"strings"
+
+	"github.com/codecage/codecage/internal/bounded"
 )
 
 // A file's metadata (E2B's files.write(..., {metadata})) is kept with the
@@ -34,7 +36,7 @@ func CheckMetadata(md map[string]string) (map[string]string, error) {
 	total := 0
 	for k, v := range md {
 		if k == "" || len(k) > MaxMetadataKey || strings.IndexFunc(k, notToken) >= 0 {
-			return nil, fmt.Errorf("%w: metadata key %s must be 1 to %d HTTP token characters (letters, digits and !#$%%&'*+-.^_`|~)", ErrInvalidRequest, Quote(truncate(k, 200)), MaxMetadataKey)
+			return nil, fmt.Errorf("%w: metadata key %s must be 1 to %d HTTP token characters (letters, digits and !#$%%&'*+-.^_`|~)", ErrInvalidRequest, Quote(bounded.String(k, 200)), MaxMetadataKey)
 		}
 		if strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
 			return nil, fmt.Errorf("%w: the metadata value of %s must be printable US-ASCII", ErrInvalidRequest, Quote(k))

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/wsfs"
 )
@@ -393,16 +394,9 @@ func listPaths(files []pendingFile) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%q", truncate(f.given, 200))
+		fmt.Fprintf(&b, "%q", bounded.String(f.given, 200))
 	}
 	return b.String()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Close ends the upload: unless it was committed, what it wrote is
