@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -122,6 +123,9 @@ func envCmd(args []string, stdout, stderr io.Writer) int {
 			printJSON(stdout, envs)
 			return exitOK
 		}
+		if len(envs) == 0 {
+			fmt.Fprintln(stderr, "no environments (codecage env build NAME ... builds one)")
+		}
 		for _, e := range envs {
 			src := e.Source.Kind
 			if e.Base != "" {
@@ -165,7 +169,11 @@ func envBuildFromFlags(name, requirements string, pips, debs []string, suite, im
 		if err != nil {
 			return b, err
 		}
-		b.Requirements = append(b.Requirements, strings.Split(string(data), "\n")...)
+		lines := strings.Split(string(data), "\n")
+		if !slices.ContainsFunc(lines, isRequirement) {
+			return b, fmt.Errorf("--requirements %s lists no requirement (one a line; # starts a comment)", requirements)
+		}
+		b.Requirements = append(b.Requirements, lines...)
 	}
 	if dockerfile != "" {
 		data, err := readBounded(dockerfile, 1<<20)
@@ -232,4 +240,11 @@ func (m *multiFlag) String() string { return strings.Join(*m, " ") }
 func (m *multiFlag) Set(v string) error {
 	*m = append(*m, v)
 	return nil
+}
+
+// isRequirement: a requirements file's line that names something (not
+// blank, not only a comment).
+func isRequirement(line string) bool {
+	line, _, _ = strings.Cut(line, "#")
+	return strings.TrimSpace(line) != ""
 }
