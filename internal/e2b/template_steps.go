@@ -275,6 +275,16 @@ var (
 	fileMode    = regexp.MustCompile(`^0?[0-7]{3,4}$`)
 )
 
+// singleQuote is s in single quotes as E2B's messages put a command or a
+// user, capped; one that needs escaping is Go-quoted instead.
+func singleQuote(s string) string {
+	s = capText(s, 200)
+	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.Contains(s, "'") {
+		return q
+	}
+	return "'" + s + "'"
+}
+
 func unsupported(step, format string, args ...any) error {
 	return &stepError{Step: step, Message: "step " + step + ": " + fmt.Sprintf(format, args...)}
 }
@@ -295,7 +305,10 @@ func (p *planner) step(at string, st templateStep) error {
 	case "RUN":
 		cmd, user := arg(0), arg(1)
 		if user != "" && user != "root" && user != "user" {
-			return unsupported(at, "runCmd as user %s: codecage builds run as the build's root and sandboxes as their own unprivileged user", service.Quote(user))
+			// E2B's words for a user its envd cannot run as (the SDK's own
+			// test looks for them); here every user but these two is one.
+			return unsupported(at, "failed to run command %s: command failed: unauthenticated: invalid username: %s (codecage runs a build's commands as root or as \"user\", the unprivileged user its sandboxes run as, never as another)",
+				singleQuote(cmd), singleQuote(user))
 		}
 		switch {
 		case strings.HasPrefix(cmd, aptPrefix):

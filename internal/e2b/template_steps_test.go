@@ -194,6 +194,19 @@ func TestTemplatePlanRefusals(t *testing.T) {
 			t.Errorf("%s: %#v, want a refusal at step 1", name, err)
 		}
 	}
+	// runCmd as a user codecage has not fails as E2B's does for a user
+	// that does not exist (the SDK's test_run_command_as_user_that_does_not_exist).
+	asRoot123 := templateSpec{FromImage: "ubuntu:22.04", Steps: []templateStep{{Type: "RUN", Args: []string{"whoami", "root123"}}}}
+	_, err := plan(asRoot123, "t", "t.b01234567", lookupOf())
+	if se, ok := err.(*stepError); !ok || se.Step != "1" ||
+		!strings.Contains(se.Message, "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'") {
+		t.Errorf("runCmd as root123: %#v, want E2B's invalid username at step 1", err)
+	}
+	odd := templateSpec{FromImage: "debian:stable", Steps: []templateStep{{Type: "RUN", Args: []string{"echo 'x'\n" + strings.Repeat("y", maxStepArg-10), "bob\x1b"}}}}
+	_, err = plan(odd, "t", "t.b01234567", lookupOf())
+	if se, ok := err.(*stepError); !ok || len(se.Message) > 1024 || strings.ContainsAny(se.Message, "\n\x1b") || !strings.Contains(se.Message, `"bob\x1b"`) {
+		t.Errorf("runCmd as an odd user: %#v, want a short refusal with the user escaped", err)
+	}
 	many := templateSpec{Steps: make([]templateStep, maxTemplateSteps+1)}
 	if _, err := plan(many, "t", "t.b01234567", lookupOf()); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("too many steps: %v", err)
