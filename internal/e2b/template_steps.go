@@ -149,6 +149,9 @@ type planner struct {
 	varOrder           []string
 	workdir            string
 	startCmd, readyCmd string
+	// user is the account build steps run as from here on (setUser; ""
+	// is root), in the Dockerfile stages' USER lines.
+	user string
 }
 
 // builtinBase reports whether an image or template is one codecage's host
@@ -304,11 +307,18 @@ func (p *planner) step(at string, st templateStep) error {
 	switch strings.ToUpper(st.Type) {
 	case "RUN":
 		cmd, user := arg(0), arg(1)
-		if user != "" && user != "root" && user != "user" {
-			// E2B's words for a user its envd cannot run as (the SDK's own
-			// test looks for them); here every user but these two is one.
-			return unsupported(at, "failed to run command %s: command failed: unauthenticated: invalid username: %s (codecage runs a build's commands as root or as \"user\", the unprivileged user its sandboxes run as, never as another)",
-				singleQuote(cmd), singleQuote(user))
+		as := p.user
+		if user != "" {
+			as = buildUser(user)
+		}
+		if as != "" {
+			if !userName.MatchString(as) {
+				return unsupported(at, "failed to run command %s: command failed: unauthenticated: invalid username: %s", singleQuote(cmd), singleQuote(user))
+			}
+			if strings.TrimSpace(cmd) == "" {
+				return unsupported(at, "runCmd with no command")
+			}
+			return p.run(at, as, cmd)
 		}
 		switch {
 		case strings.HasPrefix(cmd, aptPrefix):
@@ -320,7 +330,7 @@ func (p *planner) step(at string, st templateStep) error {
 		case strings.TrimSpace(cmd) == "":
 			return unsupported(at, "runCmd with no command")
 		}
-		return p.docker(at, "RUN "+jsonArray("/bin/sh", "-c", cmd))
+		return p.run(at, "", cmd)
 	case "COPY":
 		src, dest, mode := arg(0), arg(1), arg(3)
 		if !filesHashRE.MatchString(st.FilesHash) {
@@ -371,10 +381,17 @@ func (p *planner) step(at string, st templateStep) error {
 		}
 		return nil
 	case "USER":
-		if arg(0) == "user" {
-			return nil // what a codecage sandbox runs as: an unprivileged user
+		u := buildUser(arg(0))
+		if u != "" && !userName.MatchString(u) {
+			return unsupported(at, "setUser failed: unauthenticated: invalid username: %s", singleQuote(arg(0)))
 		}
-		return unsupported(at, "setUser(%s) is not supported: codecage sandboxes run as an unprivileged user (E2B's \"user\"), never as another", service.Quote(arg(0)))
+		if u != p.user {
+			p.user = u
+			if p.open == "docker" {
+				p.emit(userLines(u, "setUser"))
+			} // else the next Dockerfile stage starts as u
+		}
+		return nil
 	}
 	return unsupported(at, "step type %s is not supported", service.Quote(st.Type))
 }
@@ -442,6 +459,9 @@ func (p *planner) docker(at, line string) error {
 		}
 		if p.workdir != "" {
 			p.dockerfile.WriteString("WORKDIR " + jsonString(p.workdir) + "\n")
+		}
+		if p.user != "" {
+			p.dockerfile.WriteString(userLines(p.user, "setUser"))
 		}
 		p.add(stage{Step: at, What: "Dockerfile"})
 	}

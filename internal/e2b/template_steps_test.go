@@ -3,7 +3,9 @@ package e2b
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -163,7 +165,6 @@ func TestTemplatePlanOverLayer(t *testing.T) {
 func TestTemplatePlanRefusals(t *testing.T) {
 	for name, want := range map[string]struct{ step, says string }{
 		"npm":           {"1", "npmInstall"},
-		"user-root":     {"1", `setUser("root")`},
 		"apt-after-run": {"2", "aptInstall is supported only right after"},
 		"no-template":   {"base", `template "nope" not found`},
 		"registry":      {"base", "registry credentials"},
@@ -182,7 +183,8 @@ func TestTemplatePlanRefusals(t *testing.T) {
 		"env name":    {Type: "ENV", Args: []string{"A=B", "x"}},
 		"copy up":     {Type: "COPY", Args: []string{"../etc", "/x"}, FilesHash: strings.Repeat("a", 64)},
 		"copy nohash": {Type: "COPY", Args: []string{"a", "/x"}},
-		"run as bob":  {Type: "RUN", Args: []string{"true", "bob"}},
+		"run as B0b":  {Type: "RUN", Args: []string{"true", "B0b!"}},
+		"set user $":  {Type: "USER", Args: []string{"$(id)"}},
 		"unknown":     {Type: "HEALTHCHECK"},
 		"long arg":    {Type: "RUN", Args: []string{strings.Repeat("x", maxStepArg+1)}},
 		"apt version": {Type: "RUN", Args: []string{aptPrefix + "curl=7.0"}},
@@ -194,16 +196,8 @@ func TestTemplatePlanRefusals(t *testing.T) {
 			t.Errorf("%s: %#v, want a refusal at step 1", name, err)
 		}
 	}
-	// runCmd as a user codecage has not fails as E2B's does for a user
-	// that does not exist (the SDK's test_run_command_as_user_that_does_not_exist).
-	asRoot123 := templateSpec{FromImage: "ubuntu:22.04", Steps: []templateStep{{Type: "RUN", Args: []string{"whoami", "root123"}}}}
-	_, err := plan(asRoot123, "t", "t.b01234567", lookupOf())
-	if se, ok := err.(*stepError); !ok || se.Step != "1" ||
-		!strings.Contains(se.Message, "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'") {
-		t.Errorf("runCmd as root123: %#v, want E2B's invalid username at step 1", err)
-	}
 	odd := templateSpec{FromImage: "debian:stable", Steps: []templateStep{{Type: "RUN", Args: []string{"echo 'x'\n" + strings.Repeat("y", maxStepArg-10), "bob\x1b"}}}}
-	_, err = plan(odd, "t", "t.b01234567", lookupOf())
+	_, err := plan(odd, "t", "t.b01234567", lookupOf())
 	if se, ok := err.(*stepError); !ok || len(se.Message) > 1024 || strings.ContainsAny(se.Message, "\n\x1b") || !strings.Contains(se.Message, `"bob\x1b"`) {
 		t.Errorf("runCmd as an odd user: %#v, want a short refusal with the user escaped", err)
 	}
@@ -239,4 +233,79 @@ func TestTemplateBuildLogCaps(t *testing.T) {
 	if _, rest, _ := b.page(-5, 2); len(rest) != 2 {
 		t.Fatalf("negative offset: %+v", rest)
 	}
+}
+
+// setUser and runCmd's user become USER lines of the Dockerfile stages,
+// each name checked against the root's accounts first (failing with
+// E2B's words for an unknown user), the stage going back to the
+// template's current user after a runCmd as another; E2B's "user" and
+// root are the build's root; the next stage starts as the current user.
+func TestTemplatePlanUsers(t *testing.T) {
+	if _, err := plan(readTemplate(t, "user-root"), "t", "t.b01234567", lookupOf()); err != nil {
+		t.Fatalf("setUser('root'): %v", err)
+	}
+	run := func(cmd string, user ...string) templateStep {
+		return templateStep{Type: "RUN", Args: append([]string{cmd}, user...)}
+	}
+	spec := templateSpec{FromImage: "debian:stable", Steps: []templateStep{
+		run("echo a", "nobody"), run("echo b"), {Type: "USER", Args: []string{"postgres"}}, run("echo c"),
+		run("echo d", "root"), run("echo e", "1001"), {Type: "USER", Args: []string{"user"}}, run("echo f"),
+	}}
+	stages, err := plan(spec, "t", "t.b01234567", lookupOf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := stages[len(stages)-1].Build.Dockerfile
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(df), "\n") {
+		switch {
+		case strings.HasPrefix(line, "USER "):
+			got = append(got, line)
+		case strings.HasPrefix(line, "RUN ") && strings.Contains(line, "/etc/passwd"):
+			got = append(got, "check "+checkedUser.FindStringSubmatch(line)[1])
+		case strings.HasPrefix(line, "RUN "):
+			got = append(got, line[strings.LastIndex(line, "echo"):len(line)-2])
+		}
+	}
+	want := []string{"check nobody", "USER nobody", "echo a", "USER root", "echo b", "check postgres", "USER postgres", "echo c",
+		"USER root", "echo d", "USER postgres", "USER 1001", "echo e", "USER postgres", "USER root", "echo f"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the Dockerfile's users and commands:\n got %q\nwant %q\n%s", got, want, df)
+	}
+	// The check, run by sh as buildah would: an account of /etc/passwd
+	// passes; another fails with E2B's words (the SDK's own test,
+	// test_run_command_as_user_that_does_not_exist, looks for them).
+	for user, want := range map[string]string{
+		"root":          "",
+		"nosuchuser123": "Error: failed to run command 'whoami': command failed: unauthenticated: invalid username: 'nosuchuser123'\n",
+	} {
+		argv := []string{"/bin/sh", "-c", mustCheckScript(t, user)}
+		var stderr strings.Builder
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if (want == "") != (err == nil) || stderr.String() != want {
+			t.Errorf("the check of %s: %v, stderr %q, want %q", user, err, stderr.String(), want)
+		}
+	}
+	// A stage opened after setUser starts as that user.
+	spec = templateSpec{FromImage: "debian:stable", Steps: []templateStep{{Type: "USER", Args: []string{"nobody"}}, run("echo g")}}
+	if stages, err = plan(spec, "t", "t.b01234567", lookupOf()); err != nil {
+		t.Fatal(err)
+	}
+	if df := stages[len(stages)-1].Build.Dockerfile; !strings.Contains(df, "USER nobody\nRUN [\"/bin/sh\",\"-c\",\"echo g\"]") {
+		t.Errorf("a stage after setUser:\n%s", df)
+	}
+}
+
+var checkedUser = regexp.MustCompile(`= '([^']+)' \]`)
+
+// mustCheckScript is the shell script of the account check for user.
+func mustCheckScript(t *testing.T, user string) string {
+	t.Helper()
+	var argv []string
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.SplitN(userLines(user, "whoami"), "\n", 2)[0], "RUN ")), &argv); err != nil || len(argv) != 3 {
+		t.Fatalf("the check of %s: %v %q", user, err, argv)
+	}
+	return argv[2]
 }

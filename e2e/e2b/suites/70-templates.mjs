@@ -84,6 +84,12 @@ const chainBuild = Template.build(
     .fromTemplate(alias)
     .copy("data/hello.txt", "/usr/local/share/tpl/hello.txt")
     .runCmd("cp /usr/local/share/tpl/hello.txt /usr/local/share/tpl/ran.txt && echo built >> /usr/local/share/tpl/ran.txt")
+    // Build users: a Debian root's nobody, then back to root.
+    .runCmd("echo once-as-$(id -un)", { user: "nobody" })
+    .setUser("nobody")
+    .runCmd("echo set-as-$(id -un)")
+    .setUser("root")
+    .runCmd("echo back-as-$(id -un) >> /usr/local/share/tpl/ran.txt")
     .setWorkdir("/usr/local/share/tpl")
     .setEnvs({ B: "2" })
     .setStartCmd("touch /tmp/started", waitForFile("/tmp/started")),
@@ -120,6 +126,9 @@ clearTimeout(chainTimer);
 await check("Template.build: fromTemplate, copy, runCmd, setWorkdir, setEnvs, setStartCmd (a Debian root, then buildah)", async () => {
   if (chainOutcome.error) throw chainOutcome.error;
   assert.ok(chainLogs.some((m) => m.includes("STEP") && m.includes("RUN")), "buildah's steps reached onBuildLogs");
+  for (const ran of ["once-as-nobody", "set-as-nobody"]) {
+    assert.ok(chainLogs.some((m) => m.trim() === ran), `no ${ran} in the build's log`);
+  }
   return `built in ${chainOutcome.secs.toFixed(1)} s, ${chainLogs.length} log lines`;
 });
 
@@ -143,13 +152,25 @@ await check("a second template asking for the same Debian root reuses it", async
   return `built in ${secs.toFixed(1)} s`;
 });
 
+// A user the root lacks fails the build at that step with E2B's words
+// (which E2B's own Python SDK test asserts); the Debian root is reused.
+await check("runCmd as a user the root lacks fails with E2B's invalid username (BuildError)", async () => {
+  const t = Template().fromTemplate(alias).runCmd("whoami", { user: "root123" });
+  const err = await Template.build(t, `${alias}-root123`).then(() => null, (e) => e);
+  assert.ok(err instanceof BuildError, `expected a BuildError, got ${err}`);
+  const said = /failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'/.exec(err.message);
+  assert.ok(said, `E2B's words are not in ${err.message}`);
+  assert.equal(await Template.exists(`${alias}-root123`), false);
+  return `BuildError: …${said[0]}`;
+});
+
 await check("Sandbox.create(chained): the copied file, runCmd's output, the base's package and variables", async () => {
   const sbx = track(await Sandbox.create(chained));
   const ex = await sbx.runCode(
     `import os, ${PROBE}\nprint(repr(open("/usr/local/share/tpl/ran.txt").read()), os.environ.get("A"), os.environ.get("B"), ${PROBE}.VALUE)`,
   );
   assert.equal(ex.error, undefined, `runCode error: ${JSON.stringify(ex.error)}`);
-  assert.equal(ex.logs.stdout.join("").trim(), "'hello from copy\\nbuilt\\n' 1 2 42");
+  assert.equal(ex.logs.stdout.join("").trim(), "'hello from copy\\nbuilt\\nback-as-root\\n' 1 2 42");
   assert.equal(await sbx.files.read("/usr/local/share/tpl/hello.txt"), "hello from copy\n");
   const cmd = await sbx.commands.run(`python3 -c "import ${PROBE}; print(${PROBE}.VALUE)"`);
   assert.equal(cmd.stdout.trim(), "42");

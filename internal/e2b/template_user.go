@@ -1,0 +1,65 @@
+package e2b
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Build steps' users. E2B's setUser and runCmd's user choose the account
+// a template's build commands run as; codecage's Dockerfile stages say it
+// with USER, so buildah runs them as that account of the root (one its
+// packages made: postgres, nobody...). A user the root lacks fails the
+// build with E2B's words for it, before the command runs. E2B's "user",
+// the unprivileged account of its images, is root here: codecage's roots
+// have no such account. None of this reaches sandboxes: they run as their
+// own unprivileged uid whatever the build used.
+
+// userName is an account a build step may name: a passwd name or a uid.
+var userName = regexp.MustCompile(`^(?:[a-z_][a-z0-9_.-]{0,31}|[0-9]{1,9})$`)
+
+// buildUser is the account a step's user means to a build: "" for root.
+func buildUser(u string) string {
+	if u == "root" || u == "user" || u == "0" {
+		return ""
+	}
+	return u
+}
+
+// run adds command cmd, run as the account as ("": root), to the open
+// Dockerfile stage; the stage goes on as the template's current user.
+func (p *planner) run(at, as, cmd string) error {
+	line := "RUN " + jsonArray("/bin/sh", "-c", cmd)
+	if as != p.user {
+		line = userLines(as, cmd) + line + "\n" + strings.TrimSuffix(userLines(p.user, ""), "\n")
+	}
+	return p.docker(at, line)
+}
+
+// userLines are the Dockerfile lines that make u ("": root) the user of
+// the steps after them; for a name, a check first that the root has that
+// account, failing with E2B's reason for cmd (or the step that set it;
+// "" when it was checked already).
+func userLines(u, cmd string) string {
+	if u == "" {
+		return "USER root\n"
+	}
+	check := ""
+	if cmd != "" && (u[0] < '0' || u[0] > '9') { // any uid runs; a name must be the root's
+		what := "failed to run command " + singleQuote(cmd) + ": command failed"
+		if cmd == "setUser" {
+			what = "setUser failed"
+		}
+		// Shell builtins only: a root may have no id or grep. "Error: "
+		// is how the build's failure reason picks the line up.
+		msg := fmt.Sprintf("Error: %s: unauthenticated: invalid username: %s", what, singleQuote(u))
+		check = "RUN " + jsonArray("/bin/sh", "-c", "while IFS=: read -r n _ || [ -n \"$n\" ]; do [ \"$n\" = "+shellQuote(u)+
+			" ] && exit 0; done < /etc/passwd; printf '%s\\n' "+shellQuote(msg)+" >&2; exit 1") + "\n"
+	}
+	return check + "USER " + u + "\n"
+}
+
+// shellQuote quotes s for sh, in single quotes.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
