@@ -388,7 +388,7 @@ func (p *planner) step(at string, st templateStep) error {
 		if u != p.user {
 			p.user = u
 			if p.open == "docker" {
-				p.emit(userLines(u, "setUser"))
+				p.emit(userLines(u, "setUser failed"))
 			} // else the next Dockerfile stage starts as u
 		}
 		return nil
@@ -461,7 +461,7 @@ func (p *planner) docker(at, line string) error {
 			p.dockerfile.WriteString("WORKDIR " + jsonString(p.workdir) + "\n")
 		}
 		if p.user != "" {
-			p.dockerfile.WriteString(userLines(p.user, "setUser"))
+			p.dockerfile.WriteString(userLines(p.user, "setUser failed"))
 		}
 		p.add(stage{Step: at, What: "Dockerfile"})
 	}

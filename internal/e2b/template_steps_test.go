@@ -304,7 +304,7 @@ var checkedUser = regexp.MustCompile(`= '([^']+)' \]`)
 func mustCheckScript(t *testing.T, user string) string {
 	t.Helper()
 	var argv []string
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.SplitN(userLines(user, "whoami"), "\n", 2)[0], "RUN ")), &argv); err != nil || len(argv) != 3 {
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.SplitN(userLines(user, "failed to run command 'whoami': command failed"), "\n", 2)[0], "RUN ")), &argv); err != nil || len(argv) != 3 {
 		t.Fatalf("the check of %s: %v %q", user, err, argv)
 	}
 	return argv[2]

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Build steps' users. E2B's setUser and runCmd's user choose the account
@@ -31,35 +33,27 @@ func buildUser(u string) string {
 func (p *planner) run(at, as, cmd string) error {
 	line := "RUN " + jsonArray("/bin/sh", "-c", cmd)
 	if as != p.user {
-		line = userLines(as, cmd) + line + "\n" + strings.TrimSuffix(userLines(p.user, ""), "\n")
+		failed := "failed to run command " + singleQuote(cmd) + ": command failed"
+		line = userLines(as, failed) + line + "\n" + strings.TrimSuffix(userLines(p.user, ""), "\n")
 	}
 	return p.docker(at, line)
 }
 
 // userLines are the Dockerfile lines that make u ("": root) the user of
-// the steps after them; for a name, a check first that the root has that
-// account, failing with E2B's reason for cmd (or the step that set it;
-// "" when it was checked already).
-func userLines(u, cmd string) string {
+// the steps after them. For a name, and failed saying what fails (""
+// when it was checked already), a check comes first that the root has
+// that account, failing with E2B's reason.
+func userLines(u, failed string) string {
 	if u == "" {
 		return "USER root\n"
 	}
 	check := ""
-	if cmd != "" && (u[0] < '0' || u[0] > '9') { // any uid runs; a name must be the root's
-		what := "failed to run command " + singleQuote(cmd) + ": command failed"
-		if cmd == "setUser" {
-			what = "setUser failed"
-		}
+	if failed != "" && (u[0] < '0' || u[0] > '9') { // any uid runs; a name must be the root's
 		// Shell builtins only: a root may have no id or grep. "Error: "
 		// is how the build's failure reason picks the line up.
-		msg := fmt.Sprintf("Error: %s: unauthenticated: invalid username: %s", what, singleQuote(u))
-		check = "RUN " + jsonArray("/bin/sh", "-c", "while IFS=: read -r n _ || [ -n \"$n\" ]; do [ \"$n\" = "+shellQuote(u)+
-			" ] && exit 0; done < /etc/passwd; printf '%s\\n' "+shellQuote(msg)+" >&2; exit 1") + "\n"
+		msg := fmt.Sprintf("Error: %s: unauthenticated: invalid username: %s", failed, singleQuote(u))
+		check = "RUN " + jsonArray("/bin/sh", "-c", "while IFS=: read -r n _ || [ -n \"$n\" ]; do [ \"$n\" = "+service.ShellQuote(u)+
+			" ] && exit 0; done < /etc/passwd; printf '%s\\n' "+service.ShellQuote(msg)+" >&2; exit 1") + "\n"
 	}
 	return check + "USER " + u + "\n"
-}
-
-// shellQuote quotes s for sh, in single quotes.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -228,10 +228,16 @@ func commandLine(req CommandRequest) string {
 	for i, a := range req.Argv {
 		quoted[i] = a
 		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
-			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			quoted[i] = ShellQuote(a)
 		}
 	}
 	return strings.Join(quoted, " ")
+}
+
+// ShellQuote is s as one word for sh: in single quotes, its own quotes
+// closed and escaped.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkCommand validates a request before anything starts; home is the
