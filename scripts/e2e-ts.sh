@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
-(cd e2e/ts-client && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
+scripts/npm-deps.sh e2e/ts-client
 scripts/build.sh
 state=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
-(cd e2e/openapi && npm install --no-audit --no-fund --silent 2>&1 | grep -v '^npm warn' || true)
+scripts/npm-deps.sh e2e/openapi
 scripts/build.sh
 bin/codecage openapi | node e2e/openapi/check.mjs
 SANDBOX_API_KEYS=doc:0123456789abcdef0123 bin/codecage openapi | node e2e/openapi/check.mjs

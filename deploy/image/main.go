@@ -113,74 +113,127 @@ type blob struct {
 	size   int64
 }
 
+// options are the command's flags.
+type options struct {
+	out, tag, cacheDir                         string
+	entrypoint, cmd, workdir, user, stopSignal string
+	epoch                                      int64
+	layers, files, env, expose, labels         listFlag
+}
+
 func main() {
-	var layers, files, env, expose, labels listFlag
-	out := flag.String("out", "", "image tarball to write")
-	tag := flag.String("tag", "", "image name and tag, e.g. codecage:dev")
-	cacheDir := flag.String("cache", "", "directory of compressed layers, by digest (default: a temporary one)")
-	entrypoint := flag.String("entrypoint", "", "entrypoint, as a JSON array")
-	cmd := flag.String("cmd", "", "command, as a JSON array")
-	workdir := flag.String("workdir", "", "working directory")
-	user := flag.String("user", "", "user")
-	stopSignal := flag.String("stopsignal", "", "stop signal")
-	epoch := flag.Int64("epoch", sourceDateEpoch(), "timestamp of the image and of -file entries (default $SOURCE_DATE_EPOCH or 0)")
-	flag.Var(&layers, "layer", "an uncompressed layer tarball (repeatable, bottom first)")
-	flag.Var(&files, "file", "HOST:PATH[:MODE], put into one extra top layer (repeatable)")
-	flag.Var(&env, "env", "KEY=VALUE (repeatable)")
-	flag.Var(&expose, "expose", "PORT/PROTO (repeatable)")
-	flag.Var(&labels, "label", "KEY=VALUE (repeatable)")
-	flag.Parse()
-	if *out == "" || *tag == "" || len(layers)+len(files) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: image -out OUT.tar -tag NAME:TAG -layer ROOTFS.tar [-file HOST:PATH:MODE] [options]")
-		os.Exit(2)
-	}
-	created := time.Unix(*epoch, 0).UTC().Format(time.RFC3339)
-	cfg := config{Created: created, Architecture: runtime.GOARCH, OS: "linux"}
-	cfg.RootFS.Type = "layers"
-	cfg.Config = imageConfig{User: *user, Env: env, WorkingDir: *workdir, StopSignal: *stopSignal}
-	for _, s := range []struct {
-		flag string
-		dst  *[]string
-	}{{*entrypoint, &cfg.Config.Entrypoint}, {*cmd, &cfg.Config.Cmd}} {
-		if s.flag != "" {
-			if err := json.Unmarshal([]byte(s.flag), s.dst); err != nil {
-				fail(fmt.Errorf("%q: not a JSON array of strings: %w", s.flag, err))
-			}
-		}
-	}
-	for _, p := range expose {
-		if cfg.Config.ExposedPorts == nil {
-			cfg.Config.ExposedPorts = map[string]struct{}{}
-		}
-		cfg.Config.ExposedPorts[p] = struct{}{}
-	}
-	for _, l := range labels {
-		k, v, _ := strings.Cut(l, "=")
-		if cfg.Config.Labels == nil {
-			cfg.Config.Labels = map[string]string{}
-		}
-		cfg.Config.Labels[k] = v
-	}
+	o := parseFlags()
+	created := time.Unix(o.epoch, 0).UTC().Format(time.RFC3339)
+	cfg := newConfig(o, created)
 
 	tmp, err := os.MkdirTemp("", "image-pack")
 	if err != nil {
 		fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	cache := *cacheDir
+	cache := o.cacheDir
 	if cache == "" {
 		cache = tmp
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		fail(err)
 	}
-	if len(files) > 0 {
+	layers := o.layers
+	if len(o.files) > 0 {
 		p := filepath.Join(tmp, "files.tar")
-		if err := writeFilesLayer(p, files, *epoch); err != nil {
+		if err := writeFilesLayer(p, o.files, o.epoch); err != nil {
 			fail(err)
 		}
 		layers = append(layers, p)
 	}
+	blobs, layerDescs := packLayers(&cfg, layers, cache, created)
+	cfgBlob := jsonBlob(cfg)
+	m := manifest{SchemaVersion: 2, MediaType: mediaManifest,
+		Config: descriptor{MediaType: mediaConfig, Digest: "sha256:" + cfgBlob.digest, Size: cfgBlob.size},
+		Layers: layerDescs}
+	mBlob := jsonBlob(m)
+	name, ref := fullName(o.tag)
+	idx := index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []descriptor{{
+		MediaType: mediaManifest, Digest: "sha256:" + mBlob.digest, Size: mBlob.size,
+		Annotations: map[string]string{
+			"io.containerd.image.name":          name,
+			"org.opencontainers.image.ref.name": ref,
+		},
+		Platform: &platform{Architecture: runtime.GOARCH, OS: "linux"},
+	}}}
+	dm := []dockerManifest{{Config: "blobs/sha256/" + cfgBlob.digest, RepoTags: []string{o.tag}}}
+	for _, b := range blobs {
+		dm[0].Layers = append(dm[0].Layers, "blobs/sha256/"+b.digest)
+	}
+	blobs = append(blobs, cfgBlob, mBlob)
+	if err := writeArchive(o.out, o.epoch, blobs, idx, dm); err != nil {
+		fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "image: %s %s, manifest sha256:%s\n", o.out, name, mBlob.digest)
+}
+
+// parseFlags reads the flags, or exits with the usage when the output,
+// the tag or every layer is missing.
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.out, "out", "", "image tarball to write")
+	flag.StringVar(&o.tag, "tag", "", "image name and tag, e.g. codecage:dev")
+	flag.StringVar(&o.cacheDir, "cache", "", "directory of compressed layers, by digest (default: a temporary one)")
+	flag.StringVar(&o.entrypoint, "entrypoint", "", "entrypoint, as a JSON array")
+	flag.StringVar(&o.cmd, "cmd", "", "command, as a JSON array")
+	flag.StringVar(&o.workdir, "workdir", "", "working directory")
+	flag.StringVar(&o.user, "user", "", "user")
+	flag.StringVar(&o.stopSignal, "stopsignal", "", "stop signal")
+	flag.Int64Var(&o.epoch, "epoch", sourceDateEpoch(), "timestamp of the image and of -file entries (default $SOURCE_DATE_EPOCH or 0)")
+	flag.Var(&o.layers, "layer", "an uncompressed layer tarball (repeatable, bottom first)")
+	flag.Var(&o.files, "file", "HOST:PATH[:MODE], put into one extra top layer (repeatable)")
+	flag.Var(&o.env, "env", "KEY=VALUE (repeatable)")
+	flag.Var(&o.expose, "expose", "PORT/PROTO (repeatable)")
+	flag.Var(&o.labels, "label", "KEY=VALUE (repeatable)")
+	flag.Parse()
+	if o.out == "" || o.tag == "" || len(o.layers)+len(o.files) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: image -out OUT.tar -tag NAME:TAG -layer ROOTFS.tar [-file HOST:PATH:MODE] [options]")
+		os.Exit(2)
+	}
+	return o
+}
+
+// newConfig is the image's configuration from the flags, without its
+// layers.
+func newConfig(o options, created string) config {
+	cfg := config{Created: created, Architecture: runtime.GOARCH, OS: "linux"}
+	cfg.RootFS.Type = "layers"
+	cfg.Config = imageConfig{User: o.user, Env: o.env, WorkingDir: o.workdir, StopSignal: o.stopSignal}
+	for _, s := range []struct {
+		flag string
+		dst  *[]string
+	}{{o.entrypoint, &cfg.Config.Entrypoint}, {o.cmd, &cfg.Config.Cmd}} {
+		if s.flag != "" {
+			if err := json.Unmarshal([]byte(s.flag), s.dst); err != nil {
+				fail(fmt.Errorf("%q: not a JSON array of strings: %w", s.flag, err))
+			}
+		}
+	}
+	for _, p := range o.expose {
+		if cfg.Config.ExposedPorts == nil {
+			cfg.Config.ExposedPorts = map[string]struct{}{}
+		}
+		cfg.Config.ExposedPorts[p] = struct{}{}
+	}
+	for _, l := range o.labels {
+		k, v, _ := strings.Cut(l, "=")
+		if cfg.Config.Labels == nil {
+			cfg.Config.Labels = map[string]string{}
+		}
+		cfg.Config.Labels[k] = v
+	}
+	return cfg
+}
+
+// packLayers compresses each layer (or finds it in cache) and adds it to
+// cfg's root filesystem and history: it returns the layers' blobs and
+// their descriptors for the manifest.
+func packLayers(cfg *config, layers []string, cache, created string) ([]blob, []descriptor) {
 	var blobs []blob
 	var layerDescs []descriptor
 	for _, l := range layers {
@@ -199,29 +252,7 @@ func main() {
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, "sha256:"+diffID)
 		cfg.History = append(cfg.History, history{Created: created, CreatedBy: "deploy/image " + filepath.Base(l)})
 	}
-	cfgBlob := jsonBlob(cfg)
-	m := manifest{SchemaVersion: 2, MediaType: mediaManifest,
-		Config: descriptor{MediaType: mediaConfig, Digest: "sha256:" + cfgBlob.digest, Size: cfgBlob.size},
-		Layers: layerDescs}
-	mBlob := jsonBlob(m)
-	name, ref := fullName(*tag)
-	idx := index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []descriptor{{
-		MediaType: mediaManifest, Digest: "sha256:" + mBlob.digest, Size: mBlob.size,
-		Annotations: map[string]string{
-			"io.containerd.image.name":          name,
-			"org.opencontainers.image.ref.name": ref,
-		},
-		Platform: &platform{Architecture: runtime.GOARCH, OS: "linux"},
-	}}}
-	dm := []dockerManifest{{Config: "blobs/sha256/" + cfgBlob.digest, RepoTags: []string{*tag}}}
-	for _, b := range blobs {
-		dm[0].Layers = append(dm[0].Layers, "blobs/sha256/"+b.digest)
-	}
-	blobs = append(blobs, cfgBlob, mBlob)
-	if err := writeArchive(*out, *epoch, blobs, idx, dm); err != nil {
-		fail(err)
-	}
-	fmt.Fprintf(os.Stderr, "image: %s %s, manifest sha256:%s\n", *out, name, mBlob.digest)
+	return blobs, layerDescs
 }
 
 // fullName is the tag as containerd names it (docker.io/library/...) and
@@ -394,29 +425,11 @@ func writeArchive(out string, epoch int64, blobs []blob, idx index, dm []dockerM
 	}
 	defer os.Remove(tmp)
 	bw := bufio.NewWriterSize(f, 1<<20)
-	tw := tar.NewWriter(bw)
-	mtime := time.Unix(epoch, 0)
-	dir := func(name string) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: mtime})
-	}
-	data := func(name string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: mtime}); err != nil {
-			return err
-		}
-		_, err := tw.Write(b)
+	t := archive{tw: tar.NewWriter(bw), mtime: time.Unix(epoch, 0)}
+	if err := t.dir("blobs/"); err != nil {
 		return err
 	}
-	mustJSON := func(v any) []byte {
-		b, err := json.Marshal(v)
-		if err != nil {
-			fail(err)
-		}
-		return b
-	}
-	if err := dir("blobs/"); err != nil {
-		return err
-	}
-	if err := dir("blobs/sha256/"); err != nil {
+	if err := t.dir("blobs/sha256/"); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -425,40 +438,20 @@ func writeArchive(out string, epoch int64, blobs []blob, idx index, dm []dockerM
 			continue
 		}
 		seen[b.digest] = true
-		name := "blobs/sha256/" + b.digest
-		if b.path == "" {
-			if err := data(name, b.data); err != nil {
-				return err
-			}
-			continue
-		}
-		src, err := os.Open(b.path)
-		if err != nil {
+		if err := t.blob(b); err != nil {
 			return err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: b.size, ModTime: mtime}); err != nil {
-			src.Close()
-			return err
-		}
-		n, err := io.Copy(tw, src)
-		src.Close()
-		if err != nil {
-			return err
-		}
-		if n != b.size {
-			return errors.New(b.path + ": changed while packing")
-		}
 	}
-	if err := data("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+	if err := t.data("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
 		return err
 	}
-	if err := data("index.json", mustJSON(idx)); err != nil {
+	if err := t.data("index.json", mustJSON(idx)); err != nil {
 		return err
 	}
-	if err := data("manifest.json", mustJSON(dm)); err != nil {
+	if err := t.data("manifest.json", mustJSON(dm)); err != nil {
 		return err
 	}
-	if err := tw.Close(); err != nil {
+	if err := t.tw.Close(); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
@@ -468,6 +461,57 @@ func writeArchive(out string, epoch int64, blobs []blob, idx index, dm []dockerM
 		return err
 	}
 	return os.Rename(tmp, out)
+}
+
+// archive writes the image tarball's entries, all at one time.
+type archive struct {
+	tw    *tar.Writer
+	mtime time.Time
+}
+
+func (t archive) dir(name string) error {
+	return t.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: t.mtime})
+}
+
+func (t archive) data(name string, b []byte) error {
+	if err := t.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(b)), ModTime: t.mtime}); err != nil {
+		return err
+	}
+	_, err := t.tw.Write(b)
+	return err
+}
+
+// blob writes b under blobs/sha256, from memory or from its file, which
+// must not have changed size since it was measured.
+func (t archive) blob(b blob) error {
+	name := "blobs/sha256/" + b.digest
+	if b.path == "" {
+		return t.data(name, b.data)
+	}
+	src, err := os.Open(b.path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := t.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: b.size, ModTime: t.mtime}); err != nil {
+		return err
+	}
+	n, err := io.Copy(t.tw, src)
+	if err != nil {
+		return err
+	}
+	if n != b.size {
+		return errors.New(b.path + ": changed while packing")
+	}
+	return nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fail(err)
+	}
+	return b
 }
 
 func fail(err error) {

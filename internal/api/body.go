@@ -40,6 +40,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &big) {
 			return nil, refuse(service.ErrTooLarge, "the request body is larger than the limit of %d bytes (SANDBOX_MAX_BODY_SIZE)", limit)
 		}
+		if errors.Is(err, service.ErrShuttingDown) { // cut by the drain
+			return nil, err
+		}
 		return nil, refuse(service.ErrInvalidRequest, "the request body could not be read: %v", err)
 	}
 	return body, nil

@@ -58,9 +58,21 @@ var statuses = map[string]Status{
 	service.KindSessionNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
 	service.KindSessionLost:     {REST: http.StatusGone, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
 	service.KindSessionEnded:    {REST: http.StatusConflict, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable},
+	// Closed or at its end under the request: gone, as a lost one is. The
+	// E2B surface breaks the stream instead where one is under way (the
+	// SDK then checks the sandbox and raises "the sandbox was killed").
+	service.KindSessionGone: {REST: http.StatusGone, E2B: http.StatusNotFound, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "session gone"},
+	// A process or code context the sandbox does not have: envd's and
+	// the code interpreter's 404.
+	service.KindNotFound: {REST: http.StatusNotFound, E2B: http.StatusNotFound, Envd: http.StatusNotFound, Connect: connect.CodeNotFound, MCP: "not found"},
 	// REST: a conflict with the caller's own open sessions; E2B: a
 	// refusal for load, which its SDK retries.
 	service.KindTooManySessions: {REST: http.StatusConflict, E2B: http.StatusTooManyRequests, E2BRetry: true, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted},
+	// The caller's key holds its share of the sessions or watches: its
+	// own to free, so REST's conflict as above; E2B's answer to a team at
+	// its concurrent-sandbox limit is 429, with no Retry-After (waiting
+	// frees nothing), so its SDK does not retry it.
+	service.KindKeyLimit: {REST: http.StatusConflict, E2B: http.StatusTooManyRequests, Envd: http.StatusTooManyRequests, Connect: connect.CodeResourceExhausted, MCP: "key limit"},
 	// A paused session is not running, to the E2B SDK's daemons (502);
 	// a second pause is E2B's 409 ("already paused").
 	service.KindSessionPaused:    {REST: http.StatusConflict, E2B: http.StatusConflict, Envd: http.StatusBadGateway, Connect: connect.CodeUnavailable, MCP: "session paused"},

@@ -82,76 +82,16 @@ func (b *bencher) environments(ctx context.Context) error {
 }
 
 func (e *envBench) run(ctx context.Context) error {
-	b := e.b
-	b.progress("environments: packing the host's numpy and pandas as wheels, and a minimal Python root as an image tarball")
-	wheelhouse, err := hostWheelhouse(filepath.Join(e.work, "wheels"))
-	if err != nil {
-		e.skipRest("no wheelhouse: " + err.Error())
+	cfg, archive, ok := e.prepare()
+	if !ok {
 		return nil
 	}
-	archive, err := minimalImage(e.work)
-	if err != nil {
-		e.skipRest("no image: " + err.Error())
-		return nil
-	}
-	cfg := b.cfg
-	cfg.PipFindLinks = wheelhouse
-	cfg.EnvironmentsDir = filepath.Join(e.work, "environments")
-	svc, err := b.opts.NewService(cfg)
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
-	if b.rep.Machine.Python == "" { // --env-only: no other case described it
-		b.describeIsolation(svc.Info().Isolation)
-	}
-	want := wantedPools(cfg)
-	if err := waitFull(ctx, svc, want, b.opts.PoolTimeout); err != nil {
-		return err
-	}
-	var pkgOK, imgOK bool
-	e.pkg, pkgOK = e.build(ctx, svc, "env_build_numpy_pandas", "build: numpy + pandas from a wheelhouse",
-		service.EnvironmentBuild{Name: envPackagesName, Requirements: []string{"numpy", "pandas"}, Preimport: []string{"numpy", "pandas"}})
-	e.img, imgOK = e.build(ctx, svc, "env_build_image", "build: minimal Python root from an image tarball",
-		service.EnvironmentBuild{Name: envImageName, Image: archive})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-
-	// The first run in each, in this service; its zygotes are the ones
-	// that appear with it.
-	before := zygotes()
 	var firsts [2][]time.Duration
 	var firstErr [2]stepTimes
-	if pkgOK {
-		e.firstRun(ctx, svc, want, e.pkg, &firsts[0], &firstErr[0])
-	}
-	pkgZygotes := newZygotes(before, zygotes())
-	before = zygotes()
-	if imgOK {
-		e.firstRun(ctx, svc, want, e.img, &firsts[1], &firstErr[1])
-	}
-	imgZygotes := newZygotes(before, zygotes())
-	before = zygotes()
-	where := ""
-	if pkgOK {
-		// Untimed: the data_science class of the environment made, and
-		// where its numpy comes from (its layer, not the host's).
-		res, err := svc.Execute(ctx, service.Request{Code: "import numpy, pandas; print(numpy.__file__, pandas.__file__)", Environment: envPackagesName})
-		if msg := describe(res, err); msg != "" {
-			where = "numpy in the environment: " + msg
-		} else {
-			where = "imported from " + strings.TrimSpace(res.Stdout)
-		}
-	}
-	dataZygotes := newZygotes(before, zygotes())
-	if err := ctx.Err(); err != nil {
+	pkgOK, imgOK, err := e.firstService(ctx, cfg, archive, &firsts, &firstErr)
+	if err != nil {
 		return err
 	}
-
-	e.warm(ctx, svc, want, pkgOK, imgOK, where)
-	b.rep.EnvZygotes = e.zygoteMemory(pkgZygotes, imgZygotes, dataZygotes)
-	svc.Close()
 
 	// More first runs, each in a service of its own (over the same store):
 	// every one makes the class and its zygote again.
@@ -164,6 +104,93 @@ func (e *envBench) run(ctx context.Context) error {
 	e.addFirst("env_first_run", "first run in "+envPackagesName+" (zygote cold)", firsts[0], &firstErr[0], pkgOK, notes+"; its zygote pre-imports numpy and pandas")
 	e.addFirst("env_image_first_run", "first run in "+envImageName+" (zygote cold)", firsts[1], &firstErr[1], imgOK, notes)
 	return ctx.Err()
+}
+
+// prepare packs the host's numpy and pandas as wheels and a minimal
+// Python root as an image tarball, and returns the configuration that
+// builds from the wheels, and the tarball; false (the rows skipped) when
+// either cannot be made.
+func (e *envBench) prepare() (config.Config, string, bool) {
+	b := e.b
+	b.progress("environments: packing the host's numpy and pandas as wheels, and a minimal Python root as an image tarball")
+	wheelhouse, err := hostWheelhouse(filepath.Join(e.work, "wheels"))
+	if err != nil {
+		e.skipRest("no wheelhouse: " + err.Error())
+		return config.Config{}, "", false
+	}
+	archive, err := minimalImage(e.work)
+	if err != nil {
+		e.skipRest("no image: " + err.Error())
+		return config.Config{}, "", false
+	}
+	cfg := b.cfg
+	cfg.PipFindLinks = wheelhouse
+	cfg.EnvironmentsDir = filepath.Join(e.work, "environments")
+	return cfg, archive, true
+}
+
+// firstService builds both environments (the image from archive) in a
+// service, times the first run in each (its zygotes the ones that appear
+// with it) and then the warm runs, and measures the zygotes' memory; it
+// says which builds succeeded.
+func (e *envBench) firstService(ctx context.Context, cfg config.Config, archive string, firsts *[2][]time.Duration, firstErr *[2]stepTimes) (pkgOK, imgOK bool, err error) {
+	b := e.b
+	svc, err := b.opts.NewService(cfg)
+	if err != nil {
+		return false, false, err
+	}
+	defer svc.Close()
+	if b.rep.Machine.Python == "" { // --env-only: no other case described it
+		b.describeIsolation(svc.Info().Isolation)
+	}
+	want := wantedPools(cfg)
+	if err := waitFull(ctx, svc, want, b.opts.PoolTimeout); err != nil {
+		return false, false, err
+	}
+	e.pkg, pkgOK = e.build(ctx, svc, "env_build_numpy_pandas", "build: numpy + pandas from a wheelhouse",
+		service.EnvironmentBuild{Name: envPackagesName, Requirements: []string{"numpy", "pandas"}, Preimport: []string{"numpy", "pandas"}})
+	e.img, imgOK = e.build(ctx, svc, "env_build_image", "build: minimal Python root from an image tarball",
+		service.EnvironmentBuild{Name: envImageName, Image: archive})
+	if err := ctx.Err(); err != nil {
+		return false, false, err
+	}
+
+	// The first run in each, in this service; its zygotes are the ones
+	// that appear with it.
+	before := zygotes()
+	if pkgOK {
+		e.firstRun(ctx, svc, want, e.pkg, &firsts[0], &firstErr[0])
+	}
+	pkgZygotes := newZygotes(before, zygotes())
+	before = zygotes()
+	if imgOK {
+		e.firstRun(ctx, svc, want, e.img, &firsts[1], &firstErr[1])
+	}
+	imgZygotes := newZygotes(before, zygotes())
+	before = zygotes()
+	where := e.numpyOrigin(ctx, svc, pkgOK)
+	dataZygotes := newZygotes(before, zygotes())
+	if err := ctx.Err(); err != nil {
+		return false, false, err
+	}
+
+	e.warm(ctx, svc, want, pkgOK, imgOK, where)
+	b.rep.EnvZygotes = e.zygoteMemory(pkgZygotes, imgZygotes, dataZygotes)
+	return pkgOK, imgOK, nil
+}
+
+// numpyOrigin runs, untimed, in the packages environment's data_science
+// class (making it) and says where its numpy comes from: its layer, not
+// the host's ("" when that environment was not built).
+func (e *envBench) numpyOrigin(ctx context.Context, svc *service.Service, pkgOK bool) string {
+	if !pkgOK {
+		return ""
+	}
+	res, err := svc.Execute(ctx, service.Request{Code: "import numpy, pandas; print(numpy.__file__, pandas.__file__)", Environment: envPackagesName})
+	if msg := describe(res, err); msg != "" {
+		return "numpy in the environment: " + msg
+	}
+	return "imported from " + strings.TrimSpace(res.Stdout)
 }
 
 // coldRuns is how many first runs each environment gets.

@@ -10,7 +10,14 @@ import (
 
 // sessionRuns is how many session lifecycles a session case measures: a
 // session starts a sandbox of its own, outside the pools.
-func (b *bencher) sessionRuns() int { return max(5, b.n/10) }
+func (b *bencher) sessionRuns() int {
+	if b.opts.Quick {
+		// A quick run shows each row works: under gVisor each cycle is
+		// seconds of checkpoint and restore.
+		return max(2, b.n/10)
+	}
+	return max(5, b.n/10)
+}
 
 // sessionJob is one session's life as an agent lives it: create, a cell
 // that sets state, a cell that reads it, close.

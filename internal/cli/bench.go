@@ -34,7 +34,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval and MBPP (built in)\n"+
 			"under the default policy, the idle memory of a pooled sandbox, and a bare python3 (and\n"+
 			"bwrap) for comparison.\n\nFlags:")
-		fs.PrintDefaults()
+		cf.printFlags(stderr)
 	}
 	if code, ok := parse(fs, args); !ok {
 		return code

@@ -26,19 +26,13 @@ import (
 // owner's workspace as it was, on the owner's disk.
 func TestForwardedFileTransfersStream(t *testing.T) {
 	pg := pgtest.Start(t)
-	e2bAddr := []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	rs := make([]*server, 2)
-	for i := range rs {
-		// One at a time: each with its own E2B listener.
-		rs[i] = startReplicas(t, pg.DSN(), 1, "SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
-			"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_E2B_LISTEN="+e2bAddr[i], fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i))[0]
-	}
+	rs, e2bAddr := startE2BReplicas(t, pg.DSN())
 	code, info := call(t, "POST", rs[0].url+"/sessions", aliceKey, map[string]any{})
 	if code != 201 {
 		t.Fatalf("create session: %d %v", code, info)
 	}
 	id := info["session_id"].(string)
-	mk := fmt.Sprintf("open('z', 'wb').write(bytes(%d))\n", bigFile) +
+	mk := writeZeros("z", bigFile) +
 		"open('t.txt', 'w').write('é€😀 line\\n' * 100000)\n" +
 		"open('b.bin', 'wb').write(bytes(range(256)) * 6000)"
 	if code, res := call(t, "POST", rs[0].url+"/sessions/"+id+"/execute", aliceKey, map[string]any{"code": mk}); code != 200 || res["success"] != true {
@@ -105,19 +99,7 @@ func TestForwardedFileTransfersStream(t *testing.T) {
 	}
 
 	// E2B: a sandbox made through replica 0, uploaded to through replica 1.
-	req, _ := http.NewRequest("POST", "http://"+e2bAddr[0]+"/v2/sandboxes", strings.NewReader(`{"templateID": "base", "timeout": 120}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-KEY", aliceKey)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	if resp.StatusCode != 201 {
-		t.Fatalf("create an E2B sandbox: %d %v", resp.StatusCode, created)
-	}
+	created := createE2BSandbox(t, "http://"+e2bAddr[0], aliceKey, 120)
 	box := created["sandboxID"].(string)
 	upload := func(names []string, size int) (int, string) {
 		body, ct := uploadForm(names, size)

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -17,15 +19,65 @@ type configFlags struct {
 	// extra are values set by a command's own flags (e.g. --profile
 	// enabling a profile), applied like flags.
 	extra map[string]string
+	// shared names the flags added here that a command's help lists
+	// after its own, under a heading.
+	shared map[string]bool
 }
 
+// addConfigFlags adds the operator settings to fs, and a help that lists
+// the command's own flags before them (a command with a usage text of its
+// own prints it, then calls printFlags).
 func addConfigFlags(fs *flag.FlagSet) *configFlags {
-	c := &configFlags{fs: fs, extra: map[string]string{}}
+	c := &configFlags{fs: fs, extra: map[string]string{}, shared: map[string]bool{"config": true}}
 	fs.StringVar(&c.file, "config", "", "JSON configuration file (default $SANDBOX_CONFIG)")
 	for _, s := range config.SettingKeys() {
-		fs.String(strings.ReplaceAll(s[0], "_", "-"), "", s[2]+" ("+s[1]+")")
+		name := strings.ReplaceAll(s[0], "_", "-")
+		fs.String(name, "", s[2]+" ("+s[1]+")")
+		c.shared[name] = true
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of codecage %s:\n", fs.Name())
+		c.printFlags(fs.Output())
 	}
 	return c
+}
+
+// own lists settings among the command's own flags in its help (serve's
+// --listen).
+func (c *configFlags) own(names ...string) {
+	for _, n := range names {
+		delete(c.shared, n)
+	}
+}
+
+// printFlags prints the flags as PrintDefaults does: the command's own
+// first, then the 60-odd operator settings every command shares, under a
+// heading of their own, so that they do not bury the command's.
+func (c *configFlags) printFlags(w io.Writer) {
+	own := flag.NewFlagSet(c.fs.Name(), flag.ContinueOnError)
+	shared := flag.NewFlagSet(c.fs.Name(), flag.ContinueOnError)
+	c.fs.VisitAll(func(f *flag.Flag) {
+		to := own
+		if c.shared[f.Name] {
+			to = shared
+		}
+		to.Var(f.Value, f.Name, f.Usage)
+		to.Lookup(f.Name).DefValue = f.DefValue
+	})
+	own.SetOutput(w)
+	own.PrintDefaults()
+	if hasFlags(own) {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "Operator settings, shared by every command (also as SANDBOX_* variables, or in --config FILE):")
+	shared.SetOutput(w)
+	shared.PrintDefaults()
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
 }
 
 // load returns the configuration with flag values over the environment

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -34,59 +35,27 @@ const maxRequirementsFile = 1 << 20
 // envCmd builds and manages environments: named read-only roots that runs
 // and sessions start from.
 func envCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, envUsage)
-		return exitUsage
-	}
-	sub := args[0]
-	switch sub {
-	case "build", "list", "show", "rm", "gc":
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, envUsage)
-		return exitOK
-	default:
-		fmt.Fprint(stderr, envUsage)
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("env "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var debs, preimport listFlag
-	var pips, vars multiFlag
-	requirements := fs.String("requirements", "", "build: a requirements file (one requirement a line, # comments)")
-	fs.Var(&pips, "pip", "build: a Python requirement such as pandas>=2,<3 (repeated)")
-	fs.Var(&debs, "debian", "build: Debian packages, comma-separated or repeated")
-	suite := fs.String("suite", "", "build: the Debian release (default: the host's)")
-	image := fs.String("image", "", "build: an image tarball or OCI layout directory, or a registry reference")
-	dockerfile := fs.String("dockerfile", "", "build: a Dockerfile")
-	contextDir := fs.String("context", "", "build: the Dockerfile's build context (default: its directory)")
-	base := fs.String("base", "", "build: the environment a requirements layer goes over (default: the host's root)")
-	fs.Var(&preimport, "preimport", "build: modules the sandboxes import before any run, comma-separated")
-	startCmd := fs.String("start-cmd", "", "build: a command started in the background when a sandbox starts")
-	readyCmd := fs.String("ready-cmd", "", "build: a command that must succeed before a sandbox is handed out")
-	workdir := fs.String("workdir", "", "build: the sandboxes' working directory")
-	fs.Var(&vars, "env", "build: a variable of the sandboxes, K=V (repeated)")
-	asJSON := fs.Bool("json", false, "list: print the records as JSON")
-	cf := addConfigFlags(fs)
-	rest := args[1:]
-	var name string
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
-	}
-	if code, ok := parse(fs, rest); !ok {
+	if code, ok := envSubcommand(args, stdout, stderr); !ok {
 		return code
 	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
+	sub := args[0]
+	fs := flag.NewFlagSet("env "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f envFlags
+	f.register(fs)
+	cf := addConfigFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, envUsage+"\nFlags:\n")
+		cf.printFlags(stderr)
 	}
-	if name == "" && sub != "list" && sub != "gc" {
-		fmt.Fprint(stderr, envUsage)
-		return exitUsage
+	name, code, ok := envName(fs, sub, args[1:], stderr)
+	if !ok {
+		return code
 	}
 	var b service.EnvironmentBuild
 	if sub == "build" {
 		var err error
-		b, err = envBuildFromFlags(name, *requirements, pips, debs, *suite, *image, *dockerfile, *contextDir, *base, preimport, *startCmd, *readyCmd, *workdir, vars)
-		if err != nil {
+		if b, err = envBuildFromFlags(name, &f); err != nil {
 			fmt.Fprintln(stderr, "codecage env build:", err)
 			return exitUsage
 		}
@@ -100,70 +69,148 @@ func envCmd(args []string, stdout, stderr io.Writer) int {
 	defer svc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fail := func(err error) int {
+	if err := runEnvSubcommand(ctx, svc, sub, name, b, f.asJSON, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "codecage env %s: %v\n", sub, err)
 		if k := service.ErrorKind(err); k == service.KindInvalidRequest || k == service.KindEnvironmentNotFound || k == service.KindEnvironmentExists {
 			return exitUsage
 		}
 		return exitFailure
 	}
+	return exitOK
+}
+
+// envSubcommand checks env's subcommand; when it returns false the command
+// ends with the status it gives (help is not an error).
+func envSubcommand(args []string, stdout, stderr io.Writer) (int, bool) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, envUsage)
+		return exitUsage, false
+	}
+	switch args[0] {
+	case "build", "list", "show", "rm", "gc":
+		return 0, true
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, envUsage)
+		return exitOK, false
+	}
+	fmt.Fprint(stderr, envUsage)
+	return exitUsage, false
+}
+
+// envFlags holds env's own flags: the build's sources and settings, and
+// list's --json.
+type envFlags struct {
+	requirements, suite, image, dockerfile, contextDir, base string
+	startCmd, readyCmd, workdir                              string
+	debs, preimport                                          listFlag
+	pips, vars                                               multiFlag
+	asJSON                                                   bool
+}
+
+func (f *envFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.requirements, "requirements", "", "build: a requirements file (one requirement a line, # comments)")
+	fs.Var(&f.pips, "pip", "build: a Python requirement such as pandas>=2,<3 (repeated)")
+	fs.Var(&f.debs, "debian", "build: Debian packages, comma-separated or repeated")
+	fs.StringVar(&f.suite, "suite", "", "build: the Debian release (default: the host's)")
+	fs.StringVar(&f.image, "image", "", "build: an image tarball or OCI layout directory, or a registry reference")
+	fs.StringVar(&f.dockerfile, "dockerfile", "", "build: a Dockerfile")
+	fs.StringVar(&f.contextDir, "context", "", "build: the Dockerfile's build context (default: its directory)")
+	fs.StringVar(&f.base, "base", "", "build: the environment a requirements layer goes over (default: the host's root)")
+	fs.Var(&f.preimport, "preimport", "build: modules the sandboxes import before any run, comma-separated")
+	fs.StringVar(&f.startCmd, "start-cmd", "", "build: a command started in the background when a sandbox starts")
+	fs.StringVar(&f.readyCmd, "ready-cmd", "", "build: a command that must succeed before a sandbox is handed out")
+	fs.StringVar(&f.workdir, "workdir", "", "build: the sandboxes' working directory")
+	fs.Var(&f.vars, "env", "build: a variable of the sandboxes, K=V (repeated)")
+	fs.BoolVar(&f.asJSON, "json", false, "list: print the records as JSON")
+}
+
+// envName parses the flags and finds the environment's name, given before
+// the flags or after them; only list and gc go without one.
+func envName(fs *flag.FlagSet, sub string, rest []string, stderr io.Writer) (string, int, bool) {
+	var name string
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if code, ok := parse(fs, rest); !ok {
+		return "", code, false
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+	}
+	if name == "" && sub != "list" && sub != "gc" {
+		fmt.Fprint(stderr, envUsage)
+		return "", exitUsage, false
+	}
+	return name, 0, true
+}
+
+// runEnvSubcommand does one subcommand on a started service and prints
+// its answer.
+func runEnvSubcommand(ctx context.Context, svc *service.Service, sub, name string, b service.EnvironmentBuild,
+	asJSON bool, stdout, stderr io.Writer) error {
 	switch sub {
 	case "build":
 		e, err := svc.BuildEnvironment(ctx, b)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		printJSON(stdout, e)
 	case "list":
 		envs, err := svc.Environments(ctx)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		if *asJSON {
-			printJSON(stdout, envs)
-			return exitOK
-		}
-		if len(envs) == 0 {
-			fmt.Fprintln(stderr, "no environments (codecage env build NAME ... builds one)")
-		}
-		for _, e := range envs {
-			src := e.Source.Kind
-			if e.Base != "" {
-				src += " over " + e.Base
-			}
-			fmt.Fprintf(stdout, "%-24s %-26s %-8s %10d  %s\n", e.Name, src, e.PythonVersion, e.Size, e.Created.Format("2006-01-02 15:04"))
-		}
+		printEnvironments(envs, asJSON, stdout, stderr)
 	case "show":
 		e, err := svc.Environment(ctx, name)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		printJSON(stdout, e)
 	case "rm":
 		if err := svc.RemoveEnvironment(ctx, name); err != nil {
-			return fail(err)
+			return err
 		}
 		fmt.Fprintf(stdout, "removed %s (codecage env gc frees its storage)\n", name)
 	case "gc":
 		r, err := svc.CollectEnvironments(ctx)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if len(r.Deferred) > 0 {
 			fmt.Fprintf(stdout, "nothing collected: removed environments still in use by running sandboxes: %s\n", strings.Join(r.Deferred, ", "))
-			return exitOK
+			return nil
 		}
 		fmt.Fprintf(stdout, "freed %d roots, %d layers, %d bytes\n", r.Roots, r.Layers, r.Bytes)
 	}
-	return exitOK
+	return nil
+}
+
+// printEnvironments prints env list's answer: JSON, or one line per
+// environment (an empty store is said on stderr).
+func printEnvironments(envs []envstore.Env, asJSON bool, stdout, stderr io.Writer) {
+	if asJSON {
+		printJSON(stdout, envs)
+		return
+	}
+	if len(envs) == 0 {
+		fmt.Fprintln(stderr, "no environments (codecage env build NAME ... builds one)")
+	}
+	for _, e := range envs {
+		src := e.Source.Kind
+		if e.Base != "" {
+			src += " over " + e.Base
+		}
+		fmt.Fprintf(stdout, "%-24s %-26s %-8s %10d  %s\n", e.Name, src, e.PythonVersion, e.Size, e.Created.Format("2006-01-02 15:04"))
+	}
 }
 
 // envBuildFromFlags reads the build's flags and files into a request;
 // the service checks the rest.
-func envBuildFromFlags(name, requirements string, pips, debs []string, suite, image, dockerfile, contextDir, base string,
-	preimport []string, startCmd, readyCmd, workdir string, vars []string) (service.EnvironmentBuild, error) {
-	b := service.EnvironmentBuild{Name: name, Requirements: pips, Debian: debs, Suite: suite, Image: image, Base: base,
-		Preimport: preimport, StartCmd: startCmd, ReadyCmd: readyCmd, Workdir: workdir}
+func envBuildFromFlags(name string, f *envFlags) (service.EnvironmentBuild, error) {
+	requirements, image, dockerfile, contextDir := f.requirements, f.image, f.dockerfile, f.contextDir
+	b := service.EnvironmentBuild{Name: name, Requirements: f.pips, Debian: f.debs, Suite: f.suite, Image: image, Base: f.base,
+		Preimport: f.preimport, StartCmd: f.startCmd, ReadyCmd: f.readyCmd, Workdir: f.workdir}
 	if requirements != "" {
 		data, err := readBounded(requirements, maxRequirementsFile)
 		if err != nil {
@@ -201,7 +248,7 @@ func envBuildFromFlags(name, requirements string, pips, debs []string, suite, im
 			}
 		}
 	}
-	for _, kv := range vars {
+	for _, kv := range f.vars {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return b, fmt.Errorf("--env %q: want K=V", kv)

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,7 +110,13 @@ func TestMCPDeleteCancelsCalls(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // into the sleep
+	// Into the sleep: the run's process, seen from the host, waits in it.
+	for sleepingUnder(s.cmd.Process.Pid) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call's code never reached its sleep")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	start := time.Now()
 	req, _ := http.NewRequest("DELETE", s.url+"/mcp", nil)
 	for k, v := range h {
@@ -140,4 +149,39 @@ func TestMCPDeleteCancelsCalls(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// sleepingUnder counts the host processes descending from root that wait
+// in a sleep (nanosleep, as Python's time.sleep does), read from /proc.
+func sleepingUnder(root int) int {
+	parent := map[int]int{}
+	var sleeping []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(st, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(st[i+1:])); len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+		if w, _ := os.ReadFile("/proc/" + e.Name() + "/wchan"); bytes.Contains(w, []byte("nanosleep")) {
+			sleeping = append(sleeping, pid)
+		}
+	}
+	n := 0
+	for _, pid := range sleeping {
+		for q, hops := parent[pid], 0; q > 0 && hops < 64; q, hops = parent[q], hops+1 {
+			if q == root {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

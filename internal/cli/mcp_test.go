@@ -68,7 +68,7 @@ func TestMCPOverHTTPAndSSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close()
-	streamable, sse := mcpserver.HTTPHandlers(svc, nil, false)
+	streamable, sse := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg}, false)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", streamable)
 	mux.Handle("/mcp/sse", sse)

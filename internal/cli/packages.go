@@ -26,6 +26,10 @@ func packagesCmd(args []string, stdout, stderr io.Writer) int {
 	version := fs.String("version", "", "version or specifier (default: latest)")
 	asJSON := fs.Bool("json", false, "print the result object")
 	cf := addConfigFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage+"\n\nFlags:")
+		cf.printFlags(stderr)
+	}
 	// The package name may come before the flags.
 	rest := args[1:]
 	var name string

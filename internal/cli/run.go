@@ -46,7 +46,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	in := addCodeInput(fs, "run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: codecage run [flags] [file|-]\n\nRuns Python code from --code, a file, or standard input in a fresh sandbox.\n\nFlags:")
-		fs.PrintDefaults()
+		in.config.printFlags(stderr)
 	}
 	if status, ok := parse(fs, args); !ok {
 		return status

@@ -39,6 +39,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addConfigFlags(fs) // --listen and --e2b-listen among them
+	cf.own("listen", "e2b-listen")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}

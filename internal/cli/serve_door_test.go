@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/codecage/codecage/internal/probe"
 )
 
@@ -29,6 +31,27 @@ func openFDs(t *testing.T, pid int) int {
 
 func hostOf(url string) string { return strings.TrimPrefix(url, "http://") }
 
+// resetCount counts the connections of cs that the other end has closed
+// (reset, or ended), judged from their TCP state without reading them.
+func resetCount(t *testing.T, cs []net.Conn) int {
+	t.Helper()
+	n := 0
+	for _, c := range cs {
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info *unix.TCPInfo
+		if cerr := rc.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.SOL_TCP, unix.TCP_INFO) }); cerr != nil || err != nil {
+			t.Fatalf("TCP_INFO: %v %v", cerr, err)
+		}
+		if info.State == unix.BPF_TCP_CLOSE || info.State == unix.BPF_TCP_CLOSE_WAIT {
+			n++
+		}
+	}
+	return n
+}
+
 // A flood of connections from one client address is held at the caps on
 // every listener: the server's descriptors stay bounded (counted in
 // /proc/PID/fd), the connections over are refused at once, logged and
@@ -41,6 +64,13 @@ func TestServeConnectionFloodLeavesRoomForRuns(t *testing.T) {
 		t.Fatal("serve printed no E2B listener")
 	}
 	pid := s.cmd.Process.Pid
+	// Counted once no sandbox is starting: a pool still filling opens
+	// descriptors of its own, which would count as the flood's.
+	for deadline := time.Now().Add(60 * time.Second); probe.Metric(t, s.url, "sandbox_pool_creating") > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pools were still filling 60 s after the start")
+		}
+	}
 	before := openFDs(t, pid)
 	const flood = 300
 	var held []net.Conn
@@ -58,10 +88,24 @@ func TestServeConnectionFloodLeavesRoomForRuns(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // the server accepts and refuses
+	// The server has taken the whole flood once it has reset every
+	// connection over the caps (it refuses with a reset, after it counts
+	// and before it closes): on a slow or loaded host that takes longer
+	// than any fixed wait.
+	bound := before + 2*20 + 16
+	deadline := time.Now().Add(30 * time.Second)
+	for reset := resetCount(t, held); reset < len(held)-2*20; reset = resetCount(t, held) {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the flood the server had reset %d of its %d connections, want all but the 2x20 within the caps", reset, len(held))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	after := openFDs(t, pid)
-	t.Logf("%d connections asked in %v; server fds %d before, %d during the flood", 2*flood, time.Since(start), before, after)
-	if after > before+2*20+16 {
+	for ; after > bound && time.Now().Before(deadline); after = openFDs(t, pid) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%d connections asked and taken in %v; server fds %d before, %d during the flood", 2*flood, time.Since(start), before, after)
+	if after > bound {
 		t.Errorf("the server holds %d descriptors during a flood of %d connections (%d before; caps 20 per client per listener)", after, 2*flood, before)
 	}
 	// Another client's run.

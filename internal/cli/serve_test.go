@@ -51,7 +51,10 @@ func startServeArgs(t testing.TB, args []string, env ...string) *server {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1"}, env...)...)
+	// One ready sandbox and no spare session unless the test asks (its env
+	// comes after, and the last of a name wins): the default four cells
+	// and a spare session are work no test of one run uses.
+	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1", "SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

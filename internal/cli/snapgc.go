@@ -22,12 +22,12 @@ import (
 func snapshotsGC(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("snapshots gc", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprint(stderr, snapshotsUsage+"\nFlags:\n")
-		fset.PrintDefaults()
-	}
 	asJSON := fset.Bool("json", false, "print the counts as JSON")
 	cf := addConfigFlags(fset)
+	fset.Usage = func() {
+		fmt.Fprint(stderr, snapshotsUsage+"\nFlags:\n")
+		cf.printFlags(stderr)
+	}
 	if status, ok := parse(fset, args); !ok {
 		return status
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,15 @@ import (
 // server holding whole files in memory (and JSON-escaping each byte as
 // \u0000) turned into gigabytes.
 const bigFile = 60_000_000
+
+// writeZeros is Python code that writes n NUL bytes to path from one
+// written 1 MiB buffer. bytes(n) is calloc'd memory never written: on a
+// PVM guest (no shared zero page) reading it to write the file costs n
+// bytes of anonymous memory on top of n bytes of tmpfs page cache, and
+// 2 x 60 MB does not fit a 128 MiB session.
+func writeZeros(path string, n int) string {
+	return fmt.Sprintf("b = bytearray(1 << 20)\nwith open(%q, 'wb') as f:\n    for i in range(0, %d, len(b)):\n        f.write(b[:%d - i])\n", path, n, n)
+}
 
 // mostGrowth bounds the server's peak RSS growth during a download: less
 // than the file itself, so no copy of it can be whole in memory.
@@ -78,7 +88,7 @@ func sessionWithBigFile(t *testing.T, s *server) string {
 		t.Fatalf("create session: %d %v", code, info)
 	}
 	id := info["session_id"].(string)
-	if code, res := call(t, "POST", s.url+"/sessions/"+id+"/execute", "", map[string]any{"code": fmt.Sprintf("open('z', 'wb').write(bytes(%d))", bigFile)}); code != 200 || res["success"] != true {
+	if code, res := call(t, "POST", s.url+"/sessions/"+id+"/execute", "", map[string]any{"code": writeZeros("z", bigFile)}); code != 200 || res["success"] != true {
 		t.Fatalf("write the file: %d %v", code, res)
 	}
 	return id
@@ -88,29 +98,18 @@ func sessionWithBigFile(t *testing.T, s *server) string {
 // it returns the headers that reach its daemon.
 func e2bSandbox(t *testing.T, e2bURL string) http.Header {
 	t.Helper()
-	req, _ := http.NewRequest("POST", e2bURL+"/v2/sandboxes", strings.NewReader(`{"templateID": "base", "timeout": 120}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-KEY", "e2b_anyone")
-	var created map[string]any
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	if resp.StatusCode != 201 {
-		t.Fatalf("create sandbox: %d %v", resp.StatusCode, created)
-	}
+	created := createE2BSandbox(t, e2bURL, "e2b_anyone", 120)
 	h := http.Header{}
 	h.Set("E2b-Sandbox-Id", created["sandboxID"].(string))
 	if tok, ok := created["envdAccessToken"].(string); ok {
 		h.Set("X-Access-Token", tok)
 	}
-	req, _ = http.NewRequest("POST", e2bURL+"/execute", strings.NewReader(fmt.Sprintf(`{"code": "open('/home/user/z', 'wb').write(bytes(%d))"}`, bigFile)))
+	body, _ := json.Marshal(map[string]string{"code": writeZeros("/home/user/z", bigFile)})
+	req, _ := http.NewRequest("POST", e2bURL+"/execute", bytes.NewReader(body))
 	req.Header = h.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("E2b-Sandbox-Port", "49999")
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,9 @@ type Node struct {
 	log           *slog.Logger
 	client        *http.Client
 	beat          time.Duration
+	// v2 holds the ids of the replicas that answered as readers of the
+	// typed peer call (service.PeerCall.Args); the others are sent v1.
+	v2 sync.Map
 
 	stop     chan struct{}
 	done     chan struct{}

@@ -31,6 +31,13 @@ const (
 	headerTarget    = "X-Codecage-Replica"
 	headerFrom      = "X-Codecage-From"
 	headerSignature = "X-Codecage-Signature"
+	// headerProtocol, on an answer, says the replica reads calls of the
+	// typed shape (v2). Until a replica has said so, it is sent the
+	// shape of the release before (service.PeerCall.V1JSON), which both
+	// read: a rolling upgrade keeps answering both ways (the next
+	// release sends v2 to all; see internal/service/peerv1.go).
+	headerProtocol = "X-Codecage-Peer-Protocol"
+	protocolV2     = "2"
 )
 
 // frame is one line of a peer answer.
@@ -51,7 +58,7 @@ func sign(secret []byte, target string, body []byte) string {
 
 // Call carries call to the replica id (service.Cluster).
 func (n *Node) Call(ctx context.Context, id string, call service.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
-	session := call.Session()
+	session := call.SessionID
 	r, ok, err := n.reg.lookup(ctx, id, false)
 	switch {
 	case err != nil:
@@ -92,7 +99,7 @@ func lost(session string, r replica) error {
 // send makes the HTTP exchange. A *service.PeerError is the owner's
 // answer; any other error means there was no answer.
 func (n *Node) send(ctx context.Context, r replica, call service.PeerCall, onOutput func(stream, line string)) (json.RawMessage, error) {
-	body, err := json.Marshal(call)
+	body, err := n.encode(r.ID, call)
 	if err != nil {
 		return nil, &service.PeerError{Kind: service.KindInvalidRequest, Message: "cannot forward the request: " + err.Error()}
 	}
@@ -109,6 +116,9 @@ func (n *Node) send(ctx context.Context, r replica, call service.PeerCall, onOut
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get(headerProtocol) == protocolV2 {
+		n.v2.Store(r.ID, true)
+	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	if resp.StatusCode != http.StatusOK {
 		var f frame
@@ -142,11 +152,27 @@ func (n *Node) send(ctx context.Context, r replica, call service.PeerCall, onOut
 	}
 }
 
+// encode is call's body for replica id: typed when id reads it, else v1.
+func (n *Node) encode(id string, call service.PeerCall) ([]byte, error) {
+	if _, ok := n.v2.Load(id); ok {
+		return json.Marshal(call)
+	}
+	return call.V1JSON()
+}
+
+// Server is what the peer handler asks of the service (a
+// *service.Service): to serve a call another replica forwarded.
+type Server interface {
+	ServePeer(ctx context.Context, call service.PeerCall, onOutput func(stream, line string)) (any, error)
+}
+
 // Handler serves the calls other replicas forward to this one.
 // maxBody bounds a call (a file written through the file API travels in
-// it, base64-encoded).
-func (n *Node) Handler(svc *service.Service, maxBody int64) http.Handler {
+// it, base64-encoded); writeTimeout bounds each write of the answer
+// (SANDBOX_STREAM_WRITE_TIMEOUT).
+func (n *Node) Handler(svc Server, maxBody int64, writeTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerProtocol, protocolV2)
 		refuse := func(status int, kind, msg string) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
@@ -173,7 +199,7 @@ func (n *Node) Handler(svc *service.Service, maxBody int64) http.Handler {
 				fmt.Sprintf("session lost with its replica: replica %s is gone (this address now serves replica %s); create a new session", target, n.id))
 			return
 		}
-		var call service.PeerCall
+		var call service.PeerCall // either shape (service.PeerCall.UnmarshalJSON)
 		if err := json.Unmarshal(body, &call); err != nil {
 			refuse(http.StatusBadRequest, service.KindInvalidRequest, "malformed peer call: "+err.Error())
 			return
@@ -181,7 +207,7 @@ func (n *Node) Handler(svc *service.Service, maxBody int64) http.Handler {
 		// The answer starts at once (so the caller's header timeout never
 		// counts the run), and lasts as long as the run; each write is
 		// bounded, so a replica that stops reading is dropped.
-		w = streamwrite.Wrap(w, svc.Config().StreamWriteTimeout)
+		w = streamwrite.Wrap(w, writeTimeout)
 		rc := http.NewResponseController(w)
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)

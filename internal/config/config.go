@@ -25,7 +25,9 @@ import (
 //     and the typed helper from kinds.go that parses and checks it): that makes the
 //     JSON key, the variable and the --flag, and lists it in -h;
 //  4. check it against other settings in validate (load.go), if it must be;
-//  5. add a row to README.md's configuration table;
+//  5. run `go generate ./internal/config`, which writes its row of
+//     docs/configuration.md's reference (give the entry a doc or shown
+//     text where its usage or default value says too little);
 //  6. hand the value to whoever needs it (e.g. sandbox.New's cfg, or
 //     server.Run); never read the variable anywhere else.
 type Config struct {
@@ -95,6 +97,11 @@ type Config struct {
 	// SessionMaxWatches bounds a session's; WatchMaxDirs bounds the
 	// directories one recursive watch covers (one inotify watch each).
 	MaxWatches, SessionMaxWatches, WatchMaxDirs int
+	// KeyMaxSessions and KeyMaxWatches are one API key's share of
+	// MaxSessions (paused sessions and forks included) and of MaxWatches,
+	// so that one tenant cannot take them all; 0: no share (the key may
+	// use the whole bound); KeyShareAuto until ResolveKeyShares.
+	KeyMaxSessions, KeyMaxWatches int
 	// SessionPoolSize and GVisorSessionPoolSize are the sessions started
 	// ahead of create_session (default profiles and memory), natively and
 	// under gVisor (when it is in use).
@@ -201,12 +208,14 @@ type Config struct {
 	// API keys that may build and remove them; EnvMaxBuilds builds run at
 	// once, each within EnvBuildTimeout; a requirements build's layer is
 	// at most EnvMaxLayer bytes; EnvDebianMirror is mmdebstrap's mirror
-	// ("": envbuild's default).
+	// ("": envbuild's default), and EnvDebianCache keeps what Debian
+	// builds download ("": nothing kept).
 	OperatorKeys    []string
 	EnvMaxBuilds    int
 	EnvBuildTimeout time.Duration
 	EnvMaxLayer     int64
 	EnvDebianMirror string
+	EnvDebianCache  string
 	// EnvReadyTimeout bounds how long a session from an environment with a
 	// ready command waits for it to succeed before the session fails.
 	EnvReadyTimeout time.Duration
@@ -245,6 +254,34 @@ func (c *Config) ResolveCallerLimits(haveKeys bool) {
 	if haveKeys {
 		c.RateLimit = DefaultKeyRate
 	}
+}
+
+// KeyShareAuto, the default SANDBOX_KEY_MAX_SESSIONS and
+// SANDBOX_KEY_MAX_WATCHES, is half the server-wide bound per key on a
+// server with two or more API keys, and no share with one key or none
+// (see ResolveKeyShares).
+const KeyShareAuto = -1
+
+// ResolveKeyShares settles each API key's share of the sessions and the
+// watches, for a server with keys API keys. Without keys there is one
+// caller, who has the whole server; with one key, so has that key. With
+// more, auto is half of each server-wide bound (at least one), so that no
+// tenant can take everything and lock the others out; the server-wide
+// bound still holds on top of the shares.
+func (c *Config) ResolveKeyShares(keys int) {
+	resolve := func(share *int, bound int) {
+		switch {
+		case keys == 0:
+			*share = 0 // per key means per caller: one caller here
+		case *share != KeyShareAuto:
+		case keys == 1:
+			*share = 0
+		default:
+			*share = max(bound/2, 1)
+		}
+	}
+	resolve(&c.KeyMaxSessions, c.MaxSessions)
+	resolve(&c.KeyMaxWatches, c.MaxWatches)
 }
 
 // AccessLimits are the callers' limits for an access.Gate. A rate still
@@ -291,6 +328,8 @@ func DefaultConfig() Config {
 
 		MaxSessions:           16,
 		MaxWatches:            32,
+		KeyMaxSessions:        KeyShareAuto,
+		KeyMaxWatches:         KeyShareAuto,
 		SessionMaxWatches:     4,
 		WatchMaxDirs:          1024,
 		SessionPoolSize:       1,

@@ -178,3 +178,43 @@ func writeFile(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+// A key's share of the sessions and watches: auto is half of each bound
+// with two or more keys, none with one key or without keys (the one
+// caller has the whole server); a number set is kept with keys, and
+// without keys it does not apply.
+func TestKeySharesDependOnKeys(t *testing.T) {
+	c := DefaultConfig()
+	if c.KeyMaxSessions != KeyShareAuto || c.KeyMaxWatches != KeyShareAuto {
+		t.Fatalf("default: %d %d, want auto", c.KeyMaxSessions, c.KeyMaxWatches)
+	}
+	for keys, want := range map[int][2]int{0: {0, 0}, 1: {0, 0}, 2: {c.MaxSessions / 2, c.MaxWatches / 2}, 5: {c.MaxSessions / 2, c.MaxWatches / 2}} {
+		r := c
+		r.ResolveKeyShares(keys)
+		if r.KeyMaxSessions != want[0] || r.KeyMaxWatches != want[1] {
+			t.Errorf("%d keys: sessions %d, watches %d; want %v", keys, r.KeyMaxSessions, r.KeyMaxWatches, want)
+		}
+	}
+	one := c
+	one.MaxSessions = 1
+	one.ResolveKeyShares(2)
+	if one.KeyMaxSessions != 1 {
+		t.Errorf("a bound of 1: share %d, want 1", one.KeyMaxSessions)
+	}
+	env := map[string]string{"SANDBOX_KEY_MAX_SESSIONS": "5", "SANDBOX_KEY_MAX_WATCHES": "0"}
+	set, err := Load("", func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, without := set, set
+	with.ResolveKeyShares(3)
+	without.ResolveKeyShares(0)
+	if with.KeyMaxSessions != 5 || with.KeyMaxWatches != 0 || without.KeyMaxSessions != 0 {
+		t.Errorf("set: with keys %d %d, without %d", with.KeyMaxSessions, with.KeyMaxWatches, without.KeyMaxSessions)
+	}
+	for _, bad := range []string{"-1", "half", "1.5"} {
+		if _, err := Load("", func(k string) string { return map[string]string{"SANDBOX_KEY_MAX_SESSIONS": bad}[k] }, nil); err == nil || !strings.Contains(err.Error(), "SANDBOX_KEY_MAX_SESSIONS") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

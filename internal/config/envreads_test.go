@@ -16,7 +16,7 @@ import (
 // TestOnlyTheLoaderReadsSandboxVariables fails when a non-test Go file
 // outside this package reads a SANDBOX_* variable itself: every setting
 // goes through Load, so that a flag, the environment and a --config file
-// all set it, and the README's table is the whole list. It catches
+// all set it, and docs/configuration.md's reference is the whole list. It catches
 // os.Getenv/LookupEnv("SANDBOX_..."), helpers such as envOr("SANDBOX_..."),
 // and scans of os.Environ() for the prefix.
 func TestOnlyTheLoaderReadsSandboxVariables(t *testing.T) {

@@ -51,7 +51,7 @@ const MaxLongDuration = 365 * 24 * time.Hour
 // longDurationSetting reads seconds ("3600") or a number with a unit: s,
 // m, h or d ("12h", "7d"), above 0 and at most MaxLongDuration.
 func longDurationSetting(key, env, usage string, field func(*Config) *time.Duration) setting {
-	return setting{Key: key, Env: env, Usage: usage,
+	return setting{Key: key, Env: env, Usage: usage, kind: kindLongDuration,
 		get: func(c *Config) string { return strconv.FormatFloat(field(c).Seconds(), 'f', -1, 64) },
 		set: func(c *Config, v string) error {
 			d, err := parseLongDuration(v)
@@ -165,7 +165,7 @@ func choiceSetting(key, env, usage string, choices []string, field func(*Config)
 }
 
 func sizeSetting(key, env, usage string, field func(*Config) *int64) setting {
-	return setting{Key: key, Env: env, Usage: usage,
+	return setting{Key: key, Env: env, Usage: usage, kind: kindSize,
 		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
 		set: func(c *Config, v string) error {
 			n, err := ParseSize(v)
@@ -198,6 +198,31 @@ func countSetting(key, env, usage string, field func(*Config) *int) setting {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < 0 || n > 1024 {
 				return errors.New("want a whole number from 0 to 1024")
+			}
+			*field(c) = n
+			return nil
+		}}
+}
+
+// keyShareSetting is a key's share of a server-wide bound: auto
+// (KeyShareAuto) or a whole number, 0 for no share.
+func keyShareSetting(key, env, usage string, field func(*Config) *int) setting {
+	return setting{Key: key, Env: env, Usage: usage,
+		get: func(c *Config) string {
+			if *field(c) == KeyShareAuto {
+				return "auto"
+			}
+			return strconv.Itoa(*field(c))
+		},
+		set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if strings.EqualFold(v, "auto") {
+				*field(c) = KeyShareAuto
+				return nil
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1<<20 {
+				return errors.New("want auto or a whole number from 0 (no share)")
 			}
 			*field(c) = n
 			return nil

@@ -27,7 +27,7 @@ import (
 
 // connectOptions are every Connect handler's options.
 func (s *Server) connectOptions() []connect.HandlerOption {
-	limit := s.svc.Config().MaxBodySize
+	limit := s.cfg.MaxBodySize
 	return []connect.HandlerOption{
 		connect.WithCodec(jsonCodec{}),
 		connect.WithReadMaxBytes(int(min(limit, 1<<31-1))),
@@ -43,7 +43,7 @@ func (s *Server) connectOptions() []connect.HandlerOption {
 func (s *Server) connectDoor(h http.Handler) http.Handler {
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := api.ReadBody(w, r, s.svc.Config().MaxBodySize)
+		body, err := api.ReadBody(w, r, s.cfg.MaxBodySize)
 		if err != nil {
 			_ = errs.Write(w, r, connect.NewError(api.StatusOf(err).Connect, err))
 			return

@@ -76,6 +76,35 @@ func TestContextsWithoutJavaScript(t *testing.T) {
 	}
 }
 
+// A language no kernel here runs (E2B's r and java), or one the operator
+// did not enable, is 404 naming the language and the kernels that run,
+// for runCode and for a new context alike: the code-interpreter SDK
+// passes a 404's text on as its NotFoundError (any other status but 502
+// as a bare status line). Was: 500.
+func TestUnsupportedLanguageIsNotFoundNamingTheKernels(t *testing.T) {
+	srv, _ := newServerWith(t, func(c *config.Config) { c.Kernels = []string{"javascript", "typescript", "bash"} })
+	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	for _, lang := range []string{"r", "java"} {
+		for _, call := range []struct{ path, body string }{
+			{"/execute", `{"code": "1", "language": "` + lang + `"}`},
+			{"/contexts", `{"language": "` + lang + `"}`},
+		} {
+			status, out := b.daemon("POST", "49999", call.path, call.body)
+			if status != 404 || !strings.Contains(out, `"`+lang+`"`) || !strings.Contains(out, "python, javascript, typescript, bash") {
+				t.Errorf("%s %s: %d %q, want 404 naming %s and the kernels", call.path, call.body, status, out, lang)
+			}
+		}
+	}
+	b.mustRun("1 + 1", "2") // the sandbox is none the worse
+
+	srv, _ = newServerWith(t, func(c *config.Config) { c.Kernels = []string{"bash"} })
+	b = createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
+	status, out := b.daemon("POST", "49999", "/execute", `{"code": "1", "language": "js"}`)
+	if status != 404 || !strings.Contains(out, "javascript kernel is not enabled") || !strings.Contains(out, "SANDBOX_KERNELS") || !strings.Contains(out, "runs python, bash") {
+		t.Errorf("a kernel not enabled: %d %q", status, out)
+	}
+}
+
 // mustRunIn runs code in context id and fails unless the answer has want.
 func (b *box) mustRunIn(id, code, want string) {
 	b.t.Helper()

@@ -59,30 +59,6 @@ func (s *Server) controlRoutes() {
 	})
 }
 
-// newSandbox is E2B's NewSandbox body (the fields codecage honours). The
-// SDK turns its lifecycle option into autoPause, autoPauseMemory and
-// autoResume.
-type newSandbox struct {
-	TemplateID string            `json:"templateID"`
-	Timeout    *int64            `json:"timeout"`
-	Metadata   map[string]string `json:"metadata"`
-	EnvVars    map[string]string `json:"envVars"`
-	AutoPause  bool              `json:"autoPause"`
-	// AutoPauseMemory false asks for a filesystem-only pause at the
-	// timeout (on_timeout pause_files): the sandbox's memory is freed,
-	// and a connect starts a fresh interpreter on its files.
-	AutoPauseMemory *bool `json:"autoPauseMemory"`
-	AutoResume      *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"autoResume"`
-	// Network.AllowPublicTraffic true lets the sandbox's ports be reached
-	// without its traffic token. E2B's default is true; codecage's is
-	// false (closed), unless the create asks.
-	Network *struct {
-		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-	} `json:"network"`
-}
-
 // sandboxCreated is E2B's Sandbox: what create and connect answer.
 type sandboxCreated struct {
 	TemplateID         string  `json:"templateID"`
@@ -149,8 +125,12 @@ func unknownTemplate(profiles []string) bool {
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var body newSandbox
-	if err := decodeBody(r, &body); err != nil {
+	if err := decodeCreate(r, &body); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if why := refusedFields(&body); why != "" {
+		writeAPIError(w, http.StatusBadRequest, why)
 		return
 	}
 	if body.TemplateID == "" {
@@ -186,6 +166,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			service.ErrEnvironmentNotFound, service.Quote(body.TemplateID)))
 		return
 	}
+	noNetwork, why := egressOf(&body, s.cfg.EnableNetwork, profiles)
+	if why != "" {
+		writeAPIError(w, http.StatusBadRequest, why)
+		return
+	}
 	lifetime := defaultTimeout
 	if body.Timeout != nil {
 		if *body.Timeout <= 0 || *body.Timeout > int64(24*time.Hour/time.Second) {
@@ -203,6 +188,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		// E2B programs serve on their sandbox's ports (getHost).
 		Servers:       true,
 		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
+		NoNetwork:     noNetwork,
 	})
 	if err != nil {
 		s.serviceError(w, err)
@@ -211,23 +197,21 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.created(info, keyOf(r.Context())))
 }
 
-// created answers a new or resumed sandbox, with the access token of the
-// key that asked.
+// created answers a new or resumed sandbox, with the access tokens of the
+// key that asked: the daemon's, and the ports' (which opens nothing else).
 func (s *Server) created(info *service.SessionInfo, key string) sandboxCreated {
-	token := s.tokens.issue(info.ID, key)
 	return sandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
-		EnvdAccessToken: token, TrafficAccessToken: token, Domain: s.domainOf()}
+		EnvdAccessToken: s.tokens.issue(info.ID, key), TrafficAccessToken: s.tokens.traffic(info.ID, key), Domain: s.domainOf()}
 }
 
 func (s *Server) detail(info service.SessionInfo) sandboxDetail {
-	cfg := s.svc.Config()
 	md := info.Labels
 	if md == nil {
 		md = map[string]string{}
 	}
 	return sandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
-		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: cfg.MemoryLimit >> 20,
-		DiskSizeMB: cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
+		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
+		DiskSizeMB: s.cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
 		Lifecycle: &lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
 }
 
@@ -279,7 +263,6 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
-	s.boxes.drop(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -373,7 +356,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		if body.Memory != nil && !*body.Memory {
 			// onResume 'reboot': the files stay, the interpreter and
 			// its processes start afresh, as E2B's cold boot.
-			s.boxes.drop(info.ID)
+			s.endProcesses(ctx, info.ID, owner)
 			if resumed, err = s.svc.RestartSession(ctx, info.ID, owner); err != nil {
 				s.serviceError(w, err)
 				return
@@ -394,7 +377,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 // lifeAtLeast makes a sandbox live d from now (within the longest life
 // the server allows); unless set, only when that is later than its end.
 func (s *Server) lifeAtLeast(ctx context.Context, info *service.SessionInfo, d time.Duration, set bool) error {
-	if most := time.Until(info.CreatedAt.Add(s.svc.Config().SessionMaxLifetime)); d > most {
+	if most := time.Until(info.CreatedAt.Add(s.cfg.SessionMaxLifetime)); d > most {
 		d = most.Truncate(time.Second)
 	}
 	if d <= 0 || (!set && !time.Now().Add(d).After(info.ExpiresAt)) {

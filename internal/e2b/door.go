@@ -17,7 +17,7 @@ import (
 // the route. (envd's Connect procedures have connectDoor; file uploads
 // their own, larger, limit.)
 func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) bool {
-	body, err := api.ReadBody(w, r, s.svc.Config().MaxBodySize)
+	body, err := api.ReadBody(w, r, s.cfg.MaxBodySize)
 	if err == nil {
 		err = api.CheckJSONText(body)
 	}

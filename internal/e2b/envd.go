@@ -34,7 +34,7 @@ func (s *Server) envdRoutes() {
 	// the process streams last as long as their process, and end when
 	// their client stops reading (the process goes on: its output waits in
 	// its log for a later Connect).
-	perWrite := s.svc.Config().StreamWriteTimeout
+	perWrite := s.cfg.StreamWriteTimeout
 	rpc := func(name string, h http.Handler) { m.Handle(name, s.connectDoor(h)) }
 	rpc("/process.Process/Start", streaming(streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Start", s.start, opts...), perWrite)))
 	rpc("/process.Process/Connect", streaming(streamwrite.Handler(connect.NewServerStreamHandler("/process.Process/Connect", s.connectProc, opts...), perWrite)))
@@ -258,7 +258,7 @@ func uploadMetadata(h http.Header) map[string]string {
 // the workspace as it was.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
-	limit := s.svc.Config().MaxFileSize
+	limit := s.cfg.MaxFileSize
 	r.Body = http.MaxBytesReader(w, r.Body, 2*limit+1<<20)
 	target := r.URL.Query().Get("path")
 	up, err := s.svc.BeginUpload(r.Context(), ref.id, ref.owner)
@@ -313,6 +313,9 @@ func (s *Server) uploadParts(mr *multipart.Reader, target string, write func(str
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, service.ErrShuttingDown) { // the drain cut the body
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("%w: the multipart body: %v", service.ErrInvalidRequest, err)

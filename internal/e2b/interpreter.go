@@ -1,8 +1,6 @@
 package e2b
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,30 +111,32 @@ func (n *ndjson) done() {
 
 // kernelFor resolves the language of a run or a new context as E2B's
 // server does (normalized: "js" is javascript, "" python). A language no
-// kernel runs here is E2B's failure to create its context: a 500 whose
-// text says why.
+// kernel runs here (E2B's r and java among them), or one the operator did
+// not enable, is an error naming it and the languages that do run; the
+// caller answers it with 404, the one status whose text the
+// code-interpreter SDK always passes on (its NotFoundError; any other
+// status but 502 becomes a SandboxError of the status line alone).
 func (s *Server) kernelFor(lang string) (string, error) {
+	var enabled []string
+	for _, l := range service.KernelLanguages() {
+		if s.svc.KernelEnabled(l) {
+			enabled = append(enabled, l)
+		}
+	}
 	l, ok := service.NormalizeLanguage(lang)
 	if !ok {
-		return "", fmt.Errorf("Failed to create context: no kernel named %s (codecage's code interpreter runs %s)", service.Quote(lang), strings.Join(service.KernelLanguages(), ", "))
+		return "", fmt.Errorf("no kernel for language %s: codecage's code interpreter runs %s", service.Quote(lang), strings.Join(enabled, ", "))
 	}
 	if !s.svc.KernelEnabled(l) {
-		return "", fmt.Errorf("Failed to create context: the %s kernel is not enabled on this server (SANDBOX_KERNELS)", l)
+		return "", fmt.Errorf("the %s kernel is not enabled on this server (SANDBOX_KERNELS); it runs %s", l, strings.Join(enabled, ", "))
 	}
 	return l, nil
 }
 
-// languageContext names the context a run with a language but no context
-// uses: one per language, as E2B's default contexts ("" is Python's).
-func languageContext(lang string) string {
-	if lang == "python" {
-		return ""
-	}
-	return "lang-" + lang
-}
-
 // execute runs code in a context of the sandbox's interpreter, answering
-// as Jupyter's kernel gateway does: a line per output, result, error.
+// as Jupyter's kernel gateway does: a line per output, result, error. The
+// service resolves the context, restarts an interpreter that died (as a
+// kernel is: the workspace kept, the variables lost) and counts the run.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
 	var body executeBody
@@ -148,25 +148,17 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
 		return
 	}
-	lang, err := s.kernelFor(body.Language)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
 	req := service.Request{SessionID: ref.id, Owner: ref.owner, Code: body.Code, Env: body.EnvVars, Display: true,
-		Timeout: min(defaultRunTimeout, s.svc.Config().MaxTimeout), Context: languageContext(lang), Language: lang}
-	x := s.boxes.get(ref.id)
-	if body.ContextID != "" {
-		c, ok := x.context(body.ContextID)
-		if !ok {
-			http.Error(w, "context "+service.Quote(body.ContextID)+" not found", http.StatusNotFound)
+		Timeout: min(defaultRunTimeout, s.cfg.MaxTimeout), ContextID: body.ContextID, RestartIfEnded: true}
+	if body.ContextID == "" {
+		lang, err := s.kernelFor(body.Language)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		req.Context, req.Language = c.name, c.Language
-	} else {
-		x.defaultContext(lang) // listed from now on, as E2B's are
+		req.Context, req.Language = service.LanguageState(lang), lang
 	}
-	out := newNDJSON(w, s.svc.Config().StreamWriteTimeout)
+	out := newNDJSON(w, s.cfg.StreamWriteTimeout)
 	defer out.done()
 	var streamed [2]int
 	req.OnOutput = func(stream, line string) {
@@ -178,14 +170,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		out.line(map[string]any{"type": stream, "text": line, "timestamp": time.Now().UnixMicro()})
 	}
 	res, err := s.svc.Execute(r.Context(), req)
-	if errors.Is(err, service.ErrSessionEnded) {
-		// The interpreter died (a limit, or killed): like a kernel, it is
-		// restarted, with the workspace kept and the variables lost.
-		if _, rerr := s.svc.RestartSession(r.Context(), ref.id, ref.owner); rerr == nil {
-			res, err = s.svc.Execute(r.Context(), req)
-		}
-	}
-	if (err != nil || res.Error != nil) && s.sandboxGone(r.Context(), ref) {
+	if (res != nil && res.Gone) || errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost) {
 		// Killed (or at its end) under the run: the stream breaks, as a
 		// VM's does, and the SDK raises its "sandbox was killed" error.
 		out.done()
@@ -195,6 +180,12 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		out.fail(err)
 		return
 	}
+	s.results(out, res, streamed)
+}
+
+// results writes what a run left: the output its stream held back, what
+// it displayed, its value, its error, its count.
+func (s *Server) results(out *ndjson, res *service.Result, streamed [2]int) {
 	if len(res.Stdout) > streamed[0] {
 		out.line(map[string]any{"type": "stdout", "text": res.Stdout[streamed[0]:], "timestamp": time.Now().UnixMicro()})
 	}
@@ -219,7 +210,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	if res.Error != nil {
 		out.line(map[string]any{"type": "error", "name": res.Error.Type, "value": res.Error.Message, "traceback": res.Error.Traceback})
 	}
-	out.line(map[string]any{"type": "number_of_executions", "execution_count": runsOf(s, r, ref)})
+	out.line(map[string]any{"type": "number_of_executions", "execution_count": res.Runs})
 	out.line(map[string]any{"type": "end_of_execution"})
 }
 
@@ -284,26 +275,14 @@ func displayValue(key, data string) any {
 	return data
 }
 
-func runsOf(s *Server, r *http.Request, ref sandboxRef) int {
-	info, err := s.svc.GetSession(r.Context(), ref.id, ref.owner)
-	if err != nil {
-		return 0
-	}
-	return info.Runs
-}
-
-// newContextID is a random UUID, as Jupyter's kernel ids (E2B's
-// context ids) are.
-func newContextID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b)
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
 type contextBody struct {
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+// codeContext is a context as E2B's code interpreter lists it.
+type codeContext struct {
+	ID       string `json:"id"`
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
 }
@@ -317,88 +296,49 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	}
 	lang, err := s.kernelFor(body.Language)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	if body.Cwd == "" {
-		body.Cwd = Home
-	}
-	id := newContextID()
-	c := codeContext{ID: id, Language: lang, Cwd: body.Cwd, name: id}
-	if err := s.startContext(r, ref, c); err != nil {
+	c, err := s.svc.CreateContext(r.Context(), ref.id, ref.owner, lang, body.Cwd)
+	if err != nil {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
-	x := s.boxes.get(ref.id)
-	x.mu.Lock()
-	c = x.addContext(c)
-	x.mu.Unlock()
-	writeJSON(w, http.StatusOK, c)
-}
-
-// startContext makes (or remakes) a context in the interpreter: empty,
-// in its directory.
-func (s *Server) startContext(r *http.Request, ref sandboxRef, c codeContext) error {
-	res, err := s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.name, NewContext: true, Cwd: c.Cwd,
-		Code: startCode(c.Language), Language: c.Language})
-	if err != nil {
-		return err
-	}
-	if !res.Success {
-		why := res.Stderr
-		if res.Error != nil {
-			why += res.Error.Message
-		}
-		return fmt.Errorf("%w: the context could not start in %s: %s", service.ErrInvalidRequest, c.Cwd, why)
-	}
-	return nil
+	writeJSON(w, http.StatusOK, codeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
 }
 
 // listContexts lists E2B's startup default contexts (those of the
 // kernels this server runs), the defaults runs made, and those created.
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
-	x := s.boxes.get(sandboxOf(r.Context()).id)
-	for _, lang := range startupDefaults {
-		if s.svc.KernelEnabled(lang) {
-			x.defaultContext(lang)
-		}
+	ref := sandboxOf(r.Context())
+	list, err := s.svc.ListContexts(r.Context(), ref.id, ref.owner)
+	if err != nil {
+		http.Error(w, err.Error(), daemonStatus(err))
+		return
 	}
-	writeJSON(w, http.StatusOK, x.listContexts())
+	out := make([]codeContext, 0, len(list))
+	for _, c := range list {
+		out = append(out, codeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
-	c, ok := s.boxes.get(ref.id).removeContext(r.PathValue("id"))
-	if !ok {
-		http.Error(w, "context "+r.PathValue("id")+" not found", http.StatusNotFound)
-		return
-	}
-	// Its variables go: a fresh, empty state under its name.
-	_, _ = s.svc.Execute(r.Context(), service.Request{SessionID: ref.id, Owner: ref.owner, Context: c.name, NewContext: true, Code: startCode(c.Language), Language: c.Language})
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxOf(r.Context())
-	id := r.PathValue("id")
-	c, ok := s.boxes.get(ref.id).context(id)
-	if !ok {
-		http.Error(w, "context "+id+" not found", http.StatusNotFound)
-		return
-	}
-	if err := s.startContext(r, ref, c); err != nil {
+	if err := s.svc.RemoveContext(r.Context(), ref.id, ref.owner, r.PathValue("id")); err != nil {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// startCode is what starts an empty context of lang: nothing to run.
-func startCode(lang string) string {
-	if lang == "python" || lang == "" {
-		return "pass"
+func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
+	ref := sandboxOf(r.Context())
+	if err := s.svc.RestartContext(r.Context(), ref.id, ref.owner, r.PathValue("id")); err != nil {
+		http.Error(w, err.Error(), daemonStatus(err))
+		return
 	}
-	return ""
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // unquoteText strips one pair of matching quotes around a text, as E2B's

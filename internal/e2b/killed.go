@@ -13,25 +13,16 @@ import (
 // the stream break, check the sandbox and raise their TimeoutError ("the
 // sandbox was killed"). Here the answer breaks the same way, rather than
 // ending with an in-band error or an exit status the SDK would report as
-// the code's or the command's own.
-
-// errSandboxGone: a process ended with its sandbox.
-var errSandboxGone = errors.New("the sandbox is gone")
+// the code's or the command's own. The service says so with
+// ErrSessionGone (a run, a process); a watch asks.
 
 // sandboxGone reports whether ref's sandbox has ended (killed, timed out).
+// ctx is the request's, still live: its stream ended without its client.
 func (s *Server) sandboxGone(ctx context.Context, ref sandboxRef) bool {
-	_, err := s.svc.GetSession(context.WithoutCancel(ctx), ref.id, ref.owner)
+	_, err := s.svc.GetSession(ctx, ref.id, ref.owner)
 	return errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost)
 }
 
 // breakStream drops the connection of the answer in progress: net/http
 // closes it without ending the body.
 func breakStream() { panic(http.ErrAbortHandler) }
-
-// breakIfGone breaks the stream when its process went with its sandbox.
-func breakIfGone(err error) error {
-	if errors.Is(err, errSandboxGone) {
-		breakStream()
-	}
-	return err
-}

@@ -48,10 +48,10 @@ func TestAKeySeesItsE2BSandboxOverRESTAndMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e2bSrv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys}))
+	e2bSrv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
 	t.Cleanup(e2bSrv.Close)
-	streamable, sse := mcpserver.HTTPHandlers(svc, log, false)
-	rest := httptest.NewServer(httpapi.New(svc, httpapi.Options{Keys: keys, Log: log, MCP: streamable, MCPSSE: sse, Version: "test"}))
+	streamable, sse := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg, Log: log}, false)
+	rest := httptest.NewServer(httpapi.New(svc, httpapi.Options{Keys: keys, Log: log, MCP: streamable, MCPSSE: sse, Version: "test", Config: cfg}))
 	t.Cleanup(func() { rest.CloseClientConnections(); rest.Close() })
 
 	status, created := call(t, "POST", e2bSrv.URL+"/v2/sandboxes", `{"templateID": "base", "timeout": 60}`, map[string]string{"X-API-KEY": aliceKey})

@@ -39,9 +39,6 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
-	if !keep {
-		s.boxes.drop(info.ID) // its processes ended with its sandbox
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -86,7 +86,7 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, port int, id 
 			return "port paused"
 		}
 	}
-	if max := s.svc.Config().MaxFileSize; r.ContentLength > max {
+	if max := s.cfg.MaxFileSize; r.ContentLength > max {
 		writePortError(w, http.StatusRequestEntityTooLarge, "the request body is over SANDBOX_MAX_FILE_SIZE", id, port)
 		return "port body refused"
 	} else if r.Body != nil {
@@ -116,7 +116,7 @@ func (s *Server) portSandbox(r *http.Request, id string, c *service.Caller) (inf
 		return info, err
 	}
 	if token := r.Header.Get(trafficHeader); token != "" {
-		key, ok := s.tokens.owner(id, token)
+		key, ok := s.tokens.trafficOwner(id, token)
 		if !ok {
 			return nil, "", http.StatusForbidden, "the traffic access token is not valid for sandbox " + service.Quote(id)
 		}
@@ -193,5 +193,5 @@ func (s *Server) newPortProxy() http.Handler {
 			}
 		},
 	}
-	return streamwrite.Handler(rp, s.svc.Config().StreamWriteTimeout)
+	return streamwrite.Handler(rp, s.cfg.StreamWriteTimeout)
 }

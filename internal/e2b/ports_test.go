@@ -34,7 +34,7 @@ func newHostServer(t *testing.T) (*httptest.Server, *service.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Domain: "sbx.test:443"}))
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Domain: "sbx.test:443", Config: cfg}))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }
@@ -113,10 +113,12 @@ func TestGetHostServesASandboxPage(t *testing.T) {
 	if status != 502 || closed["message"] != "The sandbox is running but port is not open" || closed["sandboxId"] != id || closed["code"] != float64(502) {
 		t.Errorf("a closed port: %d %s, want E2B's 502", status, body)
 	}
-	// The daemon's port by host is the daemon.
+	// The daemon's port by host is the daemon: it takes the envd token
+	// (GET /sandboxes/{id} gives it), not the traffic token.
+	_, detail := call(t, "GET", srv.URL+"/sandboxes/"+id, "", map[string]string{"X-API-KEY": aliceKey})
 	hreq, _ := http.NewRequest("GET", srv.URL+"/health", nil)
 	hreq.Host = "49983-" + id + "." + domain
-	hreq.Header.Set("X-Access-Token", token)
+	hreq.Header.Set("X-Access-Token", detail["envdAccessToken"].(string))
 	if resp, err := http.DefaultClient.Do(hreq); err != nil || resp.StatusCode != 204 {
 		t.Errorf("envd's health by host: %v %v, want 204", resp, err)
 	} else {

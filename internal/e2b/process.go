@@ -8,7 +8,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,112 +15,9 @@ import (
 	"github.com/codecage/codecage/internal/service"
 )
 
-// proc is a command this surface started in a sandbox: its events, kept
-// so that the stream that started it and any that connect later see it.
-type proc struct {
-	pid    uint32
-	config processConfig
-	tag    *string
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	events []event // data events, then the end
-	ended  bool
-	// gone: it ended with its sandbox (killed, or at its end of life): no
-	// end event, the streams that follow it break instead.
-	gone bool
-	wake chan struct{} // closed and replaced when events grow
-
-	// started is closed when the command runs, or, with refused set, when
-	// the service refused it (it never ran: no events).
-	started   chan struct{}
-	startOnce sync.Once
-	refused   error
-
-	// input is the command's stdin or terminal (started with stdin or a
-	// pty), under mu; nil otherwise.
-	input *service.CommandInput
-}
-
-// inputOf is p's input, or the error E2B's clients get without one.
-func (p *proc) inputOf() (*service.CommandInput, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.ended:
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
-	case p.input == nil:
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d was started without stdin: start it with stdin: true (commands.run(cmd, {stdin: true})) or as a pty", p.pid))
-	}
-	return p.input, nil
-}
-
-func (p *proc) markStarted(refused error) {
-	p.startOnce.Do(func() {
-		p.refused = refused
-		close(p.started)
-	})
-}
-
-func (p *proc) add(ev event, end bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.events = append(p.events, ev)
-	p.ended = p.ended || end
-	close(p.wake)
-	p.wake = make(chan struct{})
-}
-
-// goneWithSandbox ends p without an end event: it went with its sandbox,
-// and its followers break their streams.
-func (p *proc) goneWithSandbox() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.gone, p.ended = true, true
-	close(p.wake)
-	p.wake = make(chan struct{})
-}
-
-// follow sends p's events from the from'th on until its end, or until ctx
-// ends (the client went away: the process goes on, as in E2B). It sends a
-// keepalive event when the process is quiet for keepalive.
-func (p *proc) follow(ctx context.Context, from int, keepalive time.Duration, send func(event) error) error {
-	t := time.NewTimer(keepalive)
-	defer t.Stop()
-	for {
-		p.mu.Lock()
-		batch, wake, ended := p.events[from:], p.wake, p.ended
-		p.mu.Unlock()
-		for _, ev := range batch {
-			if err := send(ev); err != nil {
-				return err
-			}
-		}
-		from += len(batch)
-		if ended && len(batch) == 0 {
-			p.mu.Lock()
-			gone := p.gone
-			p.mu.Unlock()
-			if gone {
-				return errSandboxGone
-			}
-			return nil
-		}
-		if len(batch) > 0 {
-			continue // the end may be in a later batch
-		}
-		t.Reset(keepalive)
-		select {
-		case <-wake:
-		case <-t.C:
-			if err := send(event{Keepalive: &empty{}}); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
+// envd's process service, translated: the processes are the service's
+// (StartProcess and the others), kept by the replica that holds the
+// sandbox, so that any replica serves them.
 
 // start runs a command in the sandbox: a start event at once, its output
 // while it runs, its end.
@@ -138,7 +34,8 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 		if err := json.Unmarshal(m.PTY, &pty); err != nil {
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty: %v", err))
 		}
-		creq.Terminal = &service.TerminalSize{Cols: int(min(pty.Size.Cols, 1<<20)), Rows: int(min(pty.Size.Rows, 1<<20))}
+		cols, rows := terminalSize(pty.Size.Cols, pty.Size.Rows)
+		creq.Terminal = &service.TerminalSize{Cols: cols, Rows: rows}
 	}
 	if m.Process.Cwd != nil && *m.Process.Cwd != "" {
 		cwd := *m.Process.Cwd
@@ -156,93 +53,54 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 	}
 	// E2B's timeout (Connect-Timeout-Ms) is the process's, not the
 	// stream's: a client that goes away leaves it running until then.
-	limit := s.svc.Config().MaxCommandTime
+	limit := s.cfg.MaxCommandTime
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl))
 	}
 	creq.Timeout = max(limit, time.Second)
-
-	x := s.boxes.get(ref.id)
-	x.mu.Lock()
-	x.nextPID++
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &proc{pid: x.nextPID, config: m.Process, tag: m.Tag, cancel: cancel, wake: make(chan struct{}), started: make(chan struct{})}
-	x.procs[p.pid] = p
-	x.mu.Unlock()
-
-	go s.run(runCtx, x, p, creq)
-	// The start event once it runs: a request the service refuses (rate
-	// limit, budget, a gone sandbox) is an error of the call instead.
-	<-p.started
-	if p.refused != nil {
-		return rpcError(p.refused)
+	// A request the service refuses (rate limit, budget, a gone sandbox)
+	// is an error of the call, before any event.
+	p, err := s.svc.StartProcess(ctx, service.ProcessRequest{Command: creq, Tag: m.Tag, Spec: service.ProcessSpec(m.Process)})
+	if err != nil {
+		return rpcError(err)
 	}
-	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
-		return err
-	}
-	return breakIfGone(p.follow(ctx, 0, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) }))
+	return s.follow(ctx, req.Header(), service.ProcessSelector{PID: &p.PID}, true, stream)
 }
 
-// run runs p to its end and records what it did.
-func (s *Server) run(ctx context.Context, x *box, p *proc, creq service.CommandRequest) {
-	defer func() {
-		p.cancel()
-		// Kept a while for a late Connect or wait; then forgotten.
-		time.AfterFunc(time.Minute, func() {
-			x.mu.Lock()
-			delete(x.procs, p.pid)
-			x.mu.Unlock()
-		})
-	}()
-	var streamed [2]int
-	creq.OnInput = func(in *service.CommandInput) {
-		p.mu.Lock()
-		p.input = in
-		p.mu.Unlock()
-	}
-	terminal := creq.Terminal != nil
-	creq.OnOutput = func(stream, line string) {
-		if terminal {
-			// A terminal has one stream, E2B's pty.
-			streamed[0] += len(line)
-			p.add(event{Data: &dataEvent{PTY: []byte(line)}}, false)
-			return
-		}
-		if stream == "stderr" {
-			streamed[1] += len(line)
-			p.add(event{Data: &dataEvent{Stderr: []byte(line)}}, false)
-			return
-		}
-		streamed[0] += len(line)
-		p.add(event{Data: &dataEvent{Stdout: []byte(line)}}, false)
-	}
-	creq.OnStart = func() { p.markStarted(nil) }
-	res, err := s.svc.RunCommand(ctx, creq)
+// follow streams a process's start event, its output from its start or
+// from now, and its end. A process that went with its sandbox breaks the stream, as a VM's
+// connection does.
+func (s *Server) follow(ctx context.Context, h interface{ Get(string) string }, sel service.ProcessSelector, fromStart bool, stream *connect.ServerStream[processEvent]) error {
+	ref := sandboxOf(ctx)
+	res, err := s.svc.FollowProcess(ctx, ref.id, ref.owner, sel, fromStart, keepaliveOf(h), func(ev service.ProcessEvent) error {
+		return stream.Send(&processEvent{Event: eventOf(ev)})
+	})
 	if err != nil {
-		x.mu.Lock()
-		delete(x.procs, p.pid)
-		x.mu.Unlock()
-		p.markStarted(err)
-		p.add(event{}, true) // ends followers; the call reports err
-		return
-	}
-	p.markStarted(nil)
-	if res.Limit != nil && *res.Limit == service.LimitCanceled && s.sandboxGone(ctx, sandboxRef{id: creq.SessionID, owner: creq.Owner}) {
-		p.goneWithSandbox()
-		return
-	}
-	// What the streams held back: a last line without its newline.
-	if len(res.Stdout) > streamed[0] {
-		if terminal {
-			p.add(event{Data: &dataEvent{PTY: []byte(res.Stdout[streamed[0]:])}}, false)
-		} else {
-			p.add(event{Data: &dataEvent{Stdout: []byte(res.Stdout[streamed[0]:])}}, false)
+		if errors.Is(err, service.ErrSessionGone) {
+			breakStream()
 		}
+		var ce *connect.Error
+		if errors.As(err, &ce) || errors.Is(err, context.Canceled) {
+			return err
+		}
+		return rpcError(err)
 	}
-	if len(res.Stderr) > streamed[1] {
-		p.add(event{Data: &dataEvent{Stderr: []byte(res.Stderr[streamed[1]:])}}, false)
+	return stream.Send(&processEvent{Event: event{End: endOf(res)}})
+}
+
+// eventOf is a piece of a process's output as envd sends it.
+func eventOf(ev service.ProcessEvent) event {
+	switch ev.Stream {
+	case "start":
+		return event{Start: &startEvent{PID: ev.PID}}
+	case "keepalive":
+		return event{Keepalive: &empty{}}
+	case "pty":
+		return event{Data: &dataEvent{PTY: ev.Data}}
+	case "stderr":
+		return event{Data: &dataEvent{Stderr: ev.Data}}
 	}
-	p.add(event{End: endOf(res)}, true)
+	return event{Data: &dataEvent{Stdout: ev.Data}}
 }
 
 func endOf(res *service.CommandResult) *endEvent {
@@ -273,58 +131,22 @@ func keepaliveOf(h interface{ Get(string) string }) time.Duration {
 	return 50 * time.Second
 }
 
-// find returns the process a selector names.
-func (x *box) find(sel selector) (*proc, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, p := range x.procs {
-		if sel.PID != nil && p.pid == *sel.PID || sel.PID == nil && sel.Tag != nil && p.tag != nil && *p.tag == *sel.Tag {
-			return p, nil
-		}
-	}
-	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no such process %s", describe(sel)))
-}
-
-func describe(sel selector) string {
-	if sel.PID != nil {
-		return "pid " + strconv.Itoa(int(*sel.PID))
-	}
-	if sel.Tag != nil {
-		return "tag " + service.Quote(*sel.Tag)
-	}
-	return "(no pid or tag)"
-}
-
-// connectProc follows a running process from now on.
+// connectProc follows a running process from now on (an ended one: only
+// its end).
 func (s *Server) connectProc(ctx context.Context, req *connect.Request[selectRequest], stream *connect.ServerStream[processEvent]) error {
-	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	from := len(p.events)
-	if p.ended && !p.gone {
-		from = len(p.events) - 1 // only its end
-	}
-	p.mu.Unlock()
-	if err := stream.Send(&processEvent{Event: event{Start: &startEvent{PID: p.pid}}}); err != nil {
-		return err
-	}
-	return breakIfGone(p.follow(ctx, from, keepaliveOf(req.Header()), func(ev event) error { return stream.Send(&processEvent{Event: ev}) }))
+	return s.follow(ctx, req.Header(), service.ProcessSelector(req.Msg.Process), false, stream)
 }
 
 func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*connect.Response[listResponse], error) {
-	x := s.boxes.get(sandboxOf(ctx).id)
-	x.mu.Lock()
-	out := listResponse{Processes: []processInfo{}}
-	for _, p := range x.procs {
-		p.mu.Lock()
-		if !p.ended {
-			out.Processes = append(out.Processes, processInfo{Config: p.config, PID: p.pid, Tag: p.tag})
-		}
-		p.mu.Unlock()
+	ref := sandboxOf(ctx)
+	list, err := s.svc.ListProcesses(ctx, ref.id, ref.owner)
+	if err != nil {
+		return nil, rpcError(err)
 	}
-	x.mu.Unlock()
+	out := listResponse{Processes: []processInfo{}}
+	for _, p := range list {
+		out.Processes = append(out.Processes, processInfo{Config: processConfig(p.Spec), PID: p.PID, Tag: p.Tag})
+	}
 	return connect.NewResponse(&out), nil
 }
 
@@ -335,76 +157,66 @@ func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %s: SIGNAL_SIGKILL and SIGNAL_SIGTERM are supported", service.Quote(string(req.Msg.Signal))))
 	}
-	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	ended := p.ended
-	p.mu.Unlock()
-	if ended {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
-	}
-	p.cancel()
-	return connect.NewResponse(&empty{}), nil
+	ref := sandboxOf(ctx)
+	return answer(s.svc.SignalProcess(ctx, ref.id, ref.owner, service.ProcessSelector(req.Msg.Process)))
 }
 
 // sendInput writes to a process's stdin or terminal (either field goes
 // to what the process has).
 func (s *Server) sendInput(ctx context.Context, req *connect.Request[inputRequest]) (*connect.Response[empty], error) {
-	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
-	if err != nil {
-		return nil, err
-	}
-	in, err := p.inputOf()
-	if err != nil {
-		return nil, err
-	}
 	data := req.Msg.Input.Stdin
 	if len(data) == 0 {
 		data = req.Msg.Input.PTY
 	}
-	if err := in.Write(data); err != nil {
-		return nil, rpcError(err)
-	}
-	return connect.NewResponse(&empty{}), nil
+	return s.input(ctx, req.Msg.Process, service.ProcessInput{Write: true, Data: data})
 }
 
-// closeStdin ends a process's stdin. A process started without one has
-// read an empty stdin from the start: closing it again succeeds.
+// closeStdin ends a process's stdin.
 func (s *Server) closeStdin(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
-	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	in := p.input
-	p.mu.Unlock()
-	if in == nil {
-		return connect.NewResponse(&empty{}), nil
-	}
-	if err := in.Close(); err != nil {
-		return nil, rpcError(err)
-	}
-	return connect.NewResponse(&empty{}), nil
+	return s.input(ctx, req.Msg.Process, service.ProcessInput{Close: true})
 }
 
 // update resizes a process's terminal.
 func (s *Server) update(ctx context.Context, req *connect.Request[updateRequest]) (*connect.Response[empty], error) {
-	p, err := s.boxes.get(sandboxOf(ctx).id).find(req.Msg.Process)
+	in := service.ProcessInput{} // nothing to change: the process is only checked
+	if req.Msg.PTY != nil {
+		cols, rows := terminalSize(req.Msg.PTY.Size.Cols, req.Msg.PTY.Size.Rows)
+		in.Resize = &service.TerminalSize{Cols: cols, Rows: rows}
+	}
+	return s.input(ctx, req.Msg.Process, in)
+}
+
+func (s *Server) input(ctx context.Context, sel selector, in service.ProcessInput) (*connect.Response[empty], error) {
+	ref := sandboxOf(ctx)
+	return answer(s.svc.SendProcessInput(ctx, ref.id, ref.owner, service.ProcessSelector(sel), in))
+}
+
+// answer is an empty answer, or err as envd's code.
+func answer(err error) (*connect.Response[empty], error) {
 	if err != nil {
-		return nil, err
-	}
-	if req.Msg.PTY == nil {
-		return connect.NewResponse(&empty{}), nil // nothing to change
-	}
-	in, err := p.inputOf()
-	if err != nil {
-		return nil, err
-	}
-	size := req.Msg.PTY.Size
-	if err := in.Resize(int(min(size.Cols, 1<<20)), int(min(size.Rows, 1<<20))); err != nil {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&empty{}), nil
+}
+
+// terminalSize is a terminal's size as E2B's clients send it: a side of
+// 0 (a client whose own terminal reports no size, as the CLI's when its
+// output is not a terminal; E2B's envd passes it through) is the usual
+// 80 columns or 24 rows; past a bound the service refuses it.
+func terminalSize(cols, rows uint32) (int, int) {
+	if cols == 0 {
+		cols = 80
+	}
+	if rows == 0 {
+		rows = 24
+	}
+	return int(min(cols, 1<<20)), int(min(rows, 1<<20))
+}
+
+// endProcesses ends the sandbox's processes (a reboot: they start afresh).
+func (s *Server) endProcesses(ctx context.Context, id, owner string) {
+	list, _ := s.svc.ListProcesses(ctx, id, owner)
+	for _, p := range list {
+		_ = s.svc.SignalProcess(ctx, id, owner, service.ProcessSelector{PID: &p.PID})
+	}
 }

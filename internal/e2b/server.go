@@ -13,6 +13,7 @@ import (
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/metrics"
 	"github.com/codecage/codecage/internal/service"
@@ -50,11 +51,16 @@ type Options struct {
 	// <port>-<sandbox id>.<Domain> goes to that port of the sandbox
 	// (getHost). Empty: no sandbox hosts.
 	Domain string
+	// Config is the operator's configuration the service runs with: the
+	// limits this surface applies and reports, the state directory of
+	// its template uploads.
+	Config config.Config
 }
 
 // Server answers the E2B SDKs.
 type Server struct {
 	svc     *service.Service
+	cfg     config.Config
 	keys    *access.Keys
 	tokens  tokens
 	metrics *metrics.Metrics
@@ -62,17 +68,16 @@ type Server struct {
 	control *http.ServeMux // control plane, by X-API-KEY
 	envd    *http.ServeMux // port 49983
 	interp  *http.ServeMux // port 49999
-	boxes   *boxes
-	domain  string       // of sandbox hosts, as create announces it
-	ports   http.Handler // the relay to sandboxes' ports
+	domain  string         // of sandbox hosts, as create announces it
+	ports   http.Handler   // the relay to sandboxes' ports
 	builds  templateBuilds
 	uploads templateUploads
 }
 
 // New builds the E2B surface over svc.
 func New(svc *service.Service, o Options) *Server {
-	s := &Server{svc: svc, keys: o.Keys, tokens: tokens{secret: o.Secret}, metrics: o.Metrics, log: o.Log,
-		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), boxes: newBoxes(), domain: o.Domain}
+	s := &Server{svc: svc, cfg: o.Config, keys: o.Keys, tokens: tokens{secret: o.Secret}, metrics: o.Metrics, log: o.Log,
+		control: http.NewServeMux(), envd: http.NewServeMux(), interp: http.NewServeMux(), domain: o.Domain}
 	s.ports = s.newPortProxy()
 	if len(s.tokens.secret) == 0 {
 		s.tokens.secret = make([]byte, 32)
@@ -188,7 +193,6 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request, id string,
 	if err != nil {
 		switch {
 		case errors.Is(err, service.ErrSessionNotFound) || errors.Is(err, service.ErrSessionLost):
-			s.boxes.drop(id)
 			http.Error(w, "sandbox "+service.Quote(id)+" is not running (killed, timed out or never created)", http.StatusBadGateway)
 			return "sandbox gone"
 		case errors.Is(err, service.ErrSessionPaused):
@@ -283,17 +287,20 @@ func (s *Server) wake(ctx context.Context, info *service.SessionInfo, owner stri
 	return err
 }
 
-// sandboxKey checks the request's access token (or, for /files, a URL
-// signature) and returns the name of the key the sandbox belongs to ("" on
-// a server without keys).
+// sandboxKey checks the request's envd access token (or, for /files, a
+// URL signature made with it) and returns the name of the key the sandbox
+// belongs to ("" on a server without keys). The traffic access token
+// opens the interpreter's contexts only: the SDK sends those calls that
+// header alone. It runs no code and reaches no file or process.
 func (s *Server) sandboxKey(r *http.Request, id, port string) (string, bool) {
-	token := r.Header.Get("X-Access-Token")
-	if token == "" && port == portInterpreter {
-		// The SDK sends the context calls this header only.
-		token = r.Header.Get("E2b-Traffic-Access-Token")
-	}
-	if token != "" {
+	if token := r.Header.Get("X-Access-Token"); token != "" {
 		return s.tokens.owner(id, token)
+	}
+	if token := r.Header.Get(trafficHeader); token != "" {
+		if port != portInterpreter || !contextCall(r) {
+			return "", false
+		}
+		return s.tokens.trafficOwner(id, token)
 	}
 	q := r.URL.Query()
 	if sig := q.Get("signature"); sig != "" && port == portEnvd && r.URL.Path == "/files" {
@@ -302,6 +309,13 @@ func (s *Server) sandboxKey(r *http.Request, id, port string) (string, bool) {
 		return s.tokens.signedOwner(id, q.Get("path"), op, q.Get("username"), sig, q.Get("signature_expiration"), owners)
 	}
 	return "", false
+}
+
+// contextCall is whether r is one of the interpreter's context calls
+// (or its health), which the traffic token may make.
+func contextCall(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/contexts" || strings.HasPrefix(p, "/contexts/") || (p == "/health" && r.Method == http.MethodGet)
 }
 
 // keyOf is the name of the control-plane request's API key ("" on a

@@ -55,7 +55,7 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys}))
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }
@@ -212,11 +212,11 @@ func TestDaemonErrorsAndGoneSandbox(t *testing.T) {
 		}
 	}
 
-	// /execute: a language no kernel here runs is E2B's failure to create
-	// its context (a 500 naming the kernels there are).
+	// /execute: a language no kernel here runs is a 404 naming the
+	// kernels that run (the SDK's NotFoundError, with this text).
 	status, body := call(t, "POST", srv.URL+"/execute", `{"code": "1", "language": "r"}`,
 		map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49999", "X-Access-Token": token})
-	if raw, _ := body["raw"].(string); status != 500 || !strings.Contains(raw, "Failed to create context") || !strings.Contains(raw, "javascript") {
+	if raw, _ := body["raw"].(string); status != 404 || !strings.Contains(raw, `no kernel for language "r"`) || !strings.Contains(raw, "runs python") {
 		t.Errorf("language r: %d %v", status, body)
 	}
 	if status, _ := call(t, "GET", srv.URL+"/health", "", map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8080", "X-Access-Token": token}); status != 502 {

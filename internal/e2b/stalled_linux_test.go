@@ -39,7 +39,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	}
 	t.Cleanup(svc.Close)
 	keys, _ := access.ParseKeys("alice:" + aliceKey)
-	srv := newHTTPServer(t, e2b.New(svc, e2b.Options{Keys: keys}))
+	srv := newHTTPServer(t, e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
 	status, created := call(t, "POST", srv+"/v2/sandboxes", `{"timeout": 120}`, map[string]string{"X-API-KEY": aliceKey})
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, created)
@@ -68,6 +68,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	started := time.Now()
 	client := &http.Client{Timeout: limit + 10*time.Second}
 	r, _ := http.NewRequest("POST", srv+"/execute", strings.NewReader(`{"code": "print('second')"}`))
 	for k, v := range hdr {
@@ -80,16 +81,20 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	}
 	out, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	took := time.Since(opened)
-	t.Logf("the next runCode answered %v after the stalled one was sent (its limit %v)", took.Round(time.Millisecond), limit)
+	took := time.Since(started)
+	t.Logf("the next runCode answered %v after the stalled one was sent, %v after it started (its limit %v)", time.Since(opened).Round(time.Millisecond), took.Round(time.Millisecond), limit)
 	if resp.StatusCode != 200 || !strings.Contains(string(out), `"text":"second\n"`) || !strings.Contains(string(out), "end_of_execution") {
 		t.Fatalf("the next runCode: %d %.300s", resp.StatusCode, out)
 	}
-	if took > limit+3*time.Second {
+	// What is tested is that the stalled client does not hold the sandbox
+	// (before: until it left); counted from the stalled run's start, with
+	// room for a loaded 2-core host to kill it and gather its output.
+	if took > limit+8*time.Second {
 		t.Errorf("the next runCode waited %v for a run limited to %v", took, limit)
 	}
-	// The stalled connection: closed once the write deadline passed.
-	time.Sleep(4 * time.Second)
+	// The stalled connection: closed once the write deadline passed (judged
+	// once the server has let go of its socket, seen from the host).
+	probe.WaitLetGo(t, stalled, 30*time.Second)
 	_ = stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := io.Copy(io.Discard, stalled)
 	var ne net.Error
@@ -112,7 +117,7 @@ func TestStalledProcessStreamIsClosed(t *testing.T) {
 	}
 	t.Cleanup(svc.Close)
 	keys, _ := access.ParseKeys("alice:" + aliceKey)
-	srv := newHTTPServer(t, e2b.New(svc, e2b.Options{Keys: keys}))
+	srv := newHTTPServer(t, e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
 	status, created := call(t, "POST", srv+"/v2/sandboxes", `{"timeout": 120}`, map[string]string{"X-API-KEY": aliceKey})
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, created)
@@ -125,8 +130,9 @@ func TestStalledProcessStreamIsClosed(t *testing.T) {
 		"E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: 49983\r\nX-Access-Token: %s\r\nContent-Length: %d\r\n\r\n%s", host, id, token, len(body), body)
 	stalled := probe.DialStalled(t, host, req)
 	// The command is quick; its 9 MB of events wait for the client, which
-	// never reads: the write deadline (1 s) ends the stream.
-	time.Sleep(5 * time.Second)
+	// never reads: the write deadline (1 s) ends the stream (judged once
+	// the server has let go of its socket, seen from the host).
+	probe.WaitLetGo(t, stalled, 30*time.Second)
 	_ = stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := io.Copy(io.Discard, stalled)
 	var ne net.Error

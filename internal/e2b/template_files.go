@@ -127,8 +127,11 @@ func (u *templateUploads) drop(template string) {
 }
 
 // context makes a build context holding each upload unpacked in a
-// directory named by its hash; the caller removes it.
+// directory named by its hash; the caller removes it. Copy steps that
+// reuse an upload (the same source and destination, copied again) name
+// its hash again: it is unpacked once, and their COPY lines share it.
 func (u *templateUploads) context(template string, hashes []string) (string, error) {
+	hashes = slices.Compact(slices.Sorted(slices.Values(hashes)))
 	u.mu.Lock()
 	dir := u.dir
 	var missing string
@@ -169,17 +172,9 @@ func unpackUpload(src, dest string) error {
 		return err
 	}
 	defer f.Close()
-	var r io.Reader = f
-	var magic [2]byte
-	if _, err := io.ReadFull(f, magic[:]); err == nil && magic == [2]byte{0x1f, 0x8b} {
-		_, _ = f.Seek(0, io.SeekStart)
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return err
-		}
-		r = zr
-	} else {
-		_, _ = f.Seek(0, io.SeekStart)
+	r, err := maybeGunzip(f)
+	if err != nil {
+		return err
 	}
 	if err := os.Mkdir(dest, 0o755); err != nil {
 		return err
@@ -203,52 +198,65 @@ func unpackUpload(src, dest string) error {
 		if n >= maxContextEntries {
 			return fmt.Errorf("more than %d entries", maxContextEntries)
 		}
-		rel := strings.TrimPrefix(h.Name, "./")
-		if len(rel) > 4096 || strings.HasPrefix(rel, "/") || slices.Contains(strings.Split(rel, "/"), "..") {
-			return fmt.Errorf("entry %s is not a plain relative path", service.Quote(capText(h.Name, 200)))
-		}
-		name := strings.TrimPrefix(path.Clean("/"+rel), "/")
-		if name == "" {
-			continue
-		}
-		if dir := path.Dir(name); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-		}
-		mode := os.FileMode(h.Mode).Perm() &^ 0o022
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			total += h.Size
-			if total > maxContextBytes {
-				return fmt.Errorf("more than %d bytes unpacked", int64(maxContextBytes))
-			}
-			out, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode|0o400)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, io.LimitReader(tr, h.Size))
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
-				return fmt.Errorf("link %s is too long", service.Quote(capText(h.Name, 200)))
-			}
-			if err := root.Symlink(h.Linkname, name); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %s is neither a file, a directory nor a symbolic link", service.Quote(capText(h.Name, 200)))
+		if err := unpackEntry(root, tr, h, &total); err != nil {
+			return err
 		}
 	}
+}
+
+// maybeGunzip reads f through gzip when it starts with gzip's magic.
+func maybeGunzip(f *os.File) (io.Reader, error) {
+	var magic [2]byte
+	_, err := io.ReadFull(f, magic[:])
+	if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+		return nil, serr
+	}
+	if err == nil && magic == [2]byte{0x1f, 0x8b} {
+		return gzip.NewReader(f)
+	}
+	return f, nil
+}
+
+// unpackEntry makes one archive entry h in root: a directory, a file
+// (counted into total, bounded by maxContextBytes) or a symbolic link.
+func unpackEntry(root *os.Root, tr *tar.Reader, h *tar.Header, total *int64) error {
+	rel := strings.TrimPrefix(h.Name, "./")
+	if len(rel) > 4096 || strings.HasPrefix(rel, "/") || slices.Contains(strings.Split(rel, "/"), "..") {
+		return fmt.Errorf("entry %s is not a plain relative path", service.Quote(capText(h.Name, 200)))
+	}
+	name := strings.TrimPrefix(path.Clean("/"+rel), "/")
+	if name == "" {
+		return nil
+	}
+	if dir := path.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return root.MkdirAll(name, 0o755)
+	case tar.TypeReg:
+		*total += h.Size
+		if *total > maxContextBytes {
+			return fmt.Errorf("more than %d bytes unpacked", int64(maxContextBytes))
+		}
+		out, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(h.Mode).Perm()&^0o022|0o400)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, io.LimitReader(tr, h.Size))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case tar.TypeSymlink:
+		if len(h.Linkname) > 4096 || strings.ContainsRune(h.Linkname, 0) {
+			return fmt.Errorf("link %s is too long", service.Quote(capText(h.Name, 200)))
+		}
+		return root.Symlink(h.Linkname, name)
+	}
+	return fmt.Errorf("entry %s is neither a file, a directory nor a symbolic link", service.Quote(capText(h.Name, 200)))
 }
 
 // uploadToken signs an upload URL for template and hash until expires.
@@ -282,7 +290,7 @@ func (s *Server) serveTemplateUpload(w http.ResponseWriter, r *http.Request) str
 	case time.Now().Unix() > exp:
 		writeAPIError(w, http.StatusForbidden, "the upload URL has expired: the SDK asks for a new one when it builds again")
 	default:
-		if err := s.uploads.put(s.svc.Config().StateDir, template, hash, r.Body); err != nil {
+		if err := s.uploads.put(s.cfg.StateDir, template, hash, r.Body); err != nil {
 			s.serviceError(w, err)
 			return "template upload"
 		}

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"archive/tar"
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,5 +58,37 @@ func TestUnpackUploadStaysInside(t *testing.T) {
 	}
 	if l, _ := os.Readlink(filepath.Join(dir, "out/a/link")); !strings.HasSuffix(l, "b.sh") {
 		t.Fatalf("link %q", l)
+	}
+}
+
+// Copy steps of one stage that reuse an upload (the same files hash: the
+// same source and destination, copied again after a runCmd) share its
+// directory in the build context, unpacked once. Was: the second unpack
+// failed the build with "mkdir .../context-N/<hash>: file exists".
+func TestBuildContextTakesAReusedUploadOnce(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "data/hello.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5})
+	_, _ = tw.Write([]byte("hello"))
+	_ = tw.Close()
+	u := &templateUploads{}
+	a, b := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	for _, h := range []string{a, b} {
+		if err := u.put(t.TempDir(), "tpl", h, bytes.NewReader(buf.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := u.context("tpl", []string{a, b, a, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for _, h := range []string{a, b} {
+		if got, err := os.ReadFile(filepath.Join(dir, h, "data/hello.txt")); err != nil || string(got) != "hello" {
+			t.Errorf("%s: %q %v", h, got, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("the context holds %d entries, want the 2 uploads", len(entries))
 	}
 }

@@ -292,108 +292,136 @@ func unsupported(step, format string, args ...any) error {
 	return &stepError{Step: step, Message: "step " + step + ": " + fmt.Sprintf(format, args...)}
 }
 
+// step plans one of the template's steps, by its type.
 func (p *planner) step(at string, st templateStep) error {
 	for _, a := range st.Args {
 		if len(a) > maxStepArg {
 			return unsupported(at, "an argument is longer than %d bytes", maxStepArg)
 		}
 	}
-	arg := func(i int) string {
-		if i < len(st.Args) {
-			return st.Args[i]
-		}
-		return ""
-	}
 	switch strings.ToUpper(st.Type) {
 	case "RUN":
-		cmd, user := arg(0), arg(1)
-		as := p.user
-		if user != "" {
-			as = buildUser(user)
-		}
-		if as != "" {
-			if !userName.MatchString(as) {
-				return unsupported(at, "failed to run command %s: command failed: unauthenticated: invalid username: %s", singleQuote(cmd), singleQuote(user))
-			}
-			if strings.TrimSpace(cmd) == "" {
-				return unsupported(at, "runCmd with no command")
-			}
-			return p.run(at, as, cmd)
-		}
-		switch {
-		case strings.HasPrefix(cmd, aptPrefix):
-			return p.aptInstall(at, strings.TrimPrefix(cmd, aptPrefix))
-		case cmd == "pip install" || strings.HasPrefix(cmd, "pip install "):
-			return p.pipInstall(at, strings.TrimPrefix(cmd, "pip install"))
-		case strings.HasPrefix(cmd, "npm install") || strings.HasPrefix(cmd, "bun install"):
-			return unsupported(at, "npmInstall and bunInstall are not supported: a codecage build reaches no npm registry")
-		case strings.TrimSpace(cmd) == "":
-			return unsupported(at, "runCmd with no command")
-		}
-		return p.run(at, "", cmd)
+		return p.runStep(at, stepArg(st, 0), stepArg(st, 1))
 	case "COPY":
-		src, dest, mode := arg(0), arg(1), arg(3)
-		if !filesHashRE.MatchString(st.FilesHash) {
-			return unsupported(at, "copy without the files hash of its upload")
-		}
-		if src == "" || dest == "" || strings.HasPrefix(src, "/") || strings.Contains("/"+src+"/", "/../") {
-			return unsupported(at, "copy from %s: the source is a path inside the template's file context", service.Quote(src))
-		}
-		line := "COPY "
-		if mode != "" {
-			if !fileMode.MatchString(mode) {
-				return unsupported(at, "copy with mode %s", service.Quote(mode))
-			}
-			line += "--chmod=" + mode + " "
-		}
-		if err := p.docker(at, line+jsonArray(st.FilesHash+"/"+src, dest)); err != nil {
-			return err
-		}
-		last := &p.stages[len(p.stages)-1]
-		last.Copies = append(last.Copies, st.FilesHash)
-		return nil
+		return p.copyStep(at, st)
 	case "ENV":
-		if len(st.Args)%2 != 0 {
-			return unsupported(at, "setEnvs with an odd number of arguments")
-		}
-		for i := 0; i < len(st.Args); i += 2 {
-			k, v := st.Args[i], st.Args[i+1]
-			if !envKey.MatchString(k) || strings.ContainsAny(v, "\x00\r\n") {
-				return unsupported(at, "setEnvs: %s is not a variable name, or its value holds a line break or NUL", service.Quote(k))
-			}
-			p.setVar(k, v)
-			if p.open == "docker" {
-				p.emit(envLine(k, v))
-			}
-		}
-		return nil
+		return p.envStep(at, st.Args)
 	case "WORKDIR":
-		w := arg(0)
-		if w == "" || strings.ContainsAny(w, "\x00\r\n") {
-			return unsupported(at, "setWorkdir needs a path without line breaks")
-		}
-		if !strings.HasPrefix(w, "/") {
-			w = strings.TrimSuffix(p.workdir, "/") + "/" + w
-		}
-		p.workdir = w
-		if p.open == "docker" {
-			p.emit("WORKDIR " + jsonString(w) + "\n")
-		}
-		return nil
+		return p.workdirStep(at, stepArg(st, 0))
 	case "USER":
-		u := buildUser(arg(0))
-		if u != "" && !userName.MatchString(u) {
-			return unsupported(at, "setUser failed: unauthenticated: invalid username: %s", singleQuote(arg(0)))
-		}
-		if u != p.user {
-			p.user = u
-			if p.open == "docker" {
-				p.emit(userLines(u, "setUser failed"))
-			} // else the next Dockerfile stage starts as u
-		}
-		return nil
+		return p.userStep(at, stepArg(st, 0))
 	}
 	return unsupported(at, "step type %s is not supported", service.Quote(st.Type))
+}
+
+// stepArg is the step's i-th argument, "" past the last.
+func stepArg(st templateStep, i int) string {
+	if i < len(st.Args) {
+		return st.Args[i]
+	}
+	return ""
+}
+
+// runStep plans runCmd (and aptInstall and pipInstall, which the SDK
+// sends as commands), run as user or the template's current one.
+func (p *planner) runStep(at, cmd, user string) error {
+	as := p.user
+	if user != "" {
+		as = buildUser(user)
+	}
+	if as != "" {
+		if !userName.MatchString(as) {
+			return unsupported(at, "failed to run command %s: command failed: unauthenticated: invalid username: %s", singleQuote(cmd), singleQuote(user))
+		}
+		if strings.TrimSpace(cmd) == "" {
+			return unsupported(at, "runCmd with no command")
+		}
+		return p.run(at, as, cmd)
+	}
+	switch {
+	case strings.HasPrefix(cmd, aptPrefix):
+		return p.aptInstall(at, strings.TrimPrefix(cmd, aptPrefix))
+	case cmd == "pip install" || strings.HasPrefix(cmd, "pip install "):
+		return p.pipInstall(at, strings.TrimPrefix(cmd, "pip install"))
+	case strings.HasPrefix(cmd, "npm install") || strings.HasPrefix(cmd, "bun install"):
+		return unsupported(at, "npmInstall and bunInstall are not supported: a codecage build reaches no npm registry")
+	case strings.TrimSpace(cmd) == "":
+		return unsupported(at, "runCmd with no command")
+	}
+	return p.run(at, "", cmd)
+}
+
+// copyStep plans copy: a source inside the upload its files hash names.
+func (p *planner) copyStep(at string, st templateStep) error {
+	src, dest, mode := stepArg(st, 0), stepArg(st, 1), stepArg(st, 3)
+	if !filesHashRE.MatchString(st.FilesHash) {
+		return unsupported(at, "copy without the files hash of its upload")
+	}
+	if src == "" || dest == "" || strings.HasPrefix(src, "/") || strings.Contains("/"+src+"/", "/../") {
+		return unsupported(at, "copy from %s: the source is a path inside the template's file context", service.Quote(src))
+	}
+	line := "COPY "
+	if mode != "" {
+		if !fileMode.MatchString(mode) {
+			return unsupported(at, "copy with mode %s", service.Quote(mode))
+		}
+		line += "--chmod=" + mode + " "
+	}
+	if err := p.docker(at, line+jsonArray(st.FilesHash+"/"+src, dest)); err != nil {
+		return err
+	}
+	last := &p.stages[len(p.stages)-1]
+	last.Copies = append(last.Copies, st.FilesHash)
+	return nil
+}
+
+// envStep plans setEnvs: name and value pairs.
+func (p *planner) envStep(at string, args []string) error {
+	if len(args)%2 != 0 {
+		return unsupported(at, "setEnvs with an odd number of arguments")
+	}
+	for i := 0; i < len(args); i += 2 {
+		k, v := args[i], args[i+1]
+		if !envKey.MatchString(k) || strings.ContainsAny(v, "\x00\r\n") {
+			return unsupported(at, "setEnvs: %s is not a variable name, or its value holds a line break or NUL", service.Quote(k))
+		}
+		p.setVar(k, v)
+		if p.open == "docker" {
+			p.emit(envLine(k, v))
+		}
+	}
+	return nil
+}
+
+// workdirStep plans setWorkdir: relative to the current one unless
+// absolute.
+func (p *planner) workdirStep(at, w string) error {
+	if w == "" || strings.ContainsAny(w, "\x00\r\n") {
+		return unsupported(at, "setWorkdir needs a path without line breaks")
+	}
+	if !strings.HasPrefix(w, "/") {
+		w = strings.TrimSuffix(p.workdir, "/") + "/" + w
+	}
+	p.workdir = w
+	if p.open == "docker" {
+		p.emit("WORKDIR " + jsonString(w) + "\n")
+	}
+	return nil
+}
+
+// userStep plans setUser.
+func (p *planner) userStep(at, name string) error {
+	u := buildUser(name)
+	if u != "" && !userName.MatchString(u) {
+		return unsupported(at, "setUser failed: unauthenticated: invalid username: %s", singleQuote(name))
+	}
+	if u != p.user {
+		p.user = u
+		if p.open == "docker" {
+			p.emit(userLines(u, "setUser failed"))
+		} // else the next Dockerfile stage starts as u
+	}
+	return nil
 }
 
 func (p *planner) aptInstall(at, rest string) error {

@@ -270,7 +270,6 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		envs = nil // a server without environments has no templates of its own
 	}
-	cfg := s.svc.Config()
 	out := []templateInfo{}
 	for _, e := range envs {
 		if stageName.MatchString(e.Name) {
@@ -280,8 +279,8 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 		if b := s.builds.latest(e.Name); b != nil {
 			buildID = b.id
 		}
-		out = append(out, templateInfo{TemplateID: e.Name, BuildID: buildID, CPUCount: 1, MemoryMB: cfg.MemoryLimit >> 20,
-			DiskSizeMB: cfg.WorkspaceMax >> 20, Aliases: []string{e.Name}, Names: []string{e.Name}, CreatedAt: e.Created.UTC(),
+		out = append(out, templateInfo{TemplateID: e.Name, BuildID: buildID, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
+			DiskSizeMB: s.cfg.WorkspaceMax >> 20, Aliases: []string{e.Name}, Names: []string{e.Name}, CreatedAt: e.Created.UTC(),
 			UpdatedAt: e.Created.UTC(), BuildCount: 1, EnvdVersion: EnvdVersion, BuildStatus: statusReady})
 	}
 	writeJSON(w, http.StatusOK, out)

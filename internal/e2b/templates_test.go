@@ -31,7 +31,7 @@ func newOperatorServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv := httptest.NewServer(e2b.New(svc, e2b.Options{}))
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Config: cfg}))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -61,3 +61,25 @@ func TestSignedURLs(t *testing.T) {
 		t.Fatal("an expired signature passed")
 	}
 }
+
+// A sandbox's two tokens are scoped: the traffic token does not pass for
+// the envd token, nor the other way round; each still names its owner.
+func TestTokenScopes(t *testing.T) {
+	tk := tokens{secret: []byte("0123456789abcdef0123456789abcdef")}
+	envd, traffic := tk.issue("s1", "alice"), tk.traffic("s1", "alice")
+	if envd == traffic {
+		t.Fatalf("one string for both tokens: %q", envd)
+	}
+	if owner, ok := tk.trafficOwner("s1", traffic); !ok || owner != "alice" {
+		t.Fatalf("traffic token: %q %v", owner, ok)
+	}
+	if _, ok := tk.owner("s1", traffic); ok {
+		t.Error("the traffic token passed as the envd token")
+	}
+	if _, ok := tk.trafficOwner("s1", envd); ok {
+		t.Error("the envd token passed as the traffic token")
+	}
+	if _, ok := tk.trafficOwner("s2", traffic); ok {
+		t.Error("a traffic token opened another sandbox")
+	}
+}

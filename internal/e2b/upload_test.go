@@ -80,7 +80,7 @@ func TestMultipartUploadIsAllOrNothing(t *testing.T) {
 	}
 	t.Cleanup(svc.Close)
 	keys, _ := access.ParseKeys("alice:" + aliceKey)
-	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys}))
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
 	t.Cleanup(srv.Close)
 
 	status, created := call(t, "POST", srv.URL+"/v2/sandboxes", `{"templateID": "base", "timeout": 60}`, map[string]string{"X-API-KEY": aliceKey})

@@ -864,12 +864,15 @@ func TestConnectTunnel(t *testing.T) {
 
 func TestIdleTimeout(t *testing.T) {
 	echo := newEcho(t)
-	const idle = 300 * time.Millisecond
+	// Long enough that a loaded host's scheduling delays between two pings
+	// (a quarter of it apart) do not look like silence.
+	const idle = time.Second
 	fx := start(t, config{allow: "127.0.0.1", opts: func(o *Options) { o.IdleTimeout = idle }})
 	c, br := connect(t, fx.addr, "127.0.0.1:"+echo.port)
 	defer c.Close()
 
 	// Traffic keeps the tunnel open well past the idle timeout...
+	var last time.Time
 	for i := range 10 {
 		msg := fmt.Sprintf("ping %d", i)
 		io.WriteString(c, msg)
@@ -877,14 +880,15 @@ func TestIdleTimeout(t *testing.T) {
 		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
 			t.Fatalf("ping %d: %q %v", i, buf, err)
 		}
-		time.Sleep(idle / 3)
+		last = time.Now()
+		time.Sleep(idle / 4)
 	}
 	// ...and silence ends it.
-	expectIdleClose(t, c, br, idle)
+	expectIdleClose(t, c, br, idle, last)
 
 	// Traffic in one direction only also counts: a download keeps the
 	// tunnel open though the client sends nothing.
-	ticks := tickServer(t, 10, idle/3)
+	ticks := tickServer(t, 10, idle/4)
 	c2, br2 := connect(t, fx.addr, "127.0.0.1:"+ticks)
 	defer c2.Close()
 	for i := range 10 {
@@ -892,20 +896,24 @@ func TestIdleTimeout(t *testing.T) {
 		if err != nil || line != fmt.Sprintf("tick %d\n", i) {
 			t.Fatalf("download tick %d: %q %v", i, line, err)
 		}
+		last = time.Now()
 	}
-	expectIdleClose(t, c2, br2, idle)
+	expectIdleClose(t, c2, br2, idle, last)
 }
 
-func expectIdleClose(t *testing.T, c net.Conn, br *bufio.Reader, idle time.Duration) {
+// expectIdleClose waits for the tunnel to close, which must come about
+// idle after the last traffic the client saw (at last): not sooner (the
+// proxy saw that traffic after the client sent it, so a little later
+// still), and not much later.
+func expectIdleClose(t *testing.T, c net.Conn, br *bufio.Reader, idle time.Duration, last time.Time) {
 	t.Helper()
-	began := time.Now()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(5*idle + time.Second))
 	n, err := br.Read(make([]byte, 1))
 	if n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("idle tunnel read = %d, %v; want it closed", n, err)
 	}
-	if d := time.Since(began); d < idle/2 || d > 5*idle {
-		t.Errorf("idle tunnel closed after %v, want about %v", d, idle)
+	if d := time.Since(last); d < idle/2 || d > 5*idle {
+		t.Errorf("idle tunnel closed %v after the last traffic, want about %v", d, idle)
 	}
 }
 

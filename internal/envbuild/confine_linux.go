@@ -18,7 +18,8 @@ import (
 
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fdpass"
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/loopback"
+	"github.com/codecage/codecage/internal/reexec"
 )
 
 // A build tool runs under a helper, this very binary re-executed as PID 1
@@ -39,7 +40,7 @@ const (
 	handoffTimeout = 10 * time.Second
 )
 
-func init() { jail.RegisterHelper(confineArg, runConfineHelper) }
+func init() { reexec.Register(confineArg, runConfineHelper) }
 
 // proxyURL is what a confined tool's http_proxy says.
 var proxyURL = fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
@@ -225,7 +226,7 @@ func setupConfined(mode string) error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
-	if err := jail.LoopbackUp(); err != nil {
+	if err := loopback.Up(); err != nil {
 		return err
 	}
 	defer unix.Close(fdHandoff)

@@ -74,38 +74,16 @@ var ociRuntime = "/usr/sbin/runc"
 // and then only those, through the egress proxy. A failed build leaves no
 // dstArchive.
 func Dockerfile(ctx context.Context, opts DockerfileOptions, dstArchive string, log io.Writer) (err error) {
-	if len(opts.Dockerfile) > maxDockerfile {
-		return fmt.Errorf("%w: a Dockerfile of %d bytes (at most %d)", ErrBadRecipe, len(opts.Dockerfile), maxDockerfile)
+	if err := checkDockerfileText(opts.Dockerfile); err != nil {
+		return err
 	}
-	if strings.TrimSpace(opts.Dockerfile) == "" {
-		return fmt.Errorf("%w: an empty Dockerfile", ErrBadRecipe)
-	}
-	froms, err := dockerfileBases(opts.Dockerfile)
+	pairs, err := baseRoots(opts)
 	if err != nil {
 		return err
 	}
-	var pairs []string
-	for _, from := range froms {
-		root, ok := "", false
-		if opts.Bases != nil {
-			root, ok = opts.Bases(from)
-		}
-		if !ok {
-			return fmt.Errorf("%w: FROM %s: no such environment (a build reaches no registry)", ErrBadRecipe, clip(from))
-		}
-		if st, err := os.Stat(root); err != nil || !st.IsDir() || !filepath.IsAbs(root) {
-			return fmt.Errorf("%w: FROM %s: its root %q is not a directory", ErrBadRecipe, clip(from), clip(root))
-		}
-		pairs = append(pairs, from, root)
-	}
-	var allow *egress.Policy
-	network := "none"
-	if strings.TrimSpace(opts.Allow) != "" {
-		p, err := egress.ParsePolicy(opts.Allow)
-		if err != nil {
-			return fmt.Errorf("%w: allow: %w", ErrBadRecipe, err)
-		}
-		allow, network = &p, "host" // the build's own namespace: lo and the proxy
+	allow, network, err := buildNetwork(opts.Allow)
+	if err != nil {
+		return err
 	}
 	if err := checkNewPath(dstArchive); err != nil {
 		return err
@@ -127,17 +105,9 @@ func Dockerfile(ctx context.Context, opts DockerfileOptions, dstArchive string, 
 			_ = os.Remove(dstArchive)
 		}
 	}()
-	contextDir := opts.ContextDir
-	if contextDir == "" {
-		contextDir = filepath.Join(store, "context")
-		if err := os.Mkdir(contextDir, 0o700); err != nil {
-			return fmt.Errorf("envbuild: %w", err)
-		}
-	} else if st, err := os.Stat(contextDir); err != nil || !st.IsDir() {
-		return fmt.Errorf("%w: context %q is not a directory", ErrBadRecipe, clip(contextDir))
-	}
-	if err := os.WriteFile(filepath.Join(store, "Dockerfile"), []byte(opts.Dockerfile), 0o600); err != nil {
-		return fmt.Errorf("envbuild: %w", err)
+	contextDir, err := prepareStore(store, opts)
+	if err != nil {
+		return err
 	}
 	isolation := "oci"
 	if _, err := exec.LookPath(ociRuntime); err != nil {
@@ -146,24 +116,9 @@ func Dockerfile(ctx context.Context, opts DockerfileOptions, dstArchive string, 
 	}
 	t := newTail(log)
 	fmt.Fprintf(t, "envbuild: buildah build (isolation %s, network %s)\n", isolation, networkWords(allow))
-	env := []string{
-		"PATH=" + systemPath, "LANG=C.UTF-8", "HOME=/root",
-		"STORE=" + store, "CONTEXT=" + contextDir, "DST=" + dstArchive,
-		"TAG=localhost/codecage-envbuild:latest", "ISOLATION=" + isolation,
-		"RUNTIME=" + ociRuntime, "NETWORK=" + network,
-		// The registries buildah would search for a short name: none.
-		"CONTAINERS_REGISTRIES_CONF=" + filepath.Join(store, "registries.conf"),
-	}
-	if err := os.WriteFile(filepath.Join(store, "registries.conf"), []byte("unqualified-search-registries = []\n"), 0o600); err != nil {
-		return fmt.Errorf("envbuild: %w", err)
-	}
-	if allow != nil {
-		// buildah passes these to RUN steps.
-		env = append(env, "http_proxy="+proxyURL, "https_proxy="+proxyURL, "HTTP_PROXY="+proxyURL, "HTTPS_PROXY="+proxyURL)
-	}
 	c := confined{
 		argv:  append([]string{"sh", "-c", dockerfileScript, "envbuild-dockerfile"}, pairs...),
-		env:   env,
+		env:   dockerfileEnv(store, contextDir, dstArchive, isolation, network, allow != nil),
 		dir:   "/",
 		allow: allow,
 		log:   t,
@@ -182,6 +137,93 @@ func Dockerfile(ctx context.Context, opts DockerfileOptions, dstArchive string, 
 		return fmt.Errorf("%w: buildah wrote no archive", ErrBuild)
 	}
 	return nil
+}
+
+// checkDockerfileText refuses an empty or oversized Dockerfile.
+func checkDockerfileText(text string) error {
+	if len(text) > maxDockerfile {
+		return fmt.Errorf("%w: a Dockerfile of %d bytes (at most %d)", ErrBadRecipe, len(text), maxDockerfile)
+	}
+	if strings.TrimSpace(text) == "" {
+		return fmt.Errorf("%w: an empty Dockerfile", ErrBadRecipe)
+	}
+	return nil
+}
+
+// baseRoots resolves each FROM image to an environment's root directory:
+// the name/root pairs dockerfileScript imports.
+func baseRoots(opts DockerfileOptions) ([]string, error) {
+	froms, err := dockerfileBases(opts.Dockerfile)
+	if err != nil {
+		return nil, err
+	}
+	var pairs []string
+	for _, from := range froms {
+		root, ok := "", false
+		if opts.Bases != nil {
+			root, ok = opts.Bases(from)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: FROM %s: no such environment (a build reaches no registry)", ErrBadRecipe, clip(from))
+		}
+		if st, err := os.Stat(root); err != nil || !st.IsDir() || !filepath.IsAbs(root) {
+			return nil, fmt.Errorf("%w: FROM %s: its root %q is not a directory", ErrBadRecipe, clip(from), clip(root))
+		}
+		pairs = append(pairs, from, root)
+	}
+	return pairs, nil
+}
+
+// buildNetwork reads the hosts RUN steps may reach: none gives no network
+// at all; some give the build's own namespace, with lo and the proxy.
+func buildNetwork(allowText string) (*egress.Policy, string, error) {
+	if strings.TrimSpace(allowText) == "" {
+		return nil, "none", nil
+	}
+	p, err := egress.ParsePolicy(allowText)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: allow: %w", ErrBadRecipe, err)
+	}
+	return &p, "host", nil
+}
+
+// prepareStore fills buildah's private storage directory with the
+// Dockerfile and a registries.conf, and returns the build context: the
+// caller's, or an empty one in the store.
+func prepareStore(store string, opts DockerfileOptions) (string, error) {
+	contextDir := opts.ContextDir
+	if contextDir == "" {
+		contextDir = filepath.Join(store, "context")
+		if err := os.Mkdir(contextDir, 0o700); err != nil {
+			return "", fmt.Errorf("envbuild: %w", err)
+		}
+	} else if st, err := os.Stat(contextDir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%w: context %q is not a directory", ErrBadRecipe, clip(contextDir))
+	}
+	if err := os.WriteFile(filepath.Join(store, "Dockerfile"), []byte(opts.Dockerfile), 0o600); err != nil {
+		return "", fmt.Errorf("envbuild: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "registries.conf"), []byte("unqualified-search-registries = []\n"), 0o600); err != nil {
+		return "", fmt.Errorf("envbuild: %w", err)
+	}
+	return contextDir, nil
+}
+
+// dockerfileEnv is dockerfileScript's environment.
+func dockerfileEnv(store, contextDir, dstArchive, isolation, network string, proxied bool) []string {
+	env := []string{
+		"PATH=" + systemPath, "LANG=C.UTF-8", "HOME=/root",
+		"STORE=" + store, "CONTEXT=" + contextDir, "DST=" + dstArchive,
+		"TAG=localhost/codecage-envbuild:latest", "ISOLATION=" + isolation,
+		"RUNTIME=" + ociRuntime, "NETWORK=" + network,
+		// The registries buildah would search for a short name: none.
+		"CONTAINERS_REGISTRIES_CONF=" + filepath.Join(store, "registries.conf"),
+	}
+	if proxied {
+		// buildah passes these to RUN steps.
+		env = append(env, "http_proxy="+proxyURL, "https_proxy="+proxyURL, "HTTP_PROXY="+proxyURL, "HTTPS_PROXY="+proxyURL)
+	}
+	return env
 }
 
 func networkWords(allow *egress.Policy) string {

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/envfixture"
+	"github.com/codecage/codecage/internal/reexec"
 )
 
 func TestMain(m *testing.M) {
-	jail.MaybeRunInit() // runs the confinement helper when re-executed as it
+	reexec.Run() // runs the confinement helper when re-executed as it
 	code := m.Run()
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
@@ -144,9 +145,9 @@ func sharedRoot(t *testing.T) string {
 	return shared.root
 }
 
-// sharedCache is the tests' .deb cache: the shared build fills it, and
-// the other builds reuse it.
-func sharedCache() string { return filepath.Join(shared.dir, "debs") }
+// sharedCache is the tests' .deb cache, the machine's (envfixture.DebCache):
+// the first build fills it, and the others (here and in other packages) reuse it.
+func sharedCache() string { return envfixture.DebCache() }
 
 func tailOf(s string) string {
 	if len(s) > 4000 {

@@ -57,8 +57,9 @@ type Env struct {
 	// ("3.11.2"), checked at build time.
 	Python        string `json:"python"`
 	PythonVersion string `json:"python_version"`
-	// Modules are the top-level modules its layer adds (the import policy
-	// lets runs in it import them); Preimport, what its zygote imports.
+	// Modules are the top-level modules its root and layer add beyond
+	// the standard library (the import policy lets runs in it import
+	// them); Preimport, what its zygote imports.
 	Modules   []string `json:"modules,omitempty"`
 	Preimport []string `json:"preimport,omitempty"`
 	// StartCmd runs in the background when a sandbox starts; ReadyCmd

@@ -140,12 +140,20 @@ type Launch func(ctx context.Context, backend string, spec jail.Spec) (*Lease, e
 // a sandbox of the fleet's budget.
 type Kept[T any] struct{ *pool.Pool[T] }
 
+// Budgeted is a fleet whose budget [Keep]'s pools share: a *Fleet, or a
+// type that embeds one (a consumer's narrow view of the fleet, or its
+// tests' fake over stand-in sandboxes).
+type Budgeted interface{ budgeted() *Fleet }
+
+func (f *Fleet) budgeted() *Fleet { return f }
+
 // Keep starts a pool of ready items of the service's own kind, named name
 // in Stats. create builds one item and starts its sandbox with launch
 // (once); destroy ends an item the pool will not hand out, closing its
 // lease. Ready items hold slots, and give them up to callers queued on
 // the budget like every pooled sandbox.
-func Keep[T any](f *Fleet, name string, ready int, create func(context.Context, Launch) (T, error), destroy func(T), alive func(T) bool) (*Kept[T], error) {
+func Keep[T any](b Budgeted, name string, ready int, create func(context.Context, Launch) (T, error), destroy func(T), alive func(T) bool) (*Kept[T], error) {
+	f := b.budgeted()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

@@ -128,6 +128,7 @@ func (w Work) Spec() Spec {
 		spec.Root = w.Root
 		spec.Workspace, spec.HostUID, spec.Tmp = w.Workspace, w.HostUID, w.Tmp
 		spec.Stdin, spec.Terminal = w.Stdin, w.Terminal
+		spec.NoChannel = true
 		spec.LoopbackServers = w.LoopbackServers
 		spec.NetNS = w.NetNS
 		// An environment's packages layer: its python3 imports them as
@@ -140,6 +141,7 @@ func (w Work) Spec() Spec {
 		spec.Argv = append([]string{w.Interpreter}, w.Argv...)
 		spec.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "PIP_NO_INPUT=1"}
 		spec.Workspace, spec.HostUID, spec.Binds = w.Workspace, w.HostUID, w.Binds
+		spec.NoChannel = true
 	case Validate:
 		spec.Argv, spec.Env = runtime.ValidatorArgv(w.Interpreter), runtime.Env()
 	}

@@ -26,22 +26,17 @@ const runscCallTimeout = 30 * time.Second
 // still ends it. Pausing a paused sandbox changes nothing; pausing one
 // that has ended, or is being killed, fails with [jail.ErrEnded].
 func (s *Sandbox) Pause() error {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	if err := s.pausable(); err != nil {
-		return err
-	}
-	if s.paused {
-		return nil
-	}
+	return s.pausing.Pause(s.pausable, s.runscPause, s.enforcer)
+}
+
+// runscPause pauses the sandbox with runsc.
+func (s *Sandbox) runscPause() error {
 	if err := s.runscCall("pause"); err != nil {
 		return s.pauseErr(err)
 	}
 	if s.killed.Load() {
 		return fmt.Errorf("%w: killed while pausing", jail.ErrEnded)
 	}
-	s.enforcer.Pause()
-	s.paused = true
 	return nil
 }
 
@@ -50,28 +45,19 @@ func (s *Sandbox) Pause() error {
 // sandbox changes nothing; resuming one that has ended fails with
 // [jail.ErrEnded].
 func (s *Sandbox) Resume() error {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	if err := s.pausable(); err != nil {
-		return err
-	}
-	if !s.paused {
-		return nil
-	}
+	return s.pausing.Resume(s.pausable, s.runscResume, s.enforcer)
+}
+
+// runscResume resumes the sandbox with runsc.
+func (s *Sandbox) runscResume() error {
 	if err := s.runscCall("resume"); err != nil {
 		return s.pauseErr(err)
 	}
-	s.paused = false
-	s.enforcer.Resume()
 	return nil
 }
 
 // Paused reports whether the sandbox is paused.
-func (s *Sandbox) Paused() bool {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	return s.paused
-}
+func (s *Sandbox) Paused() bool { return s.pausing.Paused() }
 
 // pausable says why the sandbox cannot be paused or resumed now, if so.
 func (s *Sandbox) pausable() error {

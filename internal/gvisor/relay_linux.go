@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/reexec"
 )
 
 // The terminal runsc gives a program is a host terminal, which gVisor's
@@ -35,7 +35,7 @@ const (
 	relayDrain = 200 * time.Millisecond
 )
 
-func init() { jail.RegisterHelper(relayArg, runRelay) }
+func init() { reexec.Register(relayArg, runRelay) }
 
 // relayBinary is the host file bound at relayPath: this binary.
 func relayBinary() (string, error) {

@@ -39,9 +39,8 @@ type Sandbox struct {
 	input    *jail.Input  // the program's stdin or terminal, or nil
 
 	killOnce sync.Once
-	killed   atomic.Bool // set first thing by Kill: a Pause then fails
-	pauseMu  sync.Mutex  // one Pause or Resume at a time
-	paused   bool        // paused by Pause, under pauseMu
+	killed   atomic.Bool  // set first thing by Kill: a Pause then fails
+	pausing  jail.Pausing // paused by Pause until Resume
 	mu       sync.Mutex
 	limit    jail.Limit // first reason the sandbox was killed, under mu
 	log      string     // the end of runsc's log when it failed
@@ -178,39 +177,86 @@ func (s *Sandbox) launch(command ...string) error {
 	s.channel = os.NewFile(uintptr(pair[0]), "channel")
 	inside := os.NewFile(uintptr(pair[1]), "channel-inside")
 	defer inside.Close()
-	stdin := inside
-	var console *net.UnixListener
+	stdin, console, command, err := s.launchStdin(inside, command)
+	if err != nil {
+		return err
+	}
+	if stdin != inside {
+		defer stdin.Close()
+	}
+	if console != nil {
+		defer console.Close()
+	}
+	outR, errR, err := s.startRunsc(stdin, command)
+	if err != nil {
+		return err
+	}
+	waited := make(chan struct{})
+	go func() {
+		_ = s.cmd.Wait()
+		close(waited)
+	}()
+	if console != nil {
+		if err := s.takeConsole(console, waited); err != nil {
+			// supervise tears the sandbox down once runsc is gone.
+			s.Kill(jail.LimitNone)
+			go s.supervise(outR, errR, waited)
+			<-s.done
+			return err
+		}
+	}
+	go s.supervise(outR, errR, waited)
+	return nil
+}
+
+// launchStdin chooses runsc's stdin: the harness's channel (inside), a
+// pipe the supervisor writes, or /dev/null. A terminal keeps the channel
+// and adds a console socket, whose flag goes into command. launch closes
+// what it returns once runsc has it.
+func (s *Sandbox) launchStdin(inside *os.File, command []string) (*os.File, *net.UnixListener, []string, error) {
 	switch {
 	case s.spec.Terminal != nil:
 		l, path, err := s.listenConsole()
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		defer l.Close()
-		console = l
 		// runsc's flags before its last argument, the sandbox's id.
 		last := len(command) - 1
 		command = append(append(append([]string{}, command[:last]...), "--console-socket="+path), command[last])
+		return inside, l, command, nil
 	case s.spec.Stdin:
 		// A command's stdin is a pipe of its own, not the channel (which
 		// a command has no use for): the supervisor writes its other end.
 		r, w, err := os.Pipe()
 		if err != nil {
-			return fmt.Errorf("gvisor: stdin: %w", err)
+			return nil, nil, nil, fmt.Errorf("gvisor: stdin: %w", err)
 		}
-		defer r.Close()
-		stdin = r
 		s.input = jail.NewInput(w, false)
+		return r, nil, command, nil
+	case s.spec.NoChannel:
+		// A program that is not the harness reads /dev/null, as in the
+		// native jail, and never holds the channel.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("gvisor: stdin: %w", err)
+		}
+		return null, nil, command, nil
 	}
+	return inside, nil, command, nil
+}
+
+// startRunsc starts runsc's command in the sandbox's cgroup, and returns
+// the read ends of its stdout and stderr.
+func (s *Sandbox) startRunsc(stdin *os.File, command []string) (outR, errR *os.File, err error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return err
+		return nil, nil, err
 	}
 	args := append([]string{"-c", joinCgroup, "sh"}, s.cg.ProcsFiles()...)
 	args = append(append(append(args, "--", s.runsc), s.globalFlags("runsc.log")...), command...)
@@ -225,35 +271,28 @@ func (s *Sandbox) launch(command ...string) error {
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return fmt.Errorf("gvisor: start runsc: %w", err)
+		return nil, nil, fmt.Errorf("gvisor: start runsc: %w", err)
 	}
 	s.cmd = cmd // from now on supervise tears down, and closes no channel
-	waited := make(chan struct{})
-	go func() {
-		_ = s.cmd.Wait()
-		close(waited)
-	}()
-	if console != nil {
-		master, err := receiveConsole(console, waited)
-		if err == nil {
-			err = setWindow(master, *s.spec.Terminal)
-			if err == nil {
-				err = makeRaw(master)
-			}
-			if err != nil {
-				_ = master.Close()
-			}
-		}
-		if err != nil {
-			// supervise tears the sandbox down once runsc is gone.
-			s.Kill(jail.LimitNone)
-			go s.supervise(outR, errR, waited)
-			<-s.done
-			return err
-		}
-		s.input = jail.NewInput(master, true)
+	return outR, errR, nil
+}
+
+// takeConsole receives the terminal's master from runsc, sizes it, makes
+// it raw and makes it the program's input.
+func (s *Sandbox) takeConsole(console *net.UnixListener, waited <-chan struct{}) error {
+	master, err := receiveConsole(console, waited)
+	if err != nil {
+		return err
 	}
-	go s.supervise(outR, errR, waited)
+	err = jail.SetWindowSize(master, *s.spec.Terminal)
+	if err == nil {
+		err = makeRaw(master)
+	}
+	if err != nil {
+		_ = master.Close()
+		return err
+	}
+	s.input = jail.NewInput(master, true)
 	return nil
 }
 

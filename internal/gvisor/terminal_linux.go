@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/codecage/codecage/internal/jail"
 )
 
 // A command's terminal under gVisor is runsc's: given --console-socket
@@ -115,21 +113,6 @@ func acceptMaster(l *net.UnixListener) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "terminal"), nil
-}
-
-// setWindow gives the terminal its first size, before the program starts.
-func setWindow(master *os.File, size jail.WindowSize) error {
-	rc, err := master.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ioctlErr error
-	if err := rc.Control(func(fd uintptr) {
-		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols})
-	}); err != nil {
-		return err
-	}
-	return ioctlErr
 }
 
 // signalForeground tells the relay (the sandbox's init) with SIGWINCH

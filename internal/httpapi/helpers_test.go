@@ -63,6 +63,10 @@ func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts 
 	cfg := config.DefaultConfig()
 	cfg.PoolSize = 2
 	cfg.DataPoolSize = 0
+	// No spare sessions, and one gVisor sandbox where a test turns gVisor
+	// on: each is a sandbox (under gVisor a boot) started with the server
+	// that most tests never use. Tests of spares set their own.
+	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize, cfg.GVisorPoolSize = 0, 0, 1
 	cfg.StateDir = t.TempDir()
 	if edit != nil {
 		edit(&cfg)
@@ -84,9 +88,9 @@ func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	streamable, sse := mcpserver.HTTPHandlers(svc, log, false)
+	streamable, sse := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg, Log: log}, false)
 	api := httpapi.New(svc, httpapi.Options{Keys: k, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: "test",
-		Ready: func(ctx context.Context) map[string]string { return map[string]string{"audit_log": ""} }})
+		Ready: func(ctx context.Context) map[string]string { return map[string]string{"audit_log": ""} }, Config: cfg})
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

@@ -57,7 +57,14 @@ type SnapshotIDInput struct {
 }
 
 func (s *Server) persistRoutes() {
-	sessions, snapshots := []string{"Sessions"}, []string{"Snapshots"}
+	s.pauseRoutes()
+	s.copyRoutes()
+	s.snapshotRoutes()
+}
+
+// pauseRoutes are a session's pause and resume.
+func (s *Server) pauseRoutes() {
+	sessions := []string{"Sessions"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "pause-session", Method: http.MethodPost, Path: "/sessions/{id}/pause", Tags: sessions,
 		Summary:     "Pause a session",
@@ -86,6 +93,11 @@ func (s *Server) persistRoutes() {
 		}
 		return &SessionOutput{Status: http.StatusOK, Body: info}, nil
 	})
+}
+
+// copyRoutes copy a running session: into a snapshot, or into live forks.
+func (s *Server) copyRoutes() {
+	sessions, snapshots := []string{"Sessions"}, []string{"Snapshots"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "snapshot-session", Method: http.MethodPost, Path: "/sessions/{id}/snapshots", Tags: snapshots, DefaultStatus: http.StatusCreated,
 		Summary:     "Snapshot a session",
@@ -128,6 +140,11 @@ func (s *Server) persistRoutes() {
 		out.Body.Sessions = res
 		return out, nil
 	})
+}
+
+// snapshotRoutes list and delete the caller's snapshots.
+func (s *Server) snapshotRoutes() {
+	snapshots := []string{"Snapshots"}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-snapshots", Method: http.MethodGet, Path: "/snapshots", Tags: snapshots,
 		Summary: "List your snapshots", Description: "Your snapshots, newest first; session_id and name narrow the list.",

@@ -45,6 +45,9 @@ type Options struct {
 	// Internal serves /internal/: the calls other replicas of a cluster
 	// forward, authenticated by their own shared secret, not API keys.
 	Internal http.Handler
+	// Config is the operator's configuration the service runs with: the
+	// body and timeout limits, the stream write timeout, the queue.
+	Config config.Config
 }
 
 // Server is the HTTP API.
@@ -64,7 +67,7 @@ type Server struct {
 
 // New builds the API over svc.
 func New(svc *service.Service, o Options) *Server {
-	return newServer(svc, svc.Config(), o)
+	return newServer(svc, o.Config, o)
 }
 
 // Document returns the OpenAPI document of the API a server with this

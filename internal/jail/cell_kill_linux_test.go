@@ -149,9 +149,10 @@ func TestCellEndKillsWhatTheFirstProcessLeft(t *testing.T) {
 
 	// An init: its end is the namespace's.
 	cell, cmd = startCellProcess(t, true, "/bin/sh", "-c", "sleep 30 & sleep 30")
-	time.Sleep(50 * time.Millisecond)
-	if n := cell.cg.readIntOK(cgPidsCurrent); n < 3 {
-		t.Fatalf("%d tasks in the cell: the test proves nothing", n)
+	for deadline := time.Now().Add(10 * time.Second); cell.cg.readIntOK(cgPidsCurrent) < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks in the cell 10 s after its start: the test proves nothing", cell.cg.readIntOK(cgPidsCurrent))
+		}
 	}
 	cell.Kill(LimitNone)
 	_ = cmd.Wait()

@@ -61,9 +61,11 @@ func TestFreezeV2StopsAndKillEndsAFrozenCgroup(t *testing.T) {
 	if err := cg.thaw(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if p2 := procCPU(pids); p2[0] <= p1[0] {
-		t.Errorf("the thawed loop did not run: %d -> %d ticks", p1[0], p2[0])
+	// The host is shared: the thawed loop gets what it gets, but it runs.
+	for deadline := time.Now().Add(10 * time.Second); procCPU(pids)[0] <= p1[0]; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the thawed loop did not run in 10 s: %d ticks", p1[0])
+		}
 	}
 	if err := cg.freeze(); err != nil {
 		t.Fatal(err)

@@ -45,10 +45,15 @@ var (
 
 // probeCgroups finds the cgroup version at run time (statfs of the mount,
 // not a guess from the distribution) and whether we may create cgroups.
+// Before this process makes any, it removes those its dead predecessors
+// left, and takes its supervisor lock.
 func probeCgroups() cgroupHost {
 	cgroupOnce.Do(func() {
 		cgroupProbe = doProbeCgroups()
-		reapStaleCgroups(cgroupProbe)
+		if cgroupProbe.version != 0 {
+			reapStaleCgroups(cgroupProbe, true)
+			holdSupervisorLock()
+		}
 	})
 	return cgroupProbe
 }
@@ -62,8 +67,14 @@ func cgroupName(id string) string {
 // reapStaleCgroups removes the cgroups of supervisors that died without
 // tearing down. A jail's sandboxes died with them (Pdeathsig on the init);
 // what else is left (gVisor's Sentry and Gofer, which runsc starts) is
-// killed first.
-func reapStaleCgroups(h cgroupHost) {
+// killed first. A cgroup is stale when the pid it is named after runs no
+// more, or runs a process that is not the codecage that made it (its
+// supervisor lock is free: the pid was given to another process), or is
+// this process's own when it has made none yet (ownToo: a predecessor
+// with the same pid, as in a restarted container). A live codecage's
+// cgroups, and those whose maker cannot be told (an older codecage
+// without the lock), are left alone.
+func reapStaleCgroups(h cgroupHost, ownToo bool) {
 	var parents []string
 	if h.freezerParent != "" {
 		// First: a frozen sandbox's tasks die only once thawed.
@@ -78,19 +89,46 @@ func reapStaleCgroups(h cgroupHost) {
 		for _, e := range entries {
 			pidStr, _, ok := strings.Cut(e.Name(), "-")
 			pid, err := strconv.Atoi(pidStr)
-			if !e.IsDir() || !ok || err != nil || pid == os.Getpid() {
+			if !e.IsDir() || !ok || err != nil || pid <= 0 || !staleSupervisor(pid, ownToo) {
 				continue
 			}
-			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				dir := filepath.Join(parent, e.Name())
-				stale := &cgroup{version: h.version, dirs: map[string]string{"": dir}}
-				if parent == h.freezerParent {
-					stale.dirs["freezer"] = dir
-				}
-				stale.frozen.Store(true) // it may be: the kill thaws it
-				_ = stale.kill(true)
-				_ = stale.destroy()
+			dir := filepath.Join(parent, e.Name())
+			stale := &cgroup{version: h.version, dirs: map[string]string{"": dir}}
+			if parent == h.freezerParent {
+				stale.dirs["freezer"] = dir
 			}
+			stale.frozen.Store(true) // it may be: the kill thaws it
+			_ = stale.kill(true)
+			_ = stale.destroy()
+		}
+	}
+	removeDeadSupervisorLocks()
+}
+
+// staleSupervisor reports whether the cgroups named after pid were made
+// by a process that is dead.
+func staleSupervisor(pid int, ownToo bool) bool {
+	if pid == os.Getpid() {
+		return ownToo
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	return supervisorOf(pid) == supervisorDead
+}
+
+// removeDeadSupervisorLocks removes the lock files of pids that run no
+// more, so that they do not pile up.
+func removeDeadSupervisorLocks() {
+	entries, _ := os.ReadDir(supervisorDir())
+	for _, e := range entries {
+		pidStr, ok := strings.CutSuffix(e.Name(), ".lock")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			removeDeadSupervisorLock(pid)
 		}
 	}
 }

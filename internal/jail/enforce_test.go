@@ -114,15 +114,45 @@ func TestEnforcerCPUBudgetCountsFromZeroThenFromEachArm(t *testing.T) {
 func TestEnforcerIdleTickUntilArmed(t *testing.T) {
 	f := newFake()
 	e := f.start(t, context.Background(), time.Hour, time.Hour, nil, time.Hour)
-	time.Sleep(50 * time.Millisecond)
+	// A twin armed from the start: once it has ticked ten times, so could
+	// the idle one have, however the host schedules them.
+	twin := newFake()
+	twin.start(t, context.Background(), time.Hour, time.Hour, nil, time.Hour).Arm(context.Background(), time.Hour, time.Hour)
+	waitReads(t, twin, 10)
 	if n := f.reads.Load(); n != 0 {
-		t.Fatalf("an idle enforcer read the CPU usage %d times", n)
+		t.Fatalf("an idle enforcer read the CPU usage %d times while an armed one read it %d times", n, twin.reads.Load())
 	}
 	e.Arm(context.Background(), time.Hour, time.Hour)
-	base := f.reads.Load() // the Arm's own reading
-	time.Sleep(50 * time.Millisecond)
-	if n := f.reads.Load() - base; n < 3 {
-		t.Fatalf("an armed enforcer read the CPU usage %d times in 50ms", n)
+	waitReads(t, f, f.reads.Load()+3) // past the Arm's own reading
+}
+
+// waitReads waits until f's usage has been read n times.
+func waitReads(t *testing.T, f *fakeSandbox, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); f.reads.Load() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("an armed enforcer read the CPU usage %d times in 10 s, want %d", f.reads.Load(), n)
+		}
+	}
+}
+
+// twinTimesOut waits until an enforcer that is not paused, started now
+// with timeout, has timed out: a paused one started before it would have
+// by then too, however the host schedules them.
+func twinTimesOut(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	twin := newFake()
+	e := NewEnforcer(twin.kill, twin.usage, nil)
+	e.tick = 5 * time.Millisecond
+	e.Start(context.Background(), timeout, time.Hour)
+	defer e.Stop()
+	select {
+	case l := <-twin.kills:
+		if l != LimitTimeout {
+			t.Fatalf("the twin was killed for %q", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an enforcer that is not paused did not time out within 10 s")
 	}
 }
 
@@ -231,7 +261,7 @@ func TestPausedEnforcerHoldsItsLimits(t *testing.T) {
 	e.Start(context.Background(), 50*time.Millisecond, time.Second)
 	f.cpu.Store(int64(2 * time.Second)) // over budget, but paused
 	e.Pause()
-	time.Sleep(150 * time.Millisecond)
+	twinTimesOut(t, 50*time.Millisecond)
 	select {
 	case l := <-f.kills:
 		t.Fatalf("killed for %q while paused", l)
@@ -248,7 +278,7 @@ func TestPausedEnforcerHoldsItsLimits(t *testing.T) {
 	e.Start(context.Background(), time.Hour, time.Hour)
 	e.Pause()
 	e.Arm(context.Background(), 50*time.Millisecond, time.Second)
-	time.Sleep(150 * time.Millisecond)
+	twinTimesOut(t, 50*time.Millisecond)
 	select {
 	case l := <-f.kills:
 		t.Fatalf("an Arm while paused killed for %q", l)

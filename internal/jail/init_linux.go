@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/codecage/codecage/internal/jail/seccomp"
+	"github.com/codecage/codecage/internal/loopback"
+	"github.com/codecage/codecage/internal/reexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,6 +89,8 @@ type initConfig struct {
 	// Stdin: the init's stdin is the program's stdin pipe (else the
 	// program reads /dev/null).
 	Stdin bool
+	// NoChannel: the program gets no fd ChannelFD (Spec.NoChannel).
+	NoChannel bool `json:",omitempty"`
 	// Terminal, if set, runs the program on a terminal of the sandbox's
 	// own devpts; the init passes its master to the supervisor.
 	Terminal *WindowSize
@@ -125,7 +129,7 @@ type programExit struct {
 // one, and never returns in that case. Call it first thing in main and in
 // TestMain of any test binary that starts sandboxes.
 func MaybeRunInit() {
-	runHelper()
+	reexec.Run()
 	if len(os.Args) < 2 || os.Args[1] != initArg || os.Getpid() != 1 {
 		return
 	}
@@ -141,19 +145,8 @@ func MaybeRunInit() {
 }
 
 func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
-	// PID 1 must not die of a signal the program sends it; SIGKILL from the
-	// supervisor still ends it, and with it the whole pid namespace. The
-	// signals are caught and dropped, not ignored: an ignored signal stays
-	// ignored across fork and exec, and the program would inherit a deaf
-	// SIGTERM, SIGINT, SIGHUP (kill PID, ^C in a terminal), where a caught
-	// one is reset to its default in the child.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
-		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
-		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
-	// Non-dumpable: /proc/1 becomes unreadable to the program (environ, mem,
-	// root, exe) and it cannot be ptraced even without seccomp.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, fmt.Errorf("set non-dumpable: %w", err)
+	if err := guardInit(); err != nil {
+		return 0, err
 	}
 	var cfg initConfig
 	dec := json.NewDecoder(ctl)
@@ -181,48 +174,23 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		}
 		go serveForward(l)
 	}
-	if cfg.Nested {
-		// The program keeps the capabilities; no_new_privs still holds.
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return 0, fmt.Errorf("no_new_privs: %w", err)
-		}
-	}
-	// The terminal is opened before Landlock: the program's descriptors
-	// of it then carry every right, its ioctls included.
-	term, err := openTerminal(cfg.Terminal)
+	term, err := lockDown(&cfg)
 	if err != nil {
 		return 0, err
-	}
-	if !cfg.Nested {
-		if err := restrictSelf(&cfg); err != nil {
-			return 0, err
-		}
 	}
 	// From here on the init only waits: no collections, so the Go runtime
 	// has no reason to start threads that would count against pids.max.
 	debug.SetGCPercent(-1)
 	if cfg.SettlePids {
-		var reply supervisorReply
-		if err := enc.Encode(initReport{Forking: true}); err != nil {
+		if err := awaitFork(enc, dec); err != nil {
 			return 0, err
-		}
-		if err := dec.Decode(&reply); err != nil || !reply.Fork {
-			return 0, fmt.Errorf("supervisor did not allow the fork: %v", err)
 		}
 	}
 	pid, err := startProgram(&cfg, term)
 	if err != nil {
 		return 0, err
 	}
-	if term != nil {
-		// The master goes to the supervisor with the start report; the
-		// init keeps no end of the terminal.
-		err = sendWithFD(ctl, initReport{Started: pid}, term.master)
-		term.close()
-	} else {
-		err = enc.Encode(initReport{Started: pid})
-	}
-	if err != nil {
+	if err := reportStarted(ctl, enc, pid, term); err != nil {
 		return 0, err
 	}
 	exit := reap(pid)
@@ -230,6 +198,76 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		return 0, err
 	}
 	return 0, nil
+}
+
+// guardInit keeps the init, PID 1, from the program: no signal it sends
+// kills it, and its /proc entries are closed to it.
+func guardInit() error {
+	// PID 1 must not die of a signal the program sends it; SIGKILL from the
+	// supervisor still ends it, and with it the whole pid namespace. The
+	// signals are caught and dropped, not ignored: an ignored signal stays
+	// ignored across fork and exec, and the program would inherit a deaf
+	// SIGTERM, SIGINT, SIGHUP (kill PID, ^C in a terminal), where a caught
+	// one is reset to its default in the child.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
+	// Non-dumpable: /proc/1 becomes unreadable to the program (environ, mem,
+	// root, exe) and it cannot be ptraced even without seccomp.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	return nil
+}
+
+// lockDown restricts the init's thread, which the program is forked from:
+// no_new_privs for a nested program (which keeps its capabilities),
+// Landlock for any other. It opens the program's terminal in between.
+func lockDown(cfg *initConfig) (*terminal, error) {
+	if cfg.Nested {
+		// The program keeps the capabilities; no_new_privs still holds.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("no_new_privs: %w", err)
+		}
+	}
+	// The terminal is opened before Landlock: the program's descriptors
+	// of it then carry every right, its ioctls included.
+	term, err := openTerminal(cfg.Terminal)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Nested {
+		if err := restrictSelf(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return term, nil
+}
+
+// awaitFork asks the supervisor before the program is forked, and waits
+// for its leave.
+func awaitFork(enc *json.Encoder, dec *json.Decoder) error {
+	var reply supervisorReply
+	if err := enc.Encode(initReport{Forking: true}); err != nil {
+		return err
+	}
+	if err := dec.Decode(&reply); err != nil || !reply.Fork {
+		return fmt.Errorf("supervisor did not allow the fork: %v", err)
+	}
+	return nil
+}
+
+// reportStarted tells the supervisor the program's pid, with the
+// terminal's master when it has one.
+func reportStarted(ctl *os.File, enc *json.Encoder, pid int, term *terminal) error {
+	if term == nil {
+		return enc.Encode(initReport{Started: pid})
+	}
+	// The master goes to the supervisor with the start report; the init
+	// keeps no end of the terminal.
+	err := sendWithFD(ctl, initReport{Started: pid}, term.master)
+	term.close()
+	return err
 }
 
 // setupNamespaces builds everything that needs the init's capabilities.
@@ -245,7 +283,7 @@ func setupNamespaces(cfg *initConfig) error {
 		return fmt.Errorf("sethostname: %w", err)
 	}
 	if !cfg.JoinedNet {
-		if err := LoopbackUp(); err != nil {
+		if err := loopback.Up(); err != nil {
 			return err
 		}
 	}
@@ -303,6 +341,11 @@ func startProgram(cfg *initConfig, term *terminal) (int, error) {
 		slave := uintptr(term.slave)
 		attr.Files = []uintptr{slave, slave, slave, fdChannel}
 		attr.Sys.Setctty, attr.Sys.Ctty = true, 0 // the slave, as the program's fd 0
+	}
+	if cfg.NoChannel {
+		// A command has no use for the harness's channel: it starts
+		// with the descriptors it would have anywhere, and no more.
+		attr.Files = attr.Files[:3]
 	}
 	if cfg.Nested {
 		attr.Sys.AmbientCaps = capsOf(cfg.CellUIDs)

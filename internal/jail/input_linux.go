@@ -105,17 +105,7 @@ func (in *Input) Resize(size WindowSize) error {
 	if in.f == nil {
 		return fmt.Errorf("%w: its terminal is closed", ErrNoInput)
 	}
-	rc, err := in.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ioctlErr error
-	if err := rc.Control(func(fd uintptr) {
-		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols})
-	}); err != nil {
-		return err
-	}
-	return ioctlErr
+	return SetWindowSize(in.f, size)
 }
 
 // Close closes the input once; a write under way ends first.

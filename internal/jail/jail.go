@@ -214,6 +214,10 @@ type Spec struct {
 	// SeqPacketChannel makes the channel a SOCK_SEQPACKET socket, which keeps
 	// message boundaries (and descriptors passed with them).
 	SeqPacketChannel bool
+	// NoChannel is for a program that is not the harness (a command,
+	// pip): it starts with its standard descriptors only, and the
+	// supervisor's channel (Sandbox.Channel) leads nowhere.
+	NoChannel bool
 	// Stdin gives the program a pipe as its standard input, written with
 	// Sandbox.WriteInput and ended with CloseInput; without it (and
 	// without Terminal) the program reads /dev/null.

@@ -150,7 +150,7 @@ func TestStaleCgroupsOfDeadSupervisorsAreReaped(t *testing.T) {
 		}
 		stale = append(stale, dir)
 	}
-	reapStaleCgroups(h.Cgroup)
+	reapStaleCgroups(h.Cgroup, false)
 	for _, dir := range stale {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("stale cgroup kept: %s", dir)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/codecage/codecage/internal/reexec"
 )
 
 // The jail needs Linux namespaces, Landlock and seccomp; elsewhere every
@@ -79,7 +81,7 @@ func (s *Sandbox) Kill(Limit) {}
 
 // MaybeRunInit runs a registered helper when asked; no process is ever a
 // sandbox init here.
-func MaybeRunInit() { runHelper() }
+func MaybeRunInit() { reexec.Run() }
 
 // Cell is never created here.
 type Cell struct{}

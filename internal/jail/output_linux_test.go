@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A read deadline in the past ends a copy with what the pipe holds, even
@@ -26,7 +28,24 @@ func TestOutputDeadlineDrainsWhatThePipeHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	go out.Copy(&wg, 0, r, &got)
-	time.Sleep(20 * time.Millisecond) // the copier waits in a read
+	// The copier has read what the pipe held (and waits in its next read):
+	// the pipe holds nothing (SIOCINQ is FIONREAD).
+	rc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var held int
+		if cerr := rc.Control(func(fd uintptr) { held, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); cerr != nil || err != nil {
+			t.Fatalf("FIONREAD: %v %v", cerr, err)
+		}
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copier did not read the pipe's %d bytes in 10 s", held)
+		}
+	}
 	if _, err := w.Write(bytes.Repeat([]byte("x"), 150)); err != nil {
 		t.Fatal(err)
 	}

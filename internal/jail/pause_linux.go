@@ -16,14 +16,11 @@ import (
 // [ErrUnsupported] where the host has no freezer (no cgroups, rootless
 // without delegation, v1 without the freezer hierarchy).
 func (s *Sandbox) Pause() error {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	if err := s.pausable(); err != nil {
-		return err
-	}
-	if s.paused {
-		return nil
-	}
+	return s.pausing.Pause(s.pausable, s.freeze, s.enforcer)
+}
+
+// freeze freezes the sandbox's cgroup.
+func (s *Sandbox) freeze() error {
 	if err := s.cg.freeze(); err != nil {
 		return s.pauseErr(err)
 	}
@@ -33,8 +30,6 @@ func (s *Sandbox) Pause() error {
 		_ = s.cg.thaw()
 		return fmt.Errorf("%w: killed while pausing", ErrEnded)
 	}
-	s.enforcer.Pause()
-	s.paused = true
 	return nil
 }
 
@@ -43,28 +38,19 @@ func (s *Sandbox) Pause() error {
 // sandbox changes nothing; resuming one that has ended fails with
 // [ErrEnded].
 func (s *Sandbox) Resume() error {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	if err := s.pausable(); err != nil {
-		return err
-	}
-	if !s.paused {
-		return nil
-	}
+	return s.pausing.Resume(s.pausable, s.thaw, s.enforcer)
+}
+
+// thaw thaws the sandbox's cgroup.
+func (s *Sandbox) thaw() error {
 	if err := s.cg.thaw(); err != nil {
 		return s.pauseErr(err)
 	}
-	s.paused = false
-	s.enforcer.Resume()
 	return nil
 }
 
 // Paused reports whether the sandbox is paused.
-func (s *Sandbox) Paused() bool {
-	s.pauseMu.Lock()
-	defer s.pauseMu.Unlock()
-	return s.paused
-}
+func (s *Sandbox) Paused() bool { return s.pausing.Paused() }
 
 // pausable says why the sandbox cannot be paused or resumed now, if so.
 func (s *Sandbox) pausable() error {

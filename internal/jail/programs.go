@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Programs is a minimal root for a sandbox that may run only some programs
@@ -38,7 +39,24 @@ type Programs struct {
 	// (ResolveProgramsIn), "" for the host's; every path above is as the
 	// sandbox sees it. A sandbox's Spec.Root must be the same.
 	Root string `json:",omitempty"`
+	// Skipped says what the resolver left out of a data tree's needs, and
+	// why: a library or loader configuration of the root that is not a
+	// regular file (a FIFO would hang whoever opens it). At most
+	// maxSkipped, then a count.
+	Skipped []string `json:",omitempty"`
 }
+
+// maxSkipped bounds Programs.Skipped.
+const maxSkipped = 20
+
+// ResolveBudget bounds one resolution: an image's root is authored by
+// whoever wrote the image, and a tree of millions of files must not keep
+// a command (and its environment's others, which wait for it) for ever.
+var ResolveBudget = 2 * time.Minute
+
+// maxInterp bounds an ELF interpreter's path (the header's size is the
+// file author's word).
+const maxInterp = 4096
 
 // Alias makes name run the program of (a symlink beside it) when no
 // program of that name was asked for and found: E2B's images have python
@@ -120,7 +138,8 @@ func ResolveProgramsIn(root string, names []string, data []string) (*Programs, e
 		return nil, err
 	}
 	defer t.Close()
-	r := &resolver{t: t, exec: map[string]bool{}, files: map[string]bool{}, links: map[string]string{}, seen: map[string]bool{}}
+	r := &resolver{t: t, exec: map[string]bool{}, files: map[string]bool{}, links: map[string]string{}, seen: map[string]bool{},
+		deadline: time.Now().Add(ResolveBudget), root: root}
 	p := &Programs{Names: map[string]string{}, Root: root}
 	// A merged /usr: /bin, /lib and the like stay the links they are, so
 	// that /bin/sh and the loader's paths work as on the host.
@@ -132,46 +151,72 @@ func ResolveProgramsIn(root string, names []string, data []string) (*Programs, e
 		}
 	}
 	for _, name := range names {
-		if strings.ContainsRune(name, '/') || name == "" {
-			return nil, fmt.Errorf("program %q: give a name, not a path", name)
-		}
-		found := ""
-		for _, dir := range ProgramSearchPath {
-			if fi, err := t.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-				found = filepath.Join(dir, name)
-				break
-			}
-		}
-		if found == "" {
-			p.Missing = append(p.Missing, name)
-			continue
-		}
-		real, err := r.path(found)
-		if err != nil {
+		if err := r.program(p, name); err != nil {
 			return nil, err
-		}
-		r.exec[real] = true
-		p.Names[name] = found
-		if err := r.elf(real, true); err != nil {
-			return nil, fmt.Errorf("program %s: %w", name, err)
 		}
 	}
 	for _, d := range data {
-		real, err := r.path(d)
-		if err != nil {
-			return nil, err
-		}
-		r.files[real] = true
-		err = walkFiles(t, real, func(p string, e fs.DirEntry) error {
-			if !strings.Contains(e.Name(), ".so") {
-				return nil
-			}
-			return r.elf(p, false)
-		})
-		if err != nil {
+		if err := r.dataTree(d); err != nil {
 			return nil, err
 		}
 	}
+	r.collect(p)
+	return p, nil
+}
+
+// program finds the program name on ProgramSearchPath and adds it with
+// what it needs; one that is not there is noted in p.Missing.
+func (r *resolver) program(p *Programs, name string) error {
+	if strings.ContainsRune(name, '/') || name == "" {
+		return fmt.Errorf("program %q: give a name, not a path", name)
+	}
+	found := ""
+	for _, dir := range ProgramSearchPath {
+		if fi, err := r.t.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			found = filepath.Join(dir, name)
+			break
+		}
+	}
+	if found == "" {
+		p.Missing = append(p.Missing, name)
+		return nil
+	}
+	real, err := r.path(found)
+	if err != nil {
+		return err
+	}
+	r.exec[real] = true
+	p.Names[name] = found
+	if err := r.elf(real, true); err != nil {
+		return fmt.Errorf("program %s: %w", name, err)
+	}
+	return nil
+}
+
+// dataTree adds the data tree d, and the libraries its shared objects need.
+func (r *resolver) dataTree(d string) error {
+	real, err := r.path(d)
+	if err != nil {
+		return err
+	}
+	r.files[real] = true
+	r.inData = true
+	err = walkFiles(r.t, real, func(p string, e fs.DirEntry) error {
+		if err := r.inTime(); err != nil {
+			return err
+		}
+		if !strings.Contains(e.Name(), ".so") {
+			return nil
+		}
+		return r.elf(p, false)
+	})
+	r.inData = false
+	return err
+}
+
+// collect fills p with what was found, sorted: a file that is both a
+// program and a library counts as a program.
+func (r *resolver) collect(p *Programs) {
 	for f := range r.exec {
 		delete(r.files, f)
 		p.Exec = append(p.Exec, f)
@@ -182,7 +227,10 @@ func ResolveProgramsIn(root string, names []string, data []string) (*Programs, e
 	sort.Strings(p.Exec)
 	sort.Strings(p.Files)
 	p.Links = r.links
-	return p, nil
+	p.Skipped = r.skipped
+	if r.nSkipped > len(r.skipped) {
+		p.Skipped = append(p.Skipped, fmt.Sprintf("and %d more", r.nSkipped-len(r.skipped)))
+	}
 }
 
 type resolver struct {
@@ -191,6 +239,34 @@ type resolver struct {
 	links       map[string]string
 	seen        map[string]bool
 	dirs        []string
+	// inData: the files now looked at are a data tree's, whose
+	// libraries may be left out (the one extension needing it then fails
+	// to load, as it would without them); a program's may not.
+	inData   bool
+	skipped  []string
+	nSkipped int
+	deadline time.Time
+	root     string
+}
+
+// skip notes what was left out, and why.
+func (r *resolver) skip(why string) {
+	r.nSkipped++
+	if len(r.skipped) < maxSkipped {
+		r.skipped = append(r.skipped, why)
+	}
+}
+
+// inTime fails once the resolution's budget is spent.
+func (r *resolver) inTime() error {
+	if time.Now().After(r.deadline) {
+		where := "the host's root"
+		if r.root != "" {
+			where = "root " + r.root
+		}
+		return fmt.Errorf("resolving the programs of %s took over %s", where, ResolveBudget)
+	}
+	return nil
 }
 
 // path returns the real path of p, recording every symlink on the way.
@@ -238,6 +314,9 @@ func (r *resolver) elf(real string, program bool) error {
 		return nil
 	}
 	r.seen[real] = true
+	if err := r.inTime(); err != nil {
+		return err
+	}
 	file, err := r.t.Open(real)
 	if err != nil {
 		return err
@@ -258,8 +337,31 @@ func (r *resolver) elf(real string, program bool) error {
 	if !program && f.Type == elf.ET_EXEC {
 		return fmt.Errorf("%s is a program inside a data tree; it could be run through the loader", real)
 	}
+	if err := r.interpreter(real, f); err != nil {
+		return err
+	}
+	needed, err := f.ImportedLibraries()
+	if err != nil {
+		return err
+	}
+	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	rpath, _ := f.DynString(elf.DT_RPATH)
+	for _, lib := range needed {
+		if err := r.library(real, lib, append(rpath, runpath...)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interpreter adds the ELF interpreter (the dynamic loader) f names, if
+// any, as a program.
+func (r *resolver) interpreter(real string, f *elf.File) error {
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
+			if prog.Filesz > maxInterp {
+				return fmt.Errorf("%s: its ELF interpreter's path is %d bytes long", real, prog.Filesz)
+			}
 			b := make([]byte, prog.Filesz)
 			if _, err := prog.ReadAt(b, 0); err != nil {
 				return err
@@ -271,33 +373,46 @@ func (r *resolver) elf(real string, program bool) error {
 			r.exec[interp] = true
 		}
 	}
-	needed, err := f.ImportedLibraries()
+	return nil
+}
+
+// library adds lib, which the ELF file at real needs, and what it needs
+// in turn; runPaths are real's own library directories.
+func (r *resolver) library(real, lib string, runPaths []string) error {
+	found, special := "", ""
+	for _, dir := range r.searchDirs(real, runPaths) {
+		fi, err := r.t.Stat(filepath.Join(dir, lib))
+		if err != nil {
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			// Not a library (the loader would skip a directory; a
+			// FIFO would hang whoever opens it): look further.
+			if special == "" {
+				special = fmt.Sprintf("%s is %s", filepath.Join(dir, lib), fileKind(fi.Mode()))
+			}
+			continue
+		}
+		found = filepath.Join(dir, lib)
+		break
+	}
+	if found == "" && special != "" {
+		why := fmt.Sprintf("%s needs %s, and %s, not a regular file", real, lib, special)
+		if !r.inData {
+			return errors.New(why)
+		}
+		r.skip(why + "; left out")
+		return nil
+	}
+	if found == "" {
+		return fmt.Errorf("%s needs %s, found in no library directory", real, lib)
+	}
+	libReal, err := r.path(found)
 	if err != nil {
 		return err
 	}
-	runpath, _ := f.DynString(elf.DT_RUNPATH)
-	rpath, _ := f.DynString(elf.DT_RPATH)
-	for _, lib := range needed {
-		found := ""
-		for _, dir := range r.searchDirs(real, append(rpath, runpath...)) {
-			if _, err := r.t.Stat(filepath.Join(dir, lib)); err == nil {
-				found = filepath.Join(dir, lib)
-				break
-			}
-		}
-		if found == "" {
-			return fmt.Errorf("%s needs %s, found in no library directory", real, lib)
-		}
-		libReal, err := r.path(found)
-		if err != nil {
-			return err
-		}
-		r.files[libReal] = true
-		if err := r.elf(libReal, false); err != nil {
-			return err
-		}
-	}
-	return nil
+	r.files[libReal] = true
+	return r.elf(libReal, false)
 }
 
 // searchDirs are the library directories, in the dynamic loader's order
@@ -310,14 +425,15 @@ func (r *resolver) searchDirs(file string, paths []string) []string {
 		}
 	}
 	if r.dirs == nil {
-		r.dirs = systemLibDirs(r.t)
+		r.dirs = systemLibDirs(r.t, r.skip)
 	}
 	return append(out, r.dirs...)
 }
 
 // systemLibDirs are the loader's directories in t: /etc/ld.so.conf.d's
-// and the default ones.
-func systemLibDirs(t tree) []string {
+// and the default ones; a configuration file that does not open as a
+// regular file is left out, said to skip.
+func systemLibDirs(t tree, skip func(string)) []string {
 	triplet := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu"}[runtime.GOARCH]
 	dirs := []string{"/usr/local/lib"}
 	confs, _ := t.ReadDir("/etc/ld.so.conf.d")
@@ -327,6 +443,9 @@ func systemLibDirs(t tree) []string {
 		}
 		f, err := t.Open(filepath.Join("/etc/ld.so.conf.d", c.Name()))
 		if err != nil {
+			if errors.Is(err, ErrNotRegular) {
+				skip(fmt.Sprintf("/etc/ld.so.conf.d/%s: %v; left out", c.Name(), errors.Unwrap(err)))
+			}
 			continue
 		}
 		sc := bufio.NewScanner(io.LimitReader(f, 1<<20))

@@ -2,11 +2,13 @@ package jail
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,11 +233,15 @@ func TestKillOfAnEndedCellSparesTheNextInItsCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Kill(LimitNone)
-	time.Sleep(100 * time.Millisecond)
+	// A Kill signals before it returns: had it reached the next cell's
+	// process, that one would be dead or hold a pending SIGKILL now.
 	select {
 	case <-next.Done():
 		t.Fatal("a Kill of the ended cell killed the next one")
 	default:
+	}
+	if why := killedOrDying(t, cmd.Process.Pid); why != "" {
+		t.Fatalf("a Kill of the ended cell reached the next one's process: %s", why)
 	}
 	next.Kill(LimitNone)
 	_ = cmd.Wait()
@@ -300,4 +306,29 @@ func TestIdleRecyclingKeepsNothing(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// killedOrDying tells, from /proc, whether process pid has ended or has a
+// SIGKILL pending (sent, not yet acted on): "" when neither.
+func killedOrDying(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+				return "state " + v
+			}
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(v, 16, 64); err != nil || mask&(1<<(int(syscall.SIGKILL)-1)) != 0 {
+				return k + " " + v
+			}
+		}
+	}
+	return ""
 }

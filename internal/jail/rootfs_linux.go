@@ -50,6 +50,46 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs: %w", err)
 	}
+	if err := placeSystem(cfg, src); err != nil {
+		return err
+	}
+	if err := buildDev(cfg); err != nil {
+		return err
+	}
+	if err := placeBinds(cfg, src); err != nil {
+		return err
+	}
+	if !cfg.SharedTmp {
+		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
+		if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
+			return err
+		}
+	}
+	if err := buildWorkspace(cfg, src.workspace); err != nil {
+		return err
+	}
+	if err := mountProc(); err != nil {
+		return err
+	}
+	if cfg.Nested {
+		if err := prepareNested(cfg); err != nil {
+			return err
+		}
+	}
+	if err := pivot(); err != nil {
+		return err
+	}
+	// The root tmpfs only holds mount points and /etc: freeze it.
+	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: roFlags}); err != nil {
+		return fmt.Errorf("remount / read-only: %w", err)
+	}
+	return nil
+}
+
+// placeSystem places what the sandbox runs from: the host's system
+// directories, or the resolved programs, or an environment's root (with
+// the programs over it), and the generated /etc.
+func placeSystem(cfg *initConfig, src *hostSources) error {
 	hasRoot := cfg.HasRoot
 	if cfg.Programs == nil && !hasRoot {
 		for _, dir := range hostSystemDirs {
@@ -75,9 +115,12 @@ func buildRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := buildDev(cfg); err != nil {
-		return err
-	}
+	return nil
+}
+
+// placeBinds binds the read-only host paths, then Spec.Binds (the
+// session's shared /tmp among them, writable).
+func placeBinds(cfg *initConfig, src *hostSources) error {
 	for _, p := range cfg.ReadOnlyBinds {
 		if err := bindReadOnly(p, newRoot+p); err != nil {
 			return err
@@ -92,36 +135,19 @@ func buildRoot(cfg *initConfig) error {
 			return fmt.Errorf("bind %s: %w", b.Host, err)
 		}
 	}
-	if !cfg.SharedTmp {
-		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
-		if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
-			return err
-		}
-	}
-	if err := buildWorkspace(cfg, src.workspace); err != nil {
-		return err
-	}
+	return nil
+}
+
+// mountProc mounts the sandbox's /proc. The init is already PID 1 of the
+// sandbox's pid namespace, so this proc shows only the sandbox. It is
+// mounted before pivot_root because the kernel allows a proc mount in a
+// user namespace only while a full proc is visible in the mount namespace.
+func mountProc() error {
 	if err := os.Mkdir(newRoot+"/proc", 0o555); err != nil {
 		return err
 	}
-	// The init is already PID 1 of the sandbox's pid namespace, so this proc
-	// shows only the sandbox. It is mounted before pivot_root because the
-	// kernel allows a proc mount in a user namespace only while a full proc
-	// is visible in the mount namespace.
 	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ProcOptions); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
-	}
-	if cfg.Nested {
-		if err := prepareNested(cfg); err != nil {
-			return err
-		}
-	}
-	if err := pivot(); err != nil {
-		return err
-	}
-	// The root tmpfs only holds mount points and /etc: freeze it.
-	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: roFlags}); err != nil {
-		return fmt.Errorf("remount / read-only: %w", err)
 	}
 	return nil
 }

@@ -37,7 +37,20 @@ func startHeld(t *testing.T, root, script string) (sb *Sandbox, pid int, finish 
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { sb.Kill(LimitNone); sb.Channel().Close() })
-	pid = waitForProgram(t, sb.HostUID(), "cat")
+	// The held cat, which reads its stdin: not a cat the script ran
+	// before it on a file, which a loaded host may still show exiting.
+	deadline := time.Now().Add(30 * time.Second)
+	for pid == 0 {
+		for _, p := range uidProcesses(sb.HostUID()) {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); string(b) == "cat\x00" {
+				pid = p
+			}
+		}
+		if pid == 0 && time.Now().After(deadline) {
+			t.Fatalf("no held cat process of uid %d", sb.HostUID())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return sb, pid, func() (Exit, string, string) {
 		if err := sb.CloseInput(); err != nil {
 			t.Fatal(err)

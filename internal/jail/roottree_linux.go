@@ -110,14 +110,20 @@ func (t *rootTree) Readlink(p string) (string, error) {
 	return readlinkFD(fd)
 }
 
+// Open opens p for reading if it is a regular file. O_NONBLOCK: an open
+// of a FIFO for reading waits for a writer, for ever (an image's author
+// controls what its files are); O_NOCTTY, for a terminal's. Whatever is
+// not a regular file is refused once opened (see checkRegular).
 func (t *rootTree) Open(p string) (*os.File, error) {
-	fd, err := t.openAt(p, unix.O_RDONLY)
+	fd, err := t.openAt(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), p), nil
+	return checkRegular(os.NewFile(uintptr(fd), t.dir+"/"+strings.TrimLeft(filepath.Clean("/"+p), "/")), nil)
 }
 
+// ReadDir and ReadDirFile open directories only: O_DIRECTORY fails on
+// anything else before it is opened, so no FIFO is waited on.
 func (t *rootTree) ReadDir(p string) ([]fs.DirEntry, error) {
 	fd, err := t.openAt(p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {

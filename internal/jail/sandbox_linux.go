@@ -34,8 +34,7 @@ type Sandbox struct {
 	mu       sync.Mutex
 	limit    Limit // first reason the sandbox was killed, under mu
 
-	pauseMu sync.Mutex // one Pause or Resume at a time
-	paused  bool       // frozen by Pause, under pauseMu
+	pausing Pausing // frozen by Pause until Resume
 
 	netMu sync.Mutex
 	pidfd *os.File // of the init, for DialPort; nil once torn down
@@ -58,18 +57,10 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if err := prepareSpec(&spec); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
-	s.output = NewOutput(spec.Limits.OutputBytes, func() { s.Kill(LimitOutput) })
-
-	var err error
-	var usage func() time.Duration // no cgroup: no CPU time to read
-	if host.Cgroup.version != 0 {
-		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits, true); err != nil {
-			return nil, err
-		}
-		usage = s.cg.cpuUsage
+	s, err := newSandbox(spec, host)
+	if err != nil {
+		return nil, err
 	}
-	s.enforcer = NewEnforcer(s.Kill, usage, s.output)
 	started := false
 	defer func() {
 		if !started {
@@ -80,34 +71,17 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if spec.Nested && host.Cgroup.version == 0 {
 		return nil, fmt.Errorf("%w: nested sandboxes need cgroups (%s)", ErrUnsupported, host.Cgroup.reason)
 	}
-	fds, err := newSandboxFiles(spec.Workspace, mountedBinds(spec), spec.Forward != nil, spec.SeqPacketChannel, spec.Stdin)
+	fds, err := s.openFiles()
 	if err != nil {
 		return nil, err
 	}
 	defer fds.closeChildEnds()
-	s.channel = fds.channel
-	if spec.Root != "" {
-		if fds.root, err = openRootSources(spec.Root, spec.Programs, reservedPaths(spec.Home, spec.ReadOnlyBinds, mountedBinds(spec))); err != nil {
-			fds.closeParentEnds()
-			_ = fds.channel.Close()
-			return nil, err
-		}
-	}
-
-	if s.hostUID, s.uid, s.cmd, err = s.command(fds); err != nil {
-		fds.closeParentEnds()
-		_ = fds.channel.Close()
+	cgf, err := s.prepareInit(fds)
+	if err != nil {
 		return nil, err
 	}
-	if s.cg != nil && s.cg.version == 2 {
-		cgf, err := s.cg.openV2()
-		if err != nil {
-			fds.closeParentEnds()
-			return nil, err
-		}
+	if cgf != nil {
 		defer cgf.Close()
-		s.cmd.SysProcAttr.UseCgroupFD = true
-		s.cmd.SysProcAttr.CgroupFD = int(cgf.Fd())
 	}
 
 	waited, err := s.startInit()
@@ -128,19 +102,84 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		s.cleanup()
 		return nil, err
 	}
+	s.handOver(fds)
+	go s.supervise(ctx, fds, waited)
+	return s, nil
+}
+
+// newSandbox makes the sandbox's output, cgroup and enforcer.
+func newSandbox(spec Spec, host Host) (*Sandbox, error) {
+	s := &Sandbox{id: spec.ID, spec: spec, host: host, done: make(chan struct{})}
+	s.output = NewOutput(spec.Limits.OutputBytes, func() { s.Kill(LimitOutput) })
+	var err error
+	var usage func() time.Duration // no cgroup: no CPU time to read
+	if host.Cgroup.version != 0 {
+		if s.cg, err = newCgroup(host.Cgroup, s.id, spec.Limits, true); err != nil {
+			return nil, err
+		}
+		usage = s.cg.cpuUsage
+	}
+	s.enforcer = NewEnforcer(s.Kill, usage, s.output)
+	return s, nil
+}
+
+// openFiles opens the descriptors the init is given: its sockets and
+// pipes, the workspace and binds, and the root's sources. On failure it
+// closes all it opened.
+func (s *Sandbox) openFiles() (*sandboxFiles, error) {
+	spec := s.spec
+	fds, err := newSandboxFiles(spec.Workspace, mountedBinds(spec), spec.Forward != nil, spec.SeqPacketChannel, spec.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	s.channel = fds.channel
+	if spec.Root != "" {
+		if fds.root, err = openRootSources(spec.Root, spec.Programs, reservedPaths(spec.Home, spec.ReadOnlyBinds, mountedBinds(spec))); err != nil {
+			fds.closeParentEnds()
+			_ = fds.channel.Close()
+			fds.closeChildEnds()
+			return nil, err
+		}
+	}
+	return fds, nil
+}
+
+// prepareInit builds the init's command and, on cgroups v2, has it start
+// in the sandbox's cgroup: it returns the cgroup's descriptor (nil on
+// v1), which the caller closes once the init has started.
+func (s *Sandbox) prepareInit(fds *sandboxFiles) (*os.File, error) {
+	var err error
+	if s.hostUID, s.uid, s.cmd, err = s.command(fds); err != nil {
+		fds.closeParentEnds()
+		_ = fds.channel.Close()
+		return nil, err
+	}
+	if s.cg == nil || s.cg.version != 2 {
+		return nil, nil
+	}
+	cgf, err := s.cg.openV2()
+	if err != nil {
+		fds.closeParentEnds()
+		return nil, err
+	}
+	s.cmd.SysProcAttr.UseCgroupFD = true
+	s.cmd.SysProcAttr.CgroupFD = int(cgf.Fd())
+	return cgf, nil
+}
+
+// handOver gives the supervisor's ends that outlive Start to their owners.
+func (s *Sandbox) handOver(fds *sandboxFiles) {
 	if fds.stdin != nil {
 		// The pipe's write end now belongs to the sandbox's input.
 		s.input = NewInput(fds.stdin, false)
 		fds.stdin = nil
 	}
-	if spec.Forward != nil {
+	if s.spec.Forward != nil {
 		// The supervisor's end now belongs to the receiver.
 		sock := fds.forward
 		fds.forward = nil
-		go receiveForwards(sock, spec.Forward.Handle)
+		go receiveForwards(sock, s.spec.Forward.Handle)
 	}
-	go s.supervise(ctx, fds, waited)
-	return s, nil
 }
 
 // prepareSpec checks what Start cannot build from and fills in the
@@ -244,6 +283,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		CellUIDs:        s.cellUIDs(),
 		ForwardPort:     forwardPort(s.spec.Forward),
 		Stdin:           s.spec.Stdin,
+		NoChannel:       s.spec.NoChannel,
 		Terminal:        s.spec.Terminal,
 		LoopbackServers: s.spec.LoopbackServers,
 		JoinedNet:       s.spec.NetNS != nil,
@@ -442,78 +482,6 @@ func (s *Sandbox) cleanup() {
 	s.hostUID = 0
 }
 
-// command prepares the re-execution of this binary as the sandbox's init.
-// It returns the uid allocated for the sandbox (0 when the caller reserved
-// one, or rootless) and the uid it runs as.
-func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd, err error) {
-	uid, gid := os.Geteuid(), os.Getegid()
-	ids := 1
-	if !s.host.Rootless {
-		// A server gives each sandbox a host uid of its own, outside any
-		// account, leased host-wide, so no two sandboxes share an
-		// identity or a per-user kernel limit on the host.
-		uid = s.spec.HostUID // the caller's reservation
-		if uid == 0 {
-			if uid, err = allocateUID(); err != nil {
-				return 0, 0, nil, err
-			}
-			allocated = uid
-		} else if s.spec.Nested {
-			ids += s.spec.CellUIDs // the zygote's cells, one uid each
-		}
-		gid = uid
-	}
-	attr := userNSAttr(uid, gid, ids)
-	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
-	if s.spec.NetNS == nil {
-		attr.Cloneflags |= unix.CLONE_NEWNET // else the one startInit's thread is in
-	}
-	attr.AmbientCaps = capsOf(s.cellUIDs())
-	attr.Pdeathsig = syscall.SIGKILL
-	attr.Setsid = true
-	// Positions are the init's descriptor numbers from 3 on; nil closes one.
-	files := []*os.File{fds.initControl, fds.initChannel, executable(), fds.workspace, fds.initForward}
-	// From fdBinds on, one per Spec.Binds entry (nil: the init opens it).
-	files = append(files, fds.binds...)
-	if fds.root != nil {
-		// Then the detached mounts of the root's entries (see fdRoot).
-		files = append(files, fds.root.trees...)
-	}
-	cmd = &exec.Cmd{
-		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
-		Args:        []string{"codecage-init", initArg},
-		Env:         []string{"GOMAXPROCS=1", "GOGC=50"},
-		Stdin:       fds.stdinR, // the program's stdin pipe, or nil (/dev/null)
-		Stdout:      fds.stdoutW,
-		Stderr:      fds.stderrW,
-		ExtraFiles:  files,
-		SysProcAttr: attr,
-	}
-	return allocated, uid, cmd, nil
-}
-
-// userNSAttr maps n host ids from uid:gid on to SandboxUID on inside a new
-// user namespace (n > 1: a zygote's, whose cells take the ids after its
-// own) and keeps the child's capabilities there across the exec.
-func userNSAttr(uid, gid, n int) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{
-		Cloneflags:                 unix.CLONE_NEWUSER,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: uid, Size: n}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: gid, Size: n}},
-		GidMappingsEnableSetgroups: false,
-		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, NoSetGroups: true},
-	}
-}
-
-// cellUIDs is how many uids the nested program's cells have, one each
-// (none: they share the program's, rootless).
-func (s *Sandbox) cellUIDs() int {
-	if !s.spec.Nested || s.host.Rootless || s.spec.HostUID == 0 {
-		return 0
-	}
-	return s.spec.CellUIDs
-}
-
 func programRlimits(l Limits, cgroups bool) []rlimit {
 	cpu := uint64((l.CPUTime + time.Second - 1) / time.Second)
 	rl := []rlimit{
@@ -529,24 +497,6 @@ func programRlimits(l Limits, cgroups bool) []rlimit {
 		rl = append(rl, rlimit{unix.RLIMIT_AS, uint64(l.MemoryBytes), uint64(l.MemoryBytes)})
 	}
 	return rl
-}
-
-var (
-	exeOnce sync.Once
-	exeFile *os.File
-)
-
-// executable is this binary, opened once: the init is executed through the
-// descriptor, so it works for any host uid and survives a replaced file.
-func executable() *os.File {
-	exeOnce.Do(func() {
-		f, err := os.Open("/proc/self/exe")
-		if err != nil {
-			panic(fmt.Sprintf("jail: open own executable: %v", err))
-		}
-		exeFile = f
-	})
-	return exeFile
 }
 
 func validID(id string) bool {

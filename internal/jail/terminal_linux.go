@@ -79,3 +79,19 @@ func (t *terminal) close() {
 	}
 	t.master, t.slave = -1, -1
 }
+
+// SetWindowSize gives the terminal whose master is f its size (TIOCSWINSZ,
+// on which the kernel signals the terminal's foreground group).
+func SetWindowSize(f *os.File, size WindowSize) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols})
+	}); err != nil {
+		return err
+	}
+	return ioctlErr
+}

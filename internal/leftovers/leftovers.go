@@ -27,14 +27,23 @@ func SandboxProcesses() []string { return processesIn(fleet.LeasedUIDRanges()) }
 func SandboxProcessesOf(pid int) []string { return processesIn(fleet.UIDRangesLeasedBy(pid)) }
 
 func processesIn(ranges [][2]int) []string {
-	return processes(func(uid int) bool {
-		for _, r := range ranges {
-			if uid >= r[0] && uid < r[1] {
-				return true
-			}
+	return processes(func(uid int) bool { return inRanges(ranges, uid) })
+}
+
+// Leased says whether uid is in a block this process leased: one of its
+// own sandboxes (zygote cells included) ran or runs as it. Tests that
+// look for their sandboxes among the host's processes ask this, not
+// whether the uid is any sandbox's, since other codecage processes (test
+// packages run side by side) have sandboxes of their own.
+func Leased(uid int) bool { return inRanges(fleet.LeasedUIDRanges(), uid) }
+
+func inRanges(ranges [][2]int, uid int) bool {
+	for _, r := range ranges {
+		if uid >= r[0] && uid < r[1] {
+			return true
 		}
-		return false
-	})
+	}
+	return false
 }
 
 // HostSandboxProcesses lists host processes running as any sandbox uid,

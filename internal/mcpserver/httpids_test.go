@@ -28,7 +28,7 @@ func httpServers(t *testing.T, stateless bool) (streamable, sse http.Handler, ur
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	streamable, sse = mcpserver.HTTPHandlers(svc, nil, stateless)
+	streamable, sse = mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg}, stateless)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", streamable)
 	mux.Handle("/mcp/sse", sse)
@@ -82,16 +82,43 @@ func TestHTTPCancelByClientID(t *testing.T) {
 		_, body := probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","id":1180591620717411303424,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(60)","timeout":60}}}`, h)
 		done <- body
 	}()
-	for i := 0; sleepingSandboxes(t) == 0; i++ {
-		if i > 400 {
-			t.Fatal("the run never started sleeping (the check would prove nothing)")
+	waitSleeping := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); sleepingSandboxes(t) < n; time.Sleep(25 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d runs sleeping 30 s after the calls, want %d (the check would prove nothing)", sleepingSandboxes(t), n)
+			}
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
+	waitSleeping(1)
+	// A second call, whose cancellation comes after the one below.
+	other := make(chan string, 1)
+	go func() {
+		_, body := probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","id":"other","method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\ntime.sleep(60)","timeout":60}}}`, h)
+		other <- body
+	}()
+	waitSleeping(2)
 	// An id nothing was sent with cancels nothing (before the mapping, 1
-	// could have named another call's token).
+	// could have named another call's token). Judged once the other call,
+	// canceled after it, has ended: had it ended the first call, that one
+	// would have ended by then too.
 	probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, h)
-	time.Sleep(300 * time.Millisecond)
+	probe.PostMCP(t, url+"/mcp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"other"}}`, h)
+	select {
+	case <-other:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other call's POST did not end 20 s after its cancellation")
+	}
+	for deadline := time.Now().Add(10 * time.Second); sleepingSandboxes(t) > 1; time.Sleep(25 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("10 s after notifications/cancelled, the other run still sleeps")
+		}
+	}
+	select {
+	case body := <-done:
+		t.Fatalf("a cancellation of an id never sent ended the call: %q", body)
+	default:
+	}
 	if sleepingSandboxes(t) == 0 {
 		t.Fatal("a cancellation of an id never sent ended the call")
 	}

@@ -27,7 +27,7 @@ func twoClients(t *testing.T) (alice, bob *mcp.ClientSession) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	streamable, _ := mcpserver.HTTPHandlers(svc, nil, false)
+	streamable, _ := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg}, false)
 	srv := httptest.NewServer(streamable)
 	t.Cleanup(srv.Close)
 	open := func() *mcp.ClientSession {

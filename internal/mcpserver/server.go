@@ -25,18 +25,28 @@ import (
 // Version is reported to clients in the initialize handshake.
 var Version = "0.1.0"
 
-// New returns an MCP server exposing svc's tools.
-func New(svc *service.Service, log *slog.Logger) *mcp.Server {
-	return newServer(svc, log, "")
+// Options configure the MCP surface.
+type Options struct {
+	// Config is the operator's configuration the service runs with: the
+	// instructions and the tools' descriptions quote its limits.
+	Config config.Config
+	// Log receives the SDK's and the guard's lines; nil: slog.Default().
+	Log *slog.Logger
 }
 
-func newServer(svc *service.Service, log *slog.Logger, key string) *mcp.Server {
+// New returns an MCP server exposing svc's tools.
+func New(svc *service.Service, o Options) *mcp.Server {
+	return newServer(svc, o, "")
+}
+
+func newServer(svc *service.Service, o Options, key string) *mcp.Server {
+	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "codecage", Title: "codecage Python sandbox", Version: Version},
-		&mcp.ServerOptions{Logger: log, Instructions: instructions(svc.Config())})
-	t := &tools{svc: svc, key: key}
+		&mcp.ServerOptions{Logger: log, Instructions: instructions(o.Config)})
+	t := &tools{svc: svc, cfg: o.Config, key: key}
 	t.register(s)
 	s.AddReceivingMiddleware(guard(log))
 	return s
@@ -81,16 +91,17 @@ func humanSize(n int64) string {
 // Both handlers give ids back exactly as sent (idHandler maps them, as
 // stdio does); DELETE /mcp ends the session's calls first
 // (streamableHandler); each SSE stream is bounded (sseHandler).
-func HTTPHandlers(svc *service.Service, log *slog.Logger, stateless bool) (streamable, sse http.Handler) {
-	if log == nil {
-		log = slog.Default()
+func HTTPHandlers(svc *service.Service, o Options, stateless bool) (streamable, sse http.Handler) {
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
+	log := o.Log
 	inflight := newCalls()
 	withCalls := func(s *mcp.Server) *mcp.Server {
 		s.AddReceivingMiddleware(inflight.middleware)
 		return s
 	}
-	server := withCalls(New(svc, log))
+	server := withCalls(New(svc, o))
 	var perKey sync.Map // key name -> *mcp.Server
 	sseServer := func(r *http.Request) *mcp.Server {
 		c, ok := service.CallerFrom(r.Context())
@@ -100,7 +111,7 @@ func HTTPHandlers(svc *service.Service, log *slog.Logger, stateless bool) (strea
 		if s, ok := perKey.Load(c.Key); ok {
 			return s.(*mcp.Server)
 		}
-		s, _ := perKey.LoadOrStore(c.Key, withCalls(newServer(svc, log, c.Key)))
+		s, _ := perKey.LoadOrStore(c.Key, withCalls(newServer(svc, o, c.Key)))
 		return s.(*mcp.Server)
 	}
 	var opts *mcp.StreamableHTTPOptions

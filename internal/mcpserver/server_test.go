@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/mcpserver"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -41,7 +41,7 @@ func connect(t *testing.T, edit ...func(*config.Config)) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	server := mcpserver.New(svc, nil)
+	server := mcpserver.New(svc, mcpserver.Options{Config: cfg})
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := server.Connect(ctx, st, nil)
@@ -262,7 +262,7 @@ func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	server := mcpserver.New(svc, nil)
+	server := mcpserver.New(svc, mcpserver.Options{Config: cfg})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(context.Background(), st, nil)
 	if err != nil {
@@ -303,11 +303,10 @@ func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "import time\ntime.sleep(60)", "timeout": 60}})
 		done <- err
 	}()
-	for i := 0; sleepingSandboxes(t) == 0; i++ {
-		if i > 200 {
+	for deadline := time.Now().Add(30 * time.Second); sleepingSandboxes(t) == 0; time.Sleep(25 * time.Millisecond) {
+		if time.Now().After(deadline) {
 			t.Fatal("the run never started sleeping (the check would prove nothing)")
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err == nil {
@@ -322,25 +321,15 @@ func TestProgressStreamsOutputAndCancelKills(t *testing.T) {
 	}
 }
 
-// sleepingSandboxes counts sandbox processes of this test that run
+// sleepingSandboxes counts sandbox processes of this test process (not
+// those of another test binary the host runs beside it) that run
 // time.sleep(60) code (their harness is blocked in the code).
 func sleepingSandboxes(t *testing.T) int {
 	n := 0
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/wchan")
-		if err != nil {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		uid := -1
-		for _, line := range strings.Split(string(st), "\n") {
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-				uid, _ = strconv.Atoi(f[1])
-			}
-		}
-		inRange := jail.InUIDSpan(uid)
-		if inRange && (strings.Contains(string(b), "hrtimer") || strings.Contains(string(b), "nanosleep")) {
+	for _, p := range leftovers.SandboxProcesses() {
+		pid, _, _ := strings.Cut(p, " ")
+		b, err := os.ReadFile("/proc/" + pid + "/wchan")
+		if err == nil && (strings.Contains(string(b), "hrtimer") || strings.Contains(string(b), "nanosleep")) {
 			n++
 		}
 	}

@@ -33,7 +33,7 @@ func twoOwners(t *testing.T, edit func(*config.Config)) (a, b *mcp.ClientSession
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	streamable, _ := mcpserver.HTTPHandlers(svc, nil, false)
+	streamable, _ := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg}, false)
 	srv := httptest.NewServer(streamable)
 	t.Cleanup(srv.Close)
 	open := func() *mcp.ClientSession {

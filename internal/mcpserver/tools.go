@@ -19,6 +19,7 @@ import (
 
 type tools struct {
 	svc *service.Service
+	cfg config.Config // the operator's, which the tools' descriptions quote
 	// key, when set, is the API key of every request this server gets
 	// (a legacy SSE connection, whose tool calls carry no token of their
 	// own; the HTTP front door checked it when the connection opened).
@@ -38,7 +39,7 @@ type ExecuteOutput struct {
 }
 
 func (t *tools) register(s *mcp.Server) {
-	c := t.svc.Config()
+	c := t.cfg
 	addTool(s, &mcp.Tool{
 		Name:         "execute_code",
 		Title:        "Run Python code in a sandbox",
@@ -192,7 +193,7 @@ func (t *tools) caller(ctx context.Context, req *mcp.CallToolRequest) context.Co
 }
 
 func (t *tools) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, ExecuteOutput, error) {
-	r, err := in.Request(t.svc.Config().MaxTimeout, t.owner(req))
+	r, err := in.Request(t.cfg.MaxTimeout, t.owner(req))
 	if err != nil {
 		return nil, ExecuteOutput{}, toolError(err)
 	}

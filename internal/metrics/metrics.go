@@ -36,7 +36,7 @@ type Metrics struct {
 }
 
 // New registers the instruments, and gauges read from svc at each scrape.
-func New(svc *service.Service) *Metrics {
+func New(svc Service) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -150,7 +150,7 @@ func (m *Metrics) Observe(ev service.Event) {
 // refusals are the outcomes of requests that never ran.
 var refusals = []string{
 	service.KindInvalidRequest, service.KindBadPath, service.KindFileNotFound, service.KindTooLarge,
-	service.KindSessionNotFound, service.KindSessionEnded, service.KindTooManySessions,
+	service.KindSessionNotFound, service.KindSessionEnded, service.KindTooManySessions, service.KindKeyLimit,
 	service.KindSessionPaused, service.KindSnapshotNotFound, service.KindSnapshotUnusable, service.KindPortClosed,
 	service.KindForbidden, service.KindEnvironmentNotFound, service.KindEnvironmentExists,
 	service.KindRateLimited, service.KindBusy, service.KindUnavailable, service.KindShuttingDown,

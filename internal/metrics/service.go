@@ -1,15 +1,28 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/codecage/codecage/internal/service"
+	"github.com/codecage/codecage/internal/fleet"
 )
+
+// Service is what the metrics read from the service (a
+// *service.Service) at each scrape.
+type Service interface {
+	PoolStats() map[string]fleet.PoolStats
+	Budget() fleet.BudgetStats
+	SessionCount() int
+	SessionIdleCPU() time.Duration
+	Running() int
+	Waiting() int
+}
 
 // serviceCollector reads the service's pools, sessions and queue at each
 // scrape, so that the gauges are never stale.
 type serviceCollector struct {
-	svc *service.Service
+	svc Service
 }
 
 var (

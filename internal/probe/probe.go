@@ -4,14 +4,17 @@
 package probe
 
 import (
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Metric sums the samples of the metric name in url's /metrics, over all
@@ -81,6 +84,67 @@ func DialStalled(t testing.TB, addr, req string) net.Conn {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// WaitLetGo waits up to within for the server at the other end of c (a
+// process on this host) to let go of it: no socket of its own is left for
+// the connection in /proc/net/tcp{,6}, or only one that no descriptor
+// holds and that is no longer established (closed, its last bytes and FIN
+// queued behind a client that reads nothing; an established one without
+// a descriptor is still in the accept queue). It does not read from c: a
+// read would unstall a client that stopped reading. It fails the test at
+// within.
+func WaitLetGo(t testing.TB, c net.Conn, within time.Duration) {
+	t.Helper()
+	local, _ := c.RemoteAddr().(*net.TCPAddr) // the server's side
+	remote, _ := c.LocalAddr().(*net.TCPAddr)
+	if local == nil || remote == nil {
+		t.Fatalf("WaitLetGo: %v is not a TCP connection", c.RemoteAddr())
+	}
+	for deadline := time.Now().Add(within); heldBy(local, remote); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server at %v still holds the connection from %v after %v", local, remote, within)
+		}
+	}
+}
+
+// heldBy reports whether a socket with local and remote addresses is open
+// in a descriptor (its inode is not 0), or waits in an accept queue
+// (established, no descriptor yet), on this host.
+func heldBy(local, remote *net.TCPAddr) bool {
+	const established = "01"
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(file)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || (f[9] == "0" && f[3] != established) {
+				continue
+			}
+			if l, ok := procAddr(f[1]); ok && l.IP.Equal(local.IP) && l.Port == local.Port {
+				if r, ok := procAddr(f[2]); ok && r.IP.Equal(remote.IP) && r.Port == remote.Port {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// procAddr parses an address of /proc/net/tcp{,6}: the IP as 32-bit
+// words in the host's byte order (little-endian on the hosts this runs
+// on), a colon, the port in hex.
+func procAddr(s string) (*net.TCPAddr, bool) {
+	ipHex, portHex, ok := strings.Cut(s, ":")
+	raw, err := hex.DecodeString(ipHex)
+	port, perr := strconv.ParseUint(portHex, 16, 16)
+	if !ok || err != nil || perr != nil || (len(raw) != 4 && len(raw) != 16) {
+		return nil, false
+	}
+	ip := make(net.IP, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		ip[i], ip[i+1], ip[i+2], ip[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	return &net.TCPAddr{IP: ip, Port: int(port)}, true
 }
 
 // PostMCP POSTs body (a JSON-RPC frame) to url as an MCP client does,

@@ -11,7 +11,11 @@ import (
 
 // startHarness runs the harness as a plain process (no jail: this tests
 // the harness's protocol, not the isolation) and returns its channel.
-func startHarness(t *testing.T) *os.File {
+func startHarness(t *testing.T) *os.File { return startHarnessWith(t) }
+
+// startHarnessWith is startHarness with extra descriptors inherited after
+// the channel (fd 4 on).
+func startHarnessWith(t *testing.T, extra ...*os.File) *os.File {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -20,7 +24,7 @@ func startHarness(t *testing.T) *os.File {
 	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor"), os.NewFile(uintptr(fds[1]), "harness")
 	argv := Argv("/usr/bin/python3")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.ExtraFiles, cmd.Dir = Env(), []*os.File{theirs}, t.TempDir()
+	cmd.Env, cmd.ExtraFiles, cmd.Dir = Env(), append([]*os.File{theirs}, extra...), t.TempDir()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,25 @@ def _harness():
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.
         stream.reconfigure(line_buffering=True, errors="surrogateescape")
+    _close_inherited(os)
     _serve(os, builtins, marshal, 3, ready)
+
+
+def _close_inherited(os):
+    # The code starts with 0-2 and the channel (fd 3) alone, on every
+    # backend: a descriptor a runtime or a backend left open (the native
+    # init passes only these, runsc only stdio) would otherwise be the
+    # code's to use, unasked.
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(4, 1024)
+    for fd in fds:
+        if fd > 3:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed already
 
 
 def _stdin_channel(os):
@@ -71,16 +89,22 @@ def _init(os):
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", int(port)))
         listener.listen(64)
+    import ctypes
+
+    # Not dumpable from before the fork: set after it, the code (which the
+    # child runs at once) could open /proc/1 while the init had not got
+    # there yet, as a loaded host showed. The child is dumpable again, as
+    # the harness is natively.
+    prctl = ctypes.CDLL(None).prctl
+    prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     pid = os.fork()
     if pid == 0:
+        prctl(4, 1, 0, 0, 0)
         if listener is not None:
             listener.close()
         return
     for fd in (0, 1, 2, 3):
         os.close(fd)
-    import ctypes
-
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     if listener is not None:
         _relay(listener, path)
     code = 1
@@ -160,7 +184,18 @@ def _serve(os, builtins, marshal, chan, ready=None):
         return None if body is None else marshal.loads(body)
 
     def write_frame(obj):
-        body = _json(obj).encode("utf-8", "surrogatepass")
+        # Lone surrogates (bytes the code decoded with surrogateescape)
+        # leave as JSON escapes: the supervisor reads them as U+FFFD.
+        try:
+            body = _json(obj, _MAX_REPLY).encode("utf-8", "backslashreplace")
+            if len(body) > _MAX_REPLY:
+                raise _TooBig()
+        except Exception as e:
+            # Every part of a reply is bounded; should one still not go,
+            # the run is answered with why, not lost.
+            why = "it passes %d bytes" % _MAX_REPLY if isinstance(e, _TooBig) else _clip(str(e))
+            body = _json({"result": None, "result_type": None, "variables": [], "exit_code": 1, "images": [],
+                          "error": {"type": "ReplyError", "message": "codecage could not send the run's reply: " + why, "traceback": ""}}).encode("utf-8", "backslashreplace")
         data = len(body).to_bytes(4, "big") + body
         while data:
             data = data[os.write(chan, data):]
@@ -329,7 +364,14 @@ def _supervisor_call(tool, args):
     # which the service runs under its policy. Returns the tool_result.
     read_frame, write_frame = _channel
     _calls[0] += 1
-    write_frame({"tool_call": {"id": _calls[0], "tool": tool, "args": args}})
+    # Bounded by what the supervisor reads in one frame (MaxReplyBytes),
+    # not less: whatever passes here, the supervisor judges (and audits)
+    # itself, as it must a frame the code writes to the channel directly.
+    try:
+        frame = _Raw(_json({"tool_call": {"id": _calls[0], "tool": tool, "args": args}}, _MAX_REPLY))
+    except _TooBig:
+        raise ToolError("the call's arguments pass %d bytes" % _MAX_REPLY) from None
+    write_frame(frame)
     while True:
         msg = read_frame()
         if msg is None:
@@ -732,7 +774,7 @@ def _run(req, builtins, real_import, main):
     elif req.get("capture_plots"):
         reply["images"] = _figures()
     _outputs = None
-    names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and not isinstance(v, module_type) and not (req.get("tools") and k in ("tools", "ToolError"))]
+    names = [k for k, v in list(g.items()) if type(k) is str and not k.startswith("_") and len(k) <= _MAX_NAME and not isinstance(v, module_type) and not (req.get("tools") and k in ("tools", "ToolError"))]
     reply["variables"] = names[:_MAX_VARIABLES]
     return reply
 
@@ -850,20 +892,12 @@ def _figures():
 
 
 def _encode_result(value, limit):
-    kind = type(value).__name__
+    # The value as JSON when it is JSON and fits, else its repr, cut.
     try:
-        text = _json(value, limit)
-        if len(text) <= limit:
-            return _Raw(text), kind
-    except Exception:
+        return _Raw(_json(value, limit)), _name(value)
+    except Exception:  # _TooBig, or not JSON
         pass
-    try:
-        text = repr(value)
-    except Exception as e:  # a broken __repr__ must not lose the run
-        text = "<unrepresentable %s: %s>" % (kind, e)
-    if len(text) > limit:
-        text = text[:limit] + "... [truncated]"
-    return text, kind
+    return _repr(value, limit), _name(value)
 
 
 # The rich representations a notebook shows for a value, by MIME type.
@@ -882,12 +916,9 @@ _REPR_METHODS = (
 
 def _display(value, limit):
     # A mime bundle like IPython's: repr as text/plain, and what the value's
-    # _repr_*_ methods give. Each is left out when it fails or is too big.
-    try:
-        text = repr(value)
-    except Exception as e:
-        text = "<unrepresentable %s: %s>" % (type(value).__name__, e)
-    out = {"text/plain": text if len(text) <= limit else text[:limit] + "... [truncated]"}
+    # _repr_*_ methods give. Each is left out when it fails or is too big,
+    # known before it is encoded.
+    out = {"text/plain": _repr(value, limit)}
     if type(value) in (dict, list):
         # E2B's kernel gives a plain dict or list as JSON too.
         try:
@@ -903,21 +934,28 @@ def _display(value, limit):
         method = getattr(type(value), name, None)  # the type's: an object's __getattr__ would answer anything
         if not callable(method):
             continue
+        cap = _MAX_IMAGE_BYTES // 4 if mime.startswith("image/") or mime == "application/pdf" else limit
         try:
             data = method(value)
             if isinstance(data, tuple):
                 data = data[0]  # (data, metadata)
             if data is None:
                 continue
-            if isinstance(data, bytes):
+            if isinstance(data, (bytes, bytearray)):
+                if (len(data) + 2) // 3 * 4 > cap:
+                    continue  # its base64, before it is made
                 import base64
 
                 data = base64.b64encode(data).decode("ascii")
-            elif not isinstance(data, str):
-                data = _json(data, limit)
+            elif isinstance(data, str):
+                if len(data) > cap:
+                    continue
+                data = str.__str__(data)  # a str subclass (markupsafe's Markup) as a plain str
+            else:
+                data = _json(data, cap)
         except Exception:
             continue
-        if len(data) <= (_MAX_IMAGE_BYTES // 4 if mime.startswith("image/") or mime == "application/pdf" else limit):
+        if len(data) <= cap:
             out[mime] = data
     return out
 
@@ -938,13 +976,13 @@ def _syntax_error(e, code, filename):
     _register_source(code, filename)
     if isinstance(e, SyntaxError):
         return {
-            "type": type(e).__name__,
-            "message": e.msg,
+            "type": _name(e),
+            "message": _clip(str(e.msg)),
             "line": e.lineno,
             "column": e.offset,
-            "traceback": "".join(traceback.format_exception_only(type(e), e)),
+            "traceback": _clip("".join(traceback.format_exception_only(type(e), e))),
         }
-    return {"type": "SyntaxError", "message": str(e), "line": None, "column": None, "traceback": str(e)}
+    return {"type": "SyntaxError", "message": _clip(str(e)), "line": None, "column": None, "traceback": _clip(str(e))}
 
 
 def _exception(e, code, filename):
@@ -962,7 +1000,7 @@ def _exception(e, code, filename):
     except Exception:
         message = "<unprintable>"
     return {
-        "type": type(e).__name__,
+        "type": _name(e),
         "message": _clip(message),
         "line": line,
         "column": None,
@@ -973,6 +1011,8 @@ def _exception(e, code, filename):
 # Bounds on what a reply carries besides the result (which has its own).
 _MAX_VARIABLES = 1000
 _MAX_TEXT = 64 << 10
+# The supervisor's frame limit (runtime.MaxReplyBytes).
+_MAX_REPLY = 8 << 20
 
 
 def _clip(text):
@@ -989,85 +1029,368 @@ def _register_source(code, filename):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
 
-class _Raw(str):
-    """JSON text already encoded, embedded as is."""
+class _Raw:
+    """JSON text already encoded, embedded as is (held, not copied as a
+    str subclass would be)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
-
-
-def _json_str(s):
-    out = ['"']
-    for ch in s:
-        e = _ESCAPES.get(ch)
-        if e is not None:
-            out.append(e)
-        elif ch < " " or "\ud800" <= ch <= "\udfff":
-            out.append("\\u%04x" % ord(ch))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+# ---- encoders: JSON for the reply and a value that is JSON, repr for one
+# that is not. Each knows its limit before it builds: a string, a number
+# or a container that cannot fit what is left is refused (JSON) or cut
+# (repr) on a lower bound of its size, before its text is made, so a big
+# value costs its own memory once, not again per character. Runs of plain
+# scalars are encoded in C (json's own encoder, repr of a slice) when an
+# upper bound on their text keeps that work within a few times the limit.
 
 
 class _TooBig(Exception):
-    pass
+    """The text would pass its limit: raised before the rest is made."""
+
+
+# Items of a list encoded in C at once, and how much more than what is
+# left such a run may make before it is measured.
+_CHUNK = 1024
+_SLACK = 8
+
+_c_json = []  # [encode_basestring, a compact strict encoder or None], once loaded
+
+
+def _c_encoders():
+    if not _c_json:
+        # _json is C in every CPython; json itself would import re (15 ms).
+        try:
+            import _json
+
+            esc = _json.encode_basestring
+            enc = _json.make_encoder(None, _not_json, esc, None, ":", ",", False, False, False)
+            if enc([1, "a"], 0)[0] != '[1,"a"]':
+                enc = None
+        except Exception:
+            esc, enc = _py_basestring, None
+        _c_json[:] = [esc, enc]
+    return _c_json
+
+
+def _not_json(o):
+    raise TypeError(type(o).__name__)
+
+
+_ESCAPES = {i: "\\u%04x" % i for i in range(32)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord("\b"): "\\b", ord("\f"): "\\f"})
+
+
+def _py_basestring(s):
+    return '"' + s.translate(_ESCAPES) + '"'
+
+
+def _json_str(s):
+    # A short plain string needs no escaping (checked in C, without a copy).
+    # Lone surrogates pass as they are: write_frame escapes them.
+    if len(s) < 256 and s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    return _c_encoders()[0](s)
+
+
+# What _bound measures: plain values, whose text C makes exactly as the
+# encoders would (JSON: json's encoder; repr: repr itself).
+_JSON_KINDS = frozenset((str, int, float, bool, type(None), list, tuple, dict))
+_REPR_KINDS = _JSON_KINDS | {bytes, set, frozenset}
+_STR = frozenset((str,))
+_NUMBERS = frozenset((int, float, bool))
+_NONE = frozenset((type(None),))
+
+
+def _bound(v, budget, for_json, levels=101):
+    """An upper bound on the length of v's text (JSON, or repr) when v is
+    made of plain values only, nested at most levels deep, else None; raises _TooBig once a lower
+    bound passes budget, so its work stays within the limit too. It goes
+    a level of nesting at a time, in C: the types of a level's items,
+    the sum of their lengths, the largest number, the next level's items
+    chained."""
+    from functools import partial
+    from itertools import chain
+    from operator import is_not
+
+    ok = _JSON_KINDS if for_json else _REPR_KINDS
+    per_char = 6 if for_json else 10  # \u001f; \U0001f600
+    lower = ub = 0
+    level = [v]
+    for _ in range(levels):  # a cycle, for repr, ends here too
+        if not level:
+            return ub
+        kinds = set(map(type, level))
+        if not kinds <= ok:
+            return None
+        if type(None) in kinds:
+            n = level.count(None)
+            lower, ub = lower + n, ub + 5 * n  # 'None,'
+            kinds -= _NONE
+            if kinds:
+                level = list(filter(partial(is_not, None), level))
+        if kinds <= _NUMBERS or len(kinds) == 1:
+            groups = [(kinds, level)] if kinds else []
+        else:
+            groups = [({k}, [x for x in level if type(x) is k]) for k in kinds]
+        nxt = []
+        for ks, some in groups:
+            k = next(iter(ks))
+            if ks <= _NUMBERS:
+                # The largest magnitude bounds every number's digits (max
+                # skips a NaN but a first one: then item by item).
+                big = max(map(abs, some))
+                if big != big:
+                    return None
+                if type(big) is float:
+                    per = 26 if big < 1e16 else 330
+                else:
+                    bits = big.bit_length()
+                    lower += bits * 3 // 10  # the largest one's digits
+                    per = max(bits * 31 // 100 + 4, 26 if float in ks else 7)
+                lower += len(some)
+                ub += per * len(some)
+            elif k is str or k is bytes:
+                total = sum(map(len, some))
+                lower += total + len(some)
+                ub += per_char * total + 4 * len(some)
+            else:
+                n = sum(map(len, some))
+                lower += 2 * n + len(some)  # a character and a separator each
+                ub += 4 * n + 13 * len(some)  # separators, brackets, "(1,)", "frozenset({})"
+                if lower > budget:
+                    raise _TooBig()
+                if k is dict:
+                    keys = list(chain.from_iterable(some))
+                    if set(map(type, keys)) <= _STR:
+                        # Measured here: mixed in with the values, they
+                        # would split the next level by kind.
+                        total = sum(map(len, keys))
+                        lower += total
+                        ub += per_char * total + 4 * len(keys)
+                    elif for_json:
+                        return None
+                    else:
+                        nxt += keys
+                    nxt += chain.from_iterable(map(dict.values, some))
+                else:
+                    nxt += chain.from_iterable(some)
+            if lower > budget:
+                raise _TooBig()
+        level = nxt
+    return None
 
 
 def _json(v, limit=None):
-    """Encodes v as strict JSON (no NaN, string keys only), or raises."""
+    """Encodes v as strict JSON (no NaN, string keys only), or raises:
+    _TooBig once the text would pass limit, before the rest is made."""
     parts = []
-    size = [0]
+    append = parts.append
+    left = [sys.maxsize if limit is None else limit]
+    cenc = _c_encoders()[1]
 
-    def emit(text):
-        parts.append(text)
-        size[0] += len(text)
-        if limit is not None and size[0] > limit:
+    def put(text):
+        n = left[0] - len(text)
+        if n < 0:
             raise _TooBig()
+        left[0] = n
+        append(text)
 
     def enc(v, depth):
-        if depth > 100:
-            raise ValueError("too deep")
         t = type(v)
-        if v is None:
-            emit("null")
-        elif v is True:
-            emit("true")
-        elif v is False:
-            emit("false")
-        elif t is _Raw:
-            emit(v)
-        elif t is str:
-            emit(_json_str(v))
+        if t is str:
+            if len(v) + 2 > left[0]:
+                raise _TooBig()  # before it is escaped
+            put(_json_str(v))
         elif t is int:
-            emit(int.__repr__(v))
+            if v.bit_length() * 3 // 10 > left[0]:
+                raise _TooBig()  # its digits, before they are made
+            put(int.__repr__(v))
+        elif v is None:
+            put("null")
+        elif v is True:
+            put("true")
+        elif v is False:
+            put("false")
         elif t is float:
             if v != v or v in (float("inf"), float("-inf")):
                 raise ValueError("not finite")
-            emit(float.__repr__(v))
-        elif t in (list, tuple):
-            emit("[")
+            put(float.__repr__(v))
+        elif t is list or t is tuple or t is dict:
+            if depth > 100:
+                raise ValueError("too deep")
+            if cenc is not None:
+                # Made of plain values, within a few times what is left:
+                # encoded whole, in C.
+                ub = _bound(v, left[0], True, 101 - depth)
+                if ub is not None and ub <= _SLACK * left[0] + 4096:
+                    put("".join(cenc(v, 0)))
+                    return
+            if t is dict:
+                put("{")
+                for i, (k, x) in enumerate(v.items()):
+                    if type(k) is not str:
+                        raise TypeError("non-string key")
+                    if i:
+                        put(",")
+                    enc(k, depth)
+                    put(":")
+                    enc(x, depth + 1)
+                put("}")
+                return
+            if 2 * len(v) + 1 > left[0]:
+                raise _TooBig()  # a character and a comma each, at least
+            put("[")
             for i, x in enumerate(v):
                 if i:
-                    emit(",")
+                    put(",")
                 enc(x, depth + 1)
-            emit("]")
-        elif t is dict:
-            emit("{")
-            for i, (k, x) in enumerate(v.items()):
-                if type(k) is not str:
-                    raise TypeError("non-string key")
-                if i:
-                    emit(",")
-                emit(_json_str(k))
-                emit(":")
-                enc(x, depth + 1)
-            emit("}")
+            put("]")
+        elif t is _Raw:
+            put(v.text)
         else:
             raise TypeError(t.__name__)
 
-    enc(v, 0)
+    try:
+        enc(v, 0)
+        return "".join(parts)
+    finally:
+        # enc calls itself: a cycle, which would keep parts (the text)
+        # until the next collection.
+        enc = None
+
+
+def _repr_head(v, n):
+    # The start of repr(v), at least n characters, for a str or bytes of
+    # more than n items, made from its first n: repr quotes with " when v
+    # has a ' and no " (which its slice alone may not), so the slice ends
+    # with a quote that keeps v's choice, cut off with the closing one.
+    sq, dq = ("'", '"') if type(v) is str else (b"'", b'"')
+    return repr(v[:n] + (sq if sq in v and dq not in v else dq))[:-2]
+
+
+_TRUNCATED = "... [truncated]"
+
+
+def _repr(value, limit):
+    """repr(value), or its first limit characters and "... [truncated]".
+    Only what fits is made: a str's or bytes' repr from a slice, a
+    container's items until the limit (the whole repr of a big value
+    would cost as much memory again)."""
+    parts = []
+    left = [limit + 1]  # one more than the limit: whether it passes
+
+    def put(text):
+        if len(text) >= left[0]:
+            parts.append(text[:left[0]])
+            raise _TooBig()
+        left[0] -= len(text)
+        parts.append(text)
+
+    def whole(v, inner=False):
+        # repr(v) in C (inner: without its brackets), when v is plain and
+        # its text cannot be much more than what is left.
+        try:
+            ub = _bound(v, left[0], False)
+        except _TooBig:
+            return False  # item by item: its first characters are wanted
+        if ub is None or ub > _SLACK * left[0] + 4096:
+            return False
+        put(repr(v)[1:-1] if inner else repr(v))
+        return True
+
+    def items(seq, n, depth, active):
+        # seq(start, stop): a plain list of the items in that range, taken
+        # a run at a time, each run whole when it can be.
+        for start in range(0, n, _CHUNK):
+            run = seq(start, start + _CHUNK)
+            if start:
+                put(", ")
+            if whole(run, True):
+                continue
+            for i, x in enumerate(run):
+                if i:
+                    put(", ")
+                rep(x, depth + 1, active)
+
+    def rep(v, depth, active):
+        t = type(v)
+        r = t.__repr__
+        if t is str or t is bytes:
+            if len(v) >= left[0]:
+                put(_repr_head(v, left[0]))
+            put(r(v))
+        elif t is bytearray:
+            if len(v) >= left[0]:
+                # As _repr_head; its repr escapes ' whatever the quotes.
+                dq = b"'" in v and b'"' not in v
+                put(bytearray.__repr__(v[:left[0]] + (b"'" if dq else b'"'))[:-4 if dq else -3])
+            put(bytearray.__repr__(v))
+        elif r is list.__repr__ or r is tuple.__repr__ or r is dict.__repr__ or t is set or t is frozenset:
+            if id(v) in active:
+                put("[...]" if r is list.__repr__ else "{...}" if r is dict.__repr__ else "(...)" if r is tuple.__repr__ else t.__name__ + "(...)")
+                return
+            if t in _REPR_KINDS and whole(v):
+                return
+            active.add(id(v))
+            try:
+                if r is list.__repr__:
+                    put("[")
+                    items(lambda a, b: list.__getitem__(v, slice(a, b)), list.__len__(v), depth, active)
+                    put("]")
+                elif r is tuple.__repr__:
+                    n = tuple.__len__(v)
+                    put("(")
+                    items(lambda a, b: list(tuple.__getitem__(v, slice(a, b))), n, depth, active)
+                    put(",)" if n == 1 else ")")
+                elif r is dict.__repr__:
+                    put("{")
+                    for i, (k, x) in enumerate(dict.items(v)):
+                        if i:
+                            put(", ")
+                        rep(k, depth + 1, active)
+                        put(": ")
+                        rep(x, depth + 1, active)
+                    put("}")
+                elif not v:
+                    put(t.__name__ + "()")
+                else:
+                    put("{" if t is set else "frozenset({")
+                    for i, x in enumerate(v):
+                        if i:
+                            put(", ")
+                        rep(x, depth + 1, active)
+                    put("}" if t is set else "})")
+            finally:
+                active.discard(id(v))
+        else:
+            put(repr(v))  # its own repr, cut to what is left
+
+    try:
+        rep(value, 0, set())
+    except _TooBig:
+        return "".join(parts)[:limit] + _TRUNCATED
+    except Exception as e:  # a broken __repr__ must not lose the run
+        try:
+            why = str(e)
+        except Exception:
+            why = "?"
+        text = "<unrepresentable %s: %s>" % (_name(value), why[:1000])
+        return text if len(text) <= limit else text[:limit] + _TRUNCATED
+    finally:
+        rep = None  # as in _json: no cycle holds the text
     return "".join(parts)
 
+
+# Longest type name a reply carries (the code names its classes).
+_MAX_NAME = 200
+
+
+def _name(value):
+    name = type(value).__name__
+    return name if len(name) <= _MAX_NAME else name[:_MAX_NAME] + _TRUNCATED
 
 _harness()

@@ -203,7 +203,20 @@ def _kernel_run(req):
     display = answer.get("display")
     if display and not req.get("display"):
         display = {"text/plain": display.get("text/plain", "")}
-    return _kernel_reply(display={str(m): _clip(str(v)) for m, v in display.items()} if display else None, limit=limit)
+    return _kernel_reply(display=_kernel_display(display) if display else None, limit=limit)
+
+
+def _kernel_display(display):
+    # The kernel's bundle, bounded as a Python value's is: each format's
+    # name and text clipped, all of them within half a reply.
+    out, size = {}, 0
+    for m, v in display.items():
+        m, v = str(m), _clip(str(v))
+        if len(m) > _MAX_NAME or size + len(v) > _MAX_REPLY // 2:
+            continue
+        out[m] = v
+        size += len(v)
+    return out
 
 
 def _bash_cell(k, code, env, deadline):

@@ -32,7 +32,7 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
         return None
     for obj in objs:
         if raw and type(obj) is dict:
-            bundle = {k: v if type(v) is str else _h["_json"](v, MAX_STRUCTURED_BYTES) for k, v in obj.items() if type(k) is str}
+            bundle = _raw_bundle(obj)
         else:
             bundle = _h["_display"](obj, _limit())
         if include:
@@ -41,6 +41,23 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
             bundle = {k: v for k, v in bundle.items() if k not in exclude}
         emit(bundle)
     return None
+
+
+def _raw_bundle(obj):
+    # display(raw=True) of a bundle: its str values as they are (emit
+    # weighs them), others as JSON within their bound, or left out.
+    bundle = {}
+    for k, v in obj.items():
+        if type(k) is not str or len(k) > 200:
+            continue
+        if type(v) is not str:
+            try:
+                v = _h["_json"](v, MAX_STRUCTURED_BYTES)
+            except Exception:
+                print("codecage: display output %r left out: not JSON within %d bytes" % (k, MAX_STRUCTURED_BYTES), file=sys.stderr)
+                continue
+        bundle[k] = v
+    return bundle
 
 
 def _limit():
@@ -96,6 +113,9 @@ def _frame_data(frame, pandas):
             return v if math.isfinite(v) else None
         return str(v)
 
+    rows, cols = frame.shape
+    if 2 * rows * cols > MAX_STRUCTURED_BYTES:
+        return None  # a value and a comma each, at least: known before it is built
     try:
         columns = frame.to_dict(orient="list")
         data = {str(k): [plain(v) for v in col] for k, col in columns.items()}
@@ -110,7 +130,6 @@ def _frame_data(frame, pandas):
 def figure_bundle(fig):
     # A figure as the inline backend shows it: its repr, its PNG, and (E2B)
     # its chart, extracted after the drawing, which settles tick labels.
-    import base64
     import io
 
     try:
@@ -121,7 +140,7 @@ def figure_bundle(fig):
     try:
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
-        bundle["image/png"] = base64.b64encode(buf.getvalue()).decode("ascii")
+        bundle["image/png"] = _base64(buf)
     except Exception as e:  # a broken figure must not lose the run's result
         print("codecage: could not render a figure: %s" % e, file=sys.stderr)
         return {}
@@ -157,7 +176,6 @@ def show_figures(after=False):
 
 def image_bundle(image):
     # A PIL image shown or saved: its repr and its PNG, as IPython shows it.
-    import base64
     import io
 
     try:
@@ -166,10 +184,21 @@ def image_bundle(image):
         if image.mode not in ("1", "L", "LA", "I", "P", "RGB", "RGBA"):
             image = image.convert("RGBA")
         image.save(buf, format="PNG")
+        return {"text/plain": text, "image/png": _base64(buf)}
     except Exception as e:  # a broken image must not lose the run's result
         print("codecage: could not render an image: %s" % e, file=sys.stderr)
         return {}
-    return {"text/plain": text, "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}
+
+
+def _base64(buf):
+    # An image's base64, or ValueError when it could not be an output:
+    # known from its size before it is encoded.
+    import base64
+
+    data = buf.getbuffer()
+    if (len(data) + 2) // 3 * 4 > MAX_OUTPUT_BYTES:
+        raise ValueError("its PNG has %d bytes, over the outputs' bound of %d" % (len(data), MAX_OUTPUT_BYTES))
+    return base64.b64encode(data).decode("ascii")
 
 
 # ---- charts: the structure E2B's code interpreter gives a figure ----

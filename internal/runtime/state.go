@@ -38,6 +38,11 @@ const (
 // answer before the supervisor gives up on it.
 const stateGrace = 2 * time.Second
 
+// stateDrain is how long a snapshot's copy goes on once the harness has
+// answered: what the pipe still holds, read at once unless the host is
+// starved; the end of the data otherwise comes as end of file.
+const stateDrain = 10 * time.Second
+
 // StateOptions bound one snapshot or restore of a harness's state. Memory
 // stays bounded by the sandbox's own limit.
 type StateOptions struct {
@@ -131,11 +136,13 @@ func SaveState(ch FDChannel, w io.Writer, opt StateOptions) (*StateReport, error
 	_ = r.SetReadDeadline(deadline)
 	// Once the harness has answered, everything it wrote is in the pipe: a
 	// process the code forked may still hold the write end, so the end of
-	// the data is not waited for beyond a moment.
+	// the data is not waited for long. Long enough, though, for this side
+	// to drain what the pipe holds on a loaded host (1 s was not, at load
+	// 40: the copy met the deadline with data left).
 	answered := make(chan stateReply, 1)
 	go func() {
 		rep := <-replies
-		_ = r.SetReadDeadline(time.Now().Add(time.Second))
+		_ = r.SetReadDeadline(time.Now().Add(stateDrain))
 		answered <- rep
 	}()
 	n, copyErr := copyCapped(w, r, opt.MaxBytes)

@@ -46,11 +46,11 @@ func TestMain(m *testing.M) {
 // limit takes seconds, and longer than idleWithin, so that a run a
 // cancel failed to stop cannot pass for a freed slot.
 const (
-	runLimit   = 4 * time.Second
-	idleWithin = 2500 * time.Millisecond
-	// cancelAfter is how long a cancelling client waits once its run
-	// holds a slot: the sandbox has started and the code runs.
-	cancelAfter = 500 * time.Millisecond
+	runLimit   = 8 * time.Second
+	idleWithin = 6 * time.Second
+	// cancelWithin bounds how long a cancelling client waits for its
+	// run's code to sleep (seen from the host) before it gives up anyway.
+	cancelWithin = 10 * time.Second
 )
 
 // The API keys every surface accepts; steps name them by their owner.
@@ -91,10 +91,10 @@ func start(t *testing.T) *env {
 	m := metrics.New(svc)
 	svc.SetObserver(m)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	streamable, sse := mcpserver.HTTPHandlers(svc, log, false)
-	rest := httptest.NewServer(httpapi.New(svc, httpapi.Options{Keys: ks, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version}))
+	streamable, sse := mcpserver.HTTPHandlers(svc, mcpserver.Options{Config: cfg, Log: log}, false)
+	rest := httptest.NewServer(httpapi.New(svc, httpapi.Options{Keys: ks, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version, Config: cfg}))
 	t.Cleanup(rest.Close)
-	e2bs := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: ks, Metrics: m, Log: log}))
+	e2bs := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: ks, Metrics: m, Log: log, Config: cfg}))
 	t.Cleanup(e2bs.Close)
 	e := &env{svc: svc, rest: rest.URL, e2b: e2bs.URL, mcp: map[string]*mcp.ClientSession{}}
 	t.Cleanup(func() {

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecage/codecage/internal/leftovers"
 )
 
 // player plays one scenario's steps on one surface.
@@ -66,11 +69,10 @@ func (p *player) do(ctx context.Context, st step) string {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
-			go func() { // a client that gives up once its run holds a slot
-				for p.svc.Running() == 0 && ctx.Err() == nil {
+			go func() { // a client that gives up once its run's code sleeps
+				for deadline := time.Now().Add(cancelWithin); !codeSleeps() && ctx.Err() == nil && time.Now().Before(deadline); {
 					time.Sleep(10 * time.Millisecond)
 				}
-				time.Sleep(cancelAfter)
 				cancel()
 			}()
 		}
@@ -297,4 +299,17 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// codeSleeps says whether a sandbox of this process waits in a sleep, as
+// the host sees it (its wchan): the cancelled run's code has started.
+func codeSleeps() bool {
+	for _, p := range leftovers.SandboxProcesses() {
+		pid, _, _ := strings.Cut(p, " ")
+		if b, err := os.ReadFile("/proc/" + pid + "/wchan"); err == nil &&
+			(strings.Contains(string(b), "hrtimer") || strings.Contains(string(b), "nanosleep")) {
+			return true
+		}
+	}
+	return false
 }

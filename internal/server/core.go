@@ -93,14 +93,14 @@ func (c *core) leave(log *slog.Logger) {
 func handlers(cfg config.Config, c *core, keys *access.Keys, rec *audit.Recorder, store auditStore, log *slog.Logger) (http.Handler, *metrics.Metrics) {
 	var internal http.Handler
 	if c.node != nil {
-		internal = c.node.Handler(c.svc, 2*cfg.MaxBodySize+1<<20)
+		internal = c.node.Handler(c.svc, 2*cfg.MaxBodySize+1<<20, cfg.StreamWriteTimeout)
 	}
 	m := metrics.New(c.svc)
 	m.AuditCounters(rec.Written, rec.Dropped, rec.Errors)
 	c.svc.SetObserver(service.Observers{m, auditObserver{rec: rec, code: cfg.AuditCode, replica: c.replica}, logObserver{log}})
-	streamable, sse := mcpserver.HTTPHandlers(c.svc, log, c.node != nil)
+	streamable, sse := mcpserver.HTTPHandlers(c.svc, mcpserver.Options{Config: cfg, Log: log}, c.node != nil)
 	api := httpapi.New(c.svc, httpapi.Options{
-		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version, Internal: internal,
+		Keys: keys, Metrics: m, Log: log, MCP: streamable, MCPSSE: sse, Version: mcpserver.Version, Internal: internal, Config: cfg,
 		Ready: func(ctx context.Context) map[string]string {
 			return map[string]string{"audit_log": auditReadiness(ctx, store, rec)}
 		},
@@ -120,14 +120,14 @@ func handlers(cfg config.Config, c *core, keys *access.Keys, rec *audit.Recorder
 // serveE2B serves the E2B SDKs' API on addr, behind the same door as
 // REST's: E2B's streams (process output, runCode) clear the write timeout,
 // as REST's event streams do.
-func serveE2B(cfg config.Config, svc *service.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
+func serveE2B(cfg config.Config, svc *service.Service, keys *access.Keys, m *metrics.Metrics, addr string, door frontdoor.Settings, bodies *frontdoor.Bodies, log *slog.Logger, stdout io.Writer) (*http.Server, error) {
 	el, err := frontdoor.Listen("e2b", addr, door, log, m.ConnectionRefused)
 	if err != nil {
 		return nil, usage(fmt.Errorf("--e2b-listen: %w", err))
 	}
 	m.OpenConnections("e2b", el.Open)
-	srv := frontdoor.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log,
-		Domain: e2bDomain(cfg.E2BDomain, el.Addr())}), door, log)
+	srv := frontdoor.NewServer(bodies.Wrap(e2b.New(svc, e2b.Options{Keys: keys, Secret: []byte(cfg.PeerSecret), Metrics: m, Log: log,
+		Domain: e2bDomain(cfg.E2BDomain, el.Addr()), Config: cfg})), door, log)
 	go func() { _ = srv.Serve(el) }()
 	log.Info("serving the E2B API", "addr", el.Addr().String(), "hint", "E2B_API_URL=E2B_SANDBOX_URL=http://"+el.Addr().String())
 	fmt.Fprintf(stdout, "codecage serving the E2B API on http://%s (set E2B_API_URL and E2B_SANDBOX_URL to it)\n", el.Addr())

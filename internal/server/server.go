@@ -16,6 +16,7 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service"
 )
 
 // Options are what the command line gives the server besides the
@@ -65,16 +66,21 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return usage(err)
 	}
 	m.OpenConnections("rest", l.Open)
-	var e2bSrv *http.Server
+	// The drain cuts the uploads still arriving at its grace.
+	bodies := frontdoor.NewBodies(fmt.Errorf("%w: the request body was still arriving at the end of the shutdown grace (SANDBOX_SHUTDOWN_GRACE), and was cut", service.ErrShuttingDown))
+	srvs := []*http.Server{}
 	if addrs.e2b != "" {
-		if e2bSrv, err = serveE2B(cfg, c.svc, keys, m, addrs.e2b, door, log, stdout); err != nil {
+		e2bSrv, err := serveE2B(cfg, c.svc, keys, m, addrs.e2b, door, bodies, log, stdout)
+		if err != nil {
 			return err
 		}
 		defer e2bSrv.Close()
+		srvs = append(srvs, e2bSrv)
 	}
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
-	srv := frontdoor.NewServer(handler, door, log)
+	srv := frontdoor.NewServer(bodies.Wrap(handler), door, log)
+	srvs = append(srvs, srv)
 	srv.BaseContext = func(net.Listener) context.Context { return base }
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
@@ -90,10 +96,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if !cfg.ParkOnShutdown {
 		c.leave(log) // the other replicas answer "session lost" at once
 	}
-	if e2bSrv != nil {
-		go func() { _ = e2bSrv.Shutdown(context.Background()) }()
-	}
-	shutdown(srv, c.svc, cancelBase, cfg.ShutdownGrace, log)
+	shutdown(srvs, bodies, c.svc, cancelBase, cfg.ShutdownGrace, log)
 	// Parked sessions are in the store now: once this replica is marked
 	// stopped, the others take them over.
 	c.leave(log)
@@ -134,6 +137,7 @@ func settle(cfg *config.Config, log *slog.Logger) (*access.Keys, addresses, erro
 		return nil, a, usage(err)
 	}
 	cfg.ResolveCallerLimits(keys.Len() > 0)
+	cfg.ResolveKeyShares(keys.Len())
 	if a.rest != cfg.Listen {
 		log.Warn("no API keys configured: listening on loopback only; set SANDBOX_API_KEYS (or SANDBOX_API_KEYS_FILE) to serve beyond this host", "asked", cfg.Listen, "listen", a.rest)
 	} else if keys.Len() == 0 {

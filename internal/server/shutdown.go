@@ -4,32 +4,47 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/service"
 )
 
-// shutdown stops accepting connections, lets running executions finish
-// within the grace period, cancels the rest (their sandboxes are killed and
-// their clients told so), tears every sandbox down, then ends the streams
-// left (MCP) and closes the connections. The audit log is flushed after,
-// by the caller.
-func shutdown(srv *http.Server, svc *service.Service, cancelBase context.CancelFunc, grace time.Duration, log *slog.Logger) {
+// answerBound is how long after the grace the answers to cancelled
+// requests may take to be written; then every connection left is closed
+// (a download whose client stopped reading, an answer no one takes).
+const answerBound = 5 * time.Second
+
+// shutdown drains the server within bounds of its own, whatever its
+// clients do. It stops accepting connections on every listener, and lets
+// the requests in progress run for the grace. At the grace, it cuts the
+// request bodies still arriving (an upload trickled in fails there) and
+// the service cancels what still runs (its sandboxes are killed, its
+// clients told so); answerBound later it closes every connection left.
+// The service then parks its sessions (within a bound of its own) and
+// tears every sandbox down; long-lived streams (MCP) end. The audit log is
+// flushed after, by the caller.
+func shutdown(srvs []*http.Server, bodies *frontdoor.Bodies, svc *service.Service, cancelBase context.CancelFunc, grace time.Duration, log *slog.Logger) {
 	log.Info("shutting down", "grace", grace.String(), "running", svc.Running())
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	// Answers to cancelled executions still need writing after the grace.
-	answered, cancelAnswered := context.WithTimeout(context.Background(), grace+15*time.Second)
+	answered, cancelAnswered := context.WithTimeout(context.Background(), grace+answerBound)
 	defer cancelAnswered()
-	closed := make(chan error, 1)
-	go func() { closed <- srv.Shutdown(answered) }()
+	var closed sync.WaitGroup
+	for _, srv := range srvs {
+		closed.Go(func() {
+			if err := srv.Shutdown(answered); err != nil {
+				_ = srv.Close()
+			}
+		})
+	}
+	stopCut := context.AfterFunc(ctx, bodies.Cut)
+	defer stopCut()
 	if err := svc.Shutdown(ctx); err != nil {
 		log.Warn("executions still running at the end of the grace period were canceled")
 	}
 	cancelBase() // long-lived streams (MCP) end now
-	if err := <-closed; err != nil {
-		log.Warn("connections still open; closing them", "err", err)
-		_ = srv.Close()
-	}
+	closed.Wait()
 	log.Info("stopped")
 }

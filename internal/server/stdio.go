@@ -36,7 +36,7 @@ func ServeStdio(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	defer svc.Close()
 	t := mcpserver.Stdio(opts.Stdin, opts.Stdout, log)
-	if err := mcpserver.New(svc, log).Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+	if err := mcpserver.New(svc, mcpserver.Options{Config: cfg, Log: log}).Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil

@@ -25,7 +25,7 @@ func (s *Service) adopter(ctx context.Context, id, owner string) (who string, fo
 	if who != s.cluster.Self() || s.sessions.Has(id) {
 		return who, true
 	}
-	if _, _, ok, err := s.parked(ctx, owner, id); ok && err == nil {
+	if _, ok, err := s.parked(ctx, owner, id); ok && err == nil {
 		return who, true
 	}
 	s.cluster.Release(context.WithoutCancel(ctx), id)

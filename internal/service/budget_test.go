@@ -20,7 +20,7 @@ import (
 // told busy until a session closes. Idle pooled sandboxes give their slot
 // up instead of making anyone wait.
 func TestBudgetCountsEveryKindOfSandbox(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.MaxSandboxes = 2
 	cfg.PoolSize, cfg.DataPoolSize = 1, 0
 	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize = 1, 0

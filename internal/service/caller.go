@@ -1,45 +1,29 @@
 package service
 
-import "context"
+import (
+	"context"
 
-// Surfaces name where a request came from.
-const (
-	SurfaceREST     = "rest"
-	SurfaceMCP      = "mcp"       // MCP over streamable HTTP or SSE
-	SurfaceMCPStdio = "mcp-stdio" // MCP over stdio
-	SurfaceCLI      = "cli"
-	SurfaceE2B      = "e2b" // the E2B SDKs' protocol
+	"github.com/codecage/codecage/internal/service/event"
 )
 
-// Caller is who asks, for limits, ownership and the audit log.
-type Caller struct {
-	// Key is the API key's name; empty when the server has no keys.
-	Key string
-	// Surface is one of the Surface constants.
-	Surface string
-	// RemoteAddr is the client's address, when known.
-	RemoteAddr string
-	// Trace, when set, receives the ids of the executions the request ran,
-	// so that the surface can log them with the request.
-	Trace *Trace
-}
+// Callers live in the event leaf; these names keep the surfaces' spelling.
+const (
+	SurfaceREST     = event.SurfaceREST
+	SurfaceMCP      = event.SurfaceMCP
+	SurfaceMCPStdio = event.SurfaceMCPStdio
+	SurfaceCLI      = event.SurfaceCLI
+	SurfaceE2B      = event.SurfaceE2B
+)
 
-// Trace collects what a request did, for its log line.
-type Trace struct {
-	ExecutionID string
-}
+type (
+	// Caller is event.Caller: who asks.
+	Caller = event.Caller
+	// Trace is event.Trace: what a request did, for its log line.
+	Trace = event.Trace
+)
 
-type callerKey struct{}
+// WithCaller returns ctx carrying c (event.WithCaller).
+func WithCaller(ctx context.Context, c Caller) context.Context { return event.WithCaller(ctx, c) }
 
-// WithCaller returns ctx carrying c. Requests with a caller are admitted
-// through the service's rate and concurrency limits; in-process callers
-// without one (the CLI, benchmarks) are not.
-func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// CallerFrom returns the caller in ctx.
-func CallerFrom(ctx context.Context) (Caller, bool) {
-	c, ok := ctx.Value(callerKey{}).(Caller)
-	return c, ok
-}
+// CallerFrom returns the caller in ctx (event.CallerFrom).
+func CallerFrom(ctx context.Context) (Caller, bool) { return event.CallerFrom(ctx) }

@@ -64,7 +64,7 @@ func TestZygoteCellsHaveTheirOwnUIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("root mode only: rootless cells share the caller's uid")
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.Isolation = config.IsolationNative
 	cfg.Zygote = true

@@ -24,13 +24,6 @@ import (
 // finding it costs no lookup in a shared catalog, and a forged id can name
 // only a replica the cluster already knows, never a host.
 
-// ErrSessionLost: the session's replica is gone (stopped, deleted,
-// crashed), and its interpreter and workspace with it.
-var ErrSessionLost = errors.New("session lost with its replica")
-
-// KindSessionLost is ErrSessionLost's kind.
-const KindSessionLost = "session_lost"
-
 // Cluster is how a replica reaches the others. The service calls it only
 // for sessions whose id names another replica.
 type Cluster interface {
@@ -51,75 +44,26 @@ type Cluster interface {
 	Release(ctx context.Context, session string)
 }
 
-// Peer call operations.
-const (
-	OpExecute    = "execute"
-	OpCommand    = "command"
-	OpInstall    = "install"
-	OpGet        = "get"
-	OpList       = "list"
-	OpRestart    = "restart"
-	OpClose      = "close"
-	OpWriteFile  = "write_file"
-	OpReadFile   = "read_file"
-	OpListFiles  = "list_files"
-	OpDeleteFile = "delete_file"
-	OpStatFile   = "stat_file"
-	OpMakeDir    = "make_dir"
-	OpMoveFile   = "move_file"
-	OpLifetime   = "lifetime"
-	// OpReadRange reads a chunk of a file from Offset (a download).
-	OpReadRange = "read_range"
-	OpPause     = "pause"
-	OpResume    = "resume"
-	OpSnapshot  = "snapshot"
-	OpFork      = "fork"
-	OpMetrics   = "metrics"
-)
-
 // PeerCall is a session request one replica forwards to the replica that
-// holds the session, with the caller it came from.
+// holds the session: the envelope (the operation, its caller and
+// session) and the operation's own arguments, which its row in ops types
+// (peerrow.go). A replica of the release before this one sends and reads
+// another shape (peerv1.go).
 type PeerCall struct {
-	Op         string          `json:"op"`
-	Key        string          `json:"key,omitempty"`
-	Surface    string          `json:"surface,omitempty"`
-	RemoteAddr string          `json:"remote_addr,omitempty"`
-	Owner      string          `json:"owner"`
-	SessionID  string          `json:"session_id,omitempty"`
-	Execute    *Request        `json:"execute,omitempty"`
-	Command    *CommandRequest `json:"command,omitempty"`
-	Install    *InstallRequest `json:"install,omitempty"`
-	Path       string          `json:"path,omitempty"`
-	// Depth bounds OpListFiles (0: the whole tree).
-	Depth int `json:"depth,omitempty"`
-	// To is where OpMoveFile moves Path.
-	To string `json:"to,omitempty"`
-	// Lifetime is OpLifetime's new lifetime, from now.
-	Lifetime time.Duration `json:"lifetime,omitempty"`
-	Data     []byte        `json:"data,omitempty"`
-	// Metadata is OpWriteFile's metadata for the file (its first chunk).
-	Metadata map[string]string `json:"metadata,omitempty"`
-	// Offset is where OpReadRange reads from; Classify asks it whether
-	// the file is text.
-	Offset   int64 `json:"offset,omitempty"`
-	Classify bool  `json:"classify,omitempty"`
-	// Append: OpWriteFile adds Data to the end of the file (a chunk of an
-	// upload) instead of replacing it.
-	Append bool `json:"append,omitempty"`
-	// EmptyDir: OpDeleteFile removes Path only if it is an empty
-	// directory (a failed upload's clean-up).
-	EmptyDir bool `json:"empty_dir,omitempty"`
+	Op         string `json:"op"`
+	Key        string `json:"key,omitempty"`
+	Surface    string `json:"surface,omitempty"`
+	RemoteAddr string `json:"remote_addr,omitempty"`
+	Owner      string `json:"owner"`
+	SessionID  string `json:"session_id,omitempty"`
 	// Stream asks for output lines as they come.
 	Stream bool `json:"stream,omitempty"`
-	// KeepMemory and Park are OpPause's; Name names OpSnapshot's snapshot; Count is
-	// how many copies OpFork makes.
-	KeepMemory bool   `json:"keep_memory,omitempty"`
-	Park       bool   `json:"park,omitempty"`
-	Name       string `json:"name,omitempty"`
-	Count      int    `json:"count,omitempty"`
 	// Adopt: the session's own replica is gone, and the replica this call
 	// goes to took it over (Cluster.Claim).
 	Adopt bool `json:"adopt,omitempty"`
+	// Args are the operation's arguments, as its row encodes them ({}
+	// when it has none).
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // PeerError is how a forwarded request's failure travels back: its kind
@@ -195,21 +139,26 @@ func (s *Service) remote(id string) string {
 	return ""
 }
 
-// forward carries call to replica and decodes its answer into a T. A
-// failure of the forwarding itself (the replica gone or silent) is audited
-// here; one the owner reports, the owner audited.
-func forward[T any](ctx context.Context, s *Service, replica string, call PeerCall, onOutput func(stream, line string), kind, action string) (T, error) {
+// forward carries call, with its operation's arguments args, to replica
+// and decodes its answer into a T. A failure of the forwarding itself
+// (the replica gone or silent) is audited here; one the owner reports,
+// the owner audited.
+func forward[T any](ctx context.Context, s *Service, replica string, call PeerCall, args any, onOutput func(stream, line string), kind, action string) (T, error) {
 	var out T
 	start := time.Now()
 	c, _ := CallerFrom(ctx)
 	call.Key, call.Surface, call.RemoteAddr = c.Key, c.Surface, c.RemoteAddr
 	call.Stream = onOutput != nil
-	ctx, cancel := context.WithTimeout(ctx, s.forwardDeadline(call))
-	defer cancel()
-	raw, err := s.cluster.Call(ctx, replica, call, onOutput)
+	raw, run, err := encodeArgs(s, call.Op, args)
 	if err == nil {
-		if err = json.Unmarshal(raw, &out); err != nil {
-			err = fmt.Errorf("%w: the answer of replica %s: %v", ErrUnavailable, replica, err)
+		call.Args = raw
+		ctx, cancel := context.WithTimeout(ctx, s.forwardDeadline(run))
+		defer cancel()
+		raw, err = s.cluster.Call(ctx, replica, call, onOutput)
+		if err == nil {
+			if err = json.Unmarshal(raw, &out); err != nil {
+				err = fmt.Errorf("%w: the answer of replica %s: %v", ErrUnavailable, replica, err)
+			}
 		}
 	}
 	if err != nil {
@@ -222,14 +171,25 @@ func forward[T any](ctx context.Context, s *Service, replica string, call PeerCa
 	return out, nil
 }
 
-// forwardDeadline bounds a forwarded call: the longest the owner may take
-// to queue and run it, and a margin. An owner that does not answer by then
-// is reported as unavailable; the caller never waits forever.
-func (s *Service) forwardDeadline(call PeerCall) time.Duration {
-	var run time.Duration
-	if o := ops[call.Op]; o.run != nil {
-		run = o.run(s, call)
+// encodeArgs encodes the arguments of operation name, and says how long
+// the owner may take to run them, as its row's peer does. An operation
+// without one travels anyway, for the owner to refuse.
+func encodeArgs(s *Service, name string, args any) (json.RawMessage, time.Duration, error) {
+	if p := ops[name].peer; p != nil {
+		return p.encode(s, args)
 	}
+	if args == nil {
+		args = noArgs{}
+	}
+	raw, err := json.Marshal(args)
+	return raw, 0, err
+}
+
+// forwardDeadline bounds a forwarded call: the longest the owner may take
+// to queue it, run (its row's run), and a margin. An owner that does not
+// answer by then is reported as unavailable; the caller never waits
+// forever.
+func (s *Service) forwardDeadline(run time.Duration) time.Duration {
 	return s.cfg.QueueTimeout + run + 30*time.Second
 }
 
@@ -240,35 +200,20 @@ func (s *Service) ServePeer(ctx context.Context, call PeerCall, onOutput func(st
 	if s.cluster == nil {
 		return nil, fmt.Errorf("%w: this server is not a replica of a cluster", ErrInvalidRequest)
 	}
-	id := call.Session()
+	id := call.SessionID
 	mine := strings.HasSuffix(id, "-"+s.cluster.Self()) && s.remote(id) == ""
-	if call.Op != OpList && (id == "" || !mine && !call.Adopt && !s.sessions.Has(id)) {
+	if call.Op != opList && (id == "" || !mine && !call.Adopt && !s.sessions.Has(id)) {
 		return nil, fmt.Errorf("%w: %s is not a session of replica %s", ErrSessionNotFound, Quote(id), s.cluster.Self())
 	}
 	ctx = WithCaller(ctx, Caller{Key: call.Key, Surface: call.Surface, RemoteAddr: call.RemoteAddr})
 	if !call.Stream {
 		onOutput = nil
 	}
-	o := ops[call.Op]
-	if o.serve == nil {
+	p := ops[call.Op].peer
+	if p == nil {
 		return nil, errUnknownOp(call.Op)
 	}
-	call.SessionID = id
-	return o.serve(ctx, s, call, onOutput)
-}
-
-// Session is the session a peer call is about: the one of its request,
-// for the operations that carry one.
-func (call PeerCall) Session() string {
-	switch {
-	case call.Execute != nil:
-		return call.Execute.SessionID
-	case call.Command != nil:
-		return call.Command.SessionID
-	case call.Install != nil:
-		return call.Install.SessionID
-	}
-	return call.SessionID
+	return p.serve(ctx, s, call, onOutput)
 }
 
 // peerListWait bounds how long listing sessions waits for the other
@@ -289,7 +234,7 @@ func (s *Service) ListSessions(ctx context.Context, owner string) []SessionInfo 
 	var wg sync.WaitGroup
 	for _, r := range s.cluster.Peers(ctx) {
 		wg.Go(func() {
-			raw, err := s.cluster.Call(ctx, r, PeerCall{Op: OpList, Owner: owner}, nil)
+			raw, err := s.cluster.Call(ctx, r, PeerCall{Op: opList, Owner: owner, Args: json.RawMessage("{}")}, nil)
 			var list []SessionInfo
 			if err == nil {
 				err = json.Unmarshal(raw, &list)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/upstream"
@@ -99,7 +98,7 @@ func (r *recorder) count(kind, outcome string) int {
 
 func codeModeService(t *testing.T, servers map[string]upstream.ServerConfig) (*service.Service, *recorder) {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.PoolSize = 1
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()
@@ -239,7 +238,7 @@ except ToolError as e:
 }
 
 // everythingEntry is the official server-everything from the npm registry
-// (e2e/upstream), installed with npm ci when missing.
+// (e2e/upstream), installed when missing (scripts/npm-deps.sh).
 func everythingEntry(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "e2e", "upstream"))
@@ -248,10 +247,12 @@ func everythingEntry(t *testing.T) string {
 	}
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(entry); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
+		// The one installer of the suite's npm packages: packages run
+		// side by side, and two npm ci in one directory would clash.
+		cmd := exec.Command("scripts/npm-deps.sh", "e2e/upstream")
+		cmd.Dir = filepath.Join(dir, "..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+			t.Fatalf("npm ci of %s: %v\n%s", dir, err, out)
 		}
 	}
 	if _, err := os.Stat(entry); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -90,7 +89,7 @@ func TestRunCommandWhitelist(t *testing.T) {
 		t.Fatalf("a long program name in the error: %d bytes: %.300s", len(*r.Error), *r.Error)
 	}
 	// An operator's list replaces the default.
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedCommands = []string{"echo"}
 	small := newServiceWith(t, cfg)
 	if r := runCmd(t, small, service.CommandRequest{Command: "echo ok; ls"}); r.Stdout != "ok\n" || r.ExitCode != 127 {
@@ -177,7 +176,7 @@ func TestRunCommandPythonIsPython3(t *testing.T) {
 	if allowed, _ := svc.CommandsInfo(); !slices.Contains(allowed, "python") {
 		t.Fatalf("python not listed as runnable: %v", allowed)
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedCommands = []string{"ls", "cat"}
 	r = runCmd(t, newServiceWith(t, cfg), service.CommandRequest{Command: "python -c 1; python3 -c 1"})
 	if r.Success || r.ExitCode != 127 || strings.Count(r.Stderr, "not found") != 2 {

@@ -3,10 +3,13 @@ package service_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,7 +175,11 @@ func newHostRecorder(t *testing.T, network, addr string) *hostRecorder {
 			buf := make([]byte, 64)
 			n, _ := c.Read(buf)
 			h.mu.Lock()
-			h.hits = append(h.hits, c.RemoteAddr().String()+" "+string(buf[:n]))
+			from := "?" // an unnamed unix socket may have no address
+			if a := c.RemoteAddr(); a != nil {
+				from = a.String()
+			}
+			h.hits = append(h.hits, from+" "+string(buf[:n]))
 			h.mu.Unlock()
 			c.Close()
 		}
@@ -190,24 +197,64 @@ func (h *hostRecorder) Hits() []string {
 	return slices.Clone(h.hits)
 }
 
+// expectNoHits fails on any connection the listener took, judged once a
+// connection of the test's own, made now, has been recorded: the
+// listener takes connections in order, so one in flight before it is
+// recorded by then, however slow the host.
 func (h *hostRecorder) expectNoHits(t *testing.T) {
 	t.Helper()
+	mark := "codecage-test-mark-" + randomToken(t)
+	c, err := net.Dial(h.ln.Addr().Network(), h.ln.Addr().String())
+	if err != nil {
+		t.Fatalf("the test's own connection to %s: %v", h.ln.Addr(), err)
+	}
+	_, _ = io.WriteString(c, mark)
+	c.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h.mu.Lock()
+		i := slices.IndexFunc(h.hits, func(hit string) bool { return strings.HasSuffix(hit, " "+mark) })
+		if i >= 0 {
+			h.hits = slices.Delete(h.hits, i, i+1)
+		}
+		h.mu.Unlock()
+		if i >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host listener %s did not record the test's own connection within 20 s", h.ln.Addr())
+		}
+	}
 	if hits := h.Hits(); len(hits) > 0 {
 		t.Errorf("the host listener %s accepted connections from the sandbox: %q", h.ln.Addr(), hits)
 	}
 }
 
-// mountPoints lists the mount points this (host) process sees, one entry
-// per mount (a point mounted twice is there twice).
+// mountPoints lists the host's mount points that this process's services
+// may have made, one entry per mount (a point mounted twice is there
+// twice): those below its temporary directory or the default state
+// directory (scripts/test.sh gives each test binary both of its own), and
+// those in a directory named after this process ("<pid>-...", as gVisor's
+// bundles are). Other processes' mounts (test packages run side by side)
+// are not this test's to judge.
 func mountPoints(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
+	roots := []string{filepath.Clean(os.TempDir()), filepath.Clean(config.DefaultConfig().StateDir)}
+	named := "/" + strconv.Itoa(os.Getpid()) + "-"
+	ours := func(p string) bool {
+		for _, r := range roots {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				return true
+			}
+		}
+		return strings.Contains(p, named)
+	}
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.Fields(line); len(f) > 4 {
+		if f := strings.Fields(line); len(f) > 4 && ours(f[4]) {
 			out = append(out, f[4])
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/service"
@@ -25,7 +24,7 @@ import (
 // neither the node probe nor any node or bash of a sandbox uid, and the
 // host listener hears nothing either.
 func TestContainment_46_KernelsAsContainedAsPython(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.Kernels = []string{"javascript", "bash"}
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
@@ -58,7 +57,7 @@ await new Promise((resolve) => {
 		rec.expectNoHits(t)
 		for _, p := range leftovers.HostProcesses() {
 			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
-			if strings.Contains(string(cmd), "kernel-probe-"+token) || (fleet.InUIDSpan(p.UID()) && (p.Name == "node" || p.Name == "bash")) {
+			if strings.Contains(string(cmd), "kernel-probe-"+token) || (leftovers.Leased(p.UID()) && (p.Name == "node" || p.Name == "bash")) {
 				t.Errorf("a kernel runs on the host's kernel under gVisor: %+v %q", p, cmd)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/jail/seccomp"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
@@ -94,7 +93,7 @@ attempt("workspace_execveat", copy(os.path.join(ws, "prog2")), True)
 // code and in its allowed python3 command alike. Judged by the files the
 // program would have made in the workspace, read from the host.
 func TestContainment_42_ExecWithoutPath(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.EnableFilesystem = true
 	cfg.StateDir = t.TempDir()

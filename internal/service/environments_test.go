@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/envfixture"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/pipfixture"
 	"github.com/codecage/codecage/internal/service"
@@ -44,6 +45,7 @@ func envService(t *testing.T, idx *pipfixture.Index, edit func(*config.Config)) 
 	return installService(t, func(c *config.Config) {
 		c.PipIndexURL = idx.URL
 		c.PoolSize = 0
+		c.EnvDebianCache = envfixture.DebCache() // what Debian builds download, once per machine
 		if edit != nil {
 			edit(c)
 		}

@@ -94,7 +94,7 @@ func buildTestEnvironment() (string, error) {
 	if err := envfixture.DirArchive(root, archive); err != nil {
 		return "", err
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.StateDir = filepath.Join(work, "state")
 	cfg.EnvironmentsDir = filepath.Join(work, "environments")
 	svc, err := service.New(cfg, nil)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envfixture"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/policy"
@@ -23,7 +22,7 @@ import (
 // run in it is served by the environment's own pool; the host's runs
 // still see the host's numpy.
 func TestSessionFromEnvironmentRoot(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	commitEnvironment(t, cfg.StateDir, envstore.Env{Name: "minimal", Preimport: []string{"json"}}, envfixture.MinimalPythonRoot)
@@ -99,7 +98,7 @@ func TestSessionFromEnvironmentRoot(t *testing.T) {
 // commands and file view see them, read-only; the harness's own
 // /opt/codecage still works beside the root's /opt.
 func TestSessionSeesTheRootsTopLevelDirs(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	env := commitEnvironment(t, cfg.StateDir, envstore.Env{Name: "withapp"}, func(root string) error {

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envfixture"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/policy"
@@ -23,7 +22,7 @@ import (
 // followed; a FIFO and a file larger than the workspace are left out.
 // Judged from the host: the workspace's files, their owner, the link.
 func TestSessionStartsWithTheRootsHome(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	cfg.WorkspaceMax = 1 << 20

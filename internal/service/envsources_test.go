@@ -5,12 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envfixture"
+	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -30,7 +32,7 @@ func TestEnvironmentFromEverySource(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	build := func(b service.EnvironmentBuild) {
+	build := func(b service.EnvironmentBuild) envstore.Env {
 		t.Helper()
 		var log bytes.Buffer
 		b.Log = &log
@@ -39,8 +41,35 @@ func TestEnvironmentFromEverySource(t *testing.T) {
 		if err != nil {
 			t.Fatalf("build %s: %v\nlog:\n%s", b.Name, err, log.String())
 		}
-		t.Logf("%s: built in %s: python %s at %s, root %q, layer %q, %d bytes", b.Name, time.Since(start).Round(time.Millisecond),
-			e.PythonVersion, e.Python, e.RootDir, e.LayerDir, e.Size)
+		t.Logf("%s: built in %s: python %s at %s, root %q, layer %q, %d bytes, modules %q", b.Name, time.Since(start).Round(time.Millisecond),
+			e.PythonVersion, e.Python, e.RootDir, e.LayerDir, e.Size, e.Modules)
+		return e
+	}
+	// Each environment records the modules its source added, and a run
+	// under an import policy (the request's own list: the server's is
+	// off) may import them in it, and not outside it.
+	records := func(e envstore.Env, modules ...string) {
+		t.Helper()
+		for _, m := range modules {
+			if !slices.Contains(e.Modules, m) {
+				t.Fatalf("%s records the modules %q, without %s", e.Name, e.Modules, m)
+			}
+		}
+		code := "import " + strings.Join(modules, ", ") + "\nprint('ok')"
+		res, err := svc.Execute(ctx, service.Request{Owner: "o", Environment: e.Name, AllowedImports: []string{"sys"}, Code: code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mustSucceed(t, res); got != "ok\n" {
+			t.Fatalf("%s: a run under a policy importing its modules printed %q", e.Name, got)
+		}
+		res, err = svc.Execute(ctx, service.Request{Owner: "o", AllowedImports: []string{"sys"}, Code: code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Success || res.Error == nil || !strings.Contains(res.Error.Message, "is not allowed") {
+			t.Fatalf("%s's modules outside it: %+v", e.Name, res)
+		}
 	}
 	// Each session imports its source's module in the interpreter and in
 	// a python3 command, and sees the environment's variables.
@@ -73,11 +102,13 @@ func TestEnvironmentFromEverySource(t *testing.T) {
 		}
 	}
 
-	build(service.EnvironmentBuild{Name: "deb", Debian: []string{"python3-termcolor", "python3-pip"}})
+	deb := build(service.EnvironmentBuild{Name: "deb", Debian: []string{"python3-termcolor", "python3-pip"}})
 	check("deb", "termcolor", `"ok", termcolor.colored("x", "red")[:2]`)
+	records(deb, "termcolor", "pip")
 
-	build(service.EnvironmentBuild{Name: "deb-req", Base: "deb", Requirements: []string{"envgreet"}, Preimport: []string{"envgreet"}})
+	debReq := build(service.EnvironmentBuild{Name: "deb-req", Base: "deb", Requirements: []string{"envgreet"}, Preimport: []string{"envgreet"}})
 	check("deb-req", "envgreet, termcolor", `"ok", envgreet.VALUE`)
+	records(debReq, "envgreet", "envcolor", "termcolor")
 
 	work := t.TempDir()
 	root := filepath.Join(work, "root")
@@ -105,11 +136,12 @@ func TestEnvironmentFromEverySource(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bctx, "dockmod.py"), []byte("import os\nWHERE = os.environ.get('DOCK', 'unset')\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	build(service.EnvironmentBuild{Name: "dock", ContextDir: bctx, Dockerfile: "FROM deb\n" +
+	dock := build(service.EnvironmentBuild{Name: "dock", ContextDir: bctx, Dockerfile: "FROM deb\n" +
 		"COPY dockmod.py /usr/lib/python3/dist-packages/dockmod.py\n" +
 		"RUN python3 -c 'import dockmod' && echo built > /etc/dock-built\n" +
 		"ENV DOCK=from-dockerfile\n"})
 	check("dock", "dockmod, termcolor", `"ok", dockmod.WHERE`)
+	records(dock, "dockmod", "termcolor")
 	info, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Environment: "dock"})
 	if err != nil {
 		t.Fatal(err)

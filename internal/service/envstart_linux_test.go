@@ -22,7 +22,7 @@ import (
 // are what the tests are about).
 func startCmdService(t *testing.T, meta envstore.Env, edit func(*config.Config)) *service.Service {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	if edit != nil {
@@ -239,7 +239,7 @@ func TestEnvironmentReadyCommandFails(t *testing.T) {
 //
 //	go test ./internal/service/ -run '^$' -bench SessionStartReady -benchtime 10x
 func BenchmarkSessionStartReady(b *testing.B) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.StateDir = b.TempDir()
 	store, err := envstore.Open(filepath.Join(cfg.StateDir, "environments"))
 	if err != nil {

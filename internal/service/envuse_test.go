@@ -32,7 +32,7 @@ func TestEnvironmentInUseSurvivesCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, release, err := s.useEnvironment("used")
+	got, release, err := s.envs.Use("used")
 	if err != nil || got.ID != e.ID {
 		t.Fatalf("use: %v %+v", err, got)
 	}
@@ -46,10 +46,10 @@ func TestEnvironmentInUseSurvivesCollection(t *testing.T) {
 	if _, err := os.Stat(e.LayerDir); err != nil {
 		t.Fatalf("the layer of a running sandbox went: %v", err)
 	}
-	second := s.envInUse(e.ID)
+	second := s.envs.InUse(e.ID)
 	release()
 	release() // a second call does nothing
-	if n := s.envUse.count(e.ID); n != 1 {
+	if n := s.envs.Uses(e.ID); n != 1 {
 		t.Fatalf("uses after one release of two: %d", n)
 	}
 	second()

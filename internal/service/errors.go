@@ -1,181 +1,74 @@
 package service
 
-import (
-	"context"
-	"errors"
+import "github.com/codecage/codecage/internal/service/errdefs"
 
-	"github.com/codecage/codecage/internal/access"
-	"github.com/codecage/codecage/internal/envstore"
+// The service's errors live in the errdefs leaf, which its domains share;
+// these names keep the surfaces' spelling (service.ErrBadPath) unchanged.
+
+// Sentinels (errdefs documents each).
+var (
+	ErrInvalidRequest      = errdefs.ErrInvalidRequest
+	ErrUnavailable         = errdefs.ErrUnavailable
+	ErrShuttingDown        = errdefs.ErrShuttingDown
+	ErrForbidden           = errdefs.ErrForbidden
+	ErrBusy                = errdefs.ErrBusy
+	ErrUnknownLanguage     = errdefs.ErrUnknownLanguage
+	ErrPortClosed          = errdefs.ErrPortClosed
+	ErrBadPath             = errdefs.ErrBadPath
+	ErrFileNotFound        = errdefs.ErrFileNotFound
+	ErrTooLarge            = errdefs.ErrTooLarge
+	ErrPermission          = errdefs.ErrPermission
+	ErrChangedDuringRead   = errdefs.ErrChangedDuringRead
+	ErrWatchEnded          = errdefs.ErrWatchEnded
+	ErrSessionNotFound     = errdefs.ErrSessionNotFound
+	ErrSessionEnded        = errdefs.ErrSessionEnded
+	ErrTooManySessions     = errdefs.ErrTooManySessions
+	ErrKeyLimit            = errdefs.ErrKeyLimit
+	ErrSessionLost         = errdefs.ErrSessionLost
+	ErrSessionGone         = errdefs.ErrSessionGone
+	ErrNotFound            = errdefs.ErrNotFound
+	ErrSessionPaused       = errdefs.ErrSessionPaused
+	ErrSnapshotNotFound    = errdefs.ErrSnapshotNotFound
+	ErrSnapshotUnusable    = errdefs.ErrSnapshotUnusable
+	ErrEnvironmentNotFound = errdefs.ErrEnvironmentNotFound
+	ErrBuildFailed         = errdefs.ErrBuildFailed
 )
 
-// ErrShuttingDown: the service is stopping and takes no new work.
-var ErrShuttingDown = errors.New("shutting down")
-
-// ErrForbidden: the caller is known but may not do this (an operation for
-// operators only).
-var ErrForbidden = errors.New("forbidden")
-
-// ErrBuildFailed: an environment build ran and failed (pip, the Debian or
-// image build, or the environment's Python check); the message says why.
-var ErrBuildFailed = errors.New("environment build failed")
-
-// Error kinds, the stable names every surface reports a failure by (REST
-// problem types, MCP error prefixes, metrics and the audit log).
+// Error kinds (errdefs documents each).
 const (
-	KindInvalidRequest = "invalid_request"
-	KindBadPath        = "bad_path"
-	// KindPermissionDenied: a change to what the sandbox has read-only.
-	KindPermissionDenied = "permission_denied"
-	KindFileNotFound     = "file_not_found"
-	KindTooLarge         = "too_large"
-	KindSessionNotFound  = "session_not_found"
-	KindSessionEnded     = "session_ended"
-	// KindSessionLost (cluster.go): the replica holding it is gone.
-	KindTooManySessions = "too_many_sessions"
-	// KindSessionPaused: the session is paused and the request does not
-	// resume it.
-	KindSessionPaused    = "session_paused"
-	KindSnapshotNotFound = "snapshot_not_found"
-	// KindEnvironmentNotFound: a run or session names an environment
-	// the operator has not built.
-	KindEnvironmentNotFound = "environment_not_found"
-	// KindSnapshotUnusable: altered, or made by another gVisor build.
-	KindSnapshotUnusable = "snapshot_unusable"
-	// KindPortClosed: nothing listens on the asked port in the session.
-	KindPortClosed = "port_closed"
-	// KindForbidden: an operator's operation asked by a caller who is not one.
-	KindForbidden = "forbidden"
-	// Environments (environments.go): the name is taken (or being
-	// built), a build that failed.
-	KindEnvironmentExists = "environment_exists"
-	KindBuildFailed       = "build_failed"
-
-	KindRateLimited  = "rate_limited"
-	KindBusy         = "busy"
-	KindUnavailable  = "unavailable"
-	KindShuttingDown = "shutting_down"
-	KindCanceled     = "canceled"
-	KindInternal     = "internal"
+	KindInvalidRequest      = errdefs.KindInvalidRequest
+	KindBadPath             = errdefs.KindBadPath
+	KindPermissionDenied    = errdefs.KindPermissionDenied
+	KindFileNotFound        = errdefs.KindFileNotFound
+	KindTooLarge            = errdefs.KindTooLarge
+	KindSessionNotFound     = errdefs.KindSessionNotFound
+	KindSessionEnded        = errdefs.KindSessionEnded
+	KindSessionLost         = errdefs.KindSessionLost
+	KindSessionGone         = errdefs.KindSessionGone
+	KindNotFound            = errdefs.KindNotFound
+	KindTooManySessions     = errdefs.KindTooManySessions
+	KindKeyLimit            = errdefs.KindKeyLimit
+	KindSessionPaused       = errdefs.KindSessionPaused
+	KindSnapshotNotFound    = errdefs.KindSnapshotNotFound
+	KindEnvironmentNotFound = errdefs.KindEnvironmentNotFound
+	KindSnapshotUnusable    = errdefs.KindSnapshotUnusable
+	KindPortClosed          = errdefs.KindPortClosed
+	KindForbidden           = errdefs.KindForbidden
+	KindEnvironmentExists   = errdefs.KindEnvironmentExists
+	KindBuildFailed         = errdefs.KindBuildFailed
+	KindRateLimited         = errdefs.KindRateLimited
+	KindBusy                = errdefs.KindBusy
+	KindUnavailable         = errdefs.KindUnavailable
+	KindShuttingDown        = errdefs.KindShuttingDown
+	KindCanceled            = errdefs.KindCanceled
+	KindInternal            = errdefs.KindInternal
 )
 
-// ErrorKind names the kind of a service error: the one place where the
-// service's sentinel errors are classified.
-func ErrorKind(err error) string {
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrInvalidRequest):
-		return KindInvalidRequest
-	case errors.Is(err, ErrPermission):
-		return KindPermissionDenied
-	case errors.Is(err, ErrBadPath):
-		return KindBadPath
-	case errors.Is(err, ErrFileNotFound):
-		return KindFileNotFound
-	case errors.Is(err, ErrTooLarge):
-		return KindTooLarge
-	case errors.Is(err, ErrSessionLost):
-		return KindSessionLost
-	case errors.Is(err, ErrSessionNotFound):
-		return KindSessionNotFound
-	case errors.Is(err, ErrSessionEnded):
-		return KindSessionEnded
-	case errors.Is(err, ErrTooManySessions):
-		return KindTooManySessions
-	case errors.Is(err, ErrSessionPaused):
-		return KindSessionPaused
-	case errors.Is(err, ErrSnapshotNotFound):
-		return KindSnapshotNotFound
-	case errors.Is(err, ErrEnvironmentNotFound), errors.Is(err, envstore.ErrNotFound):
-		return KindEnvironmentNotFound
-	case errors.Is(err, ErrSnapshotUnusable):
-		return KindSnapshotUnusable
-	case errors.Is(err, ErrPortClosed):
-		return KindPortClosed
-	case errors.Is(err, ErrForbidden):
-		return KindForbidden
-	case errors.Is(err, envstore.ErrNotFound):
-		return KindEnvironmentNotFound
-	case errors.Is(err, envstore.ErrExists):
-		return KindEnvironmentExists
-	case errors.Is(err, envstore.ErrBadName):
-		return KindInvalidRequest
-	case errors.Is(err, ErrBuildFailed), errors.Is(err, envstore.ErrBadImage):
-		return KindBuildFailed
-	case errors.Is(err, access.ErrRateLimited), errors.Is(err, access.ErrKeyConcurrency):
-		return KindRateLimited
-	case errors.Is(err, ErrBusy), errors.Is(err, access.ErrQueueFull):
-		return KindBusy
-	case errors.Is(err, ErrShuttingDown):
-		return KindShuttingDown
-	case errors.Is(err, ErrUnavailable):
-		return KindUnavailable
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return KindCanceled
-	}
-	return KindInternal
-}
+// ErrorKind names the kind of a service error (errdefs.ErrorKind).
+func ErrorKind(err error) string { return errdefs.ErrorKind(err) }
 
-// Kinds lists every error kind ErrorKind returns, for the surfaces' tables
-// (a test there fails on a kind a transport has no answer for).
-var Kinds = []string{
-	KindInvalidRequest, KindBadPath, KindPermissionDenied, KindFileNotFound, KindTooLarge,
-	KindSessionNotFound, KindSessionEnded, KindSessionLost, KindTooManySessions,
-	KindSessionPaused, KindSnapshotNotFound, KindSnapshotUnusable, KindPortClosed,
-	KindForbidden, KindEnvironmentNotFound, KindEnvironmentExists, KindBuildFailed,
-	KindRateLimited, KindBusy, KindUnavailable, KindShuttingDown, KindCanceled, KindInternal,
-}
+// KindError is ErrorKind's inverse (errdefs.KindError).
+func KindError(kind string) error { return errdefs.KindError(kind) }
 
-// KindError is ErrorKind's inverse: the error a kind is classified from,
-// for rebuilding a failure that crossed a wire (PeerError) as one every
-// surface classifies as if it had happened here. Written beside
-// ErrorKind, so that the two stay in step.
-func KindError(kind string) error {
-	switch kind {
-	case KindInvalidRequest:
-		return ErrInvalidRequest
-	case KindBadPath:
-		return ErrBadPath
-	case KindPermissionDenied:
-		return ErrPermission
-	case KindFileNotFound:
-		return ErrFileNotFound
-	case KindTooLarge:
-		return ErrTooLarge
-	case KindSessionNotFound:
-		return ErrSessionNotFound
-	case KindSessionEnded:
-		return ErrSessionEnded
-	case KindSessionLost:
-		return ErrSessionLost
-	case KindTooManySessions:
-		return ErrTooManySessions
-	case KindSessionPaused:
-		return ErrSessionPaused
-	case KindSnapshotNotFound:
-		return ErrSnapshotNotFound
-	case KindEnvironmentNotFound:
-		return ErrEnvironmentNotFound
-	case KindSnapshotUnusable:
-		return ErrSnapshotUnusable
-	case KindPortClosed:
-		return ErrPortClosed
-	case KindForbidden:
-		return ErrForbidden
-	case KindEnvironmentExists:
-		return envstore.ErrExists
-	case KindBuildFailed:
-		return ErrBuildFailed
-	case KindRateLimited:
-		return access.ErrRateLimited
-	case KindBusy:
-		return ErrBusy
-	case KindShuttingDown:
-		return ErrShuttingDown
-	case KindUnavailable:
-		return ErrUnavailable
-	case KindCanceled:
-		return context.Canceled
-	}
-	return errors.New("internal error")
-}
+// Kinds lists every error kind ErrorKind returns (errdefs.Kinds).
+var Kinds = errdefs.Kinds

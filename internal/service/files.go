@@ -2,143 +2,74 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"strings"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/files"
 	"github.com/codecage/codecage/internal/session"
-	"github.com/codecage/codecage/internal/wsfs"
 )
 
-// File API errors.
-var (
-	// ErrBadPath: a path that is absolute outside /workspace, leaves the
-	// workspace, or is not a clean name.
-	ErrBadPath = errors.New("bad path")
-	// ErrFileNotFound: no such file in the workspace.
-	ErrFileNotFound = errors.New("file not found")
-	// ErrTooLarge: a file or the workspace would exceed its size limit.
-	ErrTooLarge = errors.New("too large")
+// The file API is the files domain (internal/service/files); here are its
+// operations in the service's envelope, each on the session do resolved
+// once, and its names as the surfaces spell them (service.FileInfo).
+
+// The file API's types (files documents each). Aliases: the OpenAPI
+// schema and the MCP output schema keep their names.
+type (
+	FileInfo    = files.FileInfo
+	FileList    = files.FileList
+	LinkEnd     = files.LinkEnd
+	FileContent = files.FileContent
+	Download    = files.Download
+	Upload      = files.Upload
+	Watch       = files.Watch
+	WatchEvent  = files.WatchEvent
 )
 
-// A listing is bounded whatever the code planted in the workspace: past
-// any of these it stops and says it is truncated.
+// The file API's bounds and a watch's event types (files documents each).
 const (
-	// MaxListedFiles bounds a listing's entries.
-	MaxListedFiles = 10000
-	// MaxListDepth bounds how deep a listing goes (and the depth a caller
-	// may ask for); a listing of "all" the tree stops there.
-	MaxListDepth = 64
-	// MaxListBytes bounds the paths and symlink targets of a listing.
-	MaxListBytes = 4 << 20
+	MaxListedFiles   = files.MaxListedFiles
+	MaxListDepth     = files.MaxListDepth
+	MaxListBytes     = files.MaxListBytes
+	TransferBuffer   = files.TransferBuffer
+	MaxMetadataKeys  = files.MaxMetadataKeys
+	MaxMetadataBytes = files.MaxMetadataBytes
+	WatchEvents      = files.WatchEvents
+	WatchCreate      = files.WatchCreate
+	WatchWrite       = files.WatchWrite
+	WatchRemove      = files.WatchRemove
+	WatchRename      = files.WatchRename
+	WatchChmod       = files.WatchChmod
+	WatchOverflow    = files.WatchOverflow
 )
 
-// A workspace that is not a tmpfs of its own (rootless) is measured by a
-// walk, within these bounds: what lies beyond is not counted, as the
-// kernel does not cap such a workspace anyway.
-const (
-	usageDepth   = 256
-	usageEntries = 200000
-)
+// EncodeContent returns data as a FileContent (files.EncodeContent).
+func EncodeContent(path string, data []byte) FileContent { return files.EncodeContent(path, data) }
 
-// FileInfo describes one entry of a workspace.
-type FileInfo struct {
-	Path     string    `json:"path"`
-	Size     int64     `json:"size"`
-	Dir      bool      `json:"dir,omitempty"`
-	Symlink  bool      `json:"symlink,omitempty"`
-	Modified time.Time `json:"modified"`
-	// Mode is the entry's permission bits (0o644: 420).
-	Mode uint32 `json:"mode"`
-	// Target is where a symlink points.
-	Target string `json:"target,omitempty"`
-	// Link is where a symlink leads, followed inside the workspace (nil
-	// when it dangles, loops or leaves it): for surfaces that describe a
-	// link by its target, as E2B's does.
-	Link *LinkEnd `json:"-"`
-	// Metadata is the file's user-defined metadata (its user.e2b.*
-	// extended attributes), within MaxMetadataKeys and MaxMetadataBytes.
-	Metadata map[string]string `json:"metadata,omitempty"`
+// WriteContentJSON writes d as a FileContent JSON document
+// (files.WriteContentJSON).
+func WriteContentJSON(w io.Writer, shown string, d *Download) error {
+	return files.WriteContentJSON(w, shown, d)
 }
 
-// FileList is a listing of a workspace directory.
-type FileList struct {
-	Files []FileInfo `json:"files"`
-	// Truncated: the listing stopped at one of its bounds (MaxListedFiles,
-	// MaxListDepth, MaxListBytes); Files is only part of the tree.
-	Truncated bool `json:"truncated"`
+// newFiles is the file domain of a service whose session table is made.
+func (s *Service) newFiles() *files.Files {
+	c := s.cfg
+	return files.New(files.Options{Sessions: s.sessions, Emit: s.emit, Limits: files.Limits{
+		MaxFileSize: c.MaxFileSize, WorkspaceMax: c.WorkspaceMax, TmpSize: c.TmpSize, MaxTransfers: c.MaxTransfers,
+		MaxWatches: c.MaxWatches, SessionMaxWatches: c.SessionMaxWatches, KeyMaxWatches: c.KeyMaxWatches, WatchMaxDirs: c.WatchMaxDirs,
+	}})
 }
 
-func fileInfo(e wsfs.Entry) FileInfo {
-	return FileInfo{Path: e.Path, Size: e.Size, Dir: e.Mode.IsDir(), Symlink: e.Mode&fs.ModeSymlink != 0,
-		Modified: e.ModTime, Mode: uint32(e.Mode.Perm()), Target: e.Target}
-}
-
-// workspacePath turns what a caller gives ("data.csv", "/workspace/a/b",
-// or under the session's home, "/home/user/a") into a clean path relative
-// to the workspace, or ErrBadPath. Symlinks are not this function's
-// concern: wsfs refuses any that leads out.
-func workspacePath(p, home string) (string, error) {
-	if p == "" || len(p) > 4096 || strings.ContainsRune(p, 0) || !utf8.ValidString(p) {
-		return "", fmt.Errorf("%w: %s", ErrBadPath, Quote(p))
+// inSession runs fn on the caller's session id, looked up once.
+func inSession[T any](s *Service, id, owner string, fn func(*session.Session) (T, error)) (T, error) {
+	se, err := s.session(id, owner)
+	if err != nil {
+		var zero T
+		return zero, err
 	}
-	if strings.HasPrefix(p, "/") {
-		p = path.Clean(p)
-		rel, ok := strings.CutPrefix(p, home)
-		if !ok {
-			rel, ok = strings.CutPrefix(p, fleet.WorkspaceDir)
-		}
-		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
-			return "", fmt.Errorf("%w: %s is outside the workspace (%s)", ErrBadPath, Quote(p), home)
-		}
-		p = strings.TrimPrefix(rel, "/")
-		if p == "" {
-			p = "."
-		}
-	}
-	clean := path.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%w: %s leaves the workspace", ErrBadPath, Quote(p))
-	}
-	return clean, nil
-}
-
-func fileError(p string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %q", ErrFileNotFound, p)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, syscall.EXDEV), errors.Is(err, fs.ErrInvalid):
-		return fmt.Errorf("%w: %q leads outside the workspace", ErrBadPath, p)
-	case errors.Is(err, syscall.ELOOP):
-		return fmt.Errorf("%w: %q passes through a symlink the file API does not follow here", ErrBadPath, p)
-	case errors.Is(err, wsfs.ErrNotDir), errors.Is(err, syscall.ENOTDIR):
-		return fmt.Errorf("%w: %q is not a directory", ErrBadPath, p)
-	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return fmt.Errorf("%w: %q: %v", ErrPermission, p, err)
-	case errors.Is(err, syscall.ENAMETOOLONG):
-		return fmt.Errorf("%w: %q is too long", ErrBadPath, p)
-	}
-	return fmt.Errorf("%w: %q: %v", ErrBadPath, p, err)
-}
-
-// metadataError is a failure to store a file's metadata.
-func metadataError(p string, err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.E2BIG) {
-		return fmt.Errorf("%w: no room for the metadata of %q: %v", ErrTooLarge, p, err)
-	}
-	return fmt.Errorf("%w: the metadata of %q: %v", ErrInvalidRequest, p, err)
+	return fn(se)
 }
 
 // WriteFile writes data to path in a session's filesystem (its
@@ -149,11 +80,16 @@ func (s *Service) WriteFile(ctx context.Context, id, owner, p string, data []byt
 }
 
 // WriteFileWith is WriteFile that stores md as the file's metadata
-// (replacing what it had; CheckMetadata's rules).
+// (replacing what it had; files.CheckMetadata's rules).
 func (s *Service) WriteFileWith(ctx context.Context, id, owner, p string, data []byte, md map[string]string) (*FileInfo, error) {
-	return do(ctx, s, OpWriteFile, call[*FileInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p, Data: data, Metadata: md},
-		run: func(ctx context.Context) (*FileInfo, error) { return s.writeFile(ctx, id, owner, p, data, md) },
+	return do(ctx, s, opWriteFile, call[*FileInfo]{
+		session: id, owner: owner, args: writeArgs{Path: p, Data: data, Metadata: md},
+		run: func(ctx context.Context) (*FileInfo, error) {
+			if err := s.files.CheckWrite(data, md); err != nil { // before the session, as ever
+				return nil, err
+			}
+			return inSession(s, id, owner, func(se *session.Session) (*FileInfo, error) { return s.files.Write(ctx, se, p, data, md) })
+		},
 		success: func(fi *FileInfo, took time.Duration) Event {
 			return Event{Kind: EventFile, Action: "write", Outcome: "success", Duration: took,
 				Detail: fmt.Sprintf("%s: %s (%d bytes)", id, fi.Path, len(data))}
@@ -161,161 +97,27 @@ func (s *Service) WriteFileWith(ctx context.Context, id, owner, p string, data [
 	})
 }
 
-func (s *Service) writeFile(ctx context.Context, id, owner, p string, data []byte, md map[string]string) (*FileInfo, error) {
-	if int64(len(data)) > s.cfg.MaxFileSize {
-		return nil, fmt.Errorf("%w: %d bytes is over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, len(data), s.cfg.MaxFileSize)
-	}
-	md, err := CheckMetadata(md)
-	if err != nil {
-		return nil, err
-	}
-	o, err := s.open(id, owner, p, true, true)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	if o.rel == "." {
-		return nil, fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
-	}
-	if o.m.workspace {
-		if err := s.checkRoom(ctx, o.r, o.se, int64(len(data))); err != nil {
-			return nil, err
-		}
-	}
-	r, rel := o.r, o.rel
-	uid := o.se.SandboxUID()
-	if dir := path.Dir(rel); dir != "." && !o.throughLast {
-		if _, err := r.MkdirAll(dir, 0o755, uid); err != nil {
-			return nil, fileError(p, err)
-		}
-	}
-	// O_NONBLOCK: a FIFO the code planted must not hang the server.
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
-	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return nil, fileError(p, err)
-	}
-	_, werr := f.Write(data)
-	if uid >= 0 {
-		// The code (another uid on the host) may change it later.
-		_ = f.Chown(uid, uid)
-	}
-	// A write replaces the file's metadata (none given: none kept), as
-	// envd's does.
-	merr := wsfs.SetMetadataFD(int(f.Fd()), md)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
-	}
-	if merr != nil {
-		return nil, metadataError(p, merr)
-	}
-	return o.describe(rel)
-}
-
-// checkRoom refuses n more bytes the workspace has no room for. A tmpfs
-// of its own answers at once (the kernel keeps its quota); a plain
-// directory is walked, within bounds.
-func (s *Service) checkRoom(ctx context.Context, r *wsfs.Root, se *session.Session, n int64) error {
-	if _, _, _, quota := se.Workspace(); quota {
-		used, free, err := r.Space()
-		if err == nil && n > free {
-			return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
-		}
-		return nil
-	}
-	used, err := r.Usage(ctx, usageDepth, usageEntries)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err == nil && used+n > s.cfg.WorkspaceMax {
-		return fmt.Errorf("%w: the workspace holds %d bytes; %d more exceed its limit of %d (SANDBOX_WORKSPACE_SIZE)", ErrTooLarge, used, n, s.cfg.WorkspaceMax)
-	}
-	return nil
-}
-
 // appendFile adds data to the end of an existing file (a later chunk of
-// an upload forwarded from another replica), within the file-size and
-// workspace limits.
+// an upload forwarded from another replica).
 func (s *Service) appendFile(ctx context.Context, id, owner, p string, data []byte) (*FileInfo, error) {
-	o, err := s.open(id, owner, p, true, true)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	if o.rel == "." {
-		return nil, fmt.Errorf("%w: %q is a directory", ErrBadPath, p)
-	}
-	f, err := o.r.OpenFile(o.rel, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
-	}
-	if fi.Size()+int64(len(data)) > s.cfg.MaxFileSize {
-		return nil, fmt.Errorf("%w: %q would be over the file limit of %d (SANDBOX_MAX_FILE_SIZE)", ErrTooLarge, p, s.cfg.MaxFileSize)
-	}
-	if o.m.workspace {
-		if err := s.checkRoom(ctx, o.r, o.se, int64(len(data))); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := f.Write(data); err != nil {
-		return nil, fmt.Errorf("%w: writing %q: %v", ErrTooLarge, p, err)
-	}
-	return o.describe(o.rel)
+	return inSession(s, id, owner, func(se *session.Session) (*FileInfo, error) { return s.files.Append(ctx, se, p, data) })
 }
 
 // ReadFile returns the contents of path in a session's workspace, whole
 // (up to SANDBOX_MAX_FILE_SIZE); it holds a transfer slot while it reads.
 // Downloads use OpenFile, which streams.
 func (s *Service) ReadFile(ctx context.Context, id, owner, p string) ([]byte, error) {
-	slot, err := s.acquireTransfer()
+	slot, err := s.files.AcquireTransfer()
 	if err != nil {
 		return nil, err
 	}
 	defer slot()
-	return do(ctx, s, OpReadFile, call[[]byte]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
-		run: func(context.Context) ([]byte, error) { return s.readFile(id, owner, p) },
+	return do(ctx, s, opReadFile, call[[]byte]{
+		session: id, owner: owner, args: pathArgs{Path: p},
+		run: func(context.Context) ([]byte, error) {
+			return inSession(s, id, owner, func(se *session.Session) ([]byte, error) { return s.files.Read(se, p) })
+		},
 	})
-}
-
-func (s *Service) readFile(id, owner, p string) ([]byte, error) {
-	o, err := s.open(id, owner, p, true, false)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	if o.r == nil {
-		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
-	}
-	f, err := o.r.OpenFile(o.rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0) // a planted FIFO must not hang us
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fileError(p, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadPath, p)
-	}
-	if fi.Size() > s.cfg.MaxFileSize {
-		return nil, fmt.Errorf("%w: %q is %d bytes, over the read limit of %d", ErrTooLarge, p, fi.Size(), s.cfg.MaxFileSize)
-	}
-	return io.ReadAll(io.LimitReader(f, s.cfg.MaxFileSize+1))
 }
 
 // ListFiles lists the workspace below path ("" or "." for all of it, as
@@ -324,25 +126,38 @@ func (s *Service) ListFiles(ctx context.Context, id, owner, p string) (*FileList
 	return s.ListDir(ctx, id, owner, p, 0)
 }
 
-// listDir lists below p, depth levels deep (0: all, up to MaxListDepth),
-// within the listing's bounds; it stops when ctx ends.
-func (s *Service) listDir(ctx context.Context, id, owner, p string, depth int) (*FileList, error) {
-	if p == "" {
-		p = "."
-	}
-	o, err := s.open(id, owner, p, true, false)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	return o.list(ctx, depth)
+// ListDir lists a directory of a session's workspace, depth levels deep
+// (1: its entries only; 0: all of the tree, up to MaxListDepth), within
+// MaxListedFiles and MaxListBytes: FileList.Truncated says when it
+// stopped at one of them.
+func (s *Service) ListDir(ctx context.Context, id, owner, p string, depth int) (*FileList, error) {
+	return do(ctx, s, opListFiles, call[*FileList]{
+		session: id, owner: owner, args: listArgs{Path: p, Depth: depth},
+		check: func() error { return files.CheckDepth(depth) },
+		run: func(ctx context.Context) (*FileList, error) {
+			return inSession(s, id, owner, func(se *session.Session) (*FileList, error) { return s.files.List(ctx, se, p, depth) })
+		},
+	})
+}
+
+// StatFile describes one entry of a session's workspace (a symlink is
+// described, not followed).
+func (s *Service) StatFile(ctx context.Context, id, owner, p string) (*FileInfo, error) {
+	return do(ctx, s, opStatFile, call[*FileInfo]{
+		session: id, owner: owner, args: pathArgs{Path: p},
+		run: func(context.Context) (*FileInfo, error) {
+			return inSession(s, id, owner, func(se *session.Session) (*FileInfo, error) { return s.files.Stat(se, p) })
+		},
+	})
 }
 
 // DeleteFile removes a file or a directory tree from the workspace.
 func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
-	_, err := do(ctx, s, OpDeleteFile, call[struct{}]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Path: p},
-		run: func(ctx context.Context) (struct{}, error) { return struct{}{}, s.deleteFile(ctx, id, owner, p) },
+	_, err := do(ctx, s, opDeleteFile, call[struct{}]{
+		session: id, owner: owner, args: deleteArgs{Path: p},
+		run: func(ctx context.Context) (struct{}, error) {
+			return inSession(s, id, owner, func(se *session.Session) (struct{}, error) { return struct{}{}, s.files.Delete(ctx, se, p) })
+		},
 		success: func(_ struct{}, took time.Duration) Event {
 			return Event{Kind: EventFile, Action: "delete", Outcome: "success", Duration: took, Detail: id + ": " + p}
 		},
@@ -350,27 +165,159 @@ func (s *Service) DeleteFile(ctx context.Context, id, owner, p string) error {
 	return err
 }
 
-func (s *Service) deleteFile(ctx context.Context, id, owner, p string) error {
-	o, err := s.open(id, owner, p, false, true)
-	if err != nil {
-		return err
-	}
-	defer o.Close()
-	if o.rel == "." {
-		return fmt.Errorf("%w: %s itself cannot be deleted", ErrBadPath, o.m.at)
-	}
-	return fileError(p, o.r.RemoveAll(ctx, o.rel))
-}
-
 // removeEmptyDir removes a directory of the workspace if it is empty.
 func (s *Service) removeEmptyDir(id, owner, p string) error {
-	o, err := s.open(id, owner, p, false, true)
-	if err != nil {
-		return err
+	_, err := inSession(s, id, owner, func(se *session.Session) (struct{}, error) { return struct{}{}, s.files.RemoveEmptyDir(se, p) })
+	return err
+}
+
+// MakeDir creates a directory and its parents in a session's workspace; it
+// reports false when the directory was already there.
+func (s *Service) MakeDir(ctx context.Context, id, owner, p string) (bool, error) {
+	return do(ctx, s, opMakeDir, call[bool]{
+		session: id, owner: owner, args: pathArgs{Path: p},
+		run: func(context.Context) (bool, error) {
+			return inSession(s, id, owner, func(se *session.Session) (bool, error) { return s.files.MakeDir(se, p) })
+		},
+		success: func(_ bool, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "mkdir", Outcome: "success", Duration: took, Detail: id + ": " + p}
+		},
+	})
+}
+
+// MoveFile renames a file or directory within a session's writable
+// filesystem, creating the destination's parents, and describes it at
+// its new place.
+func (s *Service) MoveFile(ctx context.Context, id, owner, from, to string) (*FileInfo, error) {
+	return do(ctx, s, opMoveFile, call[*FileInfo]{
+		session: id, owner: owner, args: moveArgs{Path: from, To: to},
+		run: func(context.Context) (*FileInfo, error) {
+			return inSession(s, id, owner, func(se *session.Session) (*FileInfo, error) { return s.files.Move(se, from, to) })
+		},
+		success: func(_ *FileInfo, took time.Duration) Event {
+			return Event{Kind: EventFile, Action: "move", Outcome: "success", Duration: took, Detail: id + ": " + from + " -> " + to}
+		},
+	})
+}
+
+// The file operations, and the arguments each one forwards (their JSON
+// names are the old protocol's, peerv1.go).
+const (
+	opWriteFile  = "write_file"
+	opReadFile   = "read_file"
+	opReadRange  = "read_range" // a chunk of a download (OpenFile)
+	opListFiles  = "list_files"
+	opDeleteFile = "delete_file"
+	opStatFile   = "stat_file"
+	opMakeDir    = "make_dir"
+	opMoveFile   = "move_file"
+)
+
+func fileOps() map[string]op {
+	return map[string]op{
+		opWriteFile:  {admit: admitLight, kind: EventFile, action: "write", peer: peerOp[writeArgs, *FileInfo]{do: serveWriteFile}},
+		opReadFile:   {admit: admitLight, kind: EventFile, action: "read", quiet: true, peer: peerOp[pathArgs, []byte]{do: serveReadFile}},
+		opReadRange:  {admit: admitLight, kind: EventFile, action: "read", quiet: true, peer: peerOp[rangeArgs, *files.FileChunk]{do: serveReadRange}},
+		opListFiles:  {admit: admitLight, kind: EventFile, action: "list", quiet: true, peer: peerOp[listArgs, *FileList]{do: serveListFiles}},
+		opDeleteFile: {admit: admitLight, kind: EventFile, action: "delete", peer: peerOp[deleteArgs, struct{}]{do: serveDeleteFile}},
+		opStatFile:   {admit: admitLight, kind: EventFile, action: "stat", quiet: true, peer: peerOp[pathArgs, *FileInfo]{do: serveStatFile}},
+		opMakeDir:    {admit: admitLight, kind: EventFile, action: "mkdir", peer: peerOp[pathArgs, bool]{do: serveMakeDir}},
+		opMoveFile:   {admit: admitLight, kind: EventFile, action: "move", peer: peerOp[moveArgs, *FileInfo]{do: serveMoveFile}},
+		// A watch runs here only: not served for another replica, see watch.go.
+		opWatch: {admit: admitLight, kind: EventFile, action: "watch"},
 	}
-	defer o.Close()
-	if o.rel == "." {
-		return fmt.Errorf("%w: %s itself cannot be deleted", ErrBadPath, o.m.at)
+}
+
+type pathArgs struct {
+	Path string `json:"path,omitempty"`
+}
+
+// writeArgs: Append adds Data to the end of the file (a later chunk of an
+// upload) instead of replacing it; Metadata is the file's (its first chunk).
+type writeArgs struct {
+	Path     string            `json:"path,omitempty"`
+	Data     []byte            `json:"data,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Append   bool              `json:"append,omitempty"`
+}
+
+func serveWriteFile(ctx context.Context, s *Service, call PeerCall, a writeArgs, _ outputFunc) (*FileInfo, error) {
+	if a.Append {
+		// A later chunk of an upload: the forwarder's first chunk was
+		// admitted (and counted against the caller's rate).
+		return s.appendFile(ctx, call.SessionID, call.Owner, a.Path, a.Data)
 	}
-	return fileError(p, o.r.RemoveEmptyDir(o.rel))
+	return s.WriteFileWith(ctx, call.SessionID, call.Owner, a.Path, a.Data, a.Metadata)
+}
+
+func serveReadFile(ctx context.Context, s *Service, call PeerCall, a pathArgs, _ outputFunc) ([]byte, error) {
+	return s.ReadFile(ctx, call.SessionID, call.Owner, a.Path)
+}
+
+// rangeArgs read a chunk of a download from Offset; Classify asks whether
+// the file is text.
+type rangeArgs struct {
+	Path     string `json:"path,omitempty"`
+	Offset   int64  `json:"offset,omitempty"`
+	Classify bool   `json:"classify,omitempty"`
+}
+
+// serveReadRange reads a chunk of a download; OpenFile, which streams a
+// local file, does not go through do, so the admission is written here.
+func serveReadRange(ctx context.Context, s *Service, call PeerCall, a rangeArgs, _ outputFunc) (*files.FileChunk, error) {
+	if a.Offset == 0 {
+		// A download's first chunk is admitted (and counted against the
+		// caller's rate) once; the rest are parts of it.
+		release, err := s.admit(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	return s.readChunk(call.SessionID, call.Owner, a.Path, a.Offset, a.Classify)
+}
+
+// listArgs: Depth bounds the listing (0: the whole tree).
+type listArgs struct {
+	Path  string `json:"path,omitempty"`
+	Depth int    `json:"depth,omitempty"`
+}
+
+func serveListFiles(ctx context.Context, s *Service, call PeerCall, a listArgs, _ outputFunc) (*FileList, error) {
+	if a.Depth > 0 {
+		return s.ListDir(ctx, call.SessionID, call.Owner, a.Path, a.Depth)
+	}
+	return s.ListFiles(ctx, call.SessionID, call.Owner, a.Path)
+}
+
+// deleteArgs: EmptyDir removes Path only if it is an empty directory (a
+// failed upload's clean-up).
+type deleteArgs struct {
+	Path     string `json:"path,omitempty"`
+	EmptyDir bool   `json:"empty_dir,omitempty"`
+}
+
+func serveDeleteFile(ctx context.Context, s *Service, call PeerCall, a deleteArgs, _ outputFunc) (struct{}, error) {
+	if a.EmptyDir {
+		return struct{}{}, s.removeEmptyDir(call.SessionID, call.Owner, a.Path)
+	}
+	return struct{}{}, s.DeleteFile(ctx, call.SessionID, call.Owner, a.Path)
+}
+
+func serveStatFile(ctx context.Context, s *Service, call PeerCall, a pathArgs, _ outputFunc) (*FileInfo, error) {
+	return s.StatFile(ctx, call.SessionID, call.Owner, a.Path)
+}
+
+func serveMakeDir(ctx context.Context, s *Service, call PeerCall, a pathArgs, _ outputFunc) (bool, error) {
+	return s.MakeDir(ctx, call.SessionID, call.Owner, a.Path)
+}
+
+// moveArgs move Path to To.
+type moveArgs struct {
+	Path string `json:"path,omitempty"`
+	To   string `json:"to,omitempty"`
+}
+
+func serveMoveFile(ctx context.Context, s *Service, call PeerCall, a moveArgs, _ outputFunc) (*FileInfo, error) {
+	return s.MoveFile(ctx, call.SessionID, call.Owner, a.Path, a.To)
 }

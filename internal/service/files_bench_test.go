@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -20,7 +19,7 @@ func BenchmarkFileOpsAtDepth(b *testing.B) {
 	for _, depth := range []int{10, 1000} {
 		b.Run("depth="+strconv.Itoa(depth), func(b *testing.B) {
 			state := b.TempDir()
-			cfg := config.DefaultConfig()
+			cfg := service.LeanTestConfig()
 			cfg.EnableFilesystem, cfg.StateDir, cfg.PoolSize = true, state, 0
 			svc := newServiceWith(b, cfg)
 			ctx := context.Background()

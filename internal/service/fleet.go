@@ -10,10 +10,8 @@ import (
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/persist"
 )
-
-// ErrBusy means every sandbox is in use and none freed up in time.
-var ErrBusy = errors.New("sandbox busy")
 
 // newFleet is the fleet of the operator's configuration: its budget, its
 // backends and the pools it keeps. With cgroups, a native class forks its
@@ -78,7 +76,7 @@ func (s *Service) sandboxFor(ctx context.Context, backend string, features polic
 		var pooled bool
 		var err error
 		if env.ID != "" {
-			lease, pooled, err = s.takeInEnvironment(ctx, backend, class, env, l)
+			lease, pooled, err = s.envs.TakeIn(ctx, backend, class, env, l)
 		} else {
 			lease, pooled, err = s.fleet.Take(ctx, backend, class, l)
 		}
@@ -104,7 +102,7 @@ func (s *Service) fleetError(ctx context.Context, err error) error {
 	case errors.Is(err, fleet.ErrImageMismatch), errors.Is(err, fleet.ErrBadImage):
 		// A start from a memory image that cannot be restored here (another
 		// runsc, or another root than its environment's): the snapshot's.
-		return snapshotErr(err)
+		return persist.SnapshotErr(err)
 	case errors.Is(err, syscall.E2BIG):
 		// What checkArgList did not foresee (a smaller stack limit): still
 		// the caller's arguments.
@@ -119,7 +117,7 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	s.sessions.CloseAll()
 	s.fleet.Close()
-	s.closeSnapshots()
+	s.persist.Close()
 }
 
 // PoolStats reports each pool by class name, and the spare sessions of

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -260,7 +259,7 @@ func TestImportPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSucceed(t, res)
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{"importlib"}
 	res, err = newServiceWith(t, cfg).Execute(context.Background(), service.Request{Code: "import importlib\nimportlib.import_module('subprocess')"})
 	if err != nil {
@@ -290,15 +289,18 @@ func TestResultReportsIsolation(t *testing.T) {
 func TestConcurrentExecutionsAreIsolated(t *testing.T) {
 	svc := newService(t)
 	const marker = "codecage-concurrent-marker"
+	// The writer makes its files and its process, says so, and waits to
+	// be canceled; the reader looks only once the writer has said so, and
+	// while it still runs (the writer's cancel comes after the reader's
+	// answer), however long either took to start.
 	writer := `import os, time, subprocess
 open("/tmp/` + marker + `", "w").write("x")
 open("/workspace/` + marker + `", "w").write("x")
-p = subprocess.Popen(["/bin/sleep", "3"])
+p = subprocess.Popen(["/bin/sleep", "60"])
 open("/tmp/ready", "w").write(str(p.pid))
-time.sleep(3)
-print("writer done")`
-	reader := `import os, time
-time.sleep(1)
+print("writer ready", flush=True)
+time.sleep(60)`
+	reader := `import os
 seen = []
 for d in ("/tmp", "/workspace", "/dev/shm"):
     seen += os.listdir(d)
@@ -311,28 +313,44 @@ for pid in os.listdir("/proc"):
             pass
 print("seen", seen)
 print("sleep-visible", any(b"sleep" in c for c in cmds))`
-	var wg sync.WaitGroup
-	results := make([]*service.Result, 2)
-	for i, code := range []string{writer, reader} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := svc.Execute(context.Background(), service.Request{Code: code, AllowedImports: []string{"*"}, Timeout: 20 * time.Second})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			results[i] = res
-		}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	var once sync.Once
+	wrote := make(chan *service.Result, 1)
+	go func() {
+		res, err := svc.Execute(ctx, service.Request{Code: writer, AllowedImports: []string{"*"}, Timeout: 90 * time.Second,
+			OnOutput: func(_, line string) {
+				if strings.HasPrefix(line, "writer ready") {
+					once.Do(func() { close(ready) })
+				}
+			}})
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- res
+	}()
+	select {
+	case <-ready:
+	case res := <-wrote:
+		t.Fatalf("the writer ended before it was ready: %+v", res)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the writer was not ready within 60 s")
 	}
-	wg.Wait()
-	if t.Failed() {
-		return
+	read, err := svc.Execute(context.Background(), service.Request{Code: reader, AllowedImports: []string{"*"}, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if mustSucceed(t, results[0]) != "writer done\n" {
-		t.Fatalf("writer: %q", results[0].Stdout)
+	select {
+	case res := <-wrote:
+		t.Fatalf("the writer ended while the reader looked: %+v", res)
+	default:
 	}
-	out := mustSucceed(t, results[1])
+	cancel()
+	if res := <-wrote; res == nil || res.Limit == nil || *res.Limit != "canceled" || !strings.Contains(res.Stdout, "writer ready") {
+		t.Fatalf("writer: %+v", res)
+	}
+	out := mustSucceed(t, read)
 	if strings.Contains(out, marker) || strings.Contains(out, "ready") || !strings.Contains(out, "seen []") {
 		t.Fatalf("reader saw the writer's files: %q", out)
 	}
@@ -344,11 +362,15 @@ print("sleep-visible", any(b"sleep" in c for c in cmds))`
 func TestCancellationKillsTheSandbox(t *testing.T) {
 	svc := newService(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		cancel()
-	}()
-	res, err := svc.Execute(ctx, service.Request{Code: "import time\nprint('up', flush=True)\ntime.sleep(60)"})
+	defer cancel()
+	// Canceled once the code runs (its line has come), however long the
+	// sandbox took to get there.
+	res, err := svc.Execute(ctx, service.Request{Code: "import time\nprint('up', flush=True)\ntime.sleep(60)",
+		OnOutput: func(_, line string) {
+			if strings.HasPrefix(line, "up") {
+				cancel()
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,13 +64,19 @@ func TestGVisorSessionCommandsRunUnderGVisor(t *testing.T) {
 		done <- r
 	}()
 	<-started
+	// Watched for as long as the command runs, however slow its start.
 	seen := map[string]bool{}
-	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var r *service.CommandResult
+	for watching := true; watching; {
 		for _, pid := range hostProcessesWithCmdline(strings.Join(nap, " ")) {
 			seen[pid] = true
 		}
+		select {
+		case r = <-done:
+			watching = false
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	r := <-done
 	if len(seen) > 0 {
 		t.Fatalf("the gVisor session's command ran as host processes %v", seen)
 	}

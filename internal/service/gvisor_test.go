@@ -27,7 +27,7 @@ func containerService(t *testing.T, edit ...func(*config.Config)) *service.Servi
 	if info := gvisor.Probe(gvisor.Runtime{}); !info.Available {
 		t.Fatalf("gVisor does not work on this host (scripts/setup.sh installs runsc): %s", info.Error)
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.Isolation = config.IsolationNative
 	cfg.EnableContainerMode = true
 	cfg.AllowedImports = []string{policy.AllImports}

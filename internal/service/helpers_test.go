@@ -21,7 +21,7 @@ import (
 // off (SANDBOX_ALLOWED_IMPORTS=*): the containment tests test the jail alone.
 func newService(tb testing.TB) *service.Service {
 	tb.Helper()
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.MemoryLimit = 256 << 20
 	return newServiceWith(tb, cfg)
@@ -31,7 +31,7 @@ func newService(tb testing.TB) *service.Service {
 // basic profile's import policy applies.
 func newPolicyService(tb testing.TB) *service.Service {
 	tb.Helper()
-	return newServiceWith(tb, config.DefaultConfig())
+	return newServiceWith(tb, service.LeanTestConfig())
 }
 
 // services are the services of the running test: their warm pools are
@@ -176,17 +176,17 @@ func sandboxCgroups(t *testing.T) []string {
 
 // assertNoLeftovers fails when any sandbox process or cgroup survives.
 // The kernel finishes tearing down a pid namespace asynchronously, so it
-// waits a little before it decides.
+// waits for them to go (on a slow or loaded host that takes a while)
+// before it decides.
 func assertNoLeftovers(t *testing.T) {
 	t.Helper()
 	closeServices() // ready sandboxes of a warm pool are not leftovers
 	var procs, cgs []string
-	for i := 0; i < 50; i++ {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		procs, cgs = sandboxProcesses(t), sandboxCgroups(t)
 		if len(procs) == 0 && len(cgs) == 0 {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("left behind: processes %v, cgroups %v", procs, cgs)
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
@@ -106,7 +105,7 @@ func (x *interactive) wait(t *testing.T) *service.CommandResult {
 }
 
 func e2bCommandService(t *testing.T) *service.Service {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
 	return newServiceWith(t, cfg)
 }

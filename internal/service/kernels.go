@@ -13,9 +13,6 @@ import (
 // contexts run in kernel processes the harness starts beside the
 // interpreter, in the same sandbox (runtime/kernels.py).
 
-// ErrUnknownLanguage means no kernel runs the language asked for.
-var ErrUnknownLanguage = fmt.Errorf("%w: no kernel for this language", ErrInvalidRequest)
-
 // checkLanguage refuses a language no kernel runs, one the operator did
 // not allow (SANDBOX_KERNELS), and a kernel outside a session.
 func (s *Service) checkLanguage(req Request) error {

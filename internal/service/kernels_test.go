@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -16,7 +15,7 @@ import (
 // Python's to judge).
 func kernelSession(t *testing.T) (*service.Service, string) {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.Kernels = []string{"javascript", "typescript", "bash"}
 	svc := newServiceWith(t, cfg)
 	info, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o"})
@@ -191,7 +190,7 @@ func TestKernelLanguagesRefused(t *testing.T) {
 		t.Fatalf("a kernel outside a session: %v", err)
 	}
 	// Closed unless the operator allows it.
-	off := newServiceWith(t, config.DefaultConfig())
+	off := newServiceWith(t, service.LeanTestConfig())
 	info, err := off.CreateSession(context.Background(), service.SessionRequest{Owner: "o"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,22 +8,31 @@ import (
 
 	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/commands"
+	"github.com/codecage/codecage/internal/service/packages"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // The calls a cell's magics make to the supervisor, as tool calls with
 // names no upstream tool can have ("server.tool" is an identifier pair):
 // "!cmd" and "%%bash" run a shell command, "%pip install" installs a
-// package. Each goes through the same path and policy as the request it
-// stands for (RunCommand, PipInstall): the harness runs no program itself.
+// package. Each goes through the same domain and policy as the request it
+// stands for (RunCommand, PipInstall), without its envelope (magicCaller):
+// the harness runs no program itself.
 const (
 	magicShell = "!shell"
 	magicPip   = "!pip"
 )
 
-// magicCaller answers the magics of a run in session se (an empty id: a
-// run without a session, whose magics are refused), and hands every other
-// call to tools (nil: none).
-func (s *Service) magicCaller(ctx context.Context, sessionID, owner, home string, timeout time.Duration, tools fleet.ToolHandler) fleet.ToolHandler {
+// magicCaller answers the magics of a run in session se (nil: a run
+// without a session, whose magics are refused), and hands every other call
+// to tools (nil: none). A magic is work the admitted run does for itself:
+// it calls the commands and packages domains directly, in the run's
+// context (already admitted and bound to shutdown), never through the
+// envelope again, and the run's session and run lock serve it. The
+// harness asks one call at a time, so a run's magics never run side by
+// side.
+func (s *Service) magicCaller(ctx context.Context, se *session.Session, timeout time.Duration, tools fleet.ToolHandler) fleet.ToolHandler {
 	return func(c *fleet.ToolCall) fleet.ToolResult {
 		if c.Tool != magicShell && c.Tool != magicPip {
 			if tools == nil {
@@ -32,7 +41,7 @@ func (s *Service) magicCaller(ctx context.Context, sessionID, owner, home string
 			return tools(c)
 		}
 		res := fleet.ToolResult{ID: c.ID}
-		if sessionID == "" {
+		if se == nil {
 			res.Error = "shell commands (!cmd) and %pip run only in a session: they share its workspace"
 			return res
 		}
@@ -49,9 +58,9 @@ func (s *Service) magicCaller(ctx context.Context, sessionID, owner, home string
 		var value any
 		var err error
 		if c.Tool == magicShell {
-			value, err = s.magicShell(ctx, sessionID, owner, home, timeout, args.Command, args.Cwd)
+			value, err = s.magicShell(ctx, se, timeout, args.Command, args.Cwd)
 		} else {
-			value, err = s.PipInstall(ctx, InstallRequest{Package: args.Package, Version: args.Version, SessionID: sessionID, Owner: owner, inRun: true})
+			value, err = s.magicPip(ctx, se, args.Package, args.Version)
 		}
 		if err != nil {
 			res.Error = bounded.String(err.Error(), maxMagicError)
@@ -74,23 +83,47 @@ const maxMagicError = 4 << 10
 // workspace, from the interpreter's directory when that is inside it.
 // A program the policy does not allow is an error of the call (the code
 // gets an exception), not an output.
-func (s *Service) magicShell(ctx context.Context, sessionID, owner, home string, timeout time.Duration, command, cwd string) (any, error) {
+func (s *Service) magicShell(ctx context.Context, se *session.Session, timeout time.Duration, command, cwd string) (any, error) {
 	dir := ""
-	if cwd == home || strings.HasPrefix(cwd, home+"/") {
+	if home := se.Home(); cwd == home || strings.HasPrefix(cwd, home+"/") {
 		dir = cwd
 	}
-	res, err := s.RunCommand(ctx, CommandRequest{Command: command, WorkingDir: dir, SessionID: sessionID, Owner: owner, Timeout: min(timeout, s.cfg.MaxCommandTime)})
+	req := CommandRequest{Command: command, WorkingDir: dir, SessionID: se.ID(), Timeout: min(timeout, s.cfg.MaxCommandTime)}
+	start := time.Now()
+	res, err := s.cmds.Run(ctx, se, req)
 	if err != nil {
+		s.emitFailure(ctx, EventCommand, "", "", commands.Line(req), err, start)
 		return nil, err
 	}
-	if res.Error != nil && notAllowed.MatchString(*res.Error) {
-		return nil, errorText(*res.Error)
+	s.emit(ctx, commandEvent(req, res, time.Since(start)))
+	if res.Error != nil {
+		if _, denied := commands.NotAllowed(*res.Error); denied {
+			return nil, errorText(*res.Error)
+		}
 	}
 	stderr := res.Stderr
 	if res.Error != nil && res.Limit != nil {
 		stderr += *res.Error + "\n" // a limit ended it: said where the output is
 	}
 	return map[string]any{"stdout": res.Stdout, "stderr": stderr, "exit_code": res.ExitCode}, nil
+}
+
+// magicPip installs a package for a "%pip install" line, under the run's
+// lock of the session (pip_install takes it itself).
+func (s *Service) magicPip(ctx context.Context, se *session.Session, pkg, version string) (*InstallResult, error) {
+	req := InstallRequest{Package: pkg, Version: version, SessionID: se.ID()}
+	start := time.Now()
+	r, err := packages.Parse(req)
+	var res *InstallResult
+	if err == nil {
+		res, err = s.pkgs.Install(ctx, se, r, start)
+	}
+	if err != nil {
+		s.emitFailure(ctx, EventInstall, "", "", req.Package, err, start)
+		return nil, err
+	}
+	s.emit(ctx, installEvent(req, res, time.Since(start)))
+	return res, nil
 }
 
 type errorText string

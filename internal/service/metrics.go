@@ -29,12 +29,12 @@ type SessionMetrics struct {
 // its sandboxes' cgroups (v1 or v2) and its workspace. A paused session
 // that is parked (its sandbox ended) answers ErrSessionPaused.
 func (s *Service) SessionMetrics(ctx context.Context, id, owner string) (*SessionMetrics, error) {
-	return do(ctx, s, OpMetrics, call[*SessionMetrics]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+	return do(ctx, s, opMetrics, call[*SessionMetrics]{
+		session: id, owner: owner,
 		run: func(ctx context.Context) (*SessionMetrics, error) {
 			se, err := s.session(id, owner)
 			if err != nil {
-				if _, _, ok, perr := s.parked(ctx, owner, id); ok && perr == nil {
+				if _, ok, perr := s.parked(ctx, owner, id); ok && perr == nil {
 					return nil, fmt.Errorf("%w: session %s is parked: it has no sandbox to measure", ErrSessionPaused, Quote(id))
 				}
 				return nil, err
@@ -57,7 +57,7 @@ func (s *Service) SessionMetrics(ctx context.Context, id, owner string) (*Sessio
 			}
 			m := &SessionMetrics{Timestamp: now.UTC(), CPUCount: max(1, int(math.Ceil(cores))), CPUUsedPct: math.Round(pct*100) / 100,
 				MemUsed: use.Memory, MemTotal: mem, DiskTotal: s.cfg.WorkspaceMax}
-			m.DiskUsed, err = s.workspaceUsed(ctx, id, owner)
+			m.DiskUsed, err = s.files.WorkspaceUsed(ctx, se)
 			if err != nil {
 				return nil, err
 			}
@@ -66,35 +66,6 @@ func (s *Service) SessionMetrics(ctx context.Context, id, owner string) (*Sessio
 	})
 }
 
-// workspaceUsed is how many bytes a session's workspace holds: its
-// tmpfs's own count, or a bounded walk of a plain directory.
-func (s *Service) workspaceUsed(ctx context.Context, id, owner string) (int64, error) {
-	o, err := s.open(id, owner, ".", true, false) // relative: the workspace
-	if err != nil {
-		return 0, err
-	}
-	defer o.Close()
-	r := o.r
-	if r == nil {
-		return 0, fmt.Errorf("%w: the workspace is not a directory", ErrUnavailable)
-	}
-	if _, _, _, quota := o.se.Workspace(); quota {
-		used, _, err := r.Space()
-		if err != nil {
-			return 0, fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
-		}
-		return used, nil
-	}
-	used, err := r.Usage(ctx, usageDepth, usageEntries)
-	if ctx.Err() != nil {
-		return 0, ctx.Err()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: workspace: %v", ErrUnavailable, err)
-	}
-	return used, nil
-}
-
-func serveMetrics(ctx context.Context, s *Service, call PeerCall, _ func(stream, line string)) (any, error) {
+func serveMetrics(ctx context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) (*SessionMetrics, error) {
 	return s.SessionMetrics(ctx, call.SessionID, call.Owner)
 }

@@ -10,55 +10,27 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/bounded"
+	"github.com/codecage/codecage/internal/service/event"
 )
 
-// Event kinds.
+// Events and their observers live in the event leaf; these names keep
+// the surfaces' spelling.
 const (
-	EventExecute  = "execute"
-	EventValidate = "validate"
-	EventSession  = "session"
-	EventFile     = "file"
-	EventDenied   = "denied"
+	EventExecute  = event.EventExecute
+	EventValidate = event.EventValidate
+	EventSession  = event.EventSession
+	EventFile     = event.EventFile
+	EventDenied   = event.EventDenied
 )
 
-// Event is one thing the service did or refused, for metrics and the audit
-// log. Every surface's requests produce the same events.
-type Event struct {
-	Time        time.Time
-	Kind        string // one of the Event constants
-	Action      string // within the kind: "create", "close", "write", ...
-	ExecutionID string
-	Caller      Caller
-	Profile     string
-	// Backend is what ran the code ("native", "gvisor"); "" when nothing ran.
-	Backend string
-	// Code is the code, command or package concerned ("" when none).
-	Code string
-	// Outcome is "success", "error" (the code failed), a limit ("timeout",
-	// "memory", "cpu", "output", "canceled"), "crash", or for a request
-	// that could not run, the error kind (see ErrorKind).
-	Outcome        string
-	Duration       time.Duration
-	Limit          string
-	SecurityEvents []string
-	Detail         string
-}
-
-// Observer receives the service's events. Observe must not block: it runs
-// on the request's goroutine.
-type Observer interface {
-	Observe(Event)
-}
-
-// Observers fans one event out to several observers.
-type Observers []Observer
-
-// Observe passes ev to each observer.
-func (o Observers) Observe(ev Event) {
-	for _, x := range o {
-		x.Observe(ev)
-	}
-}
+type (
+	// Event is event.Event.
+	Event = event.Event
+	// Observer is event.Observer.
+	Observer = event.Observer
+	// Observers is event.Observers.
+	Observers = event.Observers
+)
 
 // SetObserver replaces who receives the service's events (nil: nobody).
 // Unlike the other [Options] it is safe while the service runs, since the

@@ -10,10 +10,11 @@ import (
 // Every operation the service offers is a row of ops, and its public
 // method hands do the part that is its own (run it, describe its success).
 // do is the one envelope around them: forward to the replica holding the
-// session, admit, bind to shutdown, run, audit. ServePeer and
-// forwardDeadline read the same rows, so an operation added here is
-// served for the other replicas and bounded when forwarded, or visibly
-// not (no serve).
+// session, admit, bind to shutdown, run, audit. Each domain's wrapper
+// file declares its rows beside its methods (sessionOps, fileOps, ...);
+// ServePeer and forward read the same rows, so an operation is served for
+// the other replicas and bounded when forwarded by its row's peer, or
+// visibly not (no peer).
 
 // admission is what an operation takes from the service's limits.
 type admission int
@@ -35,64 +36,44 @@ type op struct {
 	// audits only a failure to forward it.
 	kind, action string
 	quiet        bool
-	// run is how long the owner may take to run a forwarded call once
-	// admitted (nil: no run to wait for); see forwardDeadline.
-	run func(s *Service, call PeerCall) time.Duration
 	// parked is what it does with its session when that is parked in
 	// the snapshot store (park.go): bring it back first (the default).
 	parked parkRule
-	// serve runs a call another replica forwarded (nil: never forwarded).
-	serve func(ctx context.Context, s *Service, call PeerCall, onOutput func(stream, line string)) (any, error)
+	// peer is how a call of a session another replica holds travels
+	// there and is served (peerrow.go); nil: it is refused there.
+	peer peerRow
 }
 
-// Operations that run only where they are asked.
-const (
-	opCreate   = "create"
-	opValidate = "validate"
-	// The snapshot store is shared by the replicas: any of them answers.
-	opSnapshots      = "snapshots"
-	opDeleteSnapshot = "delete_snapshot"
-	// A connection to a session's port is made where the session runs.
-	opPort = "port"
-)
+// opValidate runs only where it is asked.
+const opValidate = "validate"
 
-// ops is filled by init: its serve functions call the public methods,
-// which read ops.
+// ops is filled by init: its peers call the public methods, which read
+// ops.
 var ops map[string]op
 
 func init() {
-	ops = map[string]op{
-		OpExecute:    {admit: admitHeavy, kind: EventExecute, run: runExecute, serve: serveExecute},
-		OpCommand:    {admit: admitHeavy, kind: EventCommand, run: runCommandCall, serve: serveCommand},
-		OpInstall:    {admit: admitHeavy, kind: EventInstall, run: runInstall, serve: serveInstall},
-		opCreate:     {admit: admitHeavy, kind: EventSession, action: "create"},
-		opValidate:   {admit: admitHeavy, kind: EventValidate},
-		OpRestart:    {admit: admitHeavy, kind: EventSession, action: "restart", run: runRestart, serve: serveRestart},
-		OpClose:      {admit: admitLight, kind: EventSession, action: "close", parked: parkLeave, serve: serveClose},
-		OpGet:        {admit: admitNone, kind: EventSession, action: "get", quiet: true, parked: parkLeave, serve: serveGet},
-		OpList:       {admit: admitNone, kind: EventSession, action: "list", quiet: true, serve: serveList},
-		OpLifetime:   {admit: admitNone, kind: EventSession, action: "lifetime", serve: serveLifetime},
-		OpWriteFile:  {admit: admitLight, kind: EventFile, action: "write", serve: serveWriteFile},
-		OpReadFile:   {admit: admitLight, kind: EventFile, action: "read", quiet: true, serve: serveReadFile},
-		OpReadRange:  {admit: admitLight, kind: EventFile, action: "read", quiet: true, serve: serveReadRange},
-		OpListFiles:  {admit: admitLight, kind: EventFile, action: "list", quiet: true, serve: serveListFiles},
-		OpDeleteFile: {admit: admitLight, kind: EventFile, action: "delete", serve: serveDeleteFile},
-		OpStatFile:   {admit: admitLight, kind: EventFile, action: "stat", quiet: true, serve: serveStatFile},
-		OpMakeDir:    {admit: admitLight, kind: EventFile, action: "mkdir", serve: serveMakeDir},
-		OpMoveFile:   {admit: admitLight, kind: EventFile, action: "move", serve: serveMoveFile},
-		// A watch runs here only: not forwarded (no serve), see watch.go.
-		OpWatch: {admit: admitLight, kind: EventFile, action: "watch"},
-		// A resume may start a sandbox (after a pause that kept no memory).
-		OpPause:  {admit: admitLight, kind: EventSession, action: "pause", parked: parkLeave, run: runPause, serve: servePause},
-		OpResume: {admit: admitHeavy, kind: EventSession, action: "resume", parked: parkLeave, run: runRestart, serve: serveResume},
-		// A snapshot and a fork copy a workspace and an image: a start's time, and more.
-		OpSnapshot:       {admit: admitHeavy, kind: EventSession, action: "snapshot", run: runSnapshot, serve: serveSnapshot},
-		OpFork:           {admit: admitHeavy, kind: EventSession, action: "fork", run: runSnapshot, serve: serveFork},
-		opSnapshots:      {admit: admitNone, kind: EventSession, action: "list_snapshots", quiet: true},
-		opDeleteSnapshot: {admit: admitLight, kind: EventSession, action: "delete_snapshot"},
-		// A paused session's ports wait for a resume (the caller's).
-		opPort:    {admit: admitLight, kind: EventSession, action: "port", parked: parkLeave},
-		OpMetrics: {admit: admitNone, kind: EventSession, action: "metrics", quiet: true, parked: parkLeave, serve: serveMetrics},
+	ops = joinOps(runOps(), commandOps(), installOps(), sessionOps(), persistOps(), fileOps(), localOps(), contextOps(), processOps())
+}
+
+// joinOps makes one table of the domains' rows.
+func joinOps(parts ...map[string]op) map[string]op {
+	all := make(map[string]op)
+	for _, part := range parts {
+		for name, o := range part {
+			if _, dup := all[name]; dup {
+				panic("sandbox: operation " + name + " has two rows")
+			}
+			all[name] = o
+		}
+	}
+	return all
+}
+
+// localOps are rows of operations that are never forwarded and have no
+// wrapper file of rows: a validation, and the operator's environments.
+func localOps() map[string]op {
+	return map[string]op{
+		opValidate: {admit: admitHeavy, kind: EventValidate},
 		// The operator's environments (environments.go), kept by this
 		// replica's store. A build runs sandboxes but holds no run slot
 		// for its many minutes: builds have their own bound.
@@ -106,11 +87,12 @@ func init() {
 
 // call is one request to an operation, as its public method has it.
 type call[T any] struct {
-	// session is the session it is about; a session of another replica
-	// is served there, from peer (whose Op do sets).
-	session  string
-	peer     PeerCall
-	onOutput func(stream, line string)
+	// session is the session it is about, and owner its caller's owner;
+	// a session of another replica is served there, given args (nil:
+	// none), the operation's arguments as its row's peer types them.
+	session, owner string
+	args           any
+	onOutput       func(stream, line string)
 	// onForward runs just before the call is forwarded.
 	onForward func()
 	// forwardAction is the audit action of a failure to forward, when
@@ -134,7 +116,7 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		panic("sandbox: operation " + name + " is not in ops")
 	}
 	if r := s.remote(c.session); r != "" && !s.sessions.Has(c.session) {
-		c.peer.Op = name
+		peer := PeerCall{Op: name, Owner: c.owner, SessionID: c.session}
 		action := o.action
 		if c.forwardAction != "" {
 			action = c.forwardAction
@@ -142,19 +124,19 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		if c.onForward != nil {
 			c.onForward()
 		}
-		res, err := forward[T](ctx, s, r, c.peer, c.onOutput, o.kind, action)
+		res, err := forward[T](ctx, s, r, peer, c.args, c.onOutput, o.kind, action)
 		if !errors.Is(err, ErrSessionLost) {
 			return res, err
 		}
 		// Its replica is gone: another one may have taken it over from
 		// the shared store, or this one may (adopt.go).
-		who, found := s.adopter(ctx, c.session, c.peer.Owner)
+		who, found := s.adopter(ctx, c.session, c.owner)
 		switch {
 		case who == "" || !found:
 			return res, err
 		case who != s.cluster.Self():
-			c.peer.Adopt = true
-			return forward[T](ctx, s, who, c.peer, c.onOutput, o.kind, action)
+			peer.Adopt = true
+			return forward[T](ctx, s, who, peer, c.args, c.onOutput, o.kind, action)
 		}
 		// This replica took it over: bringBack, below, opens it here.
 	}
@@ -177,6 +159,7 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 			return fail(err)
 		}
 		defer release()
+		ctx = withAdmission(ctx)
 	}
 	if o.admit == admitHeavy {
 		var cancel context.CancelFunc
@@ -184,7 +167,7 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		defer cancel()
 	}
 	if c.session != "" {
-		if err := s.bringBack(ctx, c.peer.Owner, c.session, o.parked); err != nil {
+		if err := s.bringBack(ctx, c.owner, c.session, o.parked); err != nil {
 			return fail(err)
 		}
 	}

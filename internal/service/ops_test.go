@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,40 +12,27 @@ import (
 	"github.com/codecage/codecage/internal/session"
 )
 
-// TestEveryPeerOpIsServed: an Op* constant another replica may send must
+// TestEveryPeerOpIsServed: every operation another replica may send must
 // have a row in ops that serves it; a forgotten one breaks only a
-// multi-replica deployment, which no other test of this package runs.
+// multi-replica deployment, which no other test of this package runs. The
+// operations are those a replica of the release before sends
+// (testdata/peer, written by its code), which named them all.
 func TestEveryPeerOpIsServed(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "cluster.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := 0
-	for _, d := range f.Decls {
-		g, ok := d.(*ast.GenDecl)
-		if !ok || g.Tok != token.CONST {
-			continue
+	found := map[string]bool{}
+	for name, body := range goldenV1(t) {
+		var call PeerCall
+		if err := json.Unmarshal(body, &call); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		for _, spec := range g.Specs {
-			v := spec.(*ast.ValueSpec)
-			for i, name := range v.Names {
-				if !strings.HasPrefix(name.Name, "Op") || i >= len(v.Values) {
-					continue
-				}
-				lit, ok := v.Values[i].(*ast.BasicLit)
-				if !ok {
-					t.Fatalf("%s is not a string literal", name.Name)
-				}
-				op, _ := strconv.Unquote(lit.Value)
-				found++
-				if row, ok := ops[op]; !ok || row.serve == nil {
-					t.Errorf("%s (%q) has no row in ops that serves it", name.Name, op)
-				}
-			}
+		found[call.Op] = true
+	}
+	for op := range found {
+		if row, ok := ops[op]; !ok || row.peer == nil {
+			t.Errorf("%q has no row in ops that serves it", op)
 		}
 	}
-	if found < 16 {
-		t.Fatalf("found %d Op constants in cluster.go; the parse missed some", found)
+	if len(found) < 21 {
+		t.Fatalf("found %d operations in testdata/peer; the old protocol had 21", len(found))
 	}
 }
 
@@ -62,21 +45,29 @@ func TestForwardDeadlineFromTable(t *testing.T) {
 	base := cfg.QueueTimeout + 30*time.Second
 	long := cfg.Timeout + time.Hour
 	for _, c := range []struct {
-		call PeerCall
+		op   string
+		args any
 		want time.Duration
 	}{
-		{PeerCall{Op: OpExecute, Execute: &Request{Timeout: long}}, base + long},
-		{PeerCall{Op: OpExecute, Execute: &Request{}}, base + cfg.Timeout},
-		{PeerCall{Op: OpCommand, Command: &CommandRequest{Timeout: long}}, base + long},
-		{PeerCall{Op: OpInstall, Install: &InstallRequest{}}, base + cfg.PipTimeout},
-		{PeerCall{Op: OpRestart}, base + time.Minute},
-		{PeerCall{Op: OpWriteFile}, base},
-		{PeerCall{Op: OpExecute}, base}, // malformed: refused by the owner at once
-		{PeerCall{Op: "nope"}, base},
+		{opExecute, Request{Timeout: long}, base + long},
+		{opExecute, Request{}, base + cfg.Timeout},
+		{opCommand, CommandRequest{Timeout: long}, base + long},
+		{opInstall, InstallRequest{}, base + cfg.PipTimeout},
+		{opRestart, nil, base + time.Minute},
+		{opWriteFile, writeArgs{}, base},
+		{"nope", nil, base},
 	} {
-		if got := s.forwardDeadline(c.call); got != c.want {
-			t.Errorf("%s: forward deadline %s, want %s", c.call.Op, got, c.want)
+		_, run, err := encodeArgs(s, c.op, c.args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.op, err)
 		}
+		if got := s.forwardDeadline(run); got != c.want {
+			t.Errorf("%s: forward deadline %s, want %s", c.op, got, c.want)
+		}
+	}
+	// Another operation's arguments are a defect, refused before sending.
+	if _, _, err := encodeArgs(s, opExecute, CommandRequest{}); err == nil || ErrorKind(err) != KindInternal {
+		t.Errorf("execute given a command's request: %v, want an internal error", err)
 	}
 }
 
@@ -95,17 +86,32 @@ func (selfCluster) Release(context.Context, string)                 {}
 func TestServePeerRefusesUnknownOps(t *testing.T) {
 	s := &Service{cfg: config.DefaultConfig(), cluster: selfCluster("r1"), sessions: session.NewTable(config.DefaultConfig(), session.Options{})}
 	for _, call := range []PeerCall{
-		{Op: "nope", SessionID: "sx-r1"},
-		{Op: OpExecute, SessionID: "sx-r1"},
-		{Op: OpCommand, SessionID: "sx-r1"},
-		{Op: OpInstall, SessionID: "sx-r1"},
+		{Op: "nope", SessionID: "sx-r1", Args: json.RawMessage("{}")},
+		{Op: opExecute, SessionID: "sx-r1"},
+		{Op: opCommand, SessionID: "sx-r1"},
+		{Op: opInstall, SessionID: "sx-r1"},
 	} {
 		_, err := s.ServePeer(context.Background(), call, nil)
 		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "unknown peer operation") {
 			t.Errorf("%+v: %v, want an unknown peer operation", call, err)
 		}
 	}
-	if _, err := s.ServePeer(context.Background(), PeerCall{Op: OpGet, SessionID: "sx-r2"}, nil); !errors.Is(err, ErrSessionNotFound) {
+	// v1 calls without their request are unknown too.
+	for _, body := range []string{`{"op":"execute","owner":"a","session_id":"sx-r1"}`, `{"op":"command","owner":"a","command":null,"session_id":"sx-r1"}`} {
+		var call PeerCall
+		if err := json.Unmarshal([]byte(body), &call); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ServePeer(context.Background(), call, nil); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "unknown peer operation") {
+			t.Errorf("%s: %v, want an unknown peer operation", body, err)
+		}
+	}
+	// Arguments of the wrong shape are an invalid request, not a crash.
+	bad := PeerCall{Op: opPause, SessionID: "sx-r1", Args: json.RawMessage(`"keep"`)}
+	if _, err := s.ServePeer(context.Background(), bad, nil); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("malformed arguments: %v, want an invalid request", err)
+	}
+	if _, err := s.ServePeer(context.Background(), PeerCall{Op: opGet, SessionID: "sx-r2"}, nil); !errors.Is(err, ErrSessionNotFound) {
 		t.Errorf("another replica's session: %v, want not found", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"time"
+
+	"github.com/codecage/codecage/internal/service/report"
 )
 
 // A run's output lines reach its client (an event stream, MCP progress
@@ -15,13 +17,9 @@ import (
 // prefix of the output (the result still carries all of it), and the
 // result says how much was left out (OutputDropped).
 
-// OutputDropped counts the output lines a run's stream left out because
-// its client read too slowly; the result's stdout and stderr still hold
-// them.
-type OutputDropped struct {
-	Lines int64 `json:"lines" doc:"Lines not streamed."`
-	Bytes int64 `json:"bytes" doc:"Their size in bytes."`
-}
+// OutputDropped counts the output lines a run's stream left out
+// (report.OutputDropped: a command's result carries it too).
+type OutputDropped = report.OutputDropped
 
 const (
 	// maxQueuedOutput bounds what a run's sink holds for its client: about

@@ -51,7 +51,12 @@ func TestOutputSinkNeverBlocksThePump(t *testing.T) {
 	if dropped == nil || dropped.Lines+int64(delivered) != n || dropped.Bytes != dropped.Lines*int64(len(line)) {
 		t.Fatalf("delivered %d, dropped %+v, of %d", delivered, dropped, n)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The deliverer has ended (nothing can come after), not just paused.
+	select {
+	case <-s.gone:
+	default:
+		t.Fatal("the deliverer still runs after finish returned")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != delivered {

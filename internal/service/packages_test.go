@@ -34,7 +34,7 @@ func wheelhouse(t *testing.T) string {
 }
 
 func installService(t *testing.T, edit func(*config.Config)) *service.Service {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.PoolSize = 1
 	cfg.DataPoolSize = 0
 	cfg.StateDir = t.TempDir()

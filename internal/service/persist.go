@@ -4,49 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/session"
+	"github.com/codecage/codecage/internal/wsfs"
 )
 
-// Sessions that outlive their sandbox: pause and resume, snapshots, forks.
+// Sessions that outlive their sandbox: pause and resume, snapshots, forks
+// and parking are the persistence domain (internal/service/persist); here
+// are its operations in the service's envelope, and its names as the
+// surfaces spell them (service.SnapshotInfo).
 
-var (
-	// ErrSessionPaused: the session is paused and the request does not
-	// resume it (a session with manual resume, or a second pause).
-	ErrSessionPaused = session.ErrPaused
-	// ErrSnapshotNotFound: no such snapshot, or not the caller's.
-	ErrSnapshotNotFound = errors.New("snapshot not found")
-	// ErrSnapshotUnusable: the snapshot cannot be loaded here: it was
-	// altered (its seal fails), or it was made by another gVisor build or
-	// platform.
-	ErrSnapshotUnusable = errors.New("snapshot unusable")
+// The persistence domain's types (persist documents each). Aliases: the
+// OpenAPI schema keeps their names.
+type (
+	SnapshotInfo   = persist.SnapshotInfo
+	SnapshotFilter = persist.SnapshotFilter
+	PauseMode      = persist.PauseMode
 )
-
-// SnapshotInfo describes a snapshot: a persistent copy of a session (its
-// workspace and its interpreter's state) that new sessions start from.
-type SnapshotInfo struct {
-	ID        string    `json:"snapshot_id"`
-	Name      string    `json:"name,omitempty"`
-	SessionID string    `json:"session_id"`
-	Backend   string    `json:"backend"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	SizeBytes int64     `json:"size_bytes"`
-	// NotSaved names what of the interpreter's state could not be saved
-	// (natively: generators, sockets, threads...), with why.
-	NotSaved []string `json:"not_saved,omitempty"`
-}
-
-// SnapshotFilter narrows a listing of snapshots (empty fields: all).
-type SnapshotFilter struct {
-	SessionID string
-	Name      string // the name or the id
-}
 
 // ForkResult is one copy of a fork: its session, or why it failed.
 type ForkResult struct {
@@ -60,34 +38,82 @@ type ForkError struct {
 	Message string `json:"message"`
 }
 
-// MaxForks is the most copies one fork makes.
-const MaxForks = 100
-
-// MaxSnapshotName bounds a snapshot's name, kept with it and given back
-// in every listing.
-const MaxSnapshotName = 128
+// The bounds of a fork and of a snapshot's name (persist documents each).
+const (
+	MaxForks        = persist.MaxForks
+	MaxSnapshotName = persist.MaxSnapshotName
+)
 
 // CheckSnapshotName refuses a name that is too long or not printable
-// text ("" is no name).
-func CheckSnapshotName(name string) error {
-	if len(name) > MaxSnapshotName {
-		return fmt.Errorf("%w: a snapshot name has at most %d bytes, not %d", ErrInvalidRequest, MaxSnapshotName, len(name))
-	}
-	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return fmt.Errorf("%w: the snapshot name %s is not printable text", ErrInvalidRequest, Quote(name))
-	}
-	return nil
+// text (persist.CheckSnapshotName).
+func CheckSnapshotName(name string) error { return persist.CheckSnapshotName(name) }
+
+// What an operation does with a session parked in the store (a column of
+// the operations table; persist.Rule).
+type parkRule = persist.Rule
+
+const (
+	parkWake   = persist.ParkWake
+	parkResume = persist.ParkResume
+	parkLeave  = persist.ParkLeave
+)
+
+// newPersist is the persistence domain of a service whose session table
+// and environments are made.
+func (s *Service) newPersist() *persist.Persist {
+	return persist.New(s.cfg, s.sessions, s.envs, persist.Options{Log: s.log, Backend: s.backendFor,
+		WithoutNetwork: s.withoutNetwork, Imports: s.resolveImports,
+		Shape: func(req SessionRequest, imports policy.ImportPolicy) (fleet.Limits, error) {
+			limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
+			if err != nil {
+				return limits, err
+			}
+			return limits, s.checkSessionShape(req)
+		},
+		StartEnvironment: s.startEnvironmentOrDrop,
+		Metadata:         wsfs.MetaLimits{Keys: MaxMetadataKeys, Bytes: MaxMetadataBytes}})
 }
 
-// PauseMode says what a pause keeps, and where.
-type PauseMode struct {
-	// KeepMemory keeps the interpreter's memory; else only the files.
-	KeepMemory bool
-	// Park writes the session, memory included, into the snapshot store
-	// now, freeing its memory and slot here (as a pause longer than
-	// SANDBOX_PAUSED_IN_MEMORY_TTL is); it needs KeepMemory. A session
-	// paused in memory may be parked too.
-	Park bool
+// sessionInfo is info as the surfaces have it.
+func sessionInfo(info session.Info, err error) (*SessionInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := SessionInfo(info)
+	return &out, nil
+}
+
+// parked describes the owner's parked session id, when there is one.
+func (s *Service) parked(ctx context.Context, owner, id string) (*SessionInfo, bool, error) {
+	info, ok, err := s.persist.Parked(ctx, owner, id)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	out := SessionInfo(info)
+	return &out, true, nil
+}
+
+// bringBack brings session id back from the store when it is parked
+// there and not here (persist.BringBack).
+func (s *Service) bringBack(ctx context.Context, owner, id string, rule parkRule) error {
+	return s.persist.BringBack(ctx, owner, id, rule)
+}
+
+// parkedSessions lists the owner's parked sessions.
+func (s *Service) parkedSessions(ctx context.Context, owner string) []SessionInfo {
+	list := s.persist.ParkedSessions(ctx, owner)
+	out := make([]SessionInfo, len(list))
+	for i, info := range list {
+		out[i] = SessionInfo(info)
+	}
+	return out
+}
+
+// openFromSnapshot opens a session of req from the owner's snapshot
+// req.FromSnapshot (persist.Restore).
+func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	info, err := s.persist.Restore(ctx, req)
+	return (*SessionInfo)(info), err
 }
 
 // PauseSession pauses a session: it stops running and uses no CPU. With
@@ -98,8 +124,8 @@ type PauseMode struct {
 // one paused in memory).
 func (s *Service) PauseSession(ctx context.Context, id, owner string, mode PauseMode) (*SessionInfo, error) {
 	keepMemory := mode.KeepMemory
-	return do(ctx, s, OpPause, call[*SessionInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, KeepMemory: keepMemory, Park: mode.Park},
+	return do(ctx, s, opPause, call[*SessionInfo]{
+		session: id, owner: owner, args: pauseArgs{KeepMemory: keepMemory, Park: mode.Park},
 		check: func() error {
 			if mode.Park && !keepMemory {
 				return fmt.Errorf("%w: park keeps the memory in the store: it needs keep_memory", ErrInvalidRequest)
@@ -109,7 +135,7 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, mode Pause
 		run: func(ctx context.Context) (*SessionInfo, error) {
 			se, err := s.session(id, owner)
 			if errors.Is(err, ErrSessionNotFound) {
-				if _, _, ok, perr := s.parked(ctx, owner, id); ok {
+				if _, ok, perr := s.parked(ctx, owner, id); ok {
 					return nil, fmt.Errorf("%w: session %s is paused already (parked in the snapshot store)", ErrSessionPaused, id)
 				} else if perr != nil {
 					return nil, perr
@@ -118,15 +144,7 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, mode Pause
 			if err != nil {
 				return nil, err
 			}
-			if mode.Park {
-				return s.parkOnRequest(ctx, se)
-			}
-			info, err := s.sessions.Pause(ctx, se, keepMemory)
-			if err != nil {
-				return nil, err
-			}
-			out := SessionInfo(info)
-			return &out, nil
+			return sessionInfo(s.persist.Pause(ctx, se, mode))
 		},
 		success: func(info *SessionInfo, took time.Duration) Event {
 			detail := id + " keep_memory"
@@ -144,28 +162,12 @@ func (s *Service) PauseSession(ctx context.Context, id, owner string, mode Pause
 // ResumeSession makes a paused session run again; resumed is false when
 // it was running.
 func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*SessionInfo, bool, error) {
-	res, err := do(ctx, s, OpResume, call[resumed]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+	res, err := do(ctx, s, opResume, call[resumed]{
+		session: id, owner: owner,
 		run: func(ctx context.Context) (resumed, error) {
-			back := false
-			if !s.sessions.Has(id) {
-				// Parked in the store: brought back, running.
-				if err := s.bringBack(ctx, owner, id, parkResume); err != nil {
-					return resumed{}, err
-				}
-				back = s.sessions.Has(id)
-			}
-			se, err := s.session(id, owner)
-			if err != nil {
-				return resumed{}, err
-			}
-			info, ok, err := s.sessions.Resume(ctx, se)
-			ok = ok || back
-			if err != nil {
-				return resumed{}, err
-			}
-			out := SessionInfo(info)
-			return resumed{&out, ok}, nil
+			info, ok, err := s.persist.Resume(ctx, owner, id)
+			out, err := sessionInfo(info, err)
+			return resumed{out, ok}, err
 		},
 		success: func(r resumed, took time.Duration) Event {
 			if !r.Resumed {
@@ -180,15 +182,11 @@ func (s *Service) ResumeSession(ctx context.Context, id, owner string) (*Session
 // SnapshotSession saves a persistent copy of a session, which keeps
 // running: new sessions start from it (SessionRequest.FromSnapshot).
 func (s *Service) SnapshotSession(ctx context.Context, id, owner, name string) (*SnapshotInfo, error) {
-	return do(ctx, s, OpSnapshot, call[*SnapshotInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Name: name},
+	return do(ctx, s, opSnapshot, call[*SnapshotInfo]{
+		session: id, owner: owner, args: snapshotArgs{Name: name},
 		check: func() error { return CheckSnapshotName(name) },
 		run: func(ctx context.Context) (*SnapshotInfo, error) {
-			se, err := s.session(id, owner)
-			if err != nil {
-				return nil, err
-			}
-			return s.saveSnapshot(ctx, se, owner, name)
+			return inSession(s, id, owner, func(se *session.Session) (*SnapshotInfo, error) { return s.persist.Save(ctx, se, owner, name) })
 		},
 		success: func(info *SnapshotInfo, took time.Duration) Event {
 			return Event{Kind: EventSession, Action: "snapshot", Backend: info.Backend, Outcome: "success", Duration: took,
@@ -200,8 +198,8 @@ func (s *Service) SnapshotSession(ctx context.Context, id, owner, name string) (
 // ForkSession makes count live copies of a session now, each with its own
 // copy of the workspace; lifetime (0: the default) is each copy's.
 func (s *Service) ForkSession(ctx context.Context, id, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
-	return do(ctx, s, OpFork, call[[]ForkResult]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Count: count, Lifetime: lifetime},
+	return do(ctx, s, opFork, call[[]ForkResult]{
+		session: id, owner: owner, args: forkArgs{Count: count, Lifetime: lifetime},
 		check: func() error {
 			if count < 1 || count > MaxForks {
 				return fmt.Errorf("%w: count %d: a fork makes 1 to %d copies", ErrInvalidRequest, count, MaxForks)
@@ -221,39 +219,21 @@ func (s *Service) ForkSession(ctx context.Context, id, owner string, count int, 
 	})
 }
 
-// fork snapshots the session, starts count sessions from the snapshot,
-// then deletes it.
+// fork makes count copies of the owner's session id (persist.Fork).
 func (s *Service) fork(ctx context.Context, id, owner string, count int, lifetime time.Duration) ([]ForkResult, error) {
-	se, err := s.session(id, owner)
+	copies, err := inSession(s, id, owner, func(se *session.Session) ([]persist.Copy, error) {
+		return s.persist.Fork(ctx, se, owner, count, lifetime)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if se.Paused() {
-		return nil, fmt.Errorf("%w: session %s is paused; resume it before forking it", ErrSessionPaused, id)
-	}
-	if se.Backend() == fleet.GVisor {
-		return s.forkImage(ctx, se, owner, count, lifetime)
-	}
-	snap, err := s.saveSnapshot(ctx, se, owner, "")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := s.deleteSnapshot(context.WithoutCancel(ctx), owner, snap.ID); err != nil {
-			s.log().Warn("a fork's snapshot could not be deleted", "snapshot", snap.ID, "err", err)
-		}
-	}()
-	req := se.Request()
-	out := make([]ForkResult, count)
-	for i := range out {
-		info, err := s.openFromSnapshotOf(ctx, SessionRequest{Owner: owner, FromSnapshot: snap.ID, Lifetime: lifetime,
-			OnTimeout: req.OnTimeout, ManualResume: req.ManualResume, Labels: req.Labels, Template: req.Template}, se.Environment())
-		if err != nil {
-			out[i].Error = &ForkError{Kind: ErrorKind(err), Message: err.Error()}
+	out := make([]ForkResult, len(copies))
+	for i, c := range copies {
+		if c.Err != nil {
+			out[i].Error = &ForkError{Kind: ErrorKind(c.Err), Message: c.Err.Error()}
 			continue
 		}
-		info.FromSnapshot = "" // the fork's snapshot is gone once it returns
-		out[i].Session = info
+		out[i].Session = (*SessionInfo)(c.Info)
 	}
 	return out, nil
 }
@@ -261,17 +241,88 @@ func (s *Service) fork(ctx context.Context, id, owner string, count int, lifetim
 // ListSnapshots lists the owner's snapshots, newest first.
 func (s *Service) ListSnapshots(ctx context.Context, owner string, f SnapshotFilter) ([]SnapshotInfo, error) {
 	return do(ctx, s, opSnapshots, call[[]SnapshotInfo]{
-		run: func(ctx context.Context) ([]SnapshotInfo, error) { return s.listSnapshots(ctx, owner, f) },
+		run: func(ctx context.Context) ([]SnapshotInfo, error) { return s.persist.List(ctx, owner, f) },
 	})
 }
 
 // DeleteSnapshot deletes one of the owner's snapshots.
 func (s *Service) DeleteSnapshot(ctx context.Context, owner, id string) error {
 	_, err := do(ctx, s, opDeleteSnapshot, call[struct{}]{
-		run: func(ctx context.Context) (struct{}, error) { return struct{}{}, s.deleteSnapshot(ctx, owner, id) },
+		run: func(ctx context.Context) (struct{}, error) { return struct{}{}, s.persist.Delete(ctx, owner, id) },
 		success: func(struct{}, time.Duration) Event {
 			return Event{Kind: EventSession, Action: "delete_snapshot", Outcome: "success", Detail: id}
 		},
 	})
 	return err
 }
+
+// The operations that pause, save and copy sessions.
+const (
+	opPause    = "pause"
+	opResume   = "resume"
+	opSnapshot = "snapshot"
+	opFork     = "fork"
+	// The snapshot store is shared by the replicas: any of them answers.
+	opSnapshots      = "snapshots"
+	opDeleteSnapshot = "delete_snapshot"
+)
+
+func persistOps() map[string]op {
+	return map[string]op{
+		opPause: {admit: admitLight, kind: EventSession, action: "pause", parked: parkLeave, peer: peerOp[pauseArgs, *SessionInfo]{run: runPause, do: servePause}},
+		// A resume may start a sandbox (after a pause that kept no memory).
+		opResume: {admit: admitHeavy, kind: EventSession, action: "resume", parked: parkLeave, peer: peerOp[noArgs, resumed]{run: runRestart, do: serveResume}},
+		// A snapshot and a fork copy a workspace and an image: a start's time, and more.
+		opSnapshot:       {admit: admitHeavy, kind: EventSession, action: "snapshot", peer: peerOp[snapshotArgs, *SnapshotInfo]{run: runSnapshot[snapshotArgs], do: serveSnapshot}},
+		opFork:           {admit: admitHeavy, kind: EventSession, action: "fork", peer: peerOp[forkArgs, []ForkResult]{run: runSnapshot[forkArgs], do: serveFork}},
+		opSnapshots:      {admit: admitNone, kind: EventSession, action: "list_snapshots", quiet: true},
+		opDeleteSnapshot: {admit: admitLight, kind: EventSession, action: "delete_snapshot"},
+	}
+}
+
+// pauseArgs are a PauseMode across replicas.
+type pauseArgs struct {
+	KeepMemory bool `json:"keep_memory,omitempty"`
+	Park       bool `json:"park,omitempty"`
+}
+
+func servePause(ctx context.Context, s *Service, call PeerCall, a pauseArgs, _ outputFunc) (*SessionInfo, error) {
+	return s.PauseSession(ctx, call.SessionID, call.Owner, PauseMode(a))
+}
+
+// runPause: a pause waits for the request in progress in the session.
+func runPause(s *Service, _ pauseArgs) time.Duration { return s.cfg.MaxTimeout + 10*time.Second }
+
+// resumed is a resume's answer across replicas.
+type resumed struct {
+	Info    *SessionInfo `json:"info"`
+	Resumed bool         `json:"resumed"`
+}
+
+func serveResume(ctx context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) (resumed, error) {
+	info, ok, err := s.ResumeSession(ctx, call.SessionID, call.Owner)
+	return resumed{info, ok}, err
+}
+
+// snapshotArgs name the snapshot.
+type snapshotArgs struct {
+	Name string `json:"name,omitempty"`
+}
+
+func serveSnapshot(ctx context.Context, s *Service, call PeerCall, a snapshotArgs, _ outputFunc) (*SnapshotInfo, error) {
+	return s.SnapshotSession(ctx, call.SessionID, call.Owner, a.Name)
+}
+
+// forkArgs: how many copies, and each one's lifetime (0: the default).
+type forkArgs struct {
+	Lifetime time.Duration `json:"lifetime,omitempty"`
+	Count    int           `json:"count,omitempty"`
+}
+
+func serveFork(ctx context.Context, s *Service, call PeerCall, a forkArgs, _ outputFunc) ([]ForkResult, error) {
+	return s.ForkSession(ctx, call.SessionID, call.Owner, a.Count, a.Lifetime)
+}
+
+// runSnapshot: a snapshot (a fork's too) waits for the request in
+// progress, then copies memory and files.
+func runSnapshot[Req any](s *Service, _ Req) time.Duration { return s.cfg.MaxTimeout + 5*time.Minute }

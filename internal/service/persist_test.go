@@ -419,19 +419,26 @@ func TestSessionPausePausesItsCommands(t *testing.T) {
 	ctx := context.Background()
 	id := newSession(t, svc, "alice")
 	uid := workspaceUID(t, stateDir, id)
-	started := make(chan struct{})
 	done := make(chan *service.CommandResult, 1)
 	go func() {
+		// It spins for 1.5 s of its own CPU time, which a pause stops, so
+		// it cannot end before the pause however slow the host.
 		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Owner: "alice", Timeout: 60 * time.Second,
-			Command: "python3 -c 'import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\nopen(\"spun.txt\", \"w\").write(\"done\")'",
-			OnStart: func() { close(started) }})
+			Command: "python3 -c 'import time\nopen(\"spinning.txt\", \"w\").close()\nwhile time.process_time() < 1.5: pass\nopen(\"spun.txt\", \"w\").write(\"done\")'"})
 		if err != nil {
 			t.Errorf("RunCommand: %v", err)
 		}
 		done <- res
 	}()
-	<-started
-	time.Sleep(300 * time.Millisecond) // the spinner runs
+	// The spinner runs: its first file is there.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := svc.StatFile(ctx, id, "alice", "spinning.txt"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spinning command did not start within 30 s")
+		}
+	}
 	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
 		t.Fatalf("pausing a session whose command runs: %v", err)
 	}

@@ -10,10 +10,6 @@ import (
 	"github.com/codecage/codecage/internal/fleet"
 )
 
-// ErrPortClosed means nothing listens on the port in the session: no
-// server of its interpreter or of its running commands.
-var ErrPortClosed = errors.New("port not open")
-
 // PortRequest asks for a connection to a server in a session.
 type PortRequest struct {
 	SessionID, Owner string
@@ -35,7 +31,7 @@ func (s *Service) OpenPort(ctx context.Context, req PortRequest) (net.Conn, erro
 		return nil, fmt.Errorf("%w: session %s is held by another replica, and a connection to its ports does not cross replicas: send its traffic there", ErrUnavailable, Quote(req.SessionID))
 	}
 	return do(ctx, s, opPort, call[net.Conn]{
-		session: req.SessionID, peer: PeerCall{Owner: req.Owner, SessionID: req.SessionID},
+		session: req.SessionID, owner: req.Owner,
 		check: func() error {
 			if err := fleet.CheckPort(req.Port); err != nil {
 				return fmt.Errorf("%w: %v", ErrInvalidRequest, err)

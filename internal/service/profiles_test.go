@@ -73,7 +73,7 @@ func TestProfilesAllowAndRefuse(t *testing.T) {
 // class its code's imports call for (numpy preloaded, its memory default),
 // or the basic one, as fast as ever, when it imports nothing of theirs.
 func TestEnabledProfilesNeedNoName(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := config.DefaultConfig() // the data_science pool is under test
 	cfg.EnableDataScience, cfg.EnableFilesystem = true, true
 	svc := newServiceWith(t, cfg)
 	basic, data := policy.Basic, policy.DataScience
@@ -208,7 +208,7 @@ func TestRequestAskingForMoreThanAllowed(t *testing.T) {
 }
 
 func TestOperatorOverride(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{"math", "os"}
 	svc := newServiceWith(t, cfg)
 	if res := execute(t, svc, service.Request{Code: "import math, os\nos.getcwd()"}); !res.Success || string(res.Result) != `"/workspace"` {
@@ -325,7 +325,7 @@ for p in ("/usr/x", "/etc/x", "/x"):
 }
 
 func TestInfoMatchesTheConfiguration(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.EnableDataScience = true
 	cfg.Timeout = 12 * time.Second
 	cfg.MemoryLimit = 200 << 20
@@ -373,7 +373,7 @@ func egressServers(t *testing.T) (srv, other *httptest.Server, hits *atomic.Int3
 func TestNetworkProfileGoesThroughTheEgressProxy(t *testing.T) {
 	srv, other, hits := egressServers(t)
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{addr}
 	svc := newServiceWith(t, cfg)
@@ -429,7 +429,7 @@ import requests
 // security events.
 func TestNetworkProfileNeedsNoName(t *testing.T) {
 	srv, other, hits := egressServers(t)
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
 	svc := newServiceWith(t, cfg)

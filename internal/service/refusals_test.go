@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -16,7 +15,7 @@ import (
 // as the audit log stores them.
 func TestEgressRefusalsAreCappedWithASummary(t *testing.T) {
 	srv, other, _ := egressServers(t)
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
 	svc := newServiceWith(t, cfg)

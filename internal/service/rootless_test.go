@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -40,7 +39,7 @@ except OSError as e: print("blocked", e.errno)`},
 
 // rootlessProbe runs rootlessCases and prints one JSON result per line.
 func rootlessProbe(w io.Writer) int {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	svc, err := service.New(cfg, nil)
 	if err != nil {

@@ -21,6 +21,11 @@ import (
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/commands"
+	"github.com/codecage/codecage/internal/service/envs"
+	"github.com/codecage/codecage/internal/service/files"
+	"github.com/codecage/codecage/internal/service/packages"
+	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -47,28 +52,26 @@ type Service struct {
 	obsMu        sync.RWMutex
 	observer     Observer
 	drain        drain
-	commands     commandSet   // the command jail's programs
 	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
 	layerModules []string
 	upstream     *upstream.Manager // code mode's upstream tools, or nil
 	importCache  importCache
 	cluster      Cluster // the other replicas, or nil
-	// transfers holds a token per file download or upload in progress
-	// (SANDBOX_MAX_TRANSFERS).
-	transfers chan struct{}
-	snaps     snapshotStore
-	// unparking serializes bringing one parked session back (park.go).
-	unparking keyedLock
-	// watches are the directory watches open (watch.go).
-	watches watchSet
-	// envs holds the environments (environments.go); opened at New.
-	envs *envstore.Store
-	// envPrograms are the commands' programs of each environment's root
-	// (envrun.go).
-	envPrograms envProgramCache
-	// envUse counts the sandboxes using each environment, and the builds
-	// in progress (envuse.go).
-	envUse envRegistry
+	// files is the file API (internal/service/files): its transfers and
+	// watches; made with the session table.
+	files *files.Files
+	// envs is the environments domain (environments.go, envwire.go): the
+	// store, its use counts and builds; made at New.
+	envs *envs.Envs
+	// persist is the persistence domain (persist.go): pauses, snapshots,
+	// forks, parked sessions and the snapshot store; made at New.
+	persist *persist.Persist
+	// cmds runs commands (the commands domain), pkgs installs packages
+	// (the packages domain); both set at New.
+	cmds *commands.Commands
+	pkgs *packages.Packages
+	// procs are the sessions' processes (processes.go).
+	procs *commands.Processes
 }
 
 // Options are what a service is given besides the configuration. Each is
@@ -101,7 +104,6 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
 		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
 	s.logp.Store(o.Log)
-	s.transfers = make(chan struct{}, max(cfg.MaxTransfers, 1))
 	s.drain.init()
 	switch {
 	case cfg.Isolation == config.IsolationGVisor:
@@ -114,16 +116,24 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	}
 	session.Reclaim(cfg.StateDir, s.log())
 	s.loadLayer()
-	if s.envs, err = envstore.Open(cmp.Or(cfg.EnvironmentsDir, filepath.Join(cfg.StateDir, "environments"))); err != nil {
+	store, err := envstore.Open(cmp.Or(cfg.EnvironmentsDir, filepath.Join(cfg.StateDir, "environments")))
+	if err != nil {
 		return nil, fmt.Errorf("environments: %w", err)
 	}
 	s.fleet = s.newFleet()
 	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
 		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError, Rebooted: s.sessionRebooted})
+	s.files = s.newFiles()
+	s.cmds = commands.New(commands.Options{Config: cfg, Fleet: s.fleet, Sessions: s.sessions, Caps: s.caps(), Log: s.log,
+		FleetError: s.fleetError, Layers: layersOf, LimitMessage: limitMessage, WorkspacePath: files.WorkspacePath})
+	s.procs = commands.NewProcesses()
+	s.pkgs = packages.New(packages.Options{Config: cfg, Fleet: s.fleet, Caps: s.caps(), FleetError: s.fleetError, Proxy: s.pipProxy})
+	s.envs = s.newEnvs(store)
+	s.persist = s.newPersist()
 	s.startSpares()
 	go s.sessions.Reaper(s.stop)
-	go s.parkLongPauses(s.stop)
-	go s.collectSnapshots(s.stop)
+	go s.persist.ParkLongPauses(s.stop)
+	go s.persist.CollectSnapshots(s.stop)
 	return s, nil
 }
 
@@ -155,15 +165,17 @@ func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, err
 	fwd.OnOutput = nil
 	refused := newRefusals()
 	var profile string
-	return do(ctx, s, OpExecute, call[*Result]{
-		session: req.SessionID, peer: PeerCall{Owner: req.Owner, Execute: &fwd}, onOutput: req.OnOutput,
+	ran, err := do(ctx, s, opExecute, call[ranResult]{
+		session: req.SessionID, owner: req.Owner, args: fwd, onOutput: req.OnOutput,
 		forwardAction: "session:" + req.SessionID,
 		profile:       strings.Join(req.Profiles, ","), code: req.Code,
-		run: func(ctx context.Context) (res *Result, err error) {
-			res, profile, err = s.execute(ctx, req, refused)
-			return res, err
+		run: func(ctx context.Context) (ranResult, error) {
+			res, p, err := s.execute(ctx, req, refused)
+			profile = p
+			return ranOf(res), err
 		},
-		success: func(res *Result, took time.Duration) Event {
+		success: func(ran ranResult, took time.Duration) Event {
+			res := ran.Result
 			ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
 				Outcome: res.Outcome(), Duration: took, SecurityEvents: securityEvents(res, refused)}
 			if req.SessionID != "" {
@@ -178,12 +190,37 @@ func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, err
 			return ev
 		},
 	})
+	if ran.Result != nil {
+		ran.Result.Runs, ran.Result.Gone = ran.Runs, ran.Gone
+	}
+	return ran.Result, err
 }
+
+// opExecute runs code (Execute).
+const opExecute = "execute"
+
+func runOps() map[string]op {
+	return map[string]op{
+		opExecute: {admit: admitHeavy, kind: EventExecute, peer: peerOp[Request, ranResult]{run: runExecute, do: serveExecute}},
+	}
+}
+
+func serveExecute(ctx context.Context, s *Service, call PeerCall, req Request, out outputFunc) (ranResult, error) {
+	req.SessionID, req.Owner, req.OnOutput = call.SessionID, call.Owner, out
+	res, err := s.Execute(ctx, req)
+	return ranOf(res), err
+}
+
+// runExecute: a run may take its own timeout, or the default one.
+func runExecute(s *Service, req Request) time.Duration { return max(s.cfg.Timeout, req.Timeout) }
 
 // execute runs an admitted request; it returns the profile label of the
 // run with the result.
 func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
 	if err := s.checkCode(req.Code); err != nil {
+		return nil, "", err
+	}
+	if err := s.useContext(&req); err != nil {
 		return nil, "", err
 	}
 	if err := checkRunShape(req); err != nil {
@@ -193,37 +230,50 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		return nil, "", err
 	}
 	if req.SessionID != "" {
-		se, err := s.session(req.SessionID, req.Owner)
-		if err != nil {
-			return nil, "", err
-		}
-		if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.Backend() != config.IsolationGVisor) ||
-			(req.Environment != "" && req.Environment != se.Request().Environment) {
-			return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory, backend (use_container) and environment are chosen when it is created", ErrInvalidRequest)
-		}
-		limits, err := s.limits(req, se.Imports().Whole())
-		if err != nil {
-			return nil, "", err
-		}
-		res, err := s.executeInSession(ctx, req, limits, refused)
-		return res, se.Imports().Label(), err
+		return s.executeSessionRun(ctx, req, refused)
 	}
+	return s.executeStateless(ctx, req, refused)
+}
+
+// executeSessionRun is execute in the request's session, whose profiles,
+// imports, memory, backend and environment were chosen at its creation.
+func (s *Service) executeSessionRun(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+	se, err := s.session(req.SessionID, req.Owner)
+	if err != nil {
+		return nil, "", err
+	}
+	if req.MemoryBytes != 0 || len(req.Profiles) > 0 || len(req.AllowedImports) > 0 || (req.UseContainer && se.Backend() != config.IsolationGVisor) ||
+		(req.Environment != "" && req.Environment != se.Request().Environment) {
+		return nil, "", fmt.Errorf("%w: a session's profiles, imports, memory, backend (use_container) and environment are chosen when it is created", ErrInvalidRequest)
+	}
+	limits, err := s.limits(req, se.Imports().Whole())
+	if err != nil {
+		return nil, "", err
+	}
+	res, err := s.executeInSession(ctx, req, limits, refused)
+	return res, se.Imports().Label(), err
+}
+
+// executeStateless is execute in a sandbox of its own: its backend,
+// environment, import policy, tools and limits resolved from the request,
+// a sandbox from the pools (or started), and the harness's answer.
+func (s *Service) executeStateless(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
 	backend, err := s.backendFor(req.UseContainer)
 	if err != nil {
 		return nil, "", err
 	}
-	env, err := s.environmentOf(req.Environment)
+	env, err := s.envs.Resolve(req.Environment)
 	if err != nil {
 		return nil, "", err
 	}
 	if env.ID != "" {
-		defer s.envInUse(env.ID)() // no collection under the run
+		defer s.envs.InUse(env.ID)() // no collection under the run
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	imports = withEnvironment(imports, env)
+	imports = envs.WithModules(imports, env)
 
 	tools, err := s.runTools(ctx, req.Tools)
 	if err != nil {
@@ -266,7 +316,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 		handler, done = s.toolCaller(ctx, tools, &id)
 		defer done()
 	}
-	o := lease.Run(rreq, s.magicCaller(ctx, "", "", "", 0, handler), req.OnOutput)
+	o := lease.Run(rreq, s.magicCaller(ctx, nil, 0, handler), req.OnOutput)
 	return buildResult(id, backend, o, limits), imports.Label(), nil
 }
 
@@ -319,7 +369,7 @@ func checkRunShape(req Request) error {
 	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
 		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)
 	}
-	return checkEnv(req.Env)
+	return commands.CheckEnv(req.Env)
 }
 
 func (s *Service) checkCode(code string) error {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/codecage/codecage/internal/fleet"
@@ -22,6 +23,13 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		return nil, err
 	}
 	run, err := s.sessions.BeginRun(ctx, se, limits, refused.add)
+	if errors.Is(err, ErrSessionEnded) && req.RestartIfEnded {
+		// Like a kernel that died: restarted, its workspace kept.
+		if _, rerr := s.sessions.Restart(ctx, se); rerr == nil {
+			s.emit(ctx, Event{Kind: EventSession, Action: "restart", Profile: se.Imports().Label(), Outcome: "success", Detail: se.ID()})
+			run, err = s.sessions.BeginRun(ctx, se, limits, refused.add)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +62,13 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		handler, done = s.toolCaller(ctx, tools, &id)
 		defer done()
 	}
-	handler = s.magicCaller(ctx, se.ID(), req.Owner, se.Home(), limits.Timeout, handler)
+	handler = s.magicCaller(ctx, se, limits.Timeout, handler)
 	o := run.Do(rreq, handler, req.OnOutput)
 	res := buildResult(se.ID(), se.Backend(), o, limits)
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()
+	res.Runs = run.Runs
 	if o.Reply == nil {
+		res.Gone = s.sessionGone(ctx, se.ID(), req.Owner)
 		if res.Error == nil {
 			res.Error = &ErrorInfo{Type: "SessionEnded", Message: "the interpreter ended"}
 		}
@@ -67,4 +77,11 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		res.Success = false
 	}
 	return res, nil
+}
+
+// sessionGone reports whether session id has gone (closed, or at its end
+// of life) rather than paused or parked.
+func (s *Service) sessionGone(ctx context.Context, id, owner string) bool {
+	_, err := s.GetSession(context.WithoutCancel(ctx), id, owner)
+	return errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrSessionLost)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 func sessionService(t *testing.T, mutate ...func(*config.Config)) *service.Service {
 	t.Helper()
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.EnableFilesystem = true
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize = 0
@@ -308,11 +309,24 @@ func TestClosingASessionEndsARunningRequest(t *testing.T) {
 	svc := sessionService(t)
 	id := newSession(t, svc, "")
 	done := make(chan *service.Result, 1)
+	running := make(chan struct{})
 	go func() {
-		res, _ := svc.Execute(context.Background(), service.Request{SessionID: id, Code: "import time\ntime.sleep(60)", Timeout: 120 * time.Second})
+		res, _ := svc.Execute(context.Background(), service.Request{SessionID: id, Code: "import time\nprint('up', flush=True)\ntime.sleep(60)", Timeout: 120 * time.Second,
+			OnOutput: func(_, line string) {
+				if strings.HasPrefix(line, "up") {
+					close(running)
+				}
+			}})
 		done <- res
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Closed once the request runs (its line has come).
+	select {
+	case <-running:
+	case res := <-done:
+		t.Fatalf("the request ended before it ran: %+v", res)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the request did not start within 60 s")
+	}
 	start := time.Now()
 	if err := svc.CloseSession(context.Background(), id, ""); err != nil {
 		t.Fatal(err)
@@ -330,7 +344,10 @@ func TestClosingASessionEndsARunningRequest(t *testing.T) {
 // which is fresh (nothing of an earlier session), is replaced after use,
 // and is not handed out once it has died waiting.
 func TestSessionSpares(t *testing.T) {
-	allImports := func(c *config.Config) { c.AllowedImports = []string{policy.AllImports} }
+	allImports := func(c *config.Config) {
+		c.AllowedImports = []string{policy.AllImports}
+		c.SessionPoolSize, c.GVisorSessionPoolSize = 1, 1 // the spares under test
+	}
 	svc := sessionService(t, allImports)
 	class := "session/" + testBackend(t)
 	waitSpare := func(svc *service.Service) pool.Stats {
@@ -383,9 +400,28 @@ func TestSessionSpares(t *testing.T) {
 
 	// A spare that died waiting (here: its lifetime ran out) is not given
 	// out; the session starts a sandbox of its own.
-	short := sessionService(t, allImports, func(c *config.Config) { c.SessionMaxLifetime = time.Second })
+	// The lifetime also bounds the session made next: long enough for its
+	// run on a slow or loaded host.
+	short := sessionService(t, allImports, func(c *config.Config) { c.SessionMaxLifetime = 3 * time.Second })
 	waitSpare(short)
-	time.Sleep(1500 * time.Millisecond)
+	ready := time.Now()
+	// The spare is dead once a sandbox process there now is gone, seen from
+	// the host (nothing else ends one here). gVisor's run as no sandbox
+	// uid: there, the lifetime's passing (the behaviour under test) is
+	// waited for, with a second to spare.
+	was := sandboxProcesses(t)
+	if onGVisor() {
+		time.Sleep(time.Until(ready.Add(4 * time.Second)))
+	}
+	for deadline := time.Now().Add(30 * time.Second); !onGVisor(); time.Sleep(50 * time.Millisecond) {
+		now := sandboxProcesses(t)
+		if slices.ContainsFunc(was, func(p string) bool { return !slices.Contains(now, p) }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sandbox process ended 30 s after a spare with a 3 s lifetime was ready: %v", now)
+		}
+	}
 	id := newSession(t, short, "")
 	if res := inSession(t, short, id, "", "6 * 7"); !res.Success || string(res.Result) != "42" {
 		t.Fatalf("after a dead spare: %s %+v", res.Result, res.Error)

@@ -22,7 +22,7 @@ func TestSessionTmpIsSharedAndPrivate(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
 		t.Skip("a gVisor session's /tmp is its sandbox's own, kept in its memory image")
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	cfg.SessionPoolSize = 0

@@ -143,11 +143,13 @@ func TestSessionLifetime(t *testing.T) {
 	if _, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "alice", Lifetime: 2 * time.Hour}); !errors.Is(err, service.ErrInvalidRequest) {
 		t.Fatalf("a lifetime past the maximum: %v", err)
 	}
-	end, err := svc.SetSessionLifetime(ctx, info.ID, "alice", 2*time.Second)
-	if err != nil || time.Until(end) < time.Second {
+	// Moved well past what a run takes on a slow or loaded host: the run
+	// below must come before the new end.
+	end, err := svc.SetSessionLifetime(ctx, info.ID, "alice", 10*time.Second)
+	if err != nil || time.Until(end) < 5*time.Second {
 		t.Fatalf("moved end %v %v", end, err)
 	}
-	time.Sleep(500 * time.Millisecond) // past the first lifetime
+	time.Sleep(500 * time.Millisecond) // past the first lifetime (the time passing is what is tested)
 	inSession(t, svc, info.ID, "alice", "1")
 	if _, err := svc.SetSessionLifetime(ctx, info.ID, "bob", time.Second); !errors.Is(err, service.ErrSessionNotFound) {
 		t.Fatalf("another owner moved it: %v", err)

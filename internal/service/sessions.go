@@ -9,24 +9,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/commands"
+	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/session"
 )
 
 // The service's session operations: what a session request means (its
 // shape resolved and checked, its events), around the session table of
 // internal/session, which owns the sessions themselves.
-
-// Session errors: the session package's sentinels, under the service's
-// names, so that ErrorKind classifies them with the others.
-var (
-	// ErrSessionNotFound: no such session, or not the caller's.
-	ErrSessionNotFound = session.ErrNotFound
-	// ErrSessionEnded: the session's interpreter was killed (timeout, memory,
-	// output limit); restart it or create a new one.
-	ErrSessionEnded = session.ErrEnded
-	// ErrTooManySessions: SANDBOX_MAX_SESSIONS are open.
-	ErrTooManySessions = session.ErrTooMany
-)
 
 // SessionRequest opens a session.
 type SessionRequest = session.Request
@@ -60,16 +50,13 @@ func (s *Service) SessionIdleCPU() time.Duration { return s.sessions.IdleCPU() }
 
 // GetSession describes one of the owner's sessions.
 func (s *Service) GetSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
-	return do(ctx, s, OpGet, call[*SessionInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+	return do(ctx, s, opGet, call[*SessionInfo]{
+		session: id, owner: owner,
 		run: func(ctx context.Context) (*SessionInfo, error) {
 			se, err := s.session(id, owner)
 			if errors.Is(err, ErrSessionNotFound) {
-				if m, spec, ok, perr := s.parked(ctx, owner, id); ok || perr != nil {
-					if perr != nil {
-						return nil, perr
-					}
-					return parkedInfo(m, spec), nil
+				if info, ok, perr := s.parked(ctx, owner, id); ok || perr != nil {
+					return info, perr
 				}
 			}
 			if err != nil {
@@ -104,20 +91,20 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	env, err := s.environmentOf(req.Environment)
+	env, err := s.envs.Resolve(req.Environment)
 	if err != nil {
 		return nil, err
 	}
 	if env.ID != "" {
 		// Until the session is in the table, where the collector finds it.
-		defer s.envInUse(env.ID)()
+		defer s.envs.InUse(env.ID)()
 	}
-	req = withStartCommand(sessionInEnvironment(req, env), env)
+	req = s.withoutNetwork(envs.WithStartCommand(envs.SessionIn(req, env), env))
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	imports = withEnvironment(imports, env)
+	imports = envs.WithModules(imports, env)
 
 	limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 	if err != nil {
@@ -130,9 +117,8 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	// The environment's files at the home (envseed.go), then its start
-	// and ready commands (envstart.go): the session is handed out ready,
-	// or closed.
+	// The environment's files at the home, then its start and ready
+	// commands (envwire.go): the session is handed out ready, or closed.
 	if err := s.seedSession(ctx, info.ID, req.Owner, env); err != nil {
 		s.dropSession(info.ID, req.Owner)
 		return nil, err
@@ -150,7 +136,7 @@ func (s *Service) checkSessionShape(req SessionRequest) error {
 	if err := fleet.CheckHome(req.Home); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRequest, strings.TrimPrefix(err.Error(), "jail: "))
 	}
-	if err := checkEnv(req.Env); err != nil {
+	if err := commands.CheckEnv(req.Env); err != nil {
 		return err
 	}
 	if err := s.checkLifetime(req.Lifetime, time.Now()); err != nil {
@@ -187,8 +173,8 @@ func (s *Service) checkLifetime(d time.Duration, created time.Time) error {
 // end (used or not), within SANDBOX_SESSION_MAX_LIFETIME of its start.
 // It returns when the session now ends.
 func (s *Service) SetSessionLifetime(ctx context.Context, id, owner string, d time.Duration) (time.Time, error) {
-	return do(ctx, s, OpLifetime, call[time.Time]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id, Lifetime: d},
+	return do(ctx, s, opLifetime, call[time.Time]{
+		session: id, owner: owner, args: lifetimeArgs{Lifetime: d},
 		run: func(context.Context) (time.Time, error) { return s.setSessionLifetime(id, owner, d) },
 		success: func(end time.Time, took time.Duration) Event {
 			return Event{Kind: EventSession, Action: "lifetime", Outcome: "success", Duration: took,
@@ -215,8 +201,8 @@ func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Ti
 // RestartSession starts a fresh interpreter for a session, keeping its
 // workspace files.
 func (s *Service) RestartSession(ctx context.Context, id, owner string) (*SessionInfo, error) {
-	return do(ctx, s, OpRestart, call[*SessionInfo]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+	return do(ctx, s, opRestart, call[*SessionInfo]{
+		session: id, owner: owner,
 		run: func(ctx context.Context) (*SessionInfo, error) { return s.restartSession(ctx, id, owner) },
 		success: func(info *SessionInfo, took time.Duration) Event {
 			return Event{Kind: EventSession, Action: "restart", Profile: strings.Join(info.Profiles, ","), Outcome: "success",
@@ -240,12 +226,12 @@ func (s *Service) restartSession(ctx context.Context, id, owner string) (*Sessio
 
 // CloseSession ends a session, its sandbox and its workspace.
 func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
-	_, err := do(ctx, s, OpClose, call[struct{}]{
-		session: id, peer: PeerCall{Owner: owner, SessionID: id},
+	_, err := do(ctx, s, opClose, call[struct{}]{
+		session: id, owner: owner,
 		run: func(ctx context.Context) (struct{}, error) {
 			se, err := s.session(id, owner)
 			if errors.Is(err, ErrSessionNotFound) {
-				return struct{}{}, s.closeParked(ctx, owner, id)
+				return struct{}{}, s.persist.CloseParked(ctx, owner, id)
 			}
 			if err == nil {
 				s.sessions.Drop(se)
@@ -257,4 +243,60 @@ func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
 		},
 	})
 	return err
+}
+
+// The session operations. The snapshot store is shared by the replicas,
+// so a new session is made where it is asked.
+const (
+	opCreate   = "create"
+	opGet      = "get"
+	opList     = "list" // this replica's sessions (ListSessions asks each)
+	opRestart  = "restart"
+	opClose    = "close"
+	opLifetime = "lifetime"
+	opMetrics  = "metrics"
+	// A connection to a session's port is made where the session runs.
+	opPort = "port"
+)
+
+func sessionOps() map[string]op {
+	return map[string]op{
+		opCreate:   {admit: admitHeavy, kind: EventSession, action: "create"},
+		opRestart:  {admit: admitHeavy, kind: EventSession, action: "restart", peer: peerOp[noArgs, *SessionInfo]{run: runRestart, do: serveRestart}},
+		opClose:    {admit: admitLight, kind: EventSession, action: "close", parked: parkLeave, peer: peerOp[noArgs, struct{}]{do: serveClose}},
+		opGet:      {admit: admitNone, kind: EventSession, action: "get", quiet: true, parked: parkLeave, peer: peerOp[noArgs, *SessionInfo]{do: serveGet}},
+		opList:     {admit: admitNone, kind: EventSession, action: "list", quiet: true, peer: peerOp[noArgs, []SessionInfo]{do: serveList}},
+		opLifetime: {admit: admitNone, kind: EventSession, action: "lifetime", peer: peerOp[lifetimeArgs, time.Time]{do: serveLifetime}},
+		// A paused session's ports wait for a resume (the caller's).
+		opPort:    {admit: admitLight, kind: EventSession, action: "port", parked: parkLeave},
+		opMetrics: {admit: admitNone, kind: EventSession, action: "metrics", quiet: true, parked: parkLeave, peer: peerOp[noArgs, *SessionMetrics]{do: serveMetrics}},
+	}
+}
+
+func serveGet(ctx context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) (*SessionInfo, error) {
+	return s.GetSession(ctx, call.SessionID, call.Owner)
+}
+
+func serveList(_ context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) ([]SessionInfo, error) {
+	return s.localSessions(call.Owner), nil
+}
+
+func serveRestart(ctx context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) (*SessionInfo, error) {
+	return s.RestartSession(ctx, call.SessionID, call.Owner)
+}
+
+// runRestart: a gVisor sandbox may take seconds to start.
+func runRestart(*Service, noArgs) time.Duration { return time.Minute }
+
+func serveClose(ctx context.Context, s *Service, call PeerCall, _ noArgs, _ outputFunc) (struct{}, error) {
+	return struct{}{}, s.CloseSession(ctx, call.SessionID, call.Owner)
+}
+
+// lifetimeArgs: the session's new lifetime, from now.
+type lifetimeArgs struct {
+	Lifetime time.Duration `json:"lifetime,omitempty"`
+}
+
+func serveLifetime(ctx context.Context, s *Service, call PeerCall, a lifetimeArgs, _ outputFunc) (time.Time, error) {
+	return s.SetSessionLifetime(ctx, call.SessionID, call.Owner, a.Lifetime)
 }

@@ -6,15 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/codecage/codecage/internal/config"
 )
 
 // The service collects its snapshot store on its own: an expired
 // snapshot's files are gone from the disk after a collection, a live
 // one's stay.
 func TestServiceCollectsExpiredSnapshots(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := LeanTestConfig()
 	cfg.StateDir, cfg.PoolSize, cfg.EnableFilesystem = t.TempDir(), 0, true
 	cfg.SnapshotTTL = time.Second
 	svc, err := New(cfg, nil)
@@ -39,7 +37,7 @@ func TestServiceCollectsExpiredSnapshots(t *testing.T) {
 		t.Fatalf("snapshot %s is not on the disk", old.ID)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	svc.collectSnapshotsOnce()
+	svc.persist.CollectOnce()
 	if onDisk(old.ID) {
 		t.Fatalf("the expired snapshot %s is still on the disk after a collection", old.ID)
 	}

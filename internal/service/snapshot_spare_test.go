@@ -23,7 +23,10 @@ func TestSessionSnapshotUsesSpares(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
 		t.Skip("natively: a gVisor session starts from its memory image")
 	}
-	svc, stateDir := snapshotService(t, func(c *config.Config) { c.AllowedImports = []string{policy.AllImports} })
+	svc, stateDir := snapshotService(t, func(c *config.Config) {
+		c.AllowedImports = []string{policy.AllImports}
+		c.SessionPoolSize = 1 // the spares under test
+	})
 	ctx := context.Background()
 	class := "session/" + testBackend(t)
 	waitSpare := func() pool.Stats {

@@ -24,11 +24,10 @@ package service
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/session"
+	"github.com/codecage/codecage/internal/service/report"
 )
 
 // Request asks for one stateless execution.
@@ -68,6 +67,14 @@ type Request struct {
 	NewContext bool `json:",omitempty"`
 	// Cwd is where a new context starts, inside the sandbox ("": home).
 	Cwd string `json:",omitempty"`
+	// ContextID names one of the session's code contexts (CreateContext)
+	// instead of Context and Language: the run uses its state and
+	// language. "default" is Python's default context.
+	ContextID string `json:",omitempty"`
+	// RestartIfEnded restarts the session's interpreter first when it has
+	// ended (a limit, or killed), as a notebook's kernel is: the workspace
+	// stays, the variables are lost.
+	RestartIfEnded bool `json:",omitempty"`
 	// Env adds environment variables for this run (not loader or
 	// interpreter ones), over the session's.
 	Env map[string]string `json:",omitempty"`
@@ -123,6 +130,30 @@ type Result struct {
 	Resources     Resources      `json:"resources"`
 	Backend       string         `json:"backend"`
 	Isolation     fleet.Layers   `json:"isolation"`
+	// Runs is how many runs its session has taken, this one included
+	// (a notebook's execution count); 0 for a stateless run. The E2B
+	// surface answers it; it crosses replicas beside the result (ranResult).
+	Runs int `json:"-"`
+	// Gone: the session was closed, or reached its end, while the code
+	// ran (not only its interpreter). REST and MCP answer the failed
+	// result as ever; the E2B surface breaks its stream, as a VM's
+	// connection goes with the VM. It crosses replicas beside the result.
+	Gone bool `json:"-"`
+}
+
+// ranResult is a run's result as it crosses replicas, with its Runs and
+// whether its session went.
+type ranResult struct {
+	*Result
+	Runs int  `json:"runs"`
+	Gone bool `json:"gone,omitempty"`
+}
+
+func ranOf(res *Result) ranResult {
+	if res == nil {
+		return ranResult{}
+	}
+	return ranResult{Result: res, Runs: res.Runs, Gone: res.Gone}
 }
 
 // ErrorInfo describes why a run failed: an exception of the code, or a
@@ -135,19 +166,6 @@ type ErrorInfo struct {
 	Column    *int   `json:"column,omitempty"`
 }
 
-// Resources is what the run used.
-type Resources struct {
-	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
-	CPUTimeSeconds  float64 `json:"cpu_time_seconds"`
-	// IdleCPUSeconds is, in a session, the CPU time its sandbox spent
-	// since its previous request ended (what the code left running).
-	IdleCPUSeconds float64 `json:"idle_cpu_seconds"`
-}
-
-// Errors of the service; surfaces map them to their own status codes.
-var (
-	// ErrInvalidRequest wraps every problem with the request itself.
-	ErrInvalidRequest = errors.New("invalid request")
-	// ErrUnavailable means the host cannot run sandboxes.
-	ErrUnavailable = session.ErrUnavailable
-)
+// Resources is what the run used (report.Resources: a command's result
+// carries it too).
+type Resources = report.Resources

@@ -25,7 +25,7 @@ func TestFileAPIReachesTmpAndSystemTree(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
 		t.Skip("a gVisor session's /tmp is its sandbox's own: the file API refuses it (view.go noTmp)")
 	}
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.EnableFilesystem = true
 	cfg.StateDir = t.TempDir()

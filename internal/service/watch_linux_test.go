@@ -3,9 +3,11 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,7 +66,7 @@ func watchEv(name, typ string) func(service.WatchEvent) bool {
 }
 
 func watchService(t *testing.T, mut func(*config.Config)) *service.Service {
-	cfg := config.DefaultConfig()
+	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize = 0, 0
 	if mut != nil {
@@ -107,9 +109,12 @@ func TestWatchSeesCodeAndCommandWrites(t *testing.T) {
 	}
 	seen := waitEvent(t, w, 10*time.Second, watchEv("by_cmd.txt", service.WatchWrite))
 	waitEvent(t, rec, 10*time.Second, watchEv("sub/deep.txt", service.WatchWrite))
-	// The flat watch has had time to report the deep file, if it would.
-	time.Sleep(200 * time.Millisecond)
-	more, _ := w.Take()
+	// The flat watch reports in order: once it has reported a file made
+	// after the deep one, it would have reported the deep one too.
+	if r := runCmd(t, svc, service.CommandRequest{SessionID: id, Owner: "o", Command: "echo later > later.txt"}); !r.Success {
+		t.Fatalf("command: %+v", r)
+	}
+	more := waitEvent(t, w, 10*time.Second, watchEv("later.txt", service.WatchWrite))
 	for _, e := range append(seen, more...) {
 		if strings.Contains(e.Name, "deep") {
 			t.Fatalf("a watch that is not recursive reported %+v", e)
@@ -308,6 +313,7 @@ func TestWatchReportsAnUploadAsEnvdsWrite(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
+	marks := 0
 	settle := func(name string, n int) string {
 		t.Helper()
 		var seen []service.WatchEvent
@@ -320,9 +326,19 @@ func TestWatchReportsAnUploadAsEnvdsWrite(t *testing.T) {
 			seen = append(seen, evs...)
 			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond) // nothing more comes
-		evs, _ := w.Take()
-		return types(append(seen, evs...), name)
+		// Nothing more comes for name: the watch reports in order, and
+		// a file uploaded after it has been reported.
+		marks++
+		mark := fmt.Sprintf("mark-%d.txt", marks)
+		upload(mark, "m")
+		for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(seen, func(e service.WatchEvent) bool { return e.Name == mark }); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no event for %s within 10 s", mark)
+			}
+			evs, _ := w.Take()
+			seen = append(seen, evs...)
+		}
+		return types(seen, name)
 	}
 	// The directory first: one made after the watch began is scanned when
 	// the watch follows it, and what the scan finds is a create.

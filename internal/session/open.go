@@ -26,7 +26,7 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 		spare = t.takeSpare(backend)
 	}
 	t.mu.Lock()
-	if err := t.roomLocked(); err != nil {
+	if err := t.roomLocked(req.Owner); err != nil {
 		t.mu.Unlock()
 		if spare != nil {
 			t.returnSpare(spare)
@@ -49,12 +49,50 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 	return t.started(se, t.start(ctx, se, t.opts.Fleet.Start))
 }
 
-// roomLocked refuses a session past SANDBOX_MAX_SESSIONS; call with t.mu.
-func (t *Table) roomLocked() error {
+// roomLocked refuses a session of owner past the owner's share
+// (SANDBOX_KEY_MAX_SESSIONS) or past SANDBOX_MAX_SESSIONS; call with t.mu.
+func (t *Table) roomLocked(owner string) error {
+	if err := t.shareLocked(owner, 1); err != nil {
+		return err
+	}
 	if len(t.byID) >= t.cfg.MaxSessions {
 		return fmt.Errorf("%w: %d sessions are open (SANDBOX_MAX_SESSIONS); close one first", ErrTooMany, t.cfg.MaxSessions)
 	}
 	return nil
+}
+
+// shareLocked refuses n more sessions of owner past its share of the
+// server (SANDBOX_KEY_MAX_SESSIONS; 0 or less: none): every session of
+// its in the table counts, paused ones included. Call with t.mu.
+func (t *Table) shareLocked(owner string, n int) error {
+	share := t.cfg.KeyMaxSessions
+	if share <= 0 {
+		return nil
+	}
+	have := 0
+	for _, se := range t.byID {
+		if se.owner == owner {
+			have++
+		}
+	}
+	switch {
+	case have+n <= share:
+		return nil
+	case n == 1:
+		return fmt.Errorf("%w: this key has %d sessions open (paused ones included), its share of this server (SANDBOX_KEY_MAX_SESSIONS=%d); close one first",
+			ErrKeyLimit, have, share)
+	}
+	return fmt.Errorf("%w: %d more sessions would take this key past its share of this server: it has %d open of %d (SANDBOX_KEY_MAX_SESSIONS); ask for at most %d, or close some first",
+		ErrKeyLimit, n, have, share, max(share-have, 0))
+}
+
+// Room refuses n new sessions of owner that its share of the server
+// (SANDBOX_KEY_MAX_SESSIONS) has no room for: what a fork asks before it
+// copies anything.
+func (t *Table) Room(owner string, n int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.shareLocked(owner, n)
 }
 
 // addLocked puts a new session of req in the table, holding its place

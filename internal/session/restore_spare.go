@@ -24,7 +24,7 @@ func (t *Table) restoreIntoSpare(req Request, shape Shape, from RestoreFrom) (in
 		return Info{}, nil, false, nil
 	}
 	t.mu.Lock()
-	err = t.roomLocked()
+	err = t.roomLocked(req.Owner)
 	if err == nil {
 		err = t.backFreeLocked(from.Back)
 	}

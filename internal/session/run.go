@@ -19,6 +19,8 @@ type Run struct {
 	// Idle is the CPU time the session's sandbox spent since its previous
 	// request ended (what the code left running).
 	Idle time.Duration
+	// Runs is how many runs the session has taken, this one included.
+	Runs int
 }
 
 // BeginRun starts a request in the session's interpreter: it takes the
@@ -45,7 +47,7 @@ func (t *Table) BeginRun(ctx context.Context, se *Session, limits fleet.Limits, 
 	idle := se.cpu.begin(lease, t.cfg.CPULimit, t.log)
 	t.addIdleCPU(idle)
 	lease.Arm(ctx, limits.Timeout, limits.CPUTime)
-	return &Run{t: t, se: se, lease: lease, Idle: idle}, nil
+	return &Run{t: t, se: se, lease: lease, Idle: idle, Runs: se.runs}, nil
 }
 
 // Do runs req in the interpreter (tools answers its tool calls, onOutput

@@ -41,6 +41,9 @@ var (
 	ErrEnded = errors.New("session ended")
 	// ErrTooMany: SANDBOX_MAX_SESSIONS are open.
 	ErrTooMany = errors.New("too many sessions")
+	// ErrKeyLimit: the owner (an API key) holds its share of the server
+	// (SANDBOX_KEY_MAX_SESSIONS, SANDBOX_KEY_MAX_WATCHES).
+	ErrKeyLimit = errors.New("key limit")
 	// ErrUnavailable: the host cannot give a session what it needs (a
 	// workspace, a uid, a sandbox). It is the service's ErrUnavailable.
 	ErrUnavailable = errors.New("sandbox unavailable")
@@ -95,6 +98,11 @@ type Request struct {
 	// Environment names the environment (envstore) the session's
 	// interpreter and commands start from; "": the host's root.
 	Environment string `json:",omitempty"`
+	// NoNetwork: the session gets no network, whatever the operator's
+	// default profiles or its snapshot's profiles say (E2B's
+	// allow_internet_access false). The service drops the network profile
+	// from its profiles, which its snapshots and parks keep.
+	NoNetwork bool `json:",omitempty"`
 }
 
 // Info describes a session.
@@ -150,7 +158,8 @@ type Shape struct {
 //	                session no one else can hold yet: a fresh spare, a new session)
 //	      Session.lifeMu
 //
-// sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
+// contexts.mu (Session.contexts, its code contexts) is a leaf under any
+// of them or none. sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
 // no lock, never with lifeMu, and it takes none. A pause and a resume
 // pause and resume the commands' sandboxes under lifeMu (after mu); a
 // lease's own locks are leaves below every lock here.
@@ -247,6 +256,8 @@ type Session struct {
 	cpu sessionCPU
 	// mark is the previous metrics sample (CPUSinceLastSample); atomic.
 	mark atomic.Pointer[usageMark]
+	// contexts are its code contexts (contexts.go), under their own lock.
+	contexts contexts
 
 	// paused says what a paused session kept (pause.go); pausedAt is when
 	// it paused and leftAtPause what was left of its lifetime then. Under

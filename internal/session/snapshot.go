@@ -160,7 +160,7 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 		return info, lost, err
 	}
 	t.mu.Lock()
-	if err := t.roomLocked(); err != nil {
+	if err := t.roomLocked(req.Owner); err != nil {
 		t.mu.Unlock()
 		return Info{}, nil, err
 	}

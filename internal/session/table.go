@@ -38,7 +38,7 @@ type Table struct {
 // service's fleet and the few of its decisions a session's sandbox needs.
 type Options struct {
 	Log   *slog.Logger
-	Fleet *fleet.Fleet
+	Fleet Fleet
 	// Layer is the operator's package layer, bound into every session.
 	Layer []fleet.Bind
 	// NewID names a new session (it names the replica holding it).
@@ -54,6 +54,15 @@ type Options struct {
 	// is called with the session's run lock held (its commands do not
 	// take it); an error pauses the session again and is the resume's.
 	Rebooted func(ctx context.Context, se *Session) error
+}
+
+// Fleet is what a table asks of the service's fleet (a *fleet.Fleet):
+// sandboxes for its sessions, started afresh or from a memory image, and
+// the budget its spare sessions are kept on (fleet.Keep).
+type Fleet interface {
+	Start(ctx context.Context, backend string, spec fleet.Spec) (*fleet.Lease, error)
+	StartFromImage(ctx context.Context, dir string, w fleet.Work) (*fleet.Lease, error)
+	fleet.Budgeted
 }
 
 // NewTable returns an empty table for the operator's configuration.

@@ -9,9 +9,10 @@ import (
 	"github.com/codecage/codecage/internal/config"
 )
 
-// These tests need no sandbox: they check the table's bookkeeping. The
-// sessions themselves (started, run, restarted, expired, dropped) are
-// tested through the service, in internal/service.
+// These tests need no sandbox at all: they check the table's bookkeeping.
+// The sessions themselves (started, run, paused, restarted, expired,
+// dropped) are tested on stand-in sandboxes (fake_test.go), and through
+// the service on real ones, in internal/service.
 
 // TestGetByIDAndOwner: a session is found by its id and its owner only;
 // another owner's is not found, with the id quoted (and capped).

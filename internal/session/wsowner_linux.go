@@ -44,7 +44,16 @@ func claimWorkspaces(stateDir, id string) (*os.File, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	return f, nil
+	// The claim is named by its final path, which releaseWorkspaces
+	// removes: f still bears the temporary one. A duplicate descriptor
+	// shares the open file, and with it the lock.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		os.Remove(final)
+		return nil, fmt.Errorf("claim %s: %w", final, err)
+	}
+	return os.NewFile(uintptr(fd), final), nil
 }
 
 // releaseWorkspaces gives up ownership once the workspaces are removed.

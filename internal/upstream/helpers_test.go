@@ -73,6 +73,7 @@ type testServer struct {
 	handler    http.Handler
 	authorized atomic.Int64  // requests that carried the token
 	refused    atomic.Int64  // requests that did not
+	slowing    atomic.Int64  // slow calls under way in the server
 	stop       chan struct{} // ends slow calls still running at the end
 	stopOnce   sync.Once
 }
@@ -102,6 +103,8 @@ func newTestServer(token string) *testServer {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "Takes its time."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
+			ts.slowing.Add(1)
+			defer ts.slowing.Add(-1)
 			select {
 			case <-time.After(time.Duration(in.Seconds * float64(time.Second))):
 				return text("done"), nil, nil

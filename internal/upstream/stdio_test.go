@@ -23,7 +23,7 @@ import (
 const everythingVersion = "2026.8.31"
 
 // everything returns the entry point of @modelcontextprotocol/server-everything
-// as installed in e2e/upstream, running `npm ci` there first if needed.
+// as installed in e2e/upstream, installing it first if needed (scripts/npm-deps.sh).
 func everything(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "e2e", "upstream"))
@@ -32,10 +32,12 @@ func everything(t *testing.T) string {
 	}
 	pkg := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything")
 	if _, err := os.Stat(filepath.Join(pkg, "package.json")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
+		// The one installer of the suite's npm packages: packages run
+		// side by side, and two npm ci in one directory would clash.
+		cmd := exec.Command("scripts/npm-deps.sh", "e2e/upstream")
+		cmd.Dir = filepath.Join(dir, "..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+			t.Fatalf("npm ci of %s: %v\n%s", dir, err, out)
 		}
 	}
 	var meta struct {

@@ -96,6 +96,15 @@ await check("pty: resize reaches the program (resize, stty size)", async () => {
   assert.match(output, /\b100\b/);
 });
 
+await check("pty: a client whose terminal reports no size (0x0) gets 80x24", async () => {
+  let output = "";
+  const dec = new TextDecoder();
+  const terminal = await sbx.pty.create({ cols: 0, rows: 0, onData: (d) => (output += dec.decode(d)) });
+  await sbx.pty.sendInput(terminal.pid, enc.encode("stty size; exit\n"));
+  await terminal.wait();
+  assert.match(output, /24 80/);
+});
+
 await check("pty: kill (kill PTY, kill non-existing PTY)", async () => {
   const terminal = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
   await sbx.pty.sendInput(terminal.pid, enc.encode("sleep 1000 &\n"));

@@ -8,7 +8,8 @@
 // (E2B's default is public).
 import assert from "node:assert/strict";
 import http from "node:http";
-import { check, create, finish, sleep } from "../lib.mjs";
+import { Sandbox } from "@e2b/code-interpreter";
+import { check, create, finish, rejects, sleep } from "../lib.mjs";
 
 // fetchHost GETs path from a getHost host, resolved to loopback.
 function fetchHost(host, path = "/", headers = {}) {
@@ -71,6 +72,33 @@ await check("another sandbox's traffic token is refused (403)", async () => {
   const other = await create({ timeoutMs: 60_000 });
   const res = await fetchHost(sbx.getHost(8000), "/hello.txt", { "e2b-traffic-access-token": other.trafficAccessToken });
   assert.equal(res.status, 403, res.body);
+});
+
+await check("the traffic token opens ports only: as the envd token, the SDK's files, commands and runCode are refused", async () => {
+  assert.ok(sbx.envdAccessToken, "create gave no envdAccessToken");
+  assert.notEqual(sbx.trafficAccessToken, sbx.envdAccessToken, "the traffic token is the envd token");
+  // What a holder of the traffic token alone can build with the SDK.
+  const holder = new Sandbox({
+    sandboxId: sbx.sandboxId,
+    sandboxDomain: sbx.sandboxDomain,
+    envdVersion: sbx.envdApi.version,
+    envdAccessToken: sbx.trafficAccessToken,
+    trafficAccessToken: sbx.trafficAccessToken,
+  });
+  const seen = [];
+  seen.push(await rejects(holder.files.read("/home/user/hello.txt"), undefined, "files.read"));
+  seen.push(await rejects(holder.files.write("/home/user/by-traffic-write", "x"), undefined, "files.write"));
+  seen.push(await rejects(holder.commands.run("echo x > /home/user/by-traffic-command"), undefined, "commands.run"));
+  seen.push(await rejects(holder.runCode("open('/home/user/by-traffic-run', 'w').write('x')"), undefined, "runCode"));
+  for (const s of seen) assert.match(s, /401|unauthenticated|authenticat|access token/i, s);
+  // The SDK's context calls carry the traffic token alone: those work.
+  assert.ok(Array.isArray(await holder.listCodeContexts()), "listCodeContexts with the traffic token");
+  // Nothing was written; the envd token still reads and runs.
+  for (const f of ["by-traffic-write", "by-traffic-command", "by-traffic-run"]) {
+    assert.equal(await sbx.files.exists(`/home/user/${f}`), false, `${f} was made with the traffic token`);
+  }
+  assert.equal(await sbx.files.read("/home/user/hello.txt"), "hello from the sandbox\n");
+  return seen.join("; ");
 });
 
 await check("closed port answers E2B's 502 (The sandbox is running but port is not open)", async () => {

@@ -84,6 +84,9 @@ const chainBuild = Template.build(
     .fromTemplate(alias)
     .copy("data/hello.txt", "/usr/local/share/tpl/hello.txt")
     .runCmd("cp /usr/local/share/tpl/hello.txt /usr/local/share/tpl/ran.txt && echo built >> /usr/local/share/tpl/ran.txt")
+    // The same copy again: the same files hash in one Dockerfile stage
+    // (its upload is unpacked once into the build context).
+    .copy("data/hello.txt", "/usr/local/share/tpl/hello.txt")
     // Build users: a Debian root's nobody, then back to root.
     .runCmd("echo once-as-$(id -un)", { user: "nobody" })
     .setUser("nobody")

@@ -1,0 +1,142 @@
+// Create fields, as the SDK sends them: the ones codecage cannot honour
+// (volumes, MCP, per-sandbox egress rules, a partial deny) are refused
+// with 400 naming the field, never dropped; and allowInternetAccess false
+// or a denyOut of ALL_TRAFFIC gives a sandbox no network on a server whose
+// operator enabled the network profile. That server is a second codecage
+// serve started here (the suites' own has no network profile), with a
+// loopback HTTP server on its allow list whose connections are counted on
+// the host.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ALL_TRAFFIC, SandboxError } from "e2b";
+import { ALICE, check, create, finish, rejects, sleep } from "../lib.mjs";
+import { Sandbox } from "@e2b/code-interpreter";
+
+await check("create refuses the fields it cannot honour, naming each", async () => {
+  const seen = [];
+  for (const [opts, names] of [
+    [{ volumeMounts: { "/mnt/vol": "vol" } }, "volumeMounts"],
+    [{ mcp: { exa: { apiKey: "k" } } }, "mcp"],
+    [{ network: { allowOut: ["1.1.1.1"] } }, "network.allowOut"],
+    [{ allowInternetAccess: false, network: { allowOut: ["example.com"] } }, "network.allowOut"],
+    [{ network: { maskRequestHost: "localhost:${PORT}" } }, "network.maskRequestHost"],
+  ]) {
+    const got = await rejects(create({ ...opts, timeoutMs: 60_000 }), SandboxError, JSON.stringify(opts));
+    assert.match(got, /400/, `${JSON.stringify(opts)}: ${got}`);
+    assert.ok(got.includes(names), `${JSON.stringify(opts)}: ${got} does not name ${names}`);
+    seen.push(names);
+  }
+  return seen.join(", ");
+});
+
+await check("a partial denyOut is honoured where no sandbox has network", async () => {
+  const sbx = await create({ timeoutMs: 60_000, network: { denyOut: ["8.8.8.8"] } });
+  const r = await sbx.runCode("1 + 1");
+  assert.equal(r.text, "2");
+});
+
+// The loopback server the network profile may reach; it counts what
+// connects to it.
+let conns = 0;
+const target = http.createServer((_req, res) => res.end("hello from the host"));
+target.on("connection", () => conns++);
+await new Promise((r) => target.listen(0, "127.0.0.1", r));
+const targetAddr = `127.0.0.1:${target.address().port}`;
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+const restPort = await freePort();
+const e2bPort = await freePort();
+const state = mkdtempSync(join(tmpdir(), "codecage-e2e-net-"));
+const bin = fileURLToPath(new URL("../../../bin/codecage", import.meta.url));
+const serve = spawn(
+  bin,
+  ["serve", "--listen", `127.0.0.1:${restPort}`, "--e2b-listen", `127.0.0.1:${e2bPort}`, "--state-dir", state,
+    "--enable-network", "true", "--network-allow", targetAddr],
+  { env: { ...process.env, SANDBOX_API_KEYS: `alice:${ALICE}`, SANDBOX_RATE_LIMIT: "0" }, stdio: ["ignore", "ignore", "pipe"] },
+);
+let log = "";
+serve.stderr.on("data", (c) => (log = (log + c).slice(-4000)));
+const stop = async () => {
+  serve.kill("SIGTERM");
+  await new Promise((r) => (serve.exitCode !== null ? r() : serve.on("exit", r)));
+  rmSync(state, { recursive: true, force: true });
+  target.close();
+};
+const url = `http://127.0.0.1:${e2bPort}`;
+for (let i = 0; ; i++) {
+  const up = await new Promise((r) => {
+    const c = net.connect(e2bPort, "127.0.0.1", () => (c.end(), r(true)));
+    c.on("error", () => r(false));
+  });
+  if (up) break;
+  if (i > 300 || serve.exitCode !== null) {
+    console.log(`the network server did not start; its log:\n${log}`);
+    await stop();
+    process.exit(1);
+  }
+  await sleep(100);
+}
+const netOpts = { apiUrl: url, sandboxUrl: url, timeoutMs: 120_000 };
+const fetchCode = `import urllib.request\nurllib.request.urlopen("http://${targetAddr}/x", timeout=5).read().decode()`;
+
+let proxy = "";
+await check("a sandbox created without a deny reaches the allow-listed host", async () => {
+  const sbx = await Sandbox.create(netOpts); // ended with its server
+  const before = conns;
+  const r = await sbx.runCode(fetchCode);
+  assert.equal(r.error, undefined, JSON.stringify(r.error));
+  assert.equal(r.text, "hello from the host");
+  assert.ok(conns > before, `the host saw ${conns - before} connections`);
+  proxy = (await sbx.runCode(`import urllib.request\nurllib.request.getproxies()["http"]`)).text;
+  assert.match(proxy, /^http:\/\/127\.0\.0\.1:\d+$/);
+  return `via ${proxy}`;
+});
+
+// A command tries the host directly and through the proxy's address.
+const tryCommand = () => `python3 -c '
+import urllib.request as u
+for p in [{}, {"http": "${proxy}"}]:
+    try:
+        print(u.build_opener(u.ProxyHandler(p)).open("http://${targetAddr}/x", timeout=5).read().decode())
+    except OSError as e:
+        print("failed:", e)
+'`;
+
+for (const [what, opts] of [
+  ["allowInternetAccess: false", { allowInternetAccess: false }],
+  ["network.denyOut: [ALL_TRAFFIC]", { network: { denyOut: [ALL_TRAFFIC] } }],
+]) {
+  await check(`a sandbox created with ${what} reaches nothing`, async () => {
+    const sbx = await Sandbox.create({ ...netOpts, ...opts });
+    const before = conns;
+    const r = await sbx.runCode(fetchCode);
+    assert.notEqual(r.text, "hello from the host");
+    assert.ok(r.error, "the run should fail");
+    const c = await sbx.commands.run(tryCommand());
+    assert.ok(!c.stdout.includes("hello from the host"), c.stdout);
+    assert.equal(conns, before, `the host saw ${conns - before} connections from the denied sandbox`);
+    return `${r.error.name}; command: ${c.stdout.trim().split("\n").join(" | ").slice(0, 120)}`;
+  });
+}
+
+await check("a partial denyOut is refused where the sandbox would have network", async () => {
+  const got = await rejects(Sandbox.create({ ...netOpts, network: { denyOut: ["8.8.8.8"] } }), SandboxError, "partial denyOut");
+  assert.ok(got.includes("400") && got.includes("network.denyOut"), got);
+  return got;
+});
+
+await stop();
+await finish();

@@ -1,0 +1,197 @@
+package e2b
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/codecage/codecage/internal/service"
+)
+
+// newSandbox is E2B's NewSandbox and NewSandboxV2 body. Every field E2B
+// defines is here, so that none is dropped unseen: each is honoured,
+// refused by refusedFields when given (naming it), or ignored for the
+// reason its comment gives. A field E2B does not define is refused too
+// (decodeCreate): codecage cannot tell whether it would change what the
+// sandbox may reach, mount or keep. The SDK turns its lifecycle option
+// into autoPause, autoPauseMemory and autoResume.
+type newSandbox struct {
+	TemplateID string            `json:"templateID"`
+	Timeout    *int64            `json:"timeout"`
+	Metadata   map[string]string `json:"metadata"`
+	EnvVars    map[string]string `json:"envVars"`
+	AutoPause  bool              `json:"autoPause"`
+	// AutoPauseMemory false asks for a filesystem-only pause at the
+	// timeout (on_timeout pause_files): the sandbox's memory is freed,
+	// and a connect starts a fresh interpreter on its files.
+	AutoPauseMemory *bool `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
+	// Secure (NewSandbox v1 only) asks that the daemon want the access
+	// token. Ignored: codecage's daemon always wants it, and create
+	// always answers it, so false narrows nothing the client can use and
+	// widens nothing (the SDK sends the token it is given).
+	Secure *bool `json:"secure"`
+	// AllowInternetAccess false is E2B's denyOut 0.0.0.0/0: no egress.
+	// True (the SDKs' default) is what the operator allows: the network
+	// profile's proxy to SANDBOX_NETWORK_ALLOW where it is enabled,
+	// nothing where it is not; never more. The SDKs send the snake_case
+	// name; the camelCase one is read too, a deny never being dropped.
+	AllowInternetAccess      *bool          `json:"allow_internet_access"`
+	AllowInternetAccessCamel *bool          `json:"allowInternetAccess"`
+	Network                  *networkConfig `json:"network"`
+	// Refused when given: codecage has none of these (refusedFields).
+	MCP          json.RawMessage   `json:"mcp"`
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
+	IAM          *struct {
+		Tokens map[string]json.RawMessage `json:"tokens"`
+	} `json:"iam"`
+}
+
+// networkConfig is E2B's SandboxNetworkConfig.
+type networkConfig struct {
+	// AllowPublicTraffic true lets the sandbox's ports be reached
+	// without its traffic token. E2B's default is true; codecage's is
+	// false (closed), unless the create asks.
+	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	// DenyOut that covers a whole address family (0.0.0.0/0, ::/0) is
+	// honoured as no network at all; a narrower one only where the
+	// sandbox has no network anyway (egressOf).
+	DenyOut []string `json:"denyOut"`
+	// Refused when given: per-sandbox egress rules, an egress proxy,
+	// request transforms, HTTPS to the sandbox's ports and a host mask
+	// are not codecage's.
+	AllowOut        []string          `json:"allowOut"`
+	EgressProxy     json.RawMessage   `json:"egressProxy"`
+	Rules           json.RawMessage   `json:"rules"`
+	HTTPSPorts      []json.RawMessage `json:"httpsPorts"`
+	MaskRequestHost *string           `json:"maskRequestHost"`
+}
+
+// decodeCreate reads a create body; a field E2B's NewSandbox lacks is
+// refused by name.
+func decodeCreate(r *http.Request, body *newSandbox) error {
+	if r.Body == nil {
+		return nil
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(body)
+	if err == nil || err.Error() == "EOF" {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("create: field %s is not one codecage knows; it is refused, as it might change what the sandbox may reach, mount or keep", name)
+	}
+	return fmt.Errorf("the body is not the JSON this call takes: %v", err)
+}
+
+// given reports whether a JSON value asks for something: not absent,
+// null, {} or [].
+func given(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "{}", "[]":
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil && len(m) == 0 {
+		return false // {} with spaces inside
+	}
+	return true
+}
+
+// refusedFields names the first field of body that asks for what codecage
+// does not have, with why; "" when there is none.
+func refusedFields(body *newSandbox) string {
+	switch {
+	case given(body.MCP):
+		return "mcp: codecage runs no MCP gateway in a sandbox (codecage's own MCP server is on its REST listener)"
+	case len(body.VolumeMounts) > 0:
+		return "volumeMounts: codecage has no volumes; a sandbox's files are its workspace, kept by pause and snapshots"
+	case body.IAM != nil && len(body.IAM.Tokens) > 0:
+		return "iam.tokens: codecage issues no identity tokens to a sandbox"
+	}
+	n := body.Network
+	if n == nil {
+		return ""
+	}
+	switch {
+	case len(n.AllowOut) > 0:
+		return "network.allowOut: codecage has no per-sandbox egress rules yet; a sandbox reaches the operator's allow list (SANDBOX_NETWORK_ALLOW) through the network profile, or nothing"
+	case given(n.EgressProxy):
+		return "network.egressProxy: a sandbox's egress goes only through codecage's own proxy"
+	case given(n.Rules):
+		return "network.rules: codecage transforms no egress requests"
+	case len(n.HTTPSPorts) > 0:
+		return "network.httpsPorts: codecage reaches a sandbox's ports over plain HTTP only"
+	case n.MaskRequestHost != nil && *n.MaskRequestHost != "":
+		return "network.maskRequestHost: codecage passes the request's own Host to a sandbox's ports"
+	}
+	return ""
+}
+
+// denyAll reports whether a denyOut list covers every address (a /0 of
+// either family: codecage's egress, one proxy, is not split by family, so
+// such a deny is honoured by denying all); a bad entry is an error.
+func denyAll(denyOut []string) (bool, error) {
+	all := false
+	for _, d := range denyOut {
+		p, err := netip.ParsePrefix(d)
+		if err != nil {
+			a, aerr := netip.ParseAddr(d)
+			if aerr != nil {
+				return false, fmt.Errorf("network.denyOut: %s is neither an IP address nor a CIDR block (E2B denies no domain names)", service.Quote(d))
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		all = all || p.Bits() == 0
+	}
+	return all, nil
+}
+
+// egressOf decides a create's egress from its fields: noNetwork when it
+// denies all of it (allow_internet_access false, or a denyOut covering
+// every address). A partial denyOut can be honoured only where the
+// sandbox reaches nothing anyway: denied all, or no network profile on
+// this server, or a template naming profiles without network; elsewhere
+// it is refused, never ignored.
+func egressOf(body *newSandbox, networkEnabled bool, profiles []string) (noNetwork bool, refusal string) {
+	for _, allow := range []*bool{body.AllowInternetAccess, body.AllowInternetAccessCamel} {
+		noNetwork = noNetwork || (allow != nil && !*allow)
+	}
+	var deny []string
+	if body.Network != nil {
+		deny = body.Network.DenyOut
+	}
+	all, err := denyAll(deny)
+	if err != nil {
+		return false, err.Error()
+	}
+	noNetwork = noNetwork || all
+	named := false
+	for _, p := range profiles {
+		named = named || p == "network"
+	}
+	switch {
+	case noNetwork && named:
+		return false, fmt.Sprintf("templateID names the network profile, but the create denies all egress (%s)", denyingField(body, all))
+	case len(deny) > 0 && !noNetwork && networkEnabled && (len(profiles) == 0 || named):
+		return false, "network.denyOut: codecage cannot deny single addresses yet; deny all egress (0.0.0.0/0, or allow_internet_access false) or none"
+	}
+	return noNetwork, ""
+}
+
+// denyingField names the field that denied all egress.
+func denyingField(body *newSandbox, byDenyOut bool) string {
+	switch {
+	case byDenyOut:
+		return "network.denyOut"
+	case body.AllowInternetAccessCamel != nil && !*body.AllowInternetAccessCamel:
+		return "allowInternetAccess false"
+	}
+	return "allow_internet_access false"
+}

@@ -1,0 +1,78 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/service/errdefs"
+)
+
+// TestProcessFollowersSeeItsOutputAndEnd: a process's followers get its
+// start, its output (what the stream held back too) and its end, from its
+// start or from now; it is found by pid or tag, only by its owner, listed
+// while it runs; and one gone with its session ends its followers with
+// ErrSessionGone.
+func TestProcessFollowersSeeItsOutputAndEnd(t *testing.T) {
+	ps := NewProcesses()
+	tag := "t"
+	_, cancel := context.WithCancel(context.Background())
+	p := ps.Add("s1", "alice", &tag, ProcessSpec{Cmd: "echo"}, cancel)
+	if p.Info().PID != firstPID+1 {
+		t.Fatalf("first pid %d", p.Info().PID)
+	}
+	release := make(chan struct{})
+	run := func(req CommandRequest) (*CommandResult, error) {
+		req.OnStart()
+		req.OnOutput("stdout", "one\n")
+		<-release
+		return &CommandResult{Stdout: "one\ntwo", ExitCode: 0, Success: true}, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		ps.Run("s1", p, CommandRequest{}, run, func() bool { return false })
+		close(done)
+	}()
+	if err := p.WaitStarted(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.Find("s1", "bob", Selector{Tag: &tag}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another owner found it: %v", err)
+	}
+	if got, err := ps.Find("s1", "alice", Selector{Tag: &tag}); err != nil || got != p {
+		t.Fatalf("by tag: %v", err)
+	}
+	if list := ps.List("s1", "alice"); len(list) != 1 || *list[0].Tag != "t" {
+		t.Fatalf("listed %+v", list)
+	}
+	close(release)
+	var out strings.Builder
+	end, err := p.Follow(context.Background(), true, time.Minute, func(ev ProcessEvent) error {
+		out.WriteString(ev.Stream + ":" + string(ev.Data) + "|")
+		return nil
+	})
+	if err != nil || end.ExitCode != 0 || out.String() != "start:|stdout:one\n|stdout:two|" {
+		t.Fatalf("followed %q, end %+v, %v", out.String(), end, err)
+	}
+	<-done
+	if list := ps.List("s1", "alice"); len(list) != 0 {
+		t.Fatalf("an ended process is listed: %+v", list)
+	}
+	if err := p.Signal(); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("signal after its end: %v", err)
+	}
+
+	// Gone with its session.
+	_, cancel = context.WithCancel(context.Background())
+	q := ps.Add("s1", "alice", nil, ProcessSpec{}, cancel)
+	canceled := LimitCanceled
+	ps.Run("s1", q, CommandRequest{}, func(req CommandRequest) (*CommandResult, error) {
+		req.OnStart()
+		return &CommandResult{Limit: &canceled}, nil
+	}, func() bool { return true })
+	if _, err := q.Follow(context.Background(), false, time.Minute, func(ProcessEvent) error { return nil }); !errors.Is(err, errdefs.ErrSessionGone) {
+		t.Fatalf("a process gone with its session: %v", err)
+	}
+}
