@@ -151,11 +151,21 @@ func TestHTTPUpstream(t *testing.T) {
 		}
 	})
 	t.Run("concurrent", func(t *testing.T) {
+		// A manager of its own: 64 calls at once under -race on a busy
+		// machine can take longer than the 500ms the timeout case needs.
+		many := NewManager(Config{Servers: map[string]ServerConfig{
+			"calc": {
+				URL:         hs.URL,
+				Headers:     map[string]string{"Authorization": "Bearer " + token},
+				CallTimeout: Duration(30 * time.Second),
+			},
+		}}, log)
+		defer closeManager(t, many)
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
 		for i := range 64 {
 			wg.Go(func() {
-				res, err := m.Call(ctx, "calc", "add", map[string]any{"a": i, "b": 1000})
+				res, err := many.Call(ctx, "calc", "add", map[string]any{"a": i, "b": 1000})
 				if err != nil {
 					errs <- err
 					return
@@ -424,7 +434,12 @@ func TestClosedManager(t *testing.T) {
 		_, err := m.Call(ctx, "s", "slow", map[string]any{"seconds": 20})
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Under way: the server runs it.
+	for deadline := time.Now().Add(10 * time.Second); ts.slowing.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call did not reach the server within 10 s")
+		}
+	}
 	start := time.Now()
 	closeManager(t, m)
 	if d := time.Since(start); d > 10*time.Second {
