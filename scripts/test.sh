@@ -52,6 +52,8 @@ scripts/build.sh
 
 logs=$(mktemp -d /tmp/codecage-test-logs.XXXXXX)
 exec_wrapper="-exec=$PWD/scripts/go-test-exec.sh"
+# -v: each test's own time is in the logs; the end lists the slowest.
+gt="$exec_wrapper -v -count=1"
 declare -a names=() cmds=()
 suite() { names+=("$1"); cmds+=("$2"); }
 
@@ -64,35 +66,35 @@ long='internal/service internal/bench internal/cli'
 # The fleet's and the harness's start real sandboxes, so they run here too,
 # built as what ships (static, no cgo).
 raceonly='internal/pool internal/policy internal/access internal/egress internal/upstream internal/audit internal/metrics internal/snapstore internal/session internal/bounded'
-suite service "go test $exec_wrapper -count=1 -timeout 30m $* ./internal/service/"
+suite service "go test $gt -timeout 30m $* ./internal/service/"
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
-suite gvisor "CODECAGE_TEST_BACKEND=gvisor go test $exec_wrapper -count=1 -timeout 30m $* \
+suite gvisor "CODECAGE_TEST_BACKEND=gvisor go test $gt -timeout 30m $* \
 	-run 'Containment|^Test(Budget|Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|ProfilesAllow|EnabledProfiles|EveryBasicModule|NumpyAndPandas|PlotComesBack|Validate|RunCommand)' \
 	./internal/service/"
-suite bench "go test $exec_wrapper -count=1 -timeout 30m $* ./internal/bench/"
-suite cli "go test $exec_wrapper -count=1 -timeout 30m $* ./internal/cli/"
+suite bench "go test $gt -timeout 30m $* ./internal/bench/"
+suite cli "go test $gt -timeout 30m $* ./internal/cli/"
 # The official E2B JS SDKs, unchanged, against --e2b-listen (npm registry).
 suite e2e-e2b scripts/e2e-e2b.sh
 # -p 2: two packages at a time.
-suite unit "go test $exec_wrapper -p 2 -count=1 -timeout 30m $* \$(go list ./... | grep -vE \"/($(echo $long $raceonly | sed 's/ /|/g'))\$\")"
+suite unit "go test $gt -p 2 -timeout 30m $* \$(go list ./... | grep -vE \"/($(echo $long $raceonly | sed 's/ /|/g'))\$\")"
 # The containment rows and commands again, every run and session started
 # from an environment whose root is an image's (a Python image imported
 # from a tarball), not the host's: each binary there is the image author's.
-suite image "CODECAGE_TEST_ENVIRONMENT=image go test $exec_wrapper -count=1 -timeout 20m $* \
+suite image "CODECAGE_TEST_ENVIRONMENT=image go test $gt -timeout 20m $* \
 	-run 'Containment|^Test(RunCommand|SessionSharesOneLoopback|SessionsHaveTheirOwnLoopback)' ./internal/service/"
 # The same rows under gVisor, started from that environment (runsc binds
 # the image's root). NoLeftovers is left to the two runs above and the
 # gVisor run: its 200 runs are the same here and take 2.5 minutes.
-suite gvisor-image "CODECAGE_TEST_BACKEND=gvisor CODECAGE_TEST_ENVIRONMENT=image go test $exec_wrapper -count=1 -timeout 20m $* \
+suite gvisor-image "CODECAGE_TEST_BACKEND=gvisor CODECAGE_TEST_ENVIRONMENT=image go test $gt -timeout 20m $* \
 	-run 'Containment' -skip '^TestContainment_NoLeftovers$' ./internal/service/"
 # The race detector over the packages whose tests need no kernel sandbox
 # (the fleet's on a fake one, the session table's bookkeeping, the service's
 # pure decisions), and over the audit log, the snapshot store and upstream
 # clients.
-suite race "CGO_ENABLED=1 go test $exec_wrapper -race -count=1 -timeout 15m $* ./internal/fleet ./internal/runtime \
+suite race "CGO_ENABLED=1 go test $gt -race -timeout 15m $* ./internal/fleet ./internal/runtime \
 	$(echo $raceonly | sed 's|internal/|./internal/|g') && \
-	CGO_ENABLED=1 go test $exec_wrapper -race -count=1 $* -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/service"
+	CGO_ENABLED=1 go test $gt -race $* -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/service"
 # The official MCP conformance suite against codecage serve (npm registry).
 suite conformance scripts/conformance.sh
 # The official MCP TypeScript client, end to end, over stdio and HTTP.
@@ -129,9 +131,13 @@ for name in "${names[@]}"; do
 done
 # Each package's own time, from the go test suites' logs.
 cat "$logs"/{service,bench,cli,unit}.log | grep -E '^(ok|FAIL)\s' | awk '{printf "    %-60s %s\n", $2, $3}' || true
+echo "test.sh: the slowest tests (seconds, suite)"
+for name in "${names[@]}"; do
+	sed -nE "s/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)$/\3 \2 $name/p" "$logs/$name.log"
+done | sort -rn | head -25 | awk '{printf "    %8s  %-60s %s\n", $1, $2, $3}'
 echo "test.sh: $(($(date +%s) - began)) s in all"
 for name in "${failed[@]}"; do
-	echo "===== $name: its log ====="
-	cat "$logs/$name.log"
+	echo "===== $name: its log (passing tests' lines left out) ====="
+	grep -vE '^\s*(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP))' "$logs/$name.log"
 done
 ((${#failed[@]} == 0))
