@@ -72,6 +72,9 @@ type Options struct {
 	// SkipEnvironments leaves them out.
 	EnvOnly          bool
 	SkipEnvironments bool
+	// SuitesOnly runs HumanEval and MBPP alone (a check of a host or of a
+	// problem file, without the latency rows).
+	SuitesOnly bool
 	// PoolTimeout bounds each wait for the pools to fill (default 2 min).
 	PoolTimeout time.Duration
 	// Progress, when set, receives a line as each case starts.
@@ -224,6 +227,13 @@ func (b *bencher) progress(format string, args ...any) {
 }
 
 func (b *bencher) run(ctx context.Context) (*Report, error) {
+	if b.opts.SuitesOnly {
+		if err := b.suites(ctx); err != nil {
+			return nil, err
+		}
+		b.rep.Targets = b.targets()
+		return b.rep, nil
+	}
 	if b.opts.EnvOnly {
 		if err := b.environments(ctx); err != nil {
 			return nil, err

@@ -190,7 +190,7 @@ func TestHumanEvalFailureReported(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := bench.Run(context.Background(), bench.Options{N: 2, Clients: 1, HumanEvalPath: path, SkipMBPP: true})
+	rep, err := bench.Run(context.Background(), bench.Options{N: 2, Clients: 1, HumanEvalPath: path, SkipMBPP: true, SuitesOnly: true})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -26,11 +26,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		gvOnly    = fs.Bool("gvisor-only", false, "measure the gVisor cases alone (use_container, pooled and cold; compare runsc builds and platforms with --runsc and --gvisor-platform)")
 		envOnly   = fs.Bool("env-only", false, "measure the environment rows alone (builds from a wheelhouse and an image tarball, first and warm runs, zygote memory)")
 		skipEnv   = fs.Bool("skip-env", false, "leave out the environment rows")
+		suites    = fs.Bool("suites-only", false, "run HumanEval and MBPP alone (with --humaneval, a problem file of your own)")
 		quick     = fs.Bool("quick", false, fmt.Sprintf("a short run: N=%d and the first %d HumanEval and MBPP problems", bench.QuickN, bench.QuickHumanEval))
 	)
 	cf := addConfigFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [--gvisor-only] [--env-only|--skip-env] [config flags]\n\n"+
+		fmt.Fprintln(stderr, "Usage: codecage bench [--json] [--n N] [--clients C] [--humaneval PATH] [--skip-mbpp] [--quick] [--gvisor-only|--env-only|--suites-only] [--skip-env] [config flags]\n\n"+
 			"Measures stateless runs from the warm pools (print(1), numpy), HumanEval and MBPP (built in)\n"+
 			"under the default policy, the idle memory of a pooled sandbox, and a bare python3 (and\n"+
 			"bwrap) for comparison.\n\nFlags:")
@@ -41,6 +42,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "codecage bench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	only := 0
+	for _, set := range []bool{*gvOnly, *envOnly, *suites} {
+		if set {
+			only++
+		}
+	}
+	if only > 1 {
+		fmt.Fprintln(stderr, "codecage bench: give at most one of --gvisor-only, --env-only and --suites-only")
 		return exitUsage
 	}
 	if *n < 0 || *clients < 1 {
@@ -72,6 +83,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		GVisorOnly:       *gvOnly,
 		EnvOnly:          *envOnly,
 		SkipEnvironments: *skipEnv,
+		SuitesOnly:       *suites,
 		Progress:         stderr,
 	})
 	if err != nil {
