@@ -35,22 +35,12 @@ func startReplicas(t testing.TB, dsn string, n int, extra ...string) []*server {
 	out := make([]*server, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		port := freePort(t)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		state := t.TempDir()
-		env := append([]string{
-			"SANDBOX_AUDIT_DB=" + dsn,
-			"SANDBOX_REPLICA_URL=http://" + addr,
-			fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i),
-			"SANDBOX_PEER_SECRET=" + peerSecret,
-			"SANDBOX_API_KEYS=alice:" + aliceKey + ",bob:" + bobKey,
-			"SANDBOX_STATE_DIR=" + state,
-		}, extra...)
+		addr, env := replicaEnv(t, dsn, fmt.Sprintf("replica-%d", i), extra...)
 		// Together, as a Deployment's pods start: the schema and the
 		// registry are created once.
 		wg.Go(func() {
 			out[i] = startServeOn(t, addr, env...)
-			out[i].state = state
+			out[i].state = envValue(env, "SANDBOX_STATE_DIR")
 		})
 	}
 	wg.Wait()
@@ -60,6 +50,30 @@ func startReplicas(t testing.TB, dsn string, n int, extra ...string) []*server {
 		}
 	}
 	return out
+}
+
+// replicaEnv is the address and settings of one replica named name.
+func replicaEnv(t testing.TB, dsn, name string, extra ...string) (string, []string) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return addr, append([]string{
+		"SANDBOX_AUDIT_DB=" + dsn,
+		"SANDBOX_REPLICA_URL=http://" + addr,
+		"SANDBOX_REPLICA_NAME=" + name,
+		"SANDBOX_PEER_SECRET=" + peerSecret,
+		"SANDBOX_API_KEYS=alice:" + aliceKey + ",bob:" + bobKey,
+		"SANDBOX_STATE_DIR=" + t.TempDir(),
+	}, extra...)
+}
+
+// envValue is the last value env gives name.
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 func freePort(t testing.TB) int {

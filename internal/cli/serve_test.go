@@ -50,11 +50,18 @@ func startServeArgs(t testing.TB, args []string, env ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServeBinary(t, exe, args, append([]string{cliMainEnv + "=1"}, env...)...)
+}
+
+// startServeBinary starts exe (this test binary as codecage, or another
+// build of it) with args.
+func startServeBinary(t testing.TB, exe string, args []string, env ...string) *server {
+	t.Helper()
 	cmd := exec.Command(exe, args...)
 	// One ready sandbox and no spare session unless the test asks (its env
 	// comes after, and the last of a name wins): the default four cells
 	// and a spare session are work no test of one run uses.
-	cmd.Env = append(os.Environ(), append([]string{cliMainEnv + "=1", "SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0"}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -107,10 +107,17 @@ func (p *Persist) parkedStore(ctx context.Context) (*snapstore.Store, error) {
 	open := p.snaps.st != nil
 	p.snaps.mu.Unlock()
 	if !open {
-		if dir, dsn, _ := p.cfg.SnapshotPlace(); dsn == "" {
+		dir, dsn, _ := p.cfg.SnapshotPlace()
+		switch {
+		case dsn == "":
 			if _, err := os.Stat(dir); err != nil {
 				return nil, nil
 			}
+		case p.cfg.SnapshotSecret == "":
+			// Parking in PostgreSQL needs the secret, so nothing this
+			// replica could read is parked there: an unknown session is
+			// not found, not "unavailable" for want of a setting.
+			return nil, nil
 		}
 	}
 	return p.snapshots(ctx)
