@@ -84,7 +84,13 @@ func Debian(ctx context.Context, opts DebianOptions, dstRoot string, log io.Writ
 	args := []string{"mmdebstrap", "--mode=root", "--variant=" + opts.Variant,
 		"--components=" + strings.Join(opts.Components, ",")}
 	if len(opts.Packages) > 0 {
-		args = append(args, "--include="+strings.Join(opts.Packages, ","))
+		args = append(args, "--include="+strings.Join(opts.Packages, ","),
+			// mmdebstrap finds an unknown or uninstallable package only
+			// when it installs the extras, after the essential set is
+			// set up (about 30 s); apt's dry run against the indexes,
+			// once they are there, fails at once with apt's words. The
+			// names are packagePattern's, nothing the shell reads.
+			`--extract-hook=APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" apt-get --simulate --quiet=2 install `+strings.Join(opts.Packages, " ")+` >/dev/null`)
 	}
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
