@@ -17,8 +17,9 @@ import (
 //	                                  else the one under test; from environment E,
 //	                                  on E2B the template E); later steps call it $s
 //	                                  (or $t)
-//	execute key=K code=C [session=S] [cancel=yes] [language=L] [environment=E]
-//	                                  runs C (in the session's kernel of language L);
+//	execute key=K code=C [session=S] [cancel=yes] [language=L] [environment=E] [context=$ctx]
+//	                                  runs C (in the session's kernel of language L;
+//	                                  E2B: in code context $ctx);
 //	                                  cancel=yes drops the request once the run holds
 //	                                  a slot, as a client that gives up; a stateless
 //	                                  run in environment E (E2B: in the key's sandbox
@@ -41,6 +42,31 @@ import (
 //	snapshot key=K [name=N] [session=S]
 //	                                  snapshots the session; later steps call it $snap
 //	fork key=K count=N [session=S]    forks the session; the copies are $f1, $f2...
+//
+// E2B's alone (process_test.go, contexts_test.go), so a scenario of them
+// names e2b in its -- surfaces --; the session is S, else $s, else the
+// key's sandbox:
+//
+//	spawn key=K cmd=C [stdin=yes] [tag=T] [as=$q]
+//	                                  starts C in the background (bash -l -c): the
+//	                                  answer is its stream up to the start event;
+//	                                  later steps call it $p (or $q)
+//	connect key=K process=$p|tag=T [as=$d]
+//	                                  follows a running process from now on: its
+//	                                  stream up to the start event, later $c (or $d)
+//	wait key=K stream=$p              the rest of an open stream, to its end
+//	processes key=K                   the processes that run
+//	input key=K process=$p|tag=T data=D
+//	                                  writes D to the process's stdin
+//	closestdin key=K process=$p|tag=T ends its stdin
+//	signal key=K process=$p|tag=T [signal=SIGKILL|SIGTERM]
+//	context key=K [language=L] [cwd=D] [as=$x]
+//	                                  creates a code context; later steps call it $ctx
+//	                                  (or $x)
+//	contexts key=K                    lists the code contexts (the defaults named
+//	                                  $python, $javascript...)
+//	restartcontext key=K context=$ctx empties a context
+//	removecontext key=K context=$ctx  removes one
 type step struct {
 	line string
 	op   string
@@ -74,7 +100,9 @@ func parseSteps(text string) ([]step, error) {
 			}
 		}
 		switch op {
-		case "session", "execute", "list", "idle", "write", "read", "command", "pause", "resume", "snapshot", "fork":
+		case "session", "execute", "list", "idle", "write", "read", "command", "pause", "resume", "snapshot", "fork",
+			"spawn", "connect", "wait", "processes", "input", "closestdin", "signal",
+			"context", "contexts", "removecontext", "restartcontext":
 		default:
 			return nil, fmt.Errorf("%q: unknown operation %q", line, op)
 		}

@@ -143,7 +143,8 @@ func TestScenarios(t *testing.T) {
 // play runs the steps on one surface and returns its answers, each under
 // the step's line; the sessions it opened are closed after.
 func (e *env) play(t *testing.T, on string, steps []step) string {
-	p := &player{env: e, t: t, on: on, names: map[string]string{}, ids: map[string]string{}, tokens: map[string]string{}, boxes: map[string]string{}}
+	p := &player{env: e, t: t, on: on, names: map[string]string{}, ids: map[string]string{}, tokens: map[string]string{}, boxes: map[string]string{},
+		pids: map[string]uint32{}, streams: map[string]*openStream{}}
 	defer p.closeAll()
 	var out strings.Builder
 	for _, st := range steps {

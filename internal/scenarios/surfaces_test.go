@@ -22,14 +22,16 @@ import (
 // player plays one scenario's steps on one surface.
 type player struct {
 	*env
-	t      *testing.T
-	on     string
-	s      string            // the session a "session" step opened ($s)
-	names  map[string]string // ids the answers show by a placeholder
-	ids    map[string]string // placeholder -> id, for the steps' arguments
-	tokens map[string]string // E2B: "id key" -> the sandbox's access token
-	boxes  map[string]string // E2B: key -> the sandbox its code runs in when no session is named
-	opened []opened
+	t       *testing.T
+	on      string
+	s       string                 // the session a "session" step opened ($s)
+	names   map[string]string      // ids the answers show by a placeholder
+	ids     map[string]string      // placeholder -> id, for the steps' arguments
+	tokens  map[string]string      // E2B: "id key" -> the sandbox's access token
+	boxes   map[string]string      // E2B: key -> the sandbox its code runs in when no session is named
+	pids    map[string]uint32      // E2B: $p -> the pid its process started with
+	streams map[string]*openStream // E2B: process streams a wait has yet to read
+	opened  []opened
 }
 
 type opened struct{ on, key, id string }
@@ -76,7 +78,10 @@ func (p *player) do(ctx context.Context, st step) string {
 				cancel()
 			}()
 		}
-		return p.execute(ctx, key, id, st.args["code"], st.args["language"], environment)
+		if st.args["context"] != "" {
+			p.onlyE2B(st)
+		}
+		return p.execute(ctx, key, id, st.args["code"], st.args["language"], environment, p.resolve(st.args["context"]))
 	case "list":
 		return p.list(ctx, key)
 	case "idle":
@@ -89,6 +94,16 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.command(ctx, st)
 	case "pause", "resume", "snapshot", "fork":
 		return p.persist(ctx, st)
+	case "spawn":
+		return p.spawn(ctx, st)
+	case "connect":
+		return p.connect(ctx, st)
+	case "wait":
+		return p.wait(ctx, st)
+	case "processes", "input", "closestdin", "signal":
+		return p.processRPC(ctx, st)
+	case "context", "contexts", "removecontext", "restartcontext":
+		return p.codeContext(ctx, st)
 	}
 	return "unknown step"
 }
@@ -133,8 +148,11 @@ func (p *player) openSession(ctx context.Context, on, key, environment string) (
 	return answer, id
 }
 
-func (p *player) execute(ctx context.Context, key, session, code, language, environment string) string {
+func (p *player) execute(ctx context.Context, key, session, code, language, environment, codeContext string) string {
 	body := `{"code": ` + rawJSON(code)
+	if codeContext != "" { // E2B's alone: runCode(code, {context})
+		body += `, "context_id": ` + rawJSON(codeContext)
+	}
 	if language != "" { // the same field on every surface
 		body += `, "language": ` + rawJSON(language)
 	}
@@ -208,6 +226,7 @@ func (p *player) idle() string {
 }
 
 func (p *player) closeAll() {
+	p.closeStreams()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, o := range p.opened {

@@ -106,13 +106,25 @@ func (p *player) command(ctx context.Context, st step) string {
 		answer, _ := p.call(ctx, "POST", p.rest+"/commands", []byte(body), bearer(key))
 		return answer
 	}
-	h, failed := p.envd(ctx, key, id)
-	if failed != "" {
+	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", cmd}}})
+	resp, failed := p.stream(ctx, key, id, "Start", msg)
+	if resp == nil {
 		return failed
 	}
+	defer resp.Body.Close()
+	return fmt.Sprintf("%d\n%s", resp.StatusCode, p.events(resp.Body))
+}
+
+// stream opens one of envd's process streams (Start, Connect) of sandbox
+// id with msg, as the SDK's Connect client does; without a response, it
+// returns why.
+func (p *player) stream(ctx context.Context, key, id, method string, msg []byte) (*http.Response, string) {
+	h, failed := p.envd(ctx, key, id)
+	if failed != "" {
+		return nil, failed
+	}
 	h["Content-Type"], h["Connect-Protocol-Version"] = "application/connect+json", "1"
-	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", cmd}}})
-	req, err := http.NewRequestWithContext(ctx, "POST", p.e2b+"/process.Process/Start", bytes.NewReader(frame(0, msg)))
+	req, err := http.NewRequestWithContext(ctx, "POST", p.e2b+"/process.Process/"+method, bytes.NewReader(frame(0, msg)))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -121,51 +133,111 @@ func (p *player) command(ctx context.Context, st step) string {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return p.failed(err)
+		return nil, p.failed(err)
 	}
-	defer resp.Body.Close()
-	return fmt.Sprintf("%d\n%s", resp.StatusCode, p.events(resp.Body))
+	return resp, ""
 }
 
-// events renders a Connect stream of process events a line each, the
-// output decoded from base64 so that a scenario reads as text.
+// events renders a Connect stream of process events a line each, to
+// its end. Output is a byte stream, cut into data events wherever the
+// process's writes and the reads happened to fall: a run of data events
+// of one stream is one line, as the SDK's handle.wait() joins them.
 func (p *player) events(r io.Reader) string {
 	var out strings.Builder
+	var data *shownEvent // the run of data events not yet written
 	for {
-		var head [5]byte
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			if err != io.EOF {
-				out.WriteString("(stream broke: " + err.Error() + ")\n")
+		evs, tail, _, done := p.nextEvent(r)
+		for _, ev := range evs {
+			if data != nil && !data.join(ev) {
+				out.WriteString(p.render(*data))
+				data = nil
 			}
-			return out.String()
-		}
-		msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
-		if _, err := io.ReadFull(r, msg); err != nil {
-			return out.String() + "(stream broke: " + err.Error() + ")\n"
-		}
-		if head[0]&2 != 0 { // the end of the stream: {} or an error
-			return out.String() + "end of stream " + p.normalize(msg, false) + "\n"
-		}
-		var ev struct {
-			Event map[string]map[string]any `json:"event"`
-		}
-		_ = json.Unmarshal(msg, &ev)
-		for _, kind := range []string{"start", "data", "end", "keepalive"} {
-			fields, ok := ev.Event[kind]
-			if !ok {
-				continue
+			switch {
+			case data != nil:
+			case ev.kind == "data":
+				data = &ev
+			default:
+				out.WriteString(p.render(ev))
 			}
-			delete(fields, "pid") // differs on every run
-			for _, stream := range []string{"stdout", "stderr"} {
-				if s, ok := fields[stream].(string); ok {
-					b, _ := base64.StdEncoding.DecodeString(s)
-					fields[stream] = string(b)
-				}
+		}
+		if done {
+			if data != nil {
+				out.WriteString(p.render(*data))
 			}
-			b, _ := json.Marshal(fields)
-			out.WriteString(kind + " " + p.normalize(b, false) + "\n")
+			return out.String() + tail
 		}
 	}
+}
+
+// shownEvent is one process event as a scenario shows it: its kind and
+// fields, the output decoded from base64 so that it reads as text.
+type shownEvent struct {
+	kind   string
+	fields map[string]any
+}
+
+// join adds ev to e, both data of one stream (and nothing else), and says
+// whether it did.
+func (e *shownEvent) join(ev shownEvent) bool {
+	if ev.kind != "data" || len(ev.fields) != 1 || len(e.fields) != 1 {
+		return false
+	}
+	for stream, more := range ev.fields {
+		have, ok := e.fields[stream].(string)
+		text, isText := more.(string)
+		if !ok || !isText {
+			return false
+		}
+		e.fields[stream] = have + text
+	}
+	return true
+}
+
+func (p *player) render(e shownEvent) string {
+	b, _ := json.Marshal(e.fields)
+	return e.kind + " " + p.normalize(b, false) + "\n"
+}
+
+// nextEvent reads the next message of a Connect stream of process
+// events: its events, or (done) the stream's end or break as tail; pid
+// is a start event's process.
+func (p *player) nextEvent(r io.Reader) (evs []shownEvent, tail string, pid uint32, done bool) {
+	var head [5]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		if err != io.EOF {
+			return nil, "(stream broke: " + err.Error() + ")\n", 0, true
+		}
+		return nil, "", 0, true
+	}
+	msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return nil, "(stream broke: " + err.Error() + ")\n", 0, true
+	}
+	if head[0]&2 != 0 { // the end of the stream: {} or an error
+		return nil, "end of stream " + p.normalize(msg, false) + "\n", 0, true
+	}
+	var ev struct {
+		Event map[string]map[string]any `json:"event"`
+	}
+	_ = json.Unmarshal(msg, &ev)
+	for _, kind := range []string{"start", "data", "end", "keepalive"} {
+		fields, ok := ev.Event[kind]
+		if !ok {
+			continue
+		}
+		if n, ok := fields["pid"].(float64); ok {
+			pid = uint32(n)
+		}
+		delete(fields, "pid") // a scenario names it by the step that started it
+		for _, stream := range []string{"stdout", "stderr"} {
+			if s, ok := fields[stream].(string); ok {
+				b, _ := base64.StdEncoding.DecodeString(s)
+				fields[stream] = string(b)
+			}
+		}
+		evs = append(evs, shownEvent{kind, fields})
+	}
+	return evs, "", pid, false
 }
 
 // envd is the headers of a request to the envd of sandbox id.
