@@ -52,8 +52,7 @@ type Options struct {
 	// (getHost). Empty: no sandbox hosts.
 	Domain string
 	// Config is the operator's configuration the service runs with: the
-	// limits this surface applies and reports, the state directory of
-	// its template uploads.
+	// limits this surface applies and reports.
 	Config config.Config
 }
 
@@ -70,8 +69,6 @@ type Server struct {
 	interp  *http.ServeMux // port 49999
 	domain  string         // of sandbox hosts, as create announces it
 	ports   http.Handler   // the relay to sandboxes' ports
-	builds  templateBuilds
-	uploads templateUploads
 }
 
 // New builds the E2B surface over svc.

@@ -52,28 +52,10 @@ type templateStep struct {
 // stepError is a template refused or failed at one step: E2B's
 // BuildStatusReason, whose step the SDK maps to the builder call that
 // made it ("base", "finalize", or the step's index counted from 1).
-type stepError struct {
-	Step    string
-	Message string
-}
-
-func (e *stepError) Error() string { return e.Message }
+type stepError = service.BuildFailure
 
 // stage is one environment build of a template's chain.
-type stage struct {
-	Build service.EnvironmentBuild
-	// Step is the first template step it builds (for a failure's reason).
-	Step string
-	// Copies are the uploads (files hash) its Dockerfile COPYs; each is
-	// unpacked into the build context as a directory of that name.
-	Copies []string
-	// What says what it does, for the build's log.
-	What string
-	// Shared marks a Debian root kept for every template that asks for
-	// the same release and packages (debianStageName): built once, reused
-	// while it exists, never removed by a template's failure or deletion.
-	Shared bool
-}
+type stage = service.BuildStage
 
 // planLookup answers what the planner needs of the server: the
 // environment of that name, if there is one.

@@ -108,7 +108,7 @@ func TestTemplatePlans(t *testing.T) {
 		t.Errorf("skipCache: %+v", stages)
 	}
 	// A shared root's name is one of a stage's: no template, never listed.
-	if !stageName.MatchString(twin) || !envstore.NamePattern.MatchString(twin) || twin == debianStageName("trixie", []string{"python3"}) {
+	if !service.IsBuildStage(twin) || !envstore.NamePattern.MatchString(twin) || twin == debianStageName("trixie", []string{"python3"}) {
 		t.Errorf("shared stage name %s", twin)
 	}
 }
@@ -204,34 +204,6 @@ func TestTemplatePlanRefusals(t *testing.T) {
 	many := templateSpec{Steps: make([]templateStep, maxTemplateSteps+1)}
 	if _, err := plan(many, "t", "t.b01234567", lookupOf()); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("too many steps: %v", err)
-	}
-}
-
-// The build's log keeps offsets stable past its caps: lines beyond them
-// are counted, and the last entry says how many were not kept.
-func TestTemplateBuildLogCaps(t *testing.T) {
-	b := &templateBuild{status: statusBuilding}
-	long := strings.Repeat("y", 3*maxLogLine)
-	_, _ = b.Write([]byte("first\nsec"))
-	_, _ = b.Write([]byte("ond\n" + long + "\n"))
-	for i := 0; i < maxLogEntries+10; i++ {
-		_, _ = b.Write([]byte("line\n"))
-	}
-	_, first, _ := b.page(0, 3)
-	if len(first) != 3 || first[0].Message != "first" || first[1].Message != "second" || len(first[2].Message) > maxLogLine+len("…") {
-		t.Fatalf("first entries %+v", first)
-	}
-	b.finish(&stepError{Step: "2", Message: "it broke"})
-	status, tail, reason := b.page(maxLogEntries-1, 100)
-	if status != statusError || reason == nil || reason.Step != "2" || len(tail) != 3 ||
-		!strings.Contains(tail[1].Message, "lines of the build's log were not kept") || tail[2].Message != "it broke" || tail[2].Level != "error" {
-		t.Fatalf("tail %s %+v %+v", status, tail, reason)
-	}
-	if _, rest, _ := b.page(maxLogEntries+2, 100); len(rest) != 0 {
-		t.Fatalf("past the end: %+v", rest)
-	}
-	if _, rest, _ := b.page(-5, 2); len(rest) != 2 {
-		t.Fatalf("negative offset: %+v", rest)
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +30,7 @@ import (
 //	  {fromImage|fromTemplate, fromImageRegistry, steps: [{type, args,
 //	  filesHash, force}], startCmd, readyCmd, force}) -> 202, empty. The
 //	  steps become a chain of environment builds (template_steps.go), run
-//	  in the background (template_build.go).
+//	  in the background (service.StartEnvironmentBuild).
 //	GET /templates/{templateID}/builds/{buildID}/status?logsOffset=&limit=
 //	  -> 200 {templateID, buildID, status: waiting|building|ready|error,
 //	  logEntries: [{timestamp, level, message, step}] from logsOffset (at
@@ -58,15 +56,6 @@ func (s *Server) templateRoutes() {
 	m.HandleFunc("GET /v2/templates", s.listTemplates)
 }
 
-// stageName matches the environments a template's chain builds before its
-// last (name.bXXXXXXXX.N); no template takes such a name.
-var stageName = regexp.MustCompile(`\.b[0-9a-f]{8}\.[0-9]{1,3}$`)
-
-// stagePrefix names a build's intermediate environments.
-func stagePrefix(name, buildID string) string {
-	return name[:min(len(name), 50)] + ".b" + strings.ReplaceAll(buildID, "-", "")[:8]
-}
-
 // templateName is the environment a build request names, or an error
 // for the caller.
 func templateName(name string) (string, error) {
@@ -78,7 +67,7 @@ func templateName(name string) (string, error) {
 		return "tpl-" + strings.ReplaceAll(newUUID(), "-", "")[:12], nil
 	case builtinTemplates[name] || builtinBase(name):
 		return "", fmt.Errorf("%s is one of E2B's own templates, which codecage serves: name yours otherwise", service.Quote(name))
-	case !envstore.NamePattern.MatchString(name) || stageName.MatchString(name):
+	case !envstore.NamePattern.MatchString(name) || service.IsBuildStage(name):
 		return "", fmt.Errorf("template name %s: a codecage template is an environment, whose name is 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", service.Quote(name))
 	}
 	return name, nil
@@ -112,17 +101,20 @@ func (s *Server) requestTemplate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	b, err := s.builds.add(name, ownerOf(r.Context()))
+	id, err := s.svc.RequestEnvironmentBuild(r.Context(), name, ownerOf(r.Context()))
 	switch {
-	case errors.Is(err, errBuildRunning):
+	case errors.Is(err, service.ErrBuildRunning):
 		writeAPIError(w, http.StatusConflict, err.Error())
 		return
-	case err != nil:
+	case errors.Is(err, service.ErrTooManyBuilds):
 		writeAPIError(w, http.StatusTooManyRequests, err.Error())
+		return
+	case err != nil:
+		s.serviceError(w, err)
 		return
 	}
 	tags := append([]string{}, body.Tags...)
-	writeJSON(w, http.StatusAccepted, map[string]any{"templateID": name, "buildID": b.id, "public": false,
+	writeJSON(w, http.StatusAccepted, map[string]any{"templateID": name, "buildID": id, "public": false,
 		"aliases": []string{name}, "names": []string{name}, "tags": tags})
 }
 
@@ -135,11 +127,11 @@ func (s *Server) templateFiles(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "the files hash is 64 hexadecimal digits (the SDK's sha256)")
 		return
 	}
-	if s.builds.latest(template) == nil {
+	if s.svc.LatestEnvironmentBuild(r.Context(), template) == "" {
 		writeAPIError(w, http.StatusNotFound, "template "+service.Quote(template)+" has no build requested")
 		return
 	}
-	if s.uploads.has(template, hash) {
+	if s.svc.HasBuildUpload(r.Context(), template, hash) {
 		writeJSON(w, http.StatusCreated, map[string]any{"present": true})
 		return
 	}
@@ -155,77 +147,30 @@ func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
 	if !s.operator(w, r) {
 		return
 	}
-	b := s.builds.get(r.PathValue("templateID"), r.PathValue("buildID"), ownerOf(r.Context()))
-	if b == nil {
-		writeAPIError(w, http.StatusNotFound, "template build "+service.Quote(r.PathValue("buildID"))+" not found: POST /v3/templates requests one")
-		return
-	}
-	b.mu.Lock()
-	started := b.triggered
-	b.triggered = true
-	b.mu.Unlock()
-	if started {
-		writeAPIError(w, http.StatusConflict, "template build "+b.id+" has started already")
-		return
-	}
+	template, id := r.PathValue("templateID"), r.PathValue("buildID")
 	// An unsupported step fails the build at once, with E2B's reason.
-	stages, err := plan(spec, b.template, stagePrefix(b.template, b.id), func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
-	if err != nil {
-		var se *stepError
-		if !errors.As(err, &se) {
-			se = &stepError{Step: "base", Message: err.Error()}
+	planned := func(prefix string) ([]service.BuildStage, *service.BuildFailure) {
+		stages, err := plan(spec, template, prefix, func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
+		if err != nil {
+			var se *stepError
+			if !errors.As(err, &se) {
+				se = &stepError{Step: "base", Message: err.Error()}
+			}
+			return nil, se
 		}
-		s.uploads.drop(b.template)
-		b.finish(se)
-	} else {
-		s.startBuild(r.Context(), b, stages)
+		return stages, nil
 	}
-	w.WriteHeader(http.StatusAccepted)
-}
-
-// buildInfo is E2B's TemplateBuildInfo.
-type buildInfo struct {
-	TemplateID string       `json:"templateID"`
-	BuildID    string       `json:"buildID"`
-	Status     string       `json:"status"`
-	LogEntries []logEntry   `json:"logEntries"`
-	Logs       []string     `json:"logs"`
-	Reason     *buildReason `json:"reason,omitempty"`
-}
-
-type buildReason struct {
-	Message    string     `json:"message"`
-	Step       string     `json:"step,omitempty"`
-	LogEntries []logEntry `json:"logEntries"`
-}
-
-func (s *Server) templateStatus(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	offset, limit := 0, statusPageLimit
-	var err error
-	if v := q.Get("logsOffset"); v != "" {
-		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
-			writeAPIError(w, http.StatusBadRequest, "logsOffset is a number of log entries, 0 or more")
-			return
-		}
+	err := s.svc.StartEnvironmentBuild(r.Context(), template, id, ownerOf(r.Context()), planned)
+	switch {
+	case errors.Is(err, service.ErrNotFound):
+		writeAPIError(w, http.StatusNotFound, "template build "+service.Quote(id)+" not found: POST /v3/templates requests one")
+	case errors.Is(err, service.ErrBuildStarted):
+		writeAPIError(w, http.StatusConflict, "template build "+id+" has started already")
+	case err != nil:
+		s.serviceError(w, err)
+	default:
+		w.WriteHeader(http.StatusAccepted)
 	}
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 0 || limit > statusPageLimit {
-			writeAPIError(w, http.StatusBadRequest, fmt.Sprintf("limit is 0 to %d", statusPageLimit))
-			return
-		}
-	}
-	b := s.builds.get(r.PathValue("templateID"), r.PathValue("buildID"), ownerOf(r.Context()))
-	if b == nil {
-		writeAPIError(w, http.StatusNotFound, "template build "+service.Quote(r.PathValue("buildID"))+" not found (this server keeps its last "+strconv.Itoa(maxBuildsKept)+" builds)")
-		return
-	}
-	status, entries, reason := b.page(offset, limit)
-	out := buildInfo{TemplateID: b.template, BuildID: b.id, Status: status, LogEntries: entries, Logs: []string{}}
-	if reason != nil {
-		out.Reason = &buildReason{Message: reason.Message, Step: reason.Step, LogEntries: []logEntry{}}
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // templateAlias answers Template.exists: E2B's TemplateAliasResponse for
@@ -235,7 +180,7 @@ func (s *Server) templateAlias(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case builtinTemplates[alias]:
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
-	case !stageName.MatchString(alias) && s.envExists(r.Context(), alias):
+	case !service.IsBuildStage(alias) && s.envExists(r.Context(), alias):
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": false})
 	default:
 		writeAPIError(w, http.StatusNotFound, "template alias "+service.Quote(alias)+" not found: codecage serves E2B's base and "+
@@ -272,12 +217,12 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []templateInfo{}
 	for _, e := range envs {
-		if stageName.MatchString(e.Name) {
+		if service.IsBuildStage(e.Name) {
 			continue
 		}
 		buildID := uuidOf(e.ID)
-		if b := s.builds.latest(e.Name); b != nil {
-			buildID = b.id
+		if id := s.svc.LatestEnvironmentBuild(r.Context(), e.Name); id != "" {
+			buildID = id
 		}
 		out = append(out, templateInfo{TemplateID: e.Name, BuildID: buildID, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
 			DiskSizeMB: s.cfg.WorkspaceMax >> 20, Aliases: []string{e.Name}, Names: []string{e.Name}, CreatedAt: e.Created.UTC(),
@@ -290,40 +235,22 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 // a template (an operator's call), else the snapshot of that id.
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 	name := untagged(r.PathValue("id"))
-	if stageName.MatchString(name) || builtinTemplates[name] || !s.envExists(r.Context(), name) {
+	if service.IsBuildStage(name) || builtinTemplates[name] || !s.envExists(r.Context(), name) {
 		s.deleteSnapshot(w, r)
 		return
 	}
 	if !s.operator(w, r) {
 		return
 	}
-	if err := s.removeTemplateEnv(r.Context(), name, ""); err != nil {
+	if err := s.svc.RemoveBuiltEnvironment(r.Context(), name); err != nil {
 		s.serviceError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// removeTemplateEnv removes an environment and the internal stages its
-// template's builds left, but those of prefix (the build running now).
-func (s *Server) removeTemplateEnv(ctx context.Context, name, keepPrefix string) error {
-	if err := s.svc.RemoveEnvironment(ctx, name); err != nil && !errors.Is(err, envstore.ErrNotFound) {
-		return err
-	}
-	envs, _ := s.svc.Environments(ctx)
-	mine := name[:min(len(name), 50)] + ".b"
-	for _, e := range envs {
-		if strings.HasPrefix(e.Name, mine) && stageName.MatchString(e.Name) && len(e.Name) <= len(mine)+8+4 &&
-			(keepPrefix == "" || !strings.HasPrefix(e.Name, keepPrefix+".")) {
-			_ = s.svc.RemoveEnvironment(ctx, e.Name)
-		}
-	}
-	return nil
-}
-
 // envLookup is the environment of that name, if there is one: its record,
-// which the service gives operators only (a template build's caller, or
-// the build's own goroutine, in-process).
+// which the service gives operators only (a template build's caller).
 func (s *Server) envLookup(ctx context.Context, name string) (envstore.Env, bool) {
 	if !envstore.NamePattern.MatchString(name) {
 		return envstore.Env{}, false
@@ -341,7 +268,7 @@ func (s *Server) envExists(ctx context.Context, name string) bool {
 // templateEnv is the environment a create's template names ("": none).
 func (s *Server) templateEnv(r *http.Request, template string) string {
 	name := untagged(template)
-	if builtinTemplates[name] || stageName.MatchString(name) || !s.envExists(r.Context(), name) {
+	if builtinTemplates[name] || service.IsBuildStage(name) || !s.envExists(r.Context(), name) {
 		return ""
 	}
 	return name

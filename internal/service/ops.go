@@ -82,6 +82,11 @@ func localOps() map[string]op {
 		opEnvGet:    {admit: admitNone, kind: EventEnvironment, action: "get", quiet: true},
 		opEnvRemove: {admit: admitLight, kind: EventEnvironment, action: "remove"},
 		opEnvGC:     {admit: admitLight, kind: EventEnvironment, action: "gc"},
+		// A chain build (envchains.go): its stages are builds of their
+		// own, each admitted and audited as opEnvBuild.
+		opEnvChainRequest: {admit: admitLight, kind: EventEnvironment, action: "chain_request"},
+		opEnvChainStart:   {admit: admitLight, kind: EventEnvironment, action: "chain"},
+		opEnvChainUpload:  {admit: admitLight, kind: EventEnvironment, action: "chain_upload"},
 	}
 }
 

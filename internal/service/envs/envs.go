@@ -2,7 +2,9 @@
 // roots the operator builds once (envstore), which runs, sessions and E2B
 // templates start from. It builds, checks, lists, removes and collects
 // them, counts the sandboxes using each, seeds a session's home from its
-// root and runs its start and ready commands.
+// root and runs its start and ready commands. It also runs chain builds
+// (an E2B template's stages, which its adapter plans) with their log and
+// the files uploaded for them (chains.go, chainrun.go, uploads.go).
 //
 // It is plain logic over the store, the fleet and the session table: the
 // root admits, audits and forwards, and hands it what it resolved. The
@@ -30,6 +32,10 @@ type Envs struct {
 	// use counts the sandboxes using each environment, and the builds in
 	// progress (use.go).
 	use registry
+	// chains are the chain builds (chains.go), uploads the files their
+	// stages copy (uploads.go).
+	chains  chains
+	uploads uploads
 }
 
 // Options are what the domain takes from the root besides its stores.
@@ -49,5 +55,6 @@ type Options struct {
 // New returns the environments of store, whose sandboxes come from fl and
 // whose sessions are in table.
 func New(cfg config.Config, store *envstore.Store, fl *fleet.Fleet, table *session.Table, o Options) *Envs {
-	return &Envs{cfg: cfg, store: store, fleet: fl, sessions: table, o: o}
+	return &Envs{cfg: cfg, store: store, fleet: fl, sessions: table, o: o,
+		chains: chains{slots: make(chan struct{}, max(cfg.EnvMaxBuilds, 1))}, uploads: uploads{base: cfg.StateDir}}
 }

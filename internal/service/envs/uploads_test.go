@@ -1,4 +1,4 @@
-package e2b
+package envs
 
 import (
 	"archive/tar"
@@ -71,10 +71,10 @@ func TestBuildContextTakesAReusedUploadOnce(t *testing.T) {
 	_ = tw.WriteHeader(&tar.Header{Name: "data/hello.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5})
 	_, _ = tw.Write([]byte("hello"))
 	_ = tw.Close()
-	u := &templateUploads{}
+	u := &uploads{base: t.TempDir()}
 	a, b := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
 	for _, h := range []string{a, b} {
-		if err := u.put(t.TempDir(), "tpl", h, bytes.NewReader(buf.Bytes())); err != nil {
+		if err := u.put("tpl", h, bytes.NewReader(buf.Bytes())); err != nil {
 			t.Fatal(err)
 		}
 	}
