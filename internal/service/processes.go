@@ -73,8 +73,13 @@ func (s *Service) StartProcess(ctx context.Context, req ProcessRequest) (*Proces
 			}
 			// The process outlives this request: its own context, with the
 			// caller its command request is admitted and audited for.
-			c, _ := CallerFrom(ctx)
-			bg, cancel := context.WithCancel(WithCaller(context.Background(), c))
+			// None (an in-process call) stays none: an empty caller would
+			// be an anonymous key, not the operator.
+			base := context.Background()
+			if c, ok := CallerFrom(ctx); ok {
+				base = WithCaller(base, c)
+			}
+			bg, cancel := context.WithCancel(base)
 			p := s.procs.Add(id, owner, req.Tag, req.Spec, cancel)
 			run := func(r CommandRequest) (*CommandResult, error) { return s.RunCommand(bg, r) }
 			gone := func() bool { return s.sessionGone(bg, id, owner) }
