@@ -26,6 +26,7 @@ import (
 	"github.com/codecage/codecage/internal/service/files"
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/service/persist"
+	"github.com/codecage/codecage/internal/service/report"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -150,11 +151,11 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	// The sink outlives the run: when the run returns, its slot and its
 	// session are free whatever the client reads, and only this request
 	// waits (a bounded time) for the last lines to reach the client.
-	sink := newOutputSink(req.OnOutput)
-	req.OnOutput = sink.onOutput()
+	sink := report.NewSink(req.OnOutput)
+	req.OnOutput = sink.OnOutput()
 	res, err := s.executeRequest(ctx, req)
-	if dropped := sink.finish(drainWait); res != nil {
-		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	if dropped := sink.Finish(report.DrainWait); res != nil {
+		res.OutputDropped = report.AddDropped(res.OutputDropped, dropped)
 	}
 	return res, err
 }

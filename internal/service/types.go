@@ -169,3 +169,7 @@ type ErrorInfo struct {
 // Resources is what the run used (report.Resources: a command's result
 // carries it too).
 type Resources = report.Resources
+
+// OutputDropped counts the output lines a run's stream left out
+// (report.OutputDropped: a command's result carries it too).
+type OutputDropped = report.OutputDropped
