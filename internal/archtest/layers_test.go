@@ -57,6 +57,7 @@ var layers = map[string]int{
 	"deploy/image":             command, // builds the container image; imports nothing of the module
 
 	// The service's domains, each apart from the others (TestDomainsImportNoOtherDomain).
+	"internal/service/codemode": domain, // code mode: a run's upstream tools, their specs for the harness, its tool calls
 	"internal/service/commands": domain, // run_command, a session's daemon, a command's input
 	"internal/service/envs":     domain, // environments: builds, records, their uses, a session's seed and start commands
 	"internal/service/packages": domain, // pip_install, the operator's package layer, pip in its jail

@@ -21,6 +21,7 @@ import (
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/codemode"
 	"github.com/codecage/codecage/internal/service/commands"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/service/files"
@@ -55,7 +56,7 @@ type Service struct {
 	drain        drain
 	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
 	layerModules []string
-	upstream     *upstream.Manager // code mode's upstream tools, or nil
+	codeMode     *codemode.CodeMode // code mode's upstream tools (codemode.go)
 	importCache  importCache
 	cluster      Cluster // the other replicas, or nil
 	// files is the file API (internal/service/files): its transfers and
@@ -103,7 +104,8 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
-		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
+		observer: o.Observer, cluster: o.Cluster}
+	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
 	s.logp.Store(o.Log)
 	s.drain.init()
 	switch {
@@ -276,7 +278,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	}
 	imports = envs.WithModules(imports, env)
 
-	tools, err := s.runTools(ctx, req.Tools)
+	tools, err := s.codeMode.Resolve(ctx, req.Tools)
 	if err != nil {
 		return nil, "", err
 	}
@@ -306,7 +308,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 		ImportHints:    imports.Hints,
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
-		Tools:          toolSpecs(tools),
+		Tools:          codemode.Specs(tools),
 		Env:            req.Env,
 		Display:        req.Display,
 	}
@@ -314,7 +316,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	id := lease.ID()
 	if len(tools) > 0 {
 		var done func()
-		handler, done = s.toolCaller(ctx, tools, &id)
+		handler, done = s.codeMode.Caller(ctx, tools, &id)
 		defer done()
 	}
 	o := lease.Run(rreq, s.magicCaller(ctx, nil, 0, handler), req.OnOutput)

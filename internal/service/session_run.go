@@ -7,6 +7,7 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/codemode"
 )
 
 // executeInSession runs req in its session's interpreter; refused collects
@@ -18,7 +19,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	if err != nil {
 		return nil, err
 	}
-	tools, err := s.runTools(ctx, req.Tools)
+	tools, err := s.codeMode.Resolve(ctx, req.Tools)
 	if err != nil {
 		return nil, err
 	}
@@ -56,10 +57,10 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	}
 	var handler fleet.ToolHandler
 	if len(tools) > 0 {
-		rreq.Tools = toolSpecs(tools)
+		rreq.Tools = codemode.Specs(tools)
 		var done func()
 		id := se.ID()
-		handler, done = s.toolCaller(ctx, tools, &id)
+		handler, done = s.codeMode.Caller(ctx, tools, &id)
 		defer done()
 	}
 	handler = s.magicCaller(ctx, se, limits.Timeout, handler)
