@@ -146,4 +146,4 @@ func (s *Service) runDaemon(ctx context.Context, req CommandRequest, out command
 func (s *Service) CommandsInfo() (allowed, missing []string) { return s.cmds.Info() }
 
 // limitMessage is a limit's explanation, as a run's result words it.
-func limitMessage(l fleet.Limit, lim fleet.Limits) string { return limitError(l, lim).Message }
+func limitMessage(l fleet.Limit, lim fleet.Limits) string { return report.LimitError(l, lim).Message }

@@ -71,19 +71,6 @@ func HashCode(code string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Outcome names how a run ended.
-func (r *Result) Outcome() string {
-	switch {
-	case r.Success:
-		return "success"
-	case r.Limit != nil:
-		return *r.Limit
-	case r.Error != nil && (r.Error.Type == "Crash" || r.Error.Type == "Exit"):
-		return "crash"
-	}
-	return "error"
-}
-
 var deniedImport = regexp.MustCompile(`^Import of '([^']+)' is not allowed`)
 
 // securityEvents lists what the run tried that the policy refused: imports

@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -320,7 +318,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 		defer done()
 	}
 	o := lease.Run(rreq, s.magicCaller(ctx, nil, 0, handler), req.OnOutput)
-	return buildResult(id, backend, o, limits), imports.Label(), nil
+	return report.Build(id, backend, o, limits, layersOf(backend)), imports.Label(), nil
 }
 
 // limits turns the request's limits and the operator's defaults and bounds
@@ -391,84 +389,4 @@ func (s *Service) checkCode(code string) error {
 		return fmt.Errorf("%w: code is not valid UTF-8 (first bad byte at offset %d)", ErrInvalidRequest, off)
 	}
 	return nil
-}
-
-// buildResult turns a run's outcome into its result.
-func buildResult(id, backend string, o fleet.Outcome, lim fleet.Limits) *Result {
-	exit, rep := o.Exit, o.Reply
-	r := &Result{
-		ExecutionID:   id,
-		Stdout:        o.Stdout,
-		Stderr:        o.Stderr,
-		Result:        json.RawMessage("null"),
-		Variables:     []string{},
-		ExitCode:      exit.ExitCode,
-		ExecutionTime: exit.Duration.Seconds(),
-		TimedOut:      exit.Limit == fleet.LimitTimeout,
-		OOMKilled:     exit.OOMKilled,
-		Truncated:     exit.Truncated,
-		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
-		Backend:       backend,
-		Isolation:     layersOf(backend),
-	}
-	limit := exit.Limit
-	if rep != nil {
-		if len(rep.Result) > 0 {
-			r.Result = rep.Result
-		}
-		r.ResultType = rep.ResultType
-		r.Images, r.Display, r.Outputs = rep.Images, rep.Display, rep.Outputs
-		if rep.Variables != nil {
-			r.Variables = rep.Variables
-		}
-		if exit.Signal == 0 {
-			r.ExitCode = rep.ExitCode
-		}
-		if rep.Error != nil {
-			r.Error = &ErrorInfo{Type: rep.Error.Type, Message: rep.Error.Message, Traceback: rep.Error.Traceback, Line: rep.Error.Line, Column: rep.Error.Column}
-			// Without a memory cgroup the address-space limit surfaces as
-			// a MemoryError: it is still the memory limit.
-			if rep.Error.Type == "MemoryError" && limit == fleet.LimitNone {
-				limit = fleet.LimitMemory
-			}
-		}
-	}
-	if limit != fleet.LimitNone {
-		name := string(limit)
-		r.Limit = &name
-		if rep == nil || r.Error == nil {
-			r.Error = limitError(limit, lim)
-		}
-	} else if r.Error == nil && rep == nil {
-		r.Error = exitError(exit)
-	}
-	r.Success = r.Error == nil && r.ExitCode == 0 && limit == fleet.LimitNone
-	return r
-}
-
-func limitError(l fleet.Limit, lim fleet.Limits) *ErrorInfo {
-	switch l {
-	case fleet.LimitTimeout:
-		return &ErrorInfo{Type: "TimeoutError", Message: fmt.Sprintf("execution exceeded the wall-clock limit of %s and was killed", lim.Timeout)}
-	case fleet.LimitCPU:
-		return &ErrorInfo{Type: "CPUTimeLimitExceeded", Message: fmt.Sprintf("execution exceeded the CPU-time limit of %s and was killed", lim.CPUTime)}
-	case fleet.LimitMemory:
-		return &ErrorInfo{Type: "MemoryError", Message: fmt.Sprintf("execution exceeded the memory limit of %d MiB and was killed", lim.MemoryBytes>>20)}
-	case fleet.LimitOutput:
-		return &ErrorInfo{Type: "OutputLimitExceeded", Message: fmt.Sprintf("output exceeded the limit of %d bytes per stream; the run was stopped and its output truncated", lim.OutputBytes)}
-	case fleet.LimitCanceled:
-		return &ErrorInfo{Type: "Canceled", Message: "execution was canceled"}
-	}
-	return &ErrorInfo{Type: "LimitExceeded", Message: string(l)}
-}
-
-func exitError(exit fleet.Exit) *ErrorInfo {
-	if exit.Signal != 0 {
-		name := syscall.Signal(exit.Signal).String()
-		return &ErrorInfo{Type: "Crash", Message: fmt.Sprintf("the interpreter was killed by signal %d (%s)", exit.Signal, name)}
-	}
-	if exit.ExitCode != 0 {
-		return &ErrorInfo{Type: "Exit", Message: fmt.Sprintf("the interpreter exited with status %d before finishing", exit.ExitCode)}
-	}
-	return nil // os._exit(0): the code chose to end, successfully
 }

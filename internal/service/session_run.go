@@ -8,6 +8,7 @@ import (
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service/codemode"
+	"github.com/codecage/codecage/internal/service/report"
 )
 
 // executeInSession runs req in its session's interpreter; refused collects
@@ -65,7 +66,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	}
 	handler = s.magicCaller(ctx, se, limits.Timeout, handler)
 	o := run.Do(rreq, handler, req.OnOutput)
-	res := buildResult(se.ID(), se.Backend(), o, limits)
+	res := report.Build(se.ID(), se.Backend(), o, limits, layersOf(se.Backend()))
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()
 	res.Runs = run.Runs
 	if o.Reply == nil {
