@@ -43,6 +43,7 @@ var layers = map[string]int{
 	"internal/service/event":   domain,  // a leaf of the domains: events, observers, the caller
 	"internal/service/report":  domain,  // a leaf of the domains: what a run used, its dropped output, a sandbox's output
 	"internal/service/files":   domain,  // the file API over sessions: reads, writes, transfers, uploads, watches, the file view
+	"internal/service/info":    service, // what the server offers (get_sandbox_info): reads the packages domain's layer, so it sits beside the root
 	"internal/leftovers":       service, // reads the fleet's uid facts from the host side, for tests and bench
 	"internal/api":             contract,
 	"internal/httpapi":         surface,
