@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/config"
@@ -19,6 +18,7 @@ import (
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/check"
 	"github.com/codecage/codecage/internal/service/codemode"
 	"github.com/codecage/codecage/internal/service/commands"
 	"github.com/codecage/codecage/internal/service/envs"
@@ -218,13 +218,13 @@ func runExecute(s *Service, req Request) time.Duration { return max(s.cfg.Timeou
 // execute runs an admitted request; it returns the profile label of the
 // run with the result.
 func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
-	if err := s.checkCode(req.Code); err != nil {
+	if err := check.Code(req.Code, s.cfg.MaxCodeSize); err != nil {
 		return nil, "", err
 	}
 	if err := s.useContext(&req); err != nil {
 		return nil, "", err
 	}
-	if err := checkRunShape(req); err != nil {
+	if err := check.Run(req.SessionID != "", req.Context, req.NewContext, req.Cwd, req.Env); err != nil {
 		return nil, "", err
 	}
 	if err := s.checkLanguage(req); err != nil {
@@ -354,39 +354,4 @@ func pick[T int64 | time.Duration](v, def T) T {
 		return v
 	}
 	return def
-}
-
-// checkRunShape refuses contexts outside sessions, and context names,
-// directories and variables that are not what they should be.
-func checkRunShape(req Request) error {
-	if req.SessionID == "" && (req.Context != "" || req.NewContext || req.Cwd != "") {
-		return fmt.Errorf("%w: context, new_context and cwd are for a session's runs", ErrInvalidRequest)
-	}
-	if len(req.Context) > 64 || strings.ContainsFunc(req.Context, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	}) {
-		return fmt.Errorf("%w: context %s: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, Quote(req.Context))
-	}
-	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
-		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)
-	}
-	return commands.CheckEnv(req.Env)
-}
-
-func (s *Service) checkCode(code string) error {
-	if int64(len(code)) > s.cfg.MaxCodeSize {
-		return fmt.Errorf("%w: code is %d bytes, the limit is %d (SANDBOX_MAX_CODE_SIZE)", ErrInvalidRequest, len(code), s.cfg.MaxCodeSize)
-	}
-	if !utf8.ValidString(code) {
-		off := 0
-		for off < len(code) {
-			r, size := utf8.DecodeRuneInString(code[off:])
-			if r == utf8.RuneError && size <= 1 {
-				break
-			}
-			off += size
-		}
-		return fmt.Errorf("%w: code is not valid UTF-8 (first bad byte at offset %d)", ErrInvalidRequest, off)
-	}
-	return nil
 }
