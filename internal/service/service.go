@@ -227,7 +227,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 	if err := check.Run(req.SessionID != "", req.Context, req.NewContext, req.Cwd, req.Env); err != nil {
 		return nil, "", err
 	}
-	if err := s.checkLanguage(req); err != nil {
+	if err := check.Language(req.Language, s.cfg.Kernels, req.SessionID != "", len(req.Tools) > 0); err != nil {
 		return nil, "", err
 	}
 	if req.SessionID != "" {

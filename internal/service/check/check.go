@@ -1,6 +1,6 @@
 // Package check holds the shape checks of requests that the service's
 // root and its domains share: code, a run's context fields, a session's
-// request and lifetime, environment variables. Each refuses with
+// request and lifetime, environment variables, a run's language. Each refuses with
 // errdefs.ErrInvalidRequest. It is a leaf: it imports no domain.
 package check
 
@@ -55,6 +55,26 @@ func Run(inSession bool, context string, newContext bool, cwd string, env map[st
 		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", errdefs.ErrInvalidRequest)
 	}
 	return Env(env)
+}
+
+// Language refuses a language no kernel runs, one the operator did not
+// allow (kernels, SANDBOX_KERNELS), and a kernel outside a session or
+// with tools (Python's alone).
+func Language(language string, kernels []string, inSession, tools bool) error {
+	lang, ok := fleet.NormalizeLanguage(language)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %s (kernels: %s)", errdefs.ErrUnknownLanguage, bounded.Quote(language), strings.Join(fleet.Languages, ", "))
+	case lang == fleet.LangPython:
+		return nil
+	case !slices.Contains(kernels, lang):
+		return fmt.Errorf("%w: the %s kernel is not enabled here (SANDBOX_KERNELS)", errdefs.ErrInvalidRequest, lang)
+	case !inSession:
+		return fmt.Errorf("%w: the %s kernel runs in a session", errdefs.ErrInvalidRequest, lang)
+	case tools:
+		return fmt.Errorf("%w: tools are for Python code", errdefs.ErrInvalidRequest)
+	}
+	return nil
 }
 
 // Session refuses a session's home, environment, lifetime, template or

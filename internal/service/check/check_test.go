@@ -19,6 +19,8 @@ func TestChecksRefuseAsInvalidRequests(t *testing.T) {
 		Run(false, "", false, "", nil),
 		Session(session.Request{Lifetime: time.Minute, Labels: map[string]string{"team": "a"}}, time.Hour),
 		Lifetime(0, time.Now(), time.Hour),
+		Language("py", nil, false, true),
+		Language("js", []string{"javascript"}, true, false),
 	}
 	for i, err := range ok {
 		if err != nil {
@@ -41,6 +43,10 @@ func TestChecksRefuseAsInvalidRequests(t *testing.T) {
 		"session's lifetime": {Session(session.Request{Lifetime: 2 * time.Hour}, time.Hour), "SANDBOX_SESSION_MAX_LIFETIME"},
 		"too many labels":    {Session(session.Request{Labels: manyLabels(65)}, time.Hour), "64 labels"},
 		"template with NUL":  {Session(session.Request{Template: "a\x00"}, time.Hour), "template"},
+		"unknown language":   {Language("cobol", nil, true, false), "kernels: python"},
+		"kernel not enabled": {Language("bash", []string{"javascript"}, true, false), "SANDBOX_KERNELS"},
+		"kernel outside":     {Language("bash", []string{"bash"}, false, false), "runs in a session"},
+		"kernel with tools":  {Language("bash", []string{"bash"}, true, true), "tools are for Python"},
 		"session's variable": {Session(session.Request{Env: map[string]string{"PYTHONPATH": "/x"}}, time.Hour), "PYTHONPATH"},
 	}
 	for name, c := range bad {
