@@ -41,8 +41,10 @@ var layers = map[string]int{
 	"internal/service":         service,
 	"internal/service/errdefs": domain,  // a leaf of the domains: the sentinels, kinds and their classification
 	"internal/service/event":   domain,  // a leaf of the domains: events, observers, the caller
-	"internal/service/report":  domain,  // a leaf of the domains: what a run used, its dropped output, a sandbox's output
+	"internal/service/report":  domain,  // a leaf of the domains: an execution's result, what a run used, its output sink and dropped output
+	"internal/service/check":   domain,  // a leaf of the domains: the shape checks of requests (code, contexts, sessions, lifetimes, environment variables)
 	"internal/service/files":   domain,  // the file API over sessions: reads, writes, transfers, uploads, watches, the file view
+	"internal/service/info":    service, // what the server offers (get_sandbox_info): reads the packages domain's layer, so it sits beside the root
 	"internal/leftovers":       service, // reads the fleet's uid facts from the host side, for tests and bench
 	"internal/api":             contract,
 	"internal/httpapi":         surface,
@@ -57,6 +59,7 @@ var layers = map[string]int{
 	"deploy/image":             command, // builds the container image; imports nothing of the module
 
 	// The service's domains, each apart from the others (TestDomainsImportNoOtherDomain).
+	"internal/service/codemode": domain, // code mode: a run's upstream tools, their specs for the harness, its tool calls
 	"internal/service/commands": domain, // run_command, a session's daemon, a command's input
 	"internal/service/envs":     domain, // environments: builds, records, their uses, a session's seed and start commands
 	"internal/service/packages": domain, // pip_install, the operator's package layer, pip in its jail
@@ -91,7 +94,7 @@ var exceptions = map[[2]string]string{
 // domainLeaves are the service's packages every domain may import; a
 // domain imports no other domain, except for the pairs in domainUses, so
 // that domains meet only in the root above them and the stores below.
-var domainLeaves = []string{"internal/service/errdefs", "internal/service/event", "internal/service/report"}
+var domainLeaves = []string{"internal/service/check", "internal/service/errdefs", "internal/service/event", "internal/service/report"}
 
 // domainUses are the imports of one domain by another, and why each is
 // right.
@@ -121,7 +124,9 @@ func TestDomainsImportNoOtherDomain(t *testing.T) {
 		}
 	}
 	if slices.ContainsFunc(domainLeaves, func(leaf string) bool {
-		return len(graph[leaf]) > 0 && slices.ContainsFunc(graph[leaf], func(to string) bool { return layers[to] == domain })
+		// A leaf may build on another leaf (check refuses with errdefs'
+		// sentinels), never on a domain.
+		return slices.ContainsFunc(graph[leaf], func(to string) bool { return layers[to] == domain && !slices.Contains(domainLeaves, to) })
 	}) {
 		bad = append(bad, "a domain leaf imports a domain")
 	}

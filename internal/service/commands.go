@@ -7,6 +7,7 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/service/commands"
+	"github.com/codecage/codecage/internal/service/report"
 )
 
 // The commands domain (internal/service/commands) runs the commands; the
@@ -48,11 +49,11 @@ func ShellQuote(s string) string { return commands.ShellQuote(s) }
 // workspace and /tmp as Linux does (it has no Landlock): see
 // commands.Commands.backend.
 func (s *Service) RunCommand(ctx context.Context, req CommandRequest) (*CommandResult, error) {
-	sink := newOutputSink(req.OnOutput)
-	req.OnOutput = sink.onOutput()
+	sink := report.NewSink(req.OnOutput)
+	req.OnOutput = sink.OnOutput()
 	res, err := s.runCommandRequest(ctx, req)
-	if dropped := sink.finish(drainWait); res != nil {
-		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	if dropped := sink.Finish(report.DrainWait); res != nil {
+		res.OutputDropped = report.AddDropped(res.OutputDropped, dropped)
 	}
 	return res, err
 }
@@ -145,4 +146,4 @@ func (s *Service) runDaemon(ctx context.Context, req CommandRequest, out command
 func (s *Service) CommandsInfo() (allowed, missing []string) { return s.cmds.Info() }
 
 // limitMessage is a limit's explanation, as a run's result words it.
-func limitMessage(l fleet.Limit, lim fleet.Limits) string { return limitError(l, lim).Message }
+func limitMessage(l fleet.Limit, lim fleet.Limits) string { return report.LimitError(l, lim).Message }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -34,11 +33,7 @@ func (s *Service) CreateContext(ctx context.Context, id, owner, lang, cwd string
 			if err != nil {
 				return nil, err
 			}
-			cc := CodeContext{ID: session.NewContextID(), Language: lang, Cwd: cwd}
-			if cc.Cwd == "" {
-				cc.Cwd = se.Home()
-			}
-			cc.State = cc.ID
+			cc := se.NewContext(lang, cwd)
 			if err := s.startContext(ctx, id, owner, cc); err != nil {
 				return nil, err
 			}
@@ -60,11 +55,7 @@ func (s *Service) ListContexts(ctx context.Context, id, owner string) ([]CodeCon
 			if err != nil {
 				return nil, err
 			}
-			for _, lang := range session.StartupContexts {
-				if s.KernelEnabled(lang) {
-					se.DefaultContext(lang)
-				}
-			}
+			se.ShowStartupContexts(s.KernelEnabled)
 			return se.Contexts(), nil
 		},
 	})
@@ -84,7 +75,7 @@ func (s *Service) RemoveContext(ctx context.Context, id, owner, cid string) erro
 				return struct{}{}, contextNotFound(cid)
 			}
 			// A fresh, empty state under its name.
-			_, _, _ = s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Code: startCode(cc.Language), Language: cc.Language}, newRefusals())
+			_, _, _ = s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Code: session.StartCode(cc.Language), Language: cc.Language}, newRefusals())
 			return struct{}{}, nil
 		},
 		success: contextEvent[struct{}](id, "remove_context"),
@@ -117,7 +108,7 @@ func (s *Service) RestartContext(ctx context.Context, id, owner, cid string) err
 // in its directory.
 func (s *Service) startContext(ctx context.Context, id, owner string, cc CodeContext) error {
 	res, _, err := s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Cwd: cc.Cwd,
-		Code: startCode(cc.Language), Language: cc.Language}, newRefusals())
+		Code: session.StartCode(cc.Language), Language: cc.Language}, newRefusals())
 	if err != nil {
 		return err
 	}
@@ -131,9 +122,8 @@ func (s *Service) startContext(ctx context.Context, id, owner string, cc CodeCon
 	return nil
 }
 
-// useContext resolves req's code context in its session: ContextID's
-// state and language, or else the default context of its language, which
-// a list shows from then on.
+// useContext resolves req's code context in its session
+// (session.UseContext).
 func (s *Service) useContext(req *Request) error {
 	if req.SessionID == "" {
 		return nil
@@ -145,16 +135,9 @@ func (s *Service) useContext(req *Request) error {
 	if err != nil {
 		return err
 	}
-	if req.ContextID != "" {
-		cc, ok := se.Context(req.ContextID)
-		if !ok {
-			return contextNotFound(req.ContextID)
-		}
-		req.Context, req.Language = cc.State, cc.Language
-		return nil
-	}
-	if lang, ok := fleet.NormalizeLanguage(req.Language); ok && s.KernelEnabled(lang) && req.Context == LanguageState(lang) {
-		se.DefaultContext(lang)
+	var ok bool
+	if req.Context, req.Language, ok = se.UseContext(req.ContextID, req.Context, req.Language, s.KernelEnabled); !ok {
+		return contextNotFound(req.ContextID)
 	}
 	return nil
 }
@@ -164,14 +147,6 @@ func (s *Service) useContext(req *Request) error {
 func LanguageState(lang string) string { return session.LanguageState(lang) }
 
 func contextNotFound(id string) error { return fmt.Errorf("context %s %w", Quote(id), ErrNotFound) }
-
-// startCode is what starts an empty context of lang: nothing to run.
-func startCode(lang string) string {
-	if lang == "python" || lang == "" {
-		return "pass"
-	}
-	return ""
-}
 
 // contextEvent audits an operation on session id's code contexts.
 func contextEvent[T any](id, action string) func(T, time.Duration) Event {

@@ -1,9 +1,7 @@
 package service
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
@@ -12,25 +10,6 @@ import (
 // Kernels besides Python: a session's JavaScript, TypeScript and bash
 // contexts run in kernel processes the harness starts beside the
 // interpreter, in the same sandbox (runtime/kernels.py).
-
-// checkLanguage refuses a language no kernel runs, one the operator did
-// not allow (SANDBOX_KERNELS), and a kernel outside a session.
-func (s *Service) checkLanguage(req Request) error {
-	lang, ok := fleet.NormalizeLanguage(req.Language)
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: %s (kernels: %s)", ErrUnknownLanguage, Quote(req.Language), strings.Join(fleet.Languages, ", "))
-	case lang == fleet.LangPython:
-		return nil
-	case !slices.Contains(s.cfg.Kernels, lang):
-		return fmt.Errorf("%w: the %s kernel is not enabled here (SANDBOX_KERNELS)", ErrInvalidRequest, lang)
-	case req.SessionID == "":
-		return fmt.Errorf("%w: the %s kernel runs in a session", ErrInvalidRequest, lang)
-	case len(req.Tools) > 0:
-		return fmt.Errorf("%w: tools are for Python code", ErrInvalidRequest)
-	}
-	return nil
-}
 
 // KernelEnabled reports whether the operator allows lang's kernel
 // (Python's always runs).

@@ -71,29 +71,16 @@ func HashCode(code string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Outcome names how a run ended.
-func (r *Result) Outcome() string {
-	switch {
-	case r.Success:
-		return "success"
-	case r.Limit != nil:
-		return *r.Limit
-	case r.Error != nil && (r.Error.Type == "Crash" || r.Error.Type == "Exit"):
-		return "crash"
-	}
-	return "error"
-}
-
 var deniedImport = regexp.MustCompile(`^Import of '([^']+)' is not allowed`)
 
 // securityEvents lists what the run tried that the policy refused: imports
 // the code let fail, destinations the egress proxy refused (the first
-// maxRefusedPerRun, then how many more), and a kill by the seccomp filter.
+// event.MaxRefusedPerRun, then how many more), and a kill by the seccomp filter.
 func securityEvents(r *Result, refused *refusals) []string {
 	var out []string
 	if r.Error != nil && r.Error.Type == "ImportError" {
 		if m := deniedImport.FindStringSubmatch(r.Error.Message); m != nil {
-			out = append(out, "import_denied:"+bounded.String(m[1], maxName))
+			out = append(out, "import_denied:"+bounded.String(m[1], event.MaxName))
 		}
 	}
 	hosts, more := refused.list()
@@ -110,14 +97,14 @@ func securityEvents(r *Result, refused *refusals) []string {
 }
 
 // refusals collects the egress proxy's refusals during one run: the first
-// maxRefusedPerRun hosts, and how many more.
+// event.MaxRefusedPerRun hosts, and how many more.
 type refusals struct {
 	quota *bounded.Quota
 	mu    sync.Mutex
 	hosts []string
 }
 
-func newRefusals() *refusals { return &refusals{quota: bounded.NewQuota(maxRefusedPerRun)} }
+func newRefusals() *refusals { return &refusals{quota: bounded.NewQuota(event.MaxRefusedPerRun)} }
 
 func (r *refusals) add(host string) {
 	if !r.quota.Take() {

@@ -111,8 +111,6 @@ func installEvent(req InstallRequest, res *InstallResult, took time.Duration) Ev
 // pipProxy runs pip's egress proxy under pol: connections to the
 // sandbox's proxy port arrive through the jail's Forward.
 func (s *Service) pipProxy(pol egress.Policy, label string) (*egress.Proxy, *fleet.Forward) {
-	l := newConnListener()
 	proxy := egress.New(pol, egress.Options{Label: label, Logger: s.log()})
-	go proxy.Serve(l)
-	return proxy, &fleet.Forward{Port: proxyPort, Handle: l.deliver}
+	return proxy, &fleet.Forward{Port: proxyPort, Handle: proxy.ServeHandedOff(proxyPort)}
 }

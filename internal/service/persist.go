@@ -8,6 +8,7 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/check"
 	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/wsfs"
@@ -68,7 +69,7 @@ func (s *Service) newPersist() *persist.Persist {
 			if err != nil {
 				return limits, err
 			}
-			return limits, s.checkSessionShape(req)
+			return limits, check.Session(req, s.cfg.SessionMaxLifetime)
 		},
 		StartEnvironment: s.startEnvironmentOrDrop,
 		Metadata:         wsfs.MetaLimits{Keys: MaxMetadataKeys, Bytes: MaxMetadataBytes}})
@@ -204,7 +205,7 @@ func (s *Service) ForkSession(ctx context.Context, id, owner string, count int, 
 			if count < 1 || count > MaxForks {
 				return fmt.Errorf("%w: count %d: a fork makes 1 to %d copies", ErrInvalidRequest, count, MaxForks)
 			}
-			return s.checkLifetime(lifetime, time.Now())
+			return check.Lifetime(lifetime, time.Now(), s.cfg.SessionMaxLifetime)
 		},
 		run: func(ctx context.Context) ([]ForkResult, error) { return s.fork(ctx, id, owner, count, lifetime) },
 		success: func(res []ForkResult, took time.Duration) Event {

@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,9 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/codecage/codecage/internal/access"
 	"github.com/codecage/codecage/internal/config"
@@ -21,11 +18,14 @@ import (
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/check"
+	"github.com/codecage/codecage/internal/service/codemode"
 	"github.com/codecage/codecage/internal/service/commands"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/service/files"
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/service/persist"
+	"github.com/codecage/codecage/internal/service/report"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -54,7 +54,7 @@ type Service struct {
 	drain        drain
 	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
 	layerModules []string
-	upstream     *upstream.Manager // code mode's upstream tools, or nil
+	codeMode     *codemode.CodeMode // code mode's upstream tools (codemode.go)
 	importCache  importCache
 	cluster      Cluster // the other replicas, or nil
 	// files is the file API (internal/service/files): its transfers and
@@ -102,7 +102,8 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
-		observer: o.Observer, cluster: o.Cluster, upstream: o.Upstream}
+		observer: o.Observer, cluster: o.Cluster}
+	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
 	s.logp.Store(o.Log)
 	s.drain.init()
 	switch {
@@ -150,11 +151,11 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 	// The sink outlives the run: when the run returns, its slot and its
 	// session are free whatever the client reads, and only this request
 	// waits (a bounded time) for the last lines to reach the client.
-	sink := newOutputSink(req.OnOutput)
-	req.OnOutput = sink.onOutput()
+	sink := report.NewSink(req.OnOutput)
+	req.OnOutput = sink.OnOutput()
 	res, err := s.executeRequest(ctx, req)
-	if dropped := sink.finish(drainWait); res != nil {
-		res.OutputDropped = addDropped(res.OutputDropped, dropped)
+	if dropped := sink.Finish(report.DrainWait); res != nil {
+		res.OutputDropped = report.AddDropped(res.OutputDropped, dropped)
 	}
 	return res, err
 }
@@ -217,16 +218,16 @@ func runExecute(s *Service, req Request) time.Duration { return max(s.cfg.Timeou
 // execute runs an admitted request; it returns the profile label of the
 // run with the result.
 func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
-	if err := s.checkCode(req.Code); err != nil {
+	if err := check.Code(req.Code, s.cfg.MaxCodeSize); err != nil {
 		return nil, "", err
 	}
 	if err := s.useContext(&req); err != nil {
 		return nil, "", err
 	}
-	if err := checkRunShape(req); err != nil {
+	if err := check.Run(req.SessionID != "", req.Context, req.NewContext, req.Cwd, req.Env); err != nil {
 		return nil, "", err
 	}
-	if err := s.checkLanguage(req); err != nil {
+	if err := check.Language(req.Language, s.cfg.Kernels, req.SessionID != "", len(req.Tools) > 0); err != nil {
 		return nil, "", err
 	}
 	if req.SessionID != "" {
@@ -275,7 +276,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	}
 	imports = envs.WithModules(imports, env)
 
-	tools, err := s.runTools(ctx, req.Tools)
+	tools, err := s.codeMode.Resolve(ctx, req.Tools)
 	if err != nil {
 		return nil, "", err
 	}
@@ -305,7 +306,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 		ImportHints:    imports.Hints,
 		MaxResultBytes: MaxResultBytes,
 		CapturePlots:   imports.Modules == nil || policy.Allows(imports.Modules, "matplotlib"),
-		Tools:          toolSpecs(tools),
+		Tools:          codemode.Specs(tools),
 		Env:            req.Env,
 		Display:        req.Display,
 	}
@@ -313,11 +314,11 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	id := lease.ID()
 	if len(tools) > 0 {
 		var done func()
-		handler, done = s.toolCaller(ctx, tools, &id)
+		handler, done = s.codeMode.Caller(ctx, tools, &id)
 		defer done()
 	}
 	o := lease.Run(rreq, s.magicCaller(ctx, nil, 0, handler), req.OnOutput)
-	return buildResult(id, backend, o, limits), imports.Label(), nil
+	return report.Build(id, backend, o, limits, layersOf(backend)), imports.Label(), nil
 }
 
 // limits turns the request's limits and the operator's defaults and bounds
@@ -353,119 +354,4 @@ func pick[T int64 | time.Duration](v, def T) T {
 		return v
 	}
 	return def
-}
-
-// checkRunShape refuses contexts outside sessions, and context names,
-// directories and variables that are not what they should be.
-func checkRunShape(req Request) error {
-	if req.SessionID == "" && (req.Context != "" || req.NewContext || req.Cwd != "") {
-		return fmt.Errorf("%w: context, new_context and cwd are for a session's runs", ErrInvalidRequest)
-	}
-	if len(req.Context) > 64 || strings.ContainsFunc(req.Context, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
-	}) {
-		return fmt.Errorf("%w: context %s: at most 64 letters, digits, '-', '_' and '.'", ErrInvalidRequest, Quote(req.Context))
-	}
-	if len(req.Cwd) > 4096 || strings.ContainsRune(req.Cwd, 0) || !utf8.ValidString(req.Cwd) {
-		return fmt.Errorf("%w: cwd must be a path of UTF-8 text without NUL", ErrInvalidRequest)
-	}
-	return commands.CheckEnv(req.Env)
-}
-
-func (s *Service) checkCode(code string) error {
-	if int64(len(code)) > s.cfg.MaxCodeSize {
-		return fmt.Errorf("%w: code is %d bytes, the limit is %d (SANDBOX_MAX_CODE_SIZE)", ErrInvalidRequest, len(code), s.cfg.MaxCodeSize)
-	}
-	if !utf8.ValidString(code) {
-		off := 0
-		for off < len(code) {
-			r, size := utf8.DecodeRuneInString(code[off:])
-			if r == utf8.RuneError && size <= 1 {
-				break
-			}
-			off += size
-		}
-		return fmt.Errorf("%w: code is not valid UTF-8 (first bad byte at offset %d)", ErrInvalidRequest, off)
-	}
-	return nil
-}
-
-// buildResult turns a run's outcome into its result.
-func buildResult(id, backend string, o fleet.Outcome, lim fleet.Limits) *Result {
-	exit, rep := o.Exit, o.Reply
-	r := &Result{
-		ExecutionID:   id,
-		Stdout:        o.Stdout,
-		Stderr:        o.Stderr,
-		Result:        json.RawMessage("null"),
-		Variables:     []string{},
-		ExitCode:      exit.ExitCode,
-		ExecutionTime: exit.Duration.Seconds(),
-		TimedOut:      exit.Limit == fleet.LimitTimeout,
-		OOMKilled:     exit.OOMKilled,
-		Truncated:     exit.Truncated,
-		Resources:     Resources{PeakMemoryBytes: exit.PeakMemoryBytes, CPUTimeSeconds: exit.CPUTime.Seconds()},
-		Backend:       backend,
-		Isolation:     layersOf(backend),
-	}
-	limit := exit.Limit
-	if rep != nil {
-		if len(rep.Result) > 0 {
-			r.Result = rep.Result
-		}
-		r.ResultType = rep.ResultType
-		r.Images, r.Display, r.Outputs = rep.Images, rep.Display, rep.Outputs
-		if rep.Variables != nil {
-			r.Variables = rep.Variables
-		}
-		if exit.Signal == 0 {
-			r.ExitCode = rep.ExitCode
-		}
-		if rep.Error != nil {
-			r.Error = &ErrorInfo{Type: rep.Error.Type, Message: rep.Error.Message, Traceback: rep.Error.Traceback, Line: rep.Error.Line, Column: rep.Error.Column}
-			// Without a memory cgroup the address-space limit surfaces as
-			// a MemoryError: it is still the memory limit.
-			if rep.Error.Type == "MemoryError" && limit == fleet.LimitNone {
-				limit = fleet.LimitMemory
-			}
-		}
-	}
-	if limit != fleet.LimitNone {
-		name := string(limit)
-		r.Limit = &name
-		if rep == nil || r.Error == nil {
-			r.Error = limitError(limit, lim)
-		}
-	} else if r.Error == nil && rep == nil {
-		r.Error = exitError(exit)
-	}
-	r.Success = r.Error == nil && r.ExitCode == 0 && limit == fleet.LimitNone
-	return r
-}
-
-func limitError(l fleet.Limit, lim fleet.Limits) *ErrorInfo {
-	switch l {
-	case fleet.LimitTimeout:
-		return &ErrorInfo{Type: "TimeoutError", Message: fmt.Sprintf("execution exceeded the wall-clock limit of %s and was killed", lim.Timeout)}
-	case fleet.LimitCPU:
-		return &ErrorInfo{Type: "CPUTimeLimitExceeded", Message: fmt.Sprintf("execution exceeded the CPU-time limit of %s and was killed", lim.CPUTime)}
-	case fleet.LimitMemory:
-		return &ErrorInfo{Type: "MemoryError", Message: fmt.Sprintf("execution exceeded the memory limit of %d MiB and was killed", lim.MemoryBytes>>20)}
-	case fleet.LimitOutput:
-		return &ErrorInfo{Type: "OutputLimitExceeded", Message: fmt.Sprintf("output exceeded the limit of %d bytes per stream; the run was stopped and its output truncated", lim.OutputBytes)}
-	case fleet.LimitCanceled:
-		return &ErrorInfo{Type: "Canceled", Message: "execution was canceled"}
-	}
-	return &ErrorInfo{Type: "LimitExceeded", Message: string(l)}
-}
-
-func exitError(exit fleet.Exit) *ErrorInfo {
-	if exit.Signal != 0 {
-		name := syscall.Signal(exit.Signal).String()
-		return &ErrorInfo{Type: "Crash", Message: fmt.Sprintf("the interpreter was killed by signal %d (%s)", exit.Signal, name)}
-	}
-	if exit.ExitCode != 0 {
-		return &ErrorInfo{Type: "Exit", Message: fmt.Sprintf("the interpreter exited with status %d before finishing", exit.ExitCode)}
-	}
-	return nil // os._exit(0): the code chose to end, successfully
 }

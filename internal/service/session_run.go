@@ -7,6 +7,8 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/codemode"
+	"github.com/codecage/codecage/internal/service/report"
 )
 
 // executeInSession runs req in its session's interpreter; refused collects
@@ -18,7 +20,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	if err != nil {
 		return nil, err
 	}
-	tools, err := s.runTools(ctx, req.Tools)
+	tools, err := s.codeMode.Resolve(ctx, req.Tools)
 	if err != nil {
 		return nil, err
 	}
@@ -56,15 +58,15 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	}
 	var handler fleet.ToolHandler
 	if len(tools) > 0 {
-		rreq.Tools = toolSpecs(tools)
+		rreq.Tools = codemode.Specs(tools)
 		var done func()
 		id := se.ID()
-		handler, done = s.toolCaller(ctx, tools, &id)
+		handler, done = s.codeMode.Caller(ctx, tools, &id)
 		defer done()
 	}
 	handler = s.magicCaller(ctx, se, limits.Timeout, handler)
 	o := run.Do(rreq, handler, req.OnOutput)
-	res := buildResult(se.ID(), se.Backend(), o, limits)
+	res := report.Build(se.ID(), se.Backend(), o, limits, layersOf(se.Backend()))
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()
 	res.Runs = run.Runs
 	if o.Reply == nil {

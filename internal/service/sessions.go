@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/service/commands"
+	"github.com/codecage/codecage/internal/service/check"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/session"
 )
@@ -110,7 +108,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkSessionShape(req); err != nil {
+	if err := check.Session(req, s.cfg.SessionMaxLifetime); err != nil {
 		return nil, err
 	}
 	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env})
@@ -128,45 +126,6 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	}
 	out := SessionInfo(info)
 	return &out, nil
-}
-
-// checkSessionShape refuses a session's home, environment, lifetime or
-// labels that are not what they should be.
-func (s *Service) checkSessionShape(req SessionRequest) error {
-	if err := fleet.CheckHome(req.Home); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, strings.TrimPrefix(err.Error(), "jail: "))
-	}
-	if err := commands.CheckEnv(req.Env); err != nil {
-		return err
-	}
-	if err := s.checkLifetime(req.Lifetime, time.Now()); err != nil {
-		return err
-	}
-	if len(req.Template) > 256 || !utf8.ValidString(req.Template) || strings.ContainsRune(req.Template, 0) {
-		return fmt.Errorf("%w: template: at most 256 bytes of UTF-8 text without NUL", ErrInvalidRequest)
-	}
-	if len(req.Labels) > 64 {
-		return fmt.Errorf("%w: at most 64 labels", ErrInvalidRequest)
-	}
-	for k, v := range req.Labels {
-		if len(k) > 256 || len(v) > 4096 || !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
-			return fmt.Errorf("%w: label %s: names and values must be UTF-8 text without NUL, at most 256 and 4096 bytes", ErrInvalidRequest, Quote(k))
-		}
-	}
-	return nil
-}
-
-// checkLifetime refuses a lifetime that would take a session created at
-// created past SANDBOX_SESSION_MAX_LIFETIME.
-func (s *Service) checkLifetime(d time.Duration, created time.Time) error {
-	switch {
-	case d < 0:
-		return fmt.Errorf("%w: lifetime %s is negative", ErrInvalidRequest, d)
-	case d > 0 && time.Now().Add(d).After(created.Add(s.cfg.SessionMaxLifetime).Add(time.Second)):
-		return fmt.Errorf("%w: a session lives at most %s from its start (SANDBOX_SESSION_MAX_LIFETIME); %s from now is past that",
-			ErrInvalidRequest, s.cfg.SessionMaxLifetime, d.Round(time.Second))
-	}
-	return nil
 }
 
 // SetSessionLifetime ends a session d from now instead of when it was to
@@ -191,7 +150,7 @@ func (s *Service) setSessionLifetime(id, owner string, d time.Duration) (time.Ti
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := s.checkLifetime(d, se.Created()); err != nil {
+	if err := check.Lifetime(d, se.Created(), s.cfg.SessionMaxLifetime); err != nil {
 		return time.Time{}, err
 	}
 	s.sessions.ExpireAfter(se, d)

@@ -23,10 +23,8 @@
 package service
 
 import (
-	"encoding/json"
 	"time"
 
-	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/service/report"
 )
 
@@ -96,51 +94,6 @@ type Request struct {
 	OnOutput func(stream, line string) `json:"-"`
 }
 
-// Result is the outcome of one execution, the same on every surface.
-type Result struct {
-	Success     bool            `json:"success"`
-	ExecutionID string          `json:"execution_id"`
-	Stdout      string          `json:"stdout"`
-	Stderr      string          `json:"stderr"`
-	Result      json.RawMessage `json:"result"`
-	ResultType  *string         `json:"result_type"`
-	Variables   []string        `json:"variables"`
-	// Images are the figures left open at the end of the run, as PNG.
-	Images []fleet.Image `json:"images"`
-	// Display is the last value by MIME type ("text/plain", "text/html",
-	// "image/png" in base64, ...), when the request asked for it.
-	Display map[string]string `json:"display,omitempty"`
-	// Outputs are what the code displayed, in order (display() calls,
-	// figures and images shown), when the request asked for Display;
-	// Images is empty then.
-	Outputs  []fleet.Output `json:"outputs,omitempty"`
-	ExitCode int            `json:"exit_code"`
-	Error    *ErrorInfo     `json:"error"`
-	// ExecutionTime is the wall time of the sandbox, in seconds.
-	ExecutionTime float64 `json:"execution_time"`
-	TimedOut      bool    `json:"timed_out"`
-	OOMKilled     bool    `json:"oom_killed"`
-	Truncated     bool    `json:"truncated"`
-	// Limit names the limit that ended the run, or is null.
-	Limit *string `json:"limit"`
-	// OutputDropped counts the lines a stream of the output (OnOutput)
-	// left out because its client read too slowly, or is null; Stdout and
-	// Stderr still hold them.
-	OutputDropped *OutputDropped `json:"output_dropped"`
-	Resources     Resources      `json:"resources"`
-	Backend       string         `json:"backend"`
-	Isolation     fleet.Layers   `json:"isolation"`
-	// Runs is how many runs its session has taken, this one included
-	// (a notebook's execution count); 0 for a stateless run. The E2B
-	// surface answers it; it crosses replicas beside the result (ranResult).
-	Runs int `json:"-"`
-	// Gone: the session was closed, or reached its end, while the code
-	// ran (not only its interpreter). REST and MCP answer the failed
-	// result as ever; the E2B surface breaks its stream, as a VM's
-	// connection goes with the VM. It crosses replicas beside the result.
-	Gone bool `json:"-"`
-}
-
 // ranResult is a run's result as it crosses replicas, with its Runs and
 // whether its session went.
 type ranResult struct {
@@ -156,16 +109,17 @@ func ranOf(res *Result) ranResult {
 	return ranResult{Result: res, Runs: res.Runs, Gone: res.Gone}
 }
 
-// ErrorInfo describes why a run failed: an exception of the code, or a
-// limit, crash or exit status reported by the sandbox.
-type ErrorInfo struct {
-	Type      string `json:"type"`
-	Message   string `json:"message"`
-	Traceback string `json:"traceback"`
-	Line      *int   `json:"line,omitempty"`
-	Column    *int   `json:"column,omitempty"`
-}
-
 // Resources is what the run used (report.Resources: a command's result
 // carries it too).
 type Resources = report.Resources
+
+// OutputDropped counts the output lines a run's stream left out
+// (report.OutputDropped: a command's result carries it too).
+type OutputDropped = report.OutputDropped
+
+// An execution's result (report documents each). Aliases of types of the
+// same names: the OpenAPI and MCP schemas keep their names.
+type (
+	Result    = report.Result
+	ErrorInfo = report.ErrorInfo
+)

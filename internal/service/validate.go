@@ -8,6 +8,7 @@ import (
 
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service/check"
 )
 
 // Validation is validate_code's answer: the analysis of the code, its
@@ -44,7 +45,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*Validatio
 
 // validate returns the analysis, and the backend that ran the analyzer.
 func (s *Service) validate(ctx context.Context, req ValidateRequest) (*Validation, string, error) {
-	if err := s.checkCode(req.Code); err != nil {
+	if err := check.Code(req.Code, s.cfg.MaxCodeSize); err != nil {
 		return nil, "", err
 	}
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)

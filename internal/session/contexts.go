@@ -1,10 +1,13 @@
 package session
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
 	"sync"
+
+	"github.com/codecage/codecage/internal/fleet"
 )
 
 // A session's code contexts are E2B's code interpreter contexts: named
@@ -54,6 +57,49 @@ func NewContextID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b)
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// NewContext is a context of lang to make in the session, in cwd ("": its
+// home), its state named by its id: the caller makes that state, then
+// records it (AddContext).
+func (se *Session) NewContext(lang, cwd string) CodeContext {
+	cc := CodeContext{ID: NewContextID(), Language: lang, Cwd: cmp.Or(cwd, se.Home())}
+	cc.State = cc.ID
+	return cc
+}
+
+// StartCode is what starts an empty context of lang: nothing to run.
+func StartCode(lang string) string {
+	if lang == "python" || lang == "" {
+		return "pass"
+	}
+	return ""
+}
+
+// UseContext resolves a run's context: context id's state and language
+// (ok is false when the session has none of that id), or with no id the
+// state and language the run named; when that is the default state of an
+// enabled language, its default context is recorded, and a list shows it
+// from then on.
+func (se *Session) UseContext(id, state, lang string, enabled func(lang string) bool) (string, string, bool) {
+	if id != "" {
+		cc, ok := se.Context(id)
+		return cc.State, cc.Language, ok
+	}
+	if l, ok := fleet.NormalizeLanguage(lang); ok && enabled(l) && state == LanguageState(l) {
+		se.DefaultContext(l)
+	}
+	return state, lang, true
+}
+
+// ShowStartupContexts records the startup default contexts of the
+// enabled languages, as E2B's interpreter has them from its start.
+func (se *Session) ShowStartupContexts(enabled func(lang string) bool) {
+	for _, lang := range StartupContexts {
+		if enabled(lang) {
+			se.DefaultContext(lang)
+		}
+	}
 }
 
 // addLocked records c after every context recorded before; c.mu held.

@@ -3,7 +3,6 @@ package commands
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -12,10 +11,9 @@ import (
 	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/check"
 	"github.com/codecage/codecage/internal/service/errdefs"
 )
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Line is how a request shows in events and logs.
 func Line(req CommandRequest) string {
@@ -102,7 +100,7 @@ func (c *Commands) check(req CommandRequest, home string, sessionEnv map[string]
 // commandEnv is the command's environment: the sandbox's defaults, the
 // session's variables, then the request's, each checked.
 func commandEnv(req CommandRequest, home string, sessionEnv map[string]string) ([]string, error) {
-	if err := CheckEnv(req.Env); err != nil {
+	if err := check.Env(req.Env); err != nil {
 		return nil, err
 	}
 	vars := map[string]string{"PATH": "/usr/bin:/bin", "HOME": home, "USER": fleet.UserOf(home), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
@@ -125,32 +123,6 @@ func commandEnv(req CommandRequest, home string, sessionEnv map[string]string) (
 		return nil, err
 	}
 	return env, nil
-}
-
-// CheckEnv refuses environment variables a caller may not set: bad
-// names, loader and interpreter variables, values that are not text.
-func CheckEnv(env map[string]string) error {
-	if len(env) == 0 {
-		return nil // every run's case: nothing to sort
-	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{errdefs.ErrInvalidRequest}, args...)...)
-	}
-	if len(env) > 64 {
-		return bad("at most 64 environment variables")
-	}
-	for _, k := range sortedKeys(env) {
-		v := env[k]
-		switch {
-		case !envName.MatchString(k):
-			return bad("environment variable name %s is not valid", bounded.Quote(k))
-		case strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "PYTHON"):
-			return bad("environment variable %s is not allowed (loader and interpreter variables, LD_* and PYTHON*, are refused)", bounded.Quote(k))
-		case strings.ContainsRune(v, 0) || !utf8.ValidString(v) || len(v) > 32<<10:
-			return bad("environment variable %s: the value must be UTF-8 text without NUL, at most 32 KiB", k)
-		}
-	}
-	return nil
 }
 
 // sortedKeys returns m's keys in order.

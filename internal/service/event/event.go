@@ -15,6 +15,18 @@ const (
 	EventDenied   = "denied"
 )
 
+// Bounds on what one run's events repeat of what its code chose.
+const (
+	// MaxName bounds a name the code chose (a tool, a module) as the
+	// server repeats it (to the code, in the audit log, in metrics): a
+	// real one is short, and the code may send megabytes.
+	MaxName = 256
+	// MaxRefusedPerRun bounds the records one run leaves of one kind of
+	// refusal (calls over the tool budget, hosts the egress proxy
+	// refused); the rest are summed up in one.
+	MaxRefusedPerRun = 32
+)
+
 // Event is one thing the service did or refused, for metrics and the audit
 // log. Every surface's requests produce the same events.
 type Event struct {

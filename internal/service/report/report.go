@@ -1,6 +1,8 @@
-// Package report holds the parts of a result that every domain of the
-// service which runs something shares: what the run used, and what its
-// output stream left out. It is a leaf, so that a domain's result (a
+// Package report holds what a run reports: an execution's result and how
+// a run's outcome becomes it (result.go), and the parts of a result that
+// every domain of the service which runs something shares: what the run
+// used, the sink its output streams through (sink.go), and what that
+// stream left out. It is a leaf, so that a domain's result (a
 // command's, an execution's) can carry them without importing another.
 package report
 

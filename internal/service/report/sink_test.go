@@ -1,4 +1,4 @@
-package service
+package report
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ func TestOutputSinkNeverBlocksThePump(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var got []string
-	s := newOutputSink(func(stream, line string) {
+	s := NewSink(func(stream, line string) {
 		mu.Lock()
 		got = append(got, line)
 		mu.Unlock()
@@ -36,12 +36,12 @@ func TestOutputSinkNeverBlocksThePump(t *testing.T) {
 	if held > maxQueuedOutput {
 		t.Fatalf("held %d bytes, bound %d", held, maxQueuedOutput)
 	}
-	// The run is over: the rest waits drainWait for the client, then is
+	// The run is over: the rest waits DrainWait for the client, then is
 	// left out; the delivery under way finishes first (a surface's write
 	// deadline bounds it).
 	time.AfterFunc(300*time.Millisecond, func() { close(release) })
 	start = time.Now()
-	dropped := s.finish(100 * time.Millisecond)
+	dropped := s.Finish(100 * time.Millisecond)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("finish took %v", d)
 	}
@@ -68,7 +68,7 @@ func TestOutputSinkNeverBlocksThePump(t *testing.T) {
 // nothing is reported left out.
 func TestOutputSinkDeliversInOrder(t *testing.T) {
 	var got []string
-	s := newOutputSink(func(stream, line string) { got = append(got, stream+":"+line) })
+	s := NewSink(func(stream, line string) { got = append(got, stream+":"+line) })
 	var want []string
 	for i := range 20000 {
 		stream := "stdout"
@@ -82,14 +82,14 @@ func TestOutputSinkDeliversInOrder(t *testing.T) {
 			time.Sleep(time.Millisecond) // let the deliverer catch up
 		}
 	}
-	if d := s.finish(10 * time.Second); d != nil {
+	if d := s.Finish(10 * time.Second); d != nil {
 		t.Fatalf("dropped %+v from a client that keeps up", d)
 	}
 	if strings.Join(got, "") != strings.Join(want, "") {
 		t.Fatalf("got %d lines, want %d, or out of order", len(got), len(want))
 	}
-	var nilSink *outputSink
-	if nilSink.onOutput() != nil || nilSink.finish(time.Second) != nil || newOutputSink(nil) != nil {
+	var nilSink *Sink
+	if nilSink.OnOutput() != nil || nilSink.Finish(time.Second) != nil || NewSink(nil) != nil {
 		t.Fatal("no OnOutput: no sink")
 	}
 }

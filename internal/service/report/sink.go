@@ -1,25 +1,19 @@
-package service
+package report
 
 import (
 	"encoding/binary"
 	"sync"
 	"time"
-
-	"github.com/codecage/codecage/internal/service/report"
 )
 
 // A run's output lines reach its client (an event stream, MCP progress
-// notifications, an E2B stream, a peer replica) through an outputSink: the
+// notifications, an E2B stream, a peer replica) through a Sink: the
 // output pump only queues a line, never waits for the client, so a client
 // that reads slowly or not at all cannot hold the run past its limit, its
 // slot or its session. One goroutine per run delivers the queue. Past
 // maxQueuedOutput the rest of the lines are not streamed: the stream is a
 // prefix of the output (the result still carries all of it), and the
 // result says how much was left out (OutputDropped).
-
-// OutputDropped counts the output lines a run's stream left out
-// (report.OutputDropped: a command's result carries it too).
-type OutputDropped = report.OutputDropped
 
 const (
 	// maxQueuedOutput bounds what a run's sink holds for its client: about
@@ -28,13 +22,13 @@ const (
 	maxQueuedOutput = 2 << 20
 	// recordHeader is a queued line's stream and length.
 	recordHeader = 5
-	// drainWait bounds how long, once the run has returned (its slot and
+	// DrainWait bounds how long, once the run has returned (its slot and
 	// session released), the client's own request waits for the queue to
 	// reach it before the rest is left out.
-	drainWait = 2 * time.Second
+	DrainWait = 2 * time.Second
 )
 
-// outputSink is a bounded queue in front of a client's OnOutput.
+// Sink is a bounded queue in front of a client's OnOutput.
 //
 // Locking: mu protects the fields below it and is held only to queue or
 // take a line, never while deliver runs (deliver may block on the network
@@ -42,7 +36,7 @@ const (
 // with its stream lock held (fleet), so the order is: fleet stream lock,
 // then mu; the delivering goroutine takes mu alone, then the surface's
 // writer lock without mu.
-type outputSink struct {
+type Sink struct {
 	deliver func(stream, line string)
 	wake    chan struct{} // a token when lines were queued or the sink closed
 	gone    chan struct{} // closed when the delivering goroutine has returned
@@ -59,18 +53,18 @@ type outputSink struct {
 	dropped  OutputDropped
 }
 
-// newOutputSink starts delivering to deliver; nil gives nil (no stream).
-func newOutputSink(deliver func(stream, line string)) *outputSink {
+// NewSink starts delivering to deliver; nil gives nil (no stream).
+func NewSink(deliver func(stream, line string)) *Sink {
 	if deliver == nil {
 		return nil
 	}
-	s := &outputSink{deliver: deliver, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	s := &Sink{deliver: deliver, wake: make(chan struct{}, 1), gone: make(chan struct{})}
 	go s.run()
 	return s
 }
 
-// onOutput is the OnOutput to give the run (nil for a nil sink).
-func (s *outputSink) onOutput() func(stream, line string) {
+// OnOutput is the OnOutput to give the run (nil for a nil sink).
+func (s *Sink) OnOutput() func(stream, line string) {
 	if s == nil {
 		return nil
 	}
@@ -78,7 +72,7 @@ func (s *outputSink) onOutput() func(stream, line string) {
 }
 
 // put queues a line, or counts it left out; it never blocks on the client.
-func (s *outputSink) put(stream, line string) {
+func (s *Sink) put(stream, line string) {
 	s.mu.Lock()
 	if s.closed || s.dropping || len(s.queue)-s.head+recordHeader+len(line) > maxQueuedOutput {
 		s.dropping = true
@@ -103,7 +97,7 @@ func (s *outputSink) put(stream, line string) {
 	s.signal()
 }
 
-func (s *outputSink) signal() {
+func (s *Sink) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -112,7 +106,7 @@ func (s *outputSink) signal() {
 
 // run delivers the queue in order until the sink is closed and empty, or
 // abandoned.
-func (s *outputSink) run() {
+func (s *Sink) run() {
 	defer close(s.gone)
 	for {
 		s.mu.Lock()
@@ -138,12 +132,12 @@ func (s *outputSink) run() {
 	}
 }
 
-// finish ends the stream once the run has returned: the queue goes on to
+// Finish ends the stream once the run has returned: the queue goes on to
 // the client for up to wait, then what is left is counted as left out. It
 // returns once deliver is no longer called (a delivery under way is
 // bounded by the surface's write deadline), so the caller may write its
 // result after the lines; nil when nothing was left out.
-func (s *outputSink) finish(wait time.Duration) *OutputDropped {
+func (s *Sink) Finish(wait time.Duration) *OutputDropped {
 	if s == nil {
 		return nil
 	}
@@ -178,8 +172,8 @@ func (s *outputSink) finish(wait time.Duration) *OutputDropped {
 	return &d
 }
 
-// addDropped adds b's counts to a's (either may be nil).
-func addDropped(a, b *OutputDropped) *OutputDropped {
+// AddDropped adds b's counts to a's (either may be nil).
+func AddDropped(a, b *OutputDropped) *OutputDropped {
 	switch {
 	case a == nil:
 		return b
