@@ -1,11 +1,8 @@
 package e2b_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -16,18 +13,7 @@ import (
 func runOnTerminal(t *testing.T, b *box, line string, size map[string]any) (string, int) {
 	t.Helper()
 	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-c", line}}, "pty": map[string]any{"size": size}})
-	req, _ := http.NewRequest("POST", b.srv.URL+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
-	req.Header.Set("Content-Type", "application/connect+json")
-	req.Header.Set("Connect-Protocol-Version", "1")
-	req.Header.Set("E2b-Sandbox-Id", b.id)
-	req.Header.Set("E2b-Sandbox-Port", "49983")
-	req.Header.Set("X-Access-Token", b.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw := startProcess(t, b, msg)
 	var shown strings.Builder
 	exit := -1000
 	for len(raw) >= 5 {

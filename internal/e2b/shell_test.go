@@ -16,18 +16,7 @@ import (
 func runStream(t *testing.T, b *box, line string) (string, string, int) {
 	t.Helper()
 	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", line}}})
-	req, _ := http.NewRequest("POST", b.srv.URL+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
-	req.Header.Set("Content-Type", "application/connect+json")
-	req.Header.Set("Connect-Protocol-Version", "1")
-	req.Header.Set("E2b-Sandbox-Id", b.id)
-	req.Header.Set("E2b-Sandbox-Port", "49983")
-	req.Header.Set("X-Access-Token", b.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw := startProcess(t, b, msg)
 	var stdout, stderr strings.Builder
 	exit := -1000
 	for len(raw) >= 5 {
@@ -57,6 +46,25 @@ func runStream(t *testing.T, b *box, line string) (string, string, int) {
 		raw = raw[5+n:]
 	}
 	return stdout.String(), stderr.String(), exit
+}
+
+// startProcess sends envd's Start with msg to b, as the SDK does, and
+// returns the whole framed answer.
+func startProcess(t *testing.T, b *box, msg []byte) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("POST", b.srv.URL+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("E2b-Sandbox-Id", b.id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	req.Header.Set("X-Access-Token", b.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return raw
 }
 
 // The E2B surface's default command list has the programs agents expect
