@@ -30,33 +30,35 @@ const (
 )
 
 var layers = map[string]int{
-	"internal/jail":            backend,
-	"internal/jail/seccomp":    backend,
-	"internal/gvisor":          backend,
-	"internal/runtime":         backend,
-	"internal/pool":            backend,
-	"internal/fleet":           fleet,
-	"internal/envbuild":        fleet, // runs the build tools (mmdebstrap, buildah) in namespaces of their own, not the jail
-	"internal/session":         session,
-	"internal/service":         service,
-	"internal/service/errdefs": domain,  // a leaf of the domains: the sentinels, kinds and their classification
-	"internal/service/event":   domain,  // a leaf of the domains: events, observers, the caller
-	"internal/service/report":  domain,  // a leaf of the domains: an execution's result, what a run used, its output sink and dropped output
-	"internal/service/check":   domain,  // a leaf of the domains: the shape checks of requests (code, contexts, sessions, lifetimes, environment variables)
-	"internal/service/files":   domain,  // the file API over sessions: reads, writes, transfers, uploads, watches, the file view
-	"internal/service/info":    service, // what the server offers (get_sandbox_info): reads the packages domain's layer, so it sits beside the root
-	"internal/leftovers":       service, // reads the fleet's uid facts from the host side, for tests and bench
-	"internal/api":             contract,
-	"internal/httpapi":         surface,
-	"internal/mcpserver":       surface,
-	"internal/e2b":             surface,
-	"internal/cluster":         surface,
-	"internal/metrics":         surface,
-	"internal/bench":           surface,
-	"internal/cli":             surface,
-	"internal/server":          surface, // the composition root of serve and mcp: wires the service, the surfaces, audit, cluster
-	"cmd/codecage":             command,
-	"deploy/image":             command, // builds the container image; imports nothing of the module
+	"internal/jail":             backend,
+	"internal/jail/seccomp":     backend,
+	"internal/gvisor":           backend,
+	"internal/runtime":          backend,
+	"internal/pool":             backend,
+	"internal/fleet":            fleet,
+	"internal/envbuild":         fleet, // runs the build tools (mmdebstrap, buildah) in namespaces of their own, not the jail
+	"internal/session":          session,
+	"internal/service":          service,
+	"internal/service/errdefs":  domain,  // a leaf of the domains: the sentinels, kinds and their classification
+	"internal/service/event":    domain,  // a leaf of the domains: events, observers, the caller
+	"internal/service/report":   domain,  // a leaf of the domains: an execution's result, what a run used, its output sink and dropped output
+	"internal/service/check":    domain,  // a leaf of the domains: the shape checks of requests (code, contexts, sessions, lifetimes, environment variables)
+	"internal/service/files":    domain,  // the file API over sessions: reads, writes, transfers, uploads, watches, the file view
+	"internal/service/info":     service, // what the server offers (get_sandbox_info): reads the packages domain's layer, so it sits beside the root
+	"internal/leftovers":        service, // reads the fleet's uid facts from the host side, for tests and bench
+	"internal/api":              contract,
+	"internal/httpapi":          surface,
+	"internal/mcpserver":        surface,
+	"internal/e2b":              surface,
+	"internal/e2b/wire":         surface, // the E2B protocol's messages (envd's and the control plane's), types only
+	"internal/e2b/templateplan": surface, // E2B template steps translated into environment builds: pure, no HTTP, no service calls
+	"internal/cluster":          surface,
+	"internal/metrics":          surface,
+	"internal/bench":            surface,
+	"internal/cli":              surface,
+	"internal/server":           surface, // the composition root of serve and mcp: wires the service, the surfaces, audit, cluster
+	"cmd/codecage":              command,
+	"deploy/image":              command, // builds the container image; imports nothing of the module
 
 	// The service's domains, each apart from the others (TestDomainsImportNoOtherDomain).
 	"internal/service/codemode": domain, // code mode: a run's upstream tools, their specs for the harness, its tool calls

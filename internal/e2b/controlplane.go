@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/e2b/templateplan"
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -59,53 +61,12 @@ func (s *Server) controlRoutes() {
 	})
 }
 
-// sandboxCreated is E2B's Sandbox: what create and connect answer.
-type sandboxCreated struct {
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken"`
-	TrafficAccessToken string  `json:"trafficAccessToken"`
-	Domain             *string `json:"domain"`
-}
-
-// sandboxDetail is E2B's SandboxDetail and ListedSandbox.
-type sandboxDetail struct {
-	TemplateID      string            `json:"templateID"`
-	Alias           string            `json:"alias,omitempty"`
-	SandboxID       string            `json:"sandboxID"`
-	ClientID        string            `json:"clientID"`
-	StartedAt       time.Time         `json:"startedAt"`
-	EndAt           time.Time         `json:"endAt"`
-	EnvdVersion     string            `json:"envdVersion"`
-	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
-	CPUCount        int               `json:"cpuCount"`
-	MemoryMB        int64             `json:"memoryMB"`
-	DiskSizeMB      int64             `json:"diskSizeMB"`
-	Metadata        map[string]string `json:"metadata"`
-	State           string            `json:"state"`
-	Domain          *string           `json:"domain"`
-	Lifecycle       *lifecycle        `json:"lifecycle,omitempty"`
-}
-
-// lifecycle is E2B's SandboxLifecycle: what the timeout does, and whether
-// traffic wakes the sandbox when it is paused.
-type lifecycle struct {
-	OnTimeout  string `json:"onTimeout"`
-	AutoResume bool   `json:"autoResume"`
-}
-
-// builtinTemplates are E2B's own templates that codecage serves, with
-// the operator's default profiles: the aliases Template.exists finds.
-var builtinTemplates = map[string]bool{"base": true, "code-interpreter-v1": true, "code-interpreter": true, "code-interpreter-stateful": true}
-
 // profilesFor maps an E2B template to codecage profiles: E2B's own
 // templates get the operator's default profiles; any other name is a
 // profile list ("data_science+network"). "desktop" is accepted as the
 // default too, but codecage has no desktop, so it is no alias.
 func profilesFor(template string) []string {
-	if template == "" || template == "desktop" || builtinTemplates[template] {
+	if template == "" || template == "desktop" || templateplan.Builtin(template) {
 		return nil
 	}
 	return strings.FieldsFunc(template, func(r rune) bool { return r == '+' || r == ',' })
@@ -199,20 +160,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 // created answers a new or resumed sandbox, with the access tokens of the
 // key that asked: the daemon's, and the ports' (which opens nothing else).
-func (s *Server) created(info *service.SessionInfo, key string) sandboxCreated {
-	return sandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
+func (s *Server) created(info *service.SessionInfo, key string) wire.SandboxCreated {
+	return wire.SandboxCreated{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", EnvdVersion: EnvdVersion,
 		EnvdAccessToken: s.tokens.issue(info.ID, key), TrafficAccessToken: s.tokens.traffic(info.ID, key), Domain: s.domainOf()}
 }
 
-func (s *Server) detail(info service.SessionInfo) sandboxDetail {
+func (s *Server) detail(info service.SessionInfo) wire.SandboxDetail {
 	md := info.Labels
 	if md == nil {
 		md = map[string]string{}
 	}
-	return sandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
+	return wire.SandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
 		DiskSizeMB: s.cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
-		Lifecycle: &lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
+		Lifecycle: &wire.Lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
 }
 
 // domainOf is the domain create and get announce: where getHost's hosts
@@ -266,15 +227,11 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type timeoutBody struct {
-	Timeout *int64 `json:"timeout"`
-}
-
 // setTimeout moves a sandbox's end to timeout seconds from now; 0 ends
 // its timeout now, so that it does what its timeout does (ends, or
 // pauses with autoPause), as E2B's SDK tests use it.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
-	var body timeoutBody
+	var body wire.TimeoutBody
 	if err := decodeBody(r, &body); err != nil || body.Timeout == nil || *body.Timeout < 0 {
 		writeAPIError(w, http.StatusBadRequest, "the body must be {\"timeout\": <seconds, 0 or more>}")
 		return
@@ -314,19 +271,11 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connectBody is E2B's ConnectSandbox (v1: timeout required) and
-// ConnectSandboxV2 (both optional); memory false asks a paused sandbox
-// to come back by a cold boot from its filesystem.
-type connectBody struct {
-	Timeout *int64 `json:"timeout"`
-	Memory  *bool  `json:"memory"`
-}
-
 // connect hands a sandbox to another client of the same key: a paused
 // one is resumed (201) with the timeout from now; a running one (200)
 // lives at least the timeout from now, never less than it had, as E2B's.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	var body connectBody
+	var body wire.ConnectBody
 	if err := decodeBody(r, &body); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
@@ -422,7 +371,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []sandboxDetail{}
+	out := []wire.SandboxDetail{}
 	for _, info := range s.svc.ListSessions(r.Context(), ownerOf(r.Context())) {
 		if info.Template == "" || (q.Get("template") != "" && q.Get("template") != info.Template) || !matches(info.Labels, want) ||
 			!states[stateOf(info)] || info.CreatedAt.Before(after) {

@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/frontdoor"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
@@ -70,7 +70,7 @@ func sandboxPath(p string) string {
 
 // entry describes a file of the sandbox as E2B's EntryInfo: the service
 // names a file of the workspace relative to it, any other absolutely.
-func entry(fi *service.FileInfo) *entryInfo {
+func entry(fi *service.FileInfo) *wire.EntryInfo {
 	p := Home
 	switch {
 	case strings.HasPrefix(fi.Path, "/"):
@@ -91,7 +91,7 @@ func entry(fi *service.FileInfo) *entryInfo {
 	}
 	// The mode is the permission bits only, as envd's (a directory is
 	// 0o755, not Go's ModeDir|0o755); the type is in Type.
-	e := &entryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode.Perm()),
+	e := &wire.EntryInfo{Name: path.Base(p), Type: "FILE_TYPE_FILE", Path: p, Size: fi.Size, Mode: uint32(mode.Perm()),
 		Permissions: mode.String(), Owner: owner, Group: owner, ModifiedTime: fi.Modified, Metadata: fi.Metadata}
 	switch {
 	case fi.Symlink:
@@ -108,7 +108,7 @@ func entry(fi *service.FileInfo) *entryInfo {
 // workspace) names itself as its target, of no type: envd's broken link.
 // (FILE_TYPE_SYMLINK, which newer envds can give, is not in the enum of
 // older SDKs, e2b Python 2.34's among them: their parser refuses it.)
-func linkEntry(e *entryInfo, to *service.LinkEnd) {
+func linkEntry(e *wire.EntryInfo, to *service.LinkEnd) {
 	if to == nil {
 		self := e.Path
 		e.Type, e.SymlinkTarget, e.Mode = "FILE_TYPE_UNSPECIFIED", &self, 0
@@ -128,22 +128,22 @@ func daemonStatus(err error) int { return api.StatusOf(err).Envd }
 // rpcError turns a service error into a Connect error the SDK maps.
 func rpcError(err error) error { return connect.NewError(api.StatusOf(err).Connect, err) }
 
-func (s *Server) stat(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
+func (s *Server) stat(ctx context.Context, req *connect.Request[wire.PathRequest]) (*connect.Response[wire.EntryResponse], error) {
 	ref := sandboxOf(ctx)
 	fi, err := s.svc.StatFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path))
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+	return connect.NewResponse(&wire.EntryResponse{Entry: entry(fi)}), nil
 }
 
-func (s *Server) listDir(ctx context.Context, req *connect.Request[listDirRequest]) (*connect.Response[listDirResponse], error) {
+func (s *Server) listDir(ctx context.Context, req *connect.Request[wire.ListDirRequest]) (*connect.Response[wire.ListDirResponse], error) {
 	ref := sandboxOf(ctx)
 	list, err := s.svc.ListDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), max(int(req.Msg.Depth), 1))
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	out := listDirResponse{Entries: make([]entryInfo, 0, len(list.Files))}
+	out := wire.ListDirResponse{Entries: make([]wire.EntryInfo, 0, len(list.Files))}
 	for i := range list.Files {
 		out.Entries = append(out.Entries, *entry(&list.Files[i]))
 	}
@@ -160,7 +160,7 @@ func (s *Server) listDir(ctx context.Context, req *connect.Request[listDirReques
 // listing's bounds (service.MaxListedFiles, MaxListDepth, MaxListBytes).
 const TruncatedHeader = "X-Codecage-Truncated"
 
-func (s *Server) makeDir(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[entryResponse], error) {
+func (s *Server) makeDir(ctx context.Context, req *connect.Request[wire.PathRequest]) (*connect.Response[wire.EntryResponse], error) {
 	ref := sandboxOf(ctx)
 	p := sandboxPath(req.Msg.Path)
 	created, err := s.svc.MakeDir(ctx, ref.id, ref.owner, p)
@@ -174,26 +174,26 @@ func (s *Server) makeDir(ctx context.Context, req *connect.Request[pathRequest])
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+	return connect.NewResponse(&wire.EntryResponse{Entry: entry(fi)}), nil
 }
 
-func (s *Server) move(ctx context.Context, req *connect.Request[moveRequest]) (*connect.Response[entryResponse], error) {
+func (s *Server) move(ctx context.Context, req *connect.Request[wire.MoveRequest]) (*connect.Response[wire.EntryResponse], error) {
 	ref := sandboxOf(ctx)
 	fi, err := s.svc.MoveFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Source), sandboxPath(req.Msg.Destination))
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&entryResponse{Entry: entry(fi)}), nil
+	return connect.NewResponse(&wire.EntryResponse{Entry: entry(fi)}), nil
 }
 
-func (s *Server) remove(ctx context.Context, req *connect.Request[pathRequest]) (*connect.Response[empty], error) {
+func (s *Server) remove(ctx context.Context, req *connect.Request[wire.PathRequest]) (*connect.Response[wire.Empty], error) {
 	ref := sandboxOf(ctx)
 	// Removing what is not there succeeds, as envd's (os.RemoveAll).
 	err := s.svc.DeleteFile(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path))
 	if err != nil && !errors.Is(err, service.ErrFileNotFound) {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&empty{}), nil
+	return connect.NewResponse(&wire.Empty{}), nil
 }
 
 // fileError answers a /files call the service refused, as envd does.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/streamwrite"
 )
@@ -25,14 +26,6 @@ func (s *Server) interpreterRoutes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such route in codecage's code interpreter: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 	})
-}
-
-// executeBody is /execute's request.
-type executeBody struct {
-	Code      string            `json:"code"`
-	ContextID string            `json:"context_id"`
-	Language  string            `json:"language"`
-	EnvVars   map[string]string `json:"env_vars"`
 }
 
 // defaultRunTimeout bounds a runCode: the SDK's own default, within the
@@ -139,7 +132,7 @@ func (s *Server) kernelFor(lang string) (string, error) {
 // kernel is: the workspace kept, the variables lost) and counts the run.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
-	var body executeBody
+	var body wire.ExecuteBody
 	if err := decodeBody(r, &body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -275,21 +268,9 @@ func displayValue(key, data string) any {
 	return data
 }
 
-type contextBody struct {
-	Language string `json:"language"`
-	Cwd      string `json:"cwd"`
-}
-
-// codeContext is a context as E2B's code interpreter lists it.
-type codeContext struct {
-	ID       string `json:"id"`
-	Language string `json:"language"`
-	Cwd      string `json:"cwd"`
-}
-
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxOf(r.Context())
-	var body contextBody
+	var body wire.ContextBody
 	if err := decodeBody(r, &body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -304,7 +285,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, codeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+	writeJSON(w, http.StatusOK, wire.CodeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
 }
 
 // listContexts lists E2B's startup default contexts (those of the
@@ -316,9 +297,9 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), daemonStatus(err))
 		return
 	}
-	out := make([]codeContext, 0, len(list))
+	out := make([]wire.CodeContext, 0, len(list))
 	for _, c := range list {
-		out = append(out, codeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+		out = append(out, wire.CodeContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

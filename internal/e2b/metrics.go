@@ -7,24 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 )
 
-// sandboxMetric is E2B's SandboxMetric.
-type sandboxMetric struct {
-	Timestamp     time.Time `json:"timestamp"`
-	TimestampUnix int64     `json:"timestampUnix"`
-	CPUCount      int       `json:"cpuCount"`
-	CPUUsedPct    float64   `json:"cpuUsedPct"`
-	MemUsed       int64     `json:"memUsed"`
-	MemTotal      int64     `json:"memTotal"`
-	MemCache      int64     `json:"memCache"`
-	DiskUsed      int64     `json:"diskUsed"`
-	DiskTotal     int64     `json:"diskTotal"`
-}
-
-func metricOf(m *service.SessionMetrics) sandboxMetric {
-	return sandboxMetric{Timestamp: m.Timestamp, TimestampUnix: m.Timestamp.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+func metricOf(m *service.SessionMetrics) wire.SandboxMetric {
+	return wire.SandboxMetric{Timestamp: m.Timestamp, TimestampUnix: m.Timestamp.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
 		MemUsed: m.MemUsed, MemTotal: m.MemTotal, DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal}
 }
 
@@ -44,7 +32,7 @@ func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []sandboxMetric{}
+	out := []wire.SandboxMetric{}
 	now := time.Now()
 	// A second's slack on each side: the SDK rounds to whole seconds.
 	if (end.IsZero() || !end.Before(info.CreatedAt.Add(-time.Second))) && (start.IsZero() || !start.After(now.Add(time.Second))) {
@@ -77,7 +65,7 @@ func (s *Server) listMetrics(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "sandbox_ids must name 1 to 100 sandboxes")
 		return
 	}
-	out := map[string]sandboxMetric{}
+	out := map[string]wire.SandboxMetric{}
 	for _, id := range ids {
 		info, err := s.svc.GetSession(r.Context(), id, ownerOf(r.Context()))
 		if err != nil || info.Template == "" {

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/e2b/templateplan"
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -42,15 +43,8 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// snapshotInfo is E2B's SnapshotInfo. The id is the service's snapshot id,
-// which create takes as a template.
-type snapshotInfo struct {
-	SnapshotID string   `json:"snapshotID"`
-	Names      []string `json:"names"`
-}
-
-func snapshotOf(sn service.SnapshotInfo) snapshotInfo {
-	out := snapshotInfo{SnapshotID: sn.ID, Names: []string{}}
+func snapshotOf(sn service.SnapshotInfo) wire.SnapshotInfo {
+	out := wire.SnapshotInfo{SnapshotID: sn.ID, Names: []string{}}
 	if sn.Name != "" {
 		out.Names = append(out.Names, sn.Name)
 	}
@@ -93,7 +87,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list, err := s.svc.ListSnapshots(r.Context(), ownerOf(r.Context()),
-		service.SnapshotFilter{SessionID: q.Get("sandboxID"), Name: untagged(q.Get("name"))})
+		service.SnapshotFilter{SessionID: q.Get("sandboxID"), Name: templateplan.Untagged(q.Get("name"))})
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -104,7 +98,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		list = list[:limit]
 		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
 	}
-	out := make([]snapshotInfo, 0, len(list))
+	out := make([]wire.SnapshotInfo, 0, len(list))
 	for _, sn := range list {
 		out = append(out, snapshotOf(sn))
 	}
@@ -115,22 +109,11 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 // 204, or 404 with code 404, which the SDK returns as false. codecage has
 // no templates of its own to delete.
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteSnapshot(r.Context(), ownerOf(r.Context()), untagged(r.PathValue("id"))); err != nil {
+	if err := s.svc.DeleteSnapshot(r.Context(), ownerOf(r.Context()), templateplan.Untagged(r.PathValue("id"))); err != nil {
 		s.serviceError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// forkResult is E2B's SandboxForkResult: one copy, or why it failed.
-type forkResult struct {
-	Sandbox *sandboxCreated `json:"sandbox,omitempty"`
-	Error   *forkError      `json:"error,omitempty"`
-}
-
-type forkError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
 }
 
 // fork answers Sandbox.fork: 201 with one entry per copy asked for, each
@@ -170,16 +153,16 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := keyOf(r.Context())
-	out := make([]forkResult, 0, len(results))
+	out := make([]wire.ForkResult, 0, len(results))
 	for _, res := range results {
 		switch {
 		case res.Session != nil:
 			c := s.created(res.Session, key)
-			out = append(out, forkResult{Sandbox: &c})
+			out = append(out, wire.ForkResult{Sandbox: &c})
 		case res.Error != nil:
-			out = append(out, forkResult{Error: &forkError{Code: api.StatusOfKind(res.Error.Kind).E2B, Message: res.Error.Message}})
+			out = append(out, wire.ForkResult{Error: &wire.ForkError{Code: api.StatusOfKind(res.Error.Kind).E2B, Message: res.Error.Message}})
 		default:
-			out = append(out, forkResult{Error: &forkError{Code: http.StatusInternalServerError, Message: "the copy was not started"}})
+			out = append(out, wire.ForkResult{Error: &wire.ForkError{Code: http.StatusInternalServerError, Message: "the copy was not started"}})
 		}
 	}
 	writeJSON(w, http.StatusCreated, out)
@@ -193,7 +176,7 @@ func (s *Server) snapshotFor(r *http.Request, template string) (string, error) {
 	if profilesFor(template) == nil {
 		return "", nil
 	}
-	name := untagged(template)
+	name := templateplan.Untagged(template)
 	list, err := s.svc.ListSnapshots(r.Context(), ownerOf(r.Context()), service.SnapshotFilter{Name: name})
 	if errors.Is(err, service.ErrUnavailable) {
 		return "", nil // a server that keeps no snapshots: a profile list
@@ -208,10 +191,6 @@ func (s *Server) snapshotFor(r *http.Request, template string) (string, error) {
 	}
 	return "", nil
 }
-
-// untagged drops E2B's default tag from a template or snapshot id
-// ("abc:default" is "abc"); codecage's snapshots have no other tags.
-func untagged(id string) string { return strings.TrimSuffix(id, ":default") }
 
 // pageOf reads a listing's limit (1 to 1000, 100 when absent) and its
 // nextToken (an offset this server gave), or answers 400 and false.

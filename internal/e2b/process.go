@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // start runs a command in the sandbox: a start event at once, its output
 // while it runs, its end.
-func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], stream *connect.ServerStream[processEvent]) error {
+func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartRequest], stream *connect.ServerStream[wire.ProcessEvent]) error {
 	ref := sandboxOf(ctx)
 	m := req.Msg
 	if m.Process.Cmd == "" {
@@ -30,7 +30,7 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
 	creq.Stdin = m.Stdin != nil && *m.Stdin
 	if len(m.PTY) > 0 && string(m.PTY) != "null" {
-		var pty ptyConfig
+		var pty wire.PTYConfig
 		if err := json.Unmarshal(m.PTY, &pty); err != nil {
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty: %v", err))
 		}
@@ -70,10 +70,10 @@ func (s *Server) start(ctx context.Context, req *connect.Request[startRequest], 
 // follow streams a process's start event, its output from its start or
 // from now, and its end. A process that went with its sandbox breaks the stream, as a VM's
 // connection does.
-func (s *Server) follow(ctx context.Context, h interface{ Get(string) string }, sel service.ProcessSelector, fromStart bool, stream *connect.ServerStream[processEvent]) error {
+func (s *Server) follow(ctx context.Context, h interface{ Get(string) string }, sel service.ProcessSelector, fromStart bool, stream *connect.ServerStream[wire.ProcessEvent]) error {
 	ref := sandboxOf(ctx)
 	res, err := s.svc.FollowProcess(ctx, ref.id, ref.owner, sel, fromStart, keepaliveOf(h), func(ev service.ProcessEvent) error {
-		return stream.Send(&processEvent{Event: eventOf(ev)})
+		return stream.Send(&wire.ProcessEvent{Event: eventOf(ev)})
 	})
 	if err != nil {
 		if errors.Is(err, service.ErrSessionGone) {
@@ -85,34 +85,34 @@ func (s *Server) follow(ctx context.Context, h interface{ Get(string) string }, 
 		}
 		return rpcError(err)
 	}
-	return stream.Send(&processEvent{Event: event{End: endOf(res)}})
+	return stream.Send(&wire.ProcessEvent{Event: wire.Event{End: endOf(res)}})
 }
 
 // eventOf is a piece of a process's output as envd sends it.
-func eventOf(ev service.ProcessEvent) event {
+func eventOf(ev service.ProcessEvent) wire.Event {
 	switch ev.Stream {
 	case "start":
-		return event{Start: &startEvent{PID: ev.PID}}
+		return wire.Event{Start: &wire.StartEvent{PID: ev.PID}}
 	case "keepalive":
-		return event{Keepalive: &empty{}}
+		return wire.Event{Keepalive: &wire.Empty{}}
 	case "pty":
-		return event{Data: &dataEvent{PTY: ev.Data}}
+		return wire.Event{Data: &wire.DataEvent{PTY: ev.Data}}
 	case "stderr":
-		return event{Data: &dataEvent{Stderr: ev.Data}}
+		return wire.Event{Data: &wire.DataEvent{Stderr: ev.Data}}
 	}
-	return event{Data: &dataEvent{Stdout: ev.Data}}
+	return wire.Event{Data: &wire.DataEvent{Stdout: ev.Data}}
 }
 
-func endOf(res *service.CommandResult) *endEvent {
+func endOf(res *service.CommandResult) *wire.EndEvent {
 	if res.Limit != nil {
 		msg := "signal: killed"
 		if res.Error != nil {
 			msg += " (" + *res.Error + ")"
 		}
-		return &endEvent{ExitCode: -1, Exited: false, Status: "signal: killed", Error: &msg}
+		return &wire.EndEvent{ExitCode: -1, Exited: false, Status: "signal: killed", Error: &msg}
 	}
 	status := "exit status " + strconv.Itoa(res.ExitCode)
-	end := &endEvent{ExitCode: int32(res.ExitCode), Exited: true, Status: status}
+	end := &wire.EndEvent{ExitCode: int32(res.ExitCode), Exited: true, Status: status}
 	if res.ExitCode != 0 {
 		msg := status
 		if res.Error != nil && strings.Contains(*res.Error, "not allowed") {
@@ -133,25 +133,25 @@ func keepaliveOf(h interface{ Get(string) string }) time.Duration {
 
 // connectProc follows a running process from now on (an ended one: only
 // its end).
-func (s *Server) connectProc(ctx context.Context, req *connect.Request[selectRequest], stream *connect.ServerStream[processEvent]) error {
+func (s *Server) connectProc(ctx context.Context, req *connect.Request[wire.SelectRequest], stream *connect.ServerStream[wire.ProcessEvent]) error {
 	return s.follow(ctx, req.Header(), service.ProcessSelector(req.Msg.Process), false, stream)
 }
 
-func (s *Server) listProcs(ctx context.Context, _ *connect.Request[empty]) (*connect.Response[listResponse], error) {
+func (s *Server) listProcs(ctx context.Context, _ *connect.Request[wire.Empty]) (*connect.Response[wire.ListResponse], error) {
 	ref := sandboxOf(ctx)
 	list, err := s.svc.ListProcesses(ctx, ref.id, ref.owner)
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	out := listResponse{Processes: []processInfo{}}
+	out := wire.ListResponse{Processes: []wire.ProcessInfo{}}
 	for _, p := range list {
-		out.Processes = append(out.Processes, processInfo{Config: processConfig(p.Spec), PID: p.PID, Tag: p.Tag})
+		out.Processes = append(out.Processes, wire.ProcessInfo{Config: wire.ProcessConfig(p.Spec), PID: p.PID, Tag: p.Tag})
 	}
 	return connect.NewResponse(&out), nil
 }
 
 // signal ends a process: SIGTERM and SIGKILL both stop its sandbox.
-func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]) (*connect.Response[empty], error) {
+func (s *Server) signal(ctx context.Context, req *connect.Request[wire.SignalRequest]) (*connect.Response[wire.Empty], error) {
 	switch req.Msg.Signal {
 	case "SIGNAL_SIGKILL", "SIGNAL_SIGTERM", "9", "15":
 	default:
@@ -163,7 +163,7 @@ func (s *Server) signal(ctx context.Context, req *connect.Request[signalRequest]
 
 // sendInput writes to a process's stdin or terminal (either field goes
 // to what the process has).
-func (s *Server) sendInput(ctx context.Context, req *connect.Request[inputRequest]) (*connect.Response[empty], error) {
+func (s *Server) sendInput(ctx context.Context, req *connect.Request[wire.InputRequest]) (*connect.Response[wire.Empty], error) {
 	data := req.Msg.Input.Stdin
 	if len(data) == 0 {
 		data = req.Msg.Input.PTY
@@ -172,12 +172,12 @@ func (s *Server) sendInput(ctx context.Context, req *connect.Request[inputReques
 }
 
 // closeStdin ends a process's stdin.
-func (s *Server) closeStdin(ctx context.Context, req *connect.Request[selectRequest]) (*connect.Response[empty], error) {
+func (s *Server) closeStdin(ctx context.Context, req *connect.Request[wire.SelectRequest]) (*connect.Response[wire.Empty], error) {
 	return s.input(ctx, req.Msg.Process, service.ProcessInput{Close: true})
 }
 
 // update resizes a process's terminal.
-func (s *Server) update(ctx context.Context, req *connect.Request[updateRequest]) (*connect.Response[empty], error) {
+func (s *Server) update(ctx context.Context, req *connect.Request[wire.UpdateRequest]) (*connect.Response[wire.Empty], error) {
 	in := service.ProcessInput{} // nothing to change: the process is only checked
 	if req.Msg.PTY != nil {
 		cols, rows := terminalSize(req.Msg.PTY.Size.Cols, req.Msg.PTY.Size.Rows)
@@ -186,17 +186,17 @@ func (s *Server) update(ctx context.Context, req *connect.Request[updateRequest]
 	return s.input(ctx, req.Msg.Process, in)
 }
 
-func (s *Server) input(ctx context.Context, sel selector, in service.ProcessInput) (*connect.Response[empty], error) {
+func (s *Server) input(ctx context.Context, sel wire.Selector, in service.ProcessInput) (*connect.Response[wire.Empty], error) {
 	ref := sandboxOf(ctx)
 	return answer(s.svc.SendProcessInput(ctx, ref.id, ref.owner, service.ProcessSelector(sel), in))
 }
 
 // answer is an empty answer, or err as envd's code.
-func answer(err error) (*connect.Response[empty], error) {
+func answer(err error) (*connect.Response[wire.Empty], error) {
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return connect.NewResponse(&empty{}), nil
+	return connect.NewResponse(&wire.Empty{}), nil
 }
 
 // terminalSize is a terminal's size as E2B's clients send it: a side of

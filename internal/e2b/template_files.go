@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codecage/codecage/internal/e2b/templateplan"
 )
 
 // A template's copy steps upload their files first: the SDK asks
@@ -49,7 +51,7 @@ func (s *Server) serveTemplateUpload(w http.ResponseWriter, r *http.Request) str
 	switch {
 	case r.Method != http.MethodPut:
 		writeAPIError(w, http.StatusMethodNotAllowed, "a template upload is a PUT")
-	case !good || !filesHashRE.MatchString(hash):
+	case !good || !templateplan.ValidFilesHash(hash):
 		writeAPIError(w, http.StatusForbidden, "the upload URL is not one this server signed")
 	case time.Now().Unix() > exp:
 		writeAPIError(w, http.StatusForbidden, "the upload URL has expired: the SDK asks for a new one when it builds again")

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -36,30 +36,6 @@ func e2bStatus(s service.BuildStatus) string {
 	return statusWaiting
 }
 
-// logEntry is E2B's BuildLogEntry.
-type logEntry struct {
-	Timestamp time.Time `json:"timestamp"`
-	Level     string    `json:"level"`
-	Message   string    `json:"message"`
-	Step      string    `json:"step,omitempty"`
-}
-
-// buildInfo is E2B's TemplateBuildInfo.
-type buildInfo struct {
-	TemplateID string       `json:"templateID"`
-	BuildID    string       `json:"buildID"`
-	Status     string       `json:"status"`
-	LogEntries []logEntry   `json:"logEntries"`
-	Logs       []string     `json:"logs"`
-	Reason     *buildReason `json:"reason,omitempty"`
-}
-
-type buildReason struct {
-	Message    string     `json:"message"`
-	Step       string     `json:"step,omitempty"`
-	LogEntries []logEntry `json:"logEntries"`
-}
-
 func (s *Server) templateStatus(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	offset, limit := 0, statusPageLimit
@@ -84,19 +60,12 @@ func (s *Server) templateStatus(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
-	out := buildInfo{TemplateID: b.Name, BuildID: b.ID, Status: e2bStatus(b), LogEntries: make([]logEntry, 0, len(b.Logs)), Logs: []string{}}
+	out := wire.BuildInfo{TemplateID: b.Name, BuildID: b.ID, Status: e2bStatus(b), LogEntries: make([]wire.LogEntry, 0, len(b.Logs)), Logs: []string{}}
 	for _, e := range b.Logs {
-		out.LogEntries = append(out.LogEntries, logEntry{Timestamp: e.Time, Level: e.Level, Message: e.Message, Step: e.Step})
+		out.LogEntries = append(out.LogEntries, wire.LogEntry{Timestamp: e.Time, Level: e.Level, Message: e.Message, Step: e.Step})
 	}
 	if b.Failure != nil {
-		out.Reason = &buildReason{Message: b.Failure.Message, Step: b.Failure.Step, LogEntries: []logEntry{}}
+		out.Reason = &wire.BuildReason{Message: b.Failure.Message, Step: b.Failure.Step, LogEntries: []wire.LogEntry{}}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func capText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

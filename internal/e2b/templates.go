@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/codecage/codecage/internal/e2b/templateplan"
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -65,7 +66,7 @@ func templateName(name string) (string, error) {
 	switch {
 	case name == "":
 		return "tpl-" + strings.ReplaceAll(newUUID(), "-", "")[:12], nil
-	case builtinTemplates[name] || builtinBase(name):
+	case templateplan.Builtin(name) || templateplan.BuiltinBase(name):
 		return "", fmt.Errorf("%s is one of E2B's own templates, which codecage serves: name yours otherwise", service.Quote(name))
 	case !envstore.NamePattern.MatchString(name) || service.IsBuildStage(name):
 		return "", fmt.Errorf("template name %s: a codecage template is an environment, whose name is 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", service.Quote(name))
@@ -123,7 +124,7 @@ func (s *Server) templateFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	template, hash := r.PathValue("templateID"), r.PathValue("hash")
-	if !filesHashRE.MatchString(hash) {
+	if !templateplan.ValidFilesHash(hash) {
 		writeAPIError(w, http.StatusBadRequest, "the files hash is 64 hexadecimal digits (the SDK's sha256)")
 		return
 	}
@@ -139,7 +140,7 @@ func (s *Server) templateFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
-	var spec templateSpec
+	var spec templateplan.Spec
 	if err := decodeBody(r, &spec); err != nil {
 		writeAPIError(w, http.StatusBadRequest, err.Error())
 		return
@@ -150,11 +151,11 @@ func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
 	template, id := r.PathValue("templateID"), r.PathValue("buildID")
 	// An unsupported step fails the build at once, with E2B's reason.
 	planned := func(prefix string) ([]service.BuildStage, *service.BuildFailure) {
-		stages, err := plan(spec, template, prefix, func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
+		stages, err := templateplan.Plan(spec, template, prefix, func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
 		if err != nil {
-			var se *stepError
+			var se *service.BuildFailure
 			if !errors.As(err, &se) {
-				se = &stepError{Step: "base", Message: err.Error()}
+				se = &service.BuildFailure{Step: "base", Message: err.Error()}
 			}
 			return nil, se
 		}
@@ -176,9 +177,9 @@ func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
 // templateAlias answers Template.exists: E2B's TemplateAliasResponse for
 // a built-in template or an environment, 404 (as E2B's) for any other.
 func (s *Server) templateAlias(w http.ResponseWriter, r *http.Request) {
-	alias := untagged(r.PathValue("alias"))
+	alias := templateplan.Untagged(r.PathValue("alias"))
 	switch {
-	case builtinTemplates[alias]:
+	case templateplan.Builtin(alias):
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 	case !service.IsBuildStage(alias) && s.envExists(r.Context(), alias):
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": false})
@@ -188,26 +189,6 @@ func (s *Server) templateAlias(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// templateInfo is E2B's Template.
-type templateInfo struct {
-	TemplateID    string     `json:"templateID"`
-	BuildID       string     `json:"buildID"`
-	CPUCount      int        `json:"cpuCount"`
-	MemoryMB      int64      `json:"memoryMB"`
-	DiskSizeMB    int64      `json:"diskSizeMB"`
-	Public        bool       `json:"public"`
-	Aliases       []string   `json:"aliases"`
-	Names         []string   `json:"names"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	UpdatedAt     time.Time  `json:"updatedAt"`
-	CreatedBy     *struct{}  `json:"createdBy"`
-	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
-	SpawnCount    int64      `json:"spawnCount"`
-	BuildCount    int        `json:"buildCount"`
-	EnvdVersion   string     `json:"envdVersion"`
-	BuildStatus   string     `json:"buildStatus"`
-}
-
 // listTemplates lists the environments as templates (not the internal
 // stages of their builds).
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +196,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		envs = nil // a server without environments has no templates of its own
 	}
-	out := []templateInfo{}
+	out := []wire.TemplateInfo{}
 	for _, e := range envs {
 		if service.IsBuildStage(e.Name) {
 			continue
@@ -224,7 +205,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 		if id := s.svc.LatestEnvironmentBuild(r.Context(), e.Name); id != "" {
 			buildID = id
 		}
-		out = append(out, templateInfo{TemplateID: e.Name, BuildID: buildID, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
+		out = append(out, wire.TemplateInfo{TemplateID: e.Name, BuildID: buildID, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
 			DiskSizeMB: s.cfg.WorkspaceMax >> 20, Aliases: []string{e.Name}, Names: []string{e.Name}, CreatedAt: e.Created.UTC(),
 			UpdatedAt: e.Created.UTC(), BuildCount: 1, EnvdVersion: EnvdVersion, BuildStatus: statusReady})
 	}
@@ -234,8 +215,8 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 // deleteTemplate answers DELETE /templates/{id}: an environment built as
 // a template (an operator's call), else the snapshot of that id.
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	name := untagged(r.PathValue("id"))
-	if service.IsBuildStage(name) || builtinTemplates[name] || !s.envExists(r.Context(), name) {
+	name := templateplan.Untagged(r.PathValue("id"))
+	if service.IsBuildStage(name) || templateplan.Builtin(name) || !s.envExists(r.Context(), name) {
 		s.deleteSnapshot(w, r)
 		return
 	}
@@ -267,8 +248,8 @@ func (s *Server) envExists(ctx context.Context, name string) bool {
 
 // templateEnv is the environment a create's template names ("": none).
 func (s *Server) templateEnv(r *http.Request, template string) string {
-	name := untagged(template)
-	if builtinTemplates[name] || service.IsBuildStage(name) || !s.envExists(r.Context(), name) {
+	name := templateplan.Untagged(template)
+	if templateplan.Builtin(name) || service.IsBuildStage(name) || !s.envExists(r.Context(), name) {
 		return ""
 	}
 	return name

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-
+	"github.com/codecage/codecage/internal/e2b/wire"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -21,43 +21,10 @@ import (
 // reader fell behind, the kernel's queue overflowed, a tree too big to
 // follow) end it with an error, as envd's does when inotify overflows.
 
-// watchDirRequest is WatchDirRequest and CreateWatcherRequest. envd
-// 0.6.3's includeEntry adds each event's entry; 0.6.4's
-// allowNetworkMounts lifts envd's refusal to watch a network mount, and
-// a codecage sandbox has none, so it changes nothing here.
-type watchDirRequest struct {
-	Path               string `json:"path"`
-	Recursive          bool   `json:"recursive"`
-	IncludeEntry       bool   `json:"includeEntry"`
-	AllowNetworkMounts bool   `json:"allowNetworkMounts"`
-}
-
-// fsEvent is filesystem.FilesystemEvent.
-type fsEvent struct {
-	Name  string     `json:"name"`
-	Type  string     `json:"type"`
-	Entry *entryInfo `json:"entry,omitempty"`
-}
-
 // withEntries marks a polled watcher's id: its events carry entries. The
 // id goes back to the client and comes back with each poll, so the
 // choice needs no state of its own here.
 const withEntries = "e."
-
-// watchDirResponse is one event of a WatchDir stream.
-type watchDirResponse struct {
-	Start      *empty   `json:"start,omitempty"`
-	Filesystem *fsEvent `json:"filesystem,omitempty"`
-	Keepalive  *empty   `json:"keepalive,omitempty"`
-}
-
-type watcherRequest struct {
-	WatcherID string `json:"watcherId"`
-}
-
-type watcherEventsResponse struct {
-	Events []fsEvent `json:"events"`
-}
 
 var eventTypes = map[string]string{
 	service.WatchCreate: "EVENT_TYPE_CREATE", service.WatchWrite: "EVENT_TYPE_WRITE", service.WatchRemove: "EVENT_TYPE_REMOVE",
@@ -68,15 +35,15 @@ var eventTypes = map[string]string{
 // the error that ends the watch, after the events before it. With
 // entries, each event whose path still exists carries its entry, as
 // envd's does (best effort: a file gone since has none).
-func (s *Server) fsEvents(ctx context.Context, w *service.Watch, evs []service.WatchEvent, entries bool) ([]fsEvent, error) {
-	out := make([]fsEvent, 0, len(evs))
+func (s *Server) fsEvents(ctx context.Context, w *service.Watch, evs []service.WatchEvent, entries bool) ([]wire.FsEvent, error) {
+	out := make([]wire.FsEvent, 0, len(evs))
 	ref := sandboxOf(ctx)
 	for _, e := range evs {
 		if e.Type == service.WatchOverflow {
 			return out, connect.NewError(connect.CodeResourceExhausted,
 				fmt.Errorf("the watch missed events (%s); start a new one", e.Reason))
 		}
-		ev := fsEvent{Name: e.Name, Type: eventTypes[e.Type]}
+		ev := wire.FsEvent{Name: e.Name, Type: eventTypes[e.Type]}
 		if entries && e.Type != service.WatchRemove {
 			if fi, err := s.svc.StatFile(ctx, ref.id, ref.owner, path.Join(w.Path, e.Name)); err == nil {
 				ev.Entry = entry(fi)
@@ -97,14 +64,14 @@ func (s *Server) watchEnded(ctx context.Context, ref sandboxRef, err error) erro
 	return connect.NewError(connect.CodeUnavailable, err)
 }
 
-func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequest], stream *connect.ServerStream[watchDirResponse]) error {
+func (s *Server) watchDir(ctx context.Context, req *connect.Request[wire.WatchDirRequest], stream *connect.ServerStream[wire.WatchDirResponse]) error {
 	ref := sandboxOf(ctx)
 	w, err := s.svc.WatchDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), req.Msg.Recursive)
 	if err != nil {
 		return rpcError(err)
 	}
 	defer w.Stop()
-	if err := stream.Send(&watchDirResponse{Start: &empty{}}); err != nil {
+	if err := stream.Send(&wire.WatchDirResponse{Start: &wire.Empty{}}); err != nil {
 		return err
 	}
 	keepalive := keepaliveOf(req.Header())
@@ -116,7 +83,7 @@ func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequ
 		case ctx.Err() != nil:
 			return ctx.Err() // the client's timeoutMs, or it went away
 		case errors.Is(err, context.DeadlineExceeded):
-			if err := stream.Send(&watchDirResponse{Keepalive: &empty{}}); err != nil {
+			if err := stream.Send(&wire.WatchDirResponse{Keepalive: &wire.Empty{}}); err != nil {
 				return err
 			}
 			continue
@@ -129,7 +96,7 @@ func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequ
 		}
 		out, missed := s.fsEvents(ctx, w, evs, req.Msg.IncludeEntry)
 		for i := range out {
-			if err := stream.Send(&watchDirResponse{Filesystem: &out[i]}); err != nil {
+			if err := stream.Send(&wire.WatchDirResponse{Filesystem: &out[i]}); err != nil {
 				return err
 			}
 		}
@@ -139,7 +106,7 @@ func (s *Server) watchDir(ctx context.Context, req *connect.Request[watchDirRequ
 	}
 }
 
-func (s *Server) createWatcher(ctx context.Context, req *connect.Request[watchDirRequest]) (*connect.Response[watcherRequest], error) {
+func (s *Server) createWatcher(ctx context.Context, req *connect.Request[wire.WatchDirRequest]) (*connect.Response[wire.WatcherRequest], error) {
 	ref := sandboxOf(ctx)
 	w, err := s.svc.WatchDir(ctx, ref.id, ref.owner, sandboxPath(req.Msg.Path), req.Msg.Recursive)
 	if err != nil {
@@ -149,7 +116,7 @@ func (s *Server) createWatcher(ctx context.Context, req *connect.Request[watchDi
 	if req.Msg.IncludeEntry {
 		id = withEntries + id
 	}
-	return connect.NewResponse(&watcherRequest{WatcherID: id}), nil
+	return connect.NewResponse(&wire.WatcherRequest{WatcherID: id}), nil
 }
 
 // watcher is the caller's watcher of the request's sandbox, and whether
@@ -165,7 +132,7 @@ func (s *Server) watcher(ctx context.Context, id string) (*service.Watch, bool, 
 	return w, entries, nil
 }
 
-func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[watcherEventsResponse], error) {
+func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[wire.WatcherRequest]) (*connect.Response[wire.WatcherEventsResponse], error) {
 	w, entries, err := s.watcher(ctx, req.Msg.WatcherID)
 	if err != nil {
 		return nil, err
@@ -183,14 +150,14 @@ func (s *Server) getWatcherEvents(ctx context.Context, req *connect.Request[watc
 	if missed != nil {
 		return nil, missed
 	}
-	return connect.NewResponse(&watcherEventsResponse{Events: out}), nil
+	return connect.NewResponse(&wire.WatcherEventsResponse{Events: out}), nil
 }
 
-func (s *Server) removeWatcher(ctx context.Context, req *connect.Request[watcherRequest]) (*connect.Response[empty], error) {
+func (s *Server) removeWatcher(ctx context.Context, req *connect.Request[wire.WatcherRequest]) (*connect.Response[wire.Empty], error) {
 	w, _, err := s.watcher(ctx, req.Msg.WatcherID)
 	if err != nil {
 		return nil, err
 	}
 	w.Stop()
-	return connect.NewResponse(&empty{}), nil
+	return connect.NewResponse(&wire.Empty{}), nil
 }

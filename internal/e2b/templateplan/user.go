@@ -1,4 +1,4 @@
-package e2b
+package templateplan
 
 import (
 	"fmt"

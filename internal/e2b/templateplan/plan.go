@@ -1,4 +1,8 @@
-package e2b
+// Package templateplan translates an E2B template (its TemplateBuildStartV2
+// steps) into codecage environment builds. It is the E2B adapter's, kept
+// apart because it is pure: no HTTP and no service calls, only a spec in
+// and the stages out, so it is tested and fuzzed on its own.
+package templateplan
 
 import (
 	"cmp"
@@ -11,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -29,20 +34,20 @@ const (
 	maxStartCmd      = 16 << 10
 )
 
-// templateSpec is E2B's TemplateBuildStartV2.
-type templateSpec struct {
+// Spec is E2B's TemplateBuildStartV2.
+type Spec struct {
 	FromImage         string          `json:"fromImage"`
 	FromTemplate      string          `json:"fromTemplate"`
 	FromImageRegistry json.RawMessage `json:"fromImageRegistry"`
 	StartCmd          string          `json:"startCmd"`
 	ReadyCmd          string          `json:"readyCmd"`
-	Steps             []templateStep  `json:"steps"`
+	Steps             []Step          `json:"steps"`
 	Force             bool            `json:"force"`
 }
 
-// templateStep is E2B's TemplateStep (the SDK adds forceUpload,
+// Step is E2B's TemplateStep (the SDK adds forceUpload,
 // resolveSymlinks and gzip, which the upload already applied).
-type templateStep struct {
+type Step struct {
 	Type      string   `json:"type"`
 	Args      []string `json:"args"`
 	FilesHash string   `json:"filesHash"`
@@ -57,14 +62,14 @@ type stepError = service.BuildFailure
 // stage is one environment build of a template's chain.
 type stage = service.BuildStage
 
-// planLookup answers what the planner needs of the server: the
+// Lookup answers what the planner needs of the server: the
 // environment of that name, if there is one.
-type planLookup func(name string) (envstore.Env, bool)
+type Lookup func(name string) (envstore.Env, bool)
 
 // plan turns a template into its chain of builds; name is the
 // environment the last one records, internal names the others (prefix
 // plus their index). Unsupported steps are a *stepError.
-func plan(spec templateSpec, name, prefix string, exists planLookup) ([]stage, error) {
+func Plan(spec Spec, name, prefix string, exists Lookup) ([]stage, error) {
 	p := planner{name: name, prefix: prefix, vars: map[string]string{}, noCache: spec.Force}
 	for _, st := range spec.Steps {
 		if len(st.Args) > 0 && strings.HasPrefix(st.Args[0], "pip install") && strings.EqualFold(st.Type, "RUN") {
@@ -136,9 +141,24 @@ type planner struct {
 	user string
 }
 
-// builtinBase reports whether an image or template is one codecage's host
+// builtinTemplates are E2B's own templates that codecage serves, with
+// the operator's default profiles: the aliases Template.exists finds.
+var builtinTemplates = map[string]bool{"base": true, "code-interpreter-v1": true, "code-interpreter": true, "code-interpreter-stateful": true}
+
+// Builtin reports whether name is one of E2B's own templates.
+func Builtin(name string) bool { return builtinTemplates[name] }
+
+// Untagged drops E2B's default tag from a template or snapshot id
+// ("name:default" is "name").
+func Untagged(id string) string { return strings.TrimSuffix(id, ":default") }
+
+// ValidFilesHash reports whether h is a copy step's files hash, the name
+// its upload is kept under: 64 lowercase hex digits.
+func ValidFilesHash(h string) bool { return filesHashRE.MatchString(h) }
+
+// BuiltinBase reports whether an image or template is one codecage's host
 // root stands for: E2B's base image and its own templates.
-func builtinBase(ref string) bool {
+func BuiltinBase(ref string) bool {
 	return ref == "e2bdev/base" || strings.HasPrefix(ref, "e2bdev/base:") || builtinTemplates[ref]
 }
 
@@ -171,7 +191,7 @@ func debianFamily(ref string) (suite string, ok bool) {
 	return "", false
 }
 
-func (p *planner) base(spec templateSpec, exists planLookup) error {
+func (p *planner) base(spec Spec, exists Lookup) error {
 	if len(spec.FromImageRegistry) > 0 && string(spec.FromImageRegistry) != "null" {
 		return &stepError{Step: "base", Message: "fromImage with registry credentials, fromAWSRegistry and fromGCPRegistry are not supported: codecage pulls only images it can reach without credentials"}
 	}
@@ -179,9 +199,9 @@ func (p *planner) base(spec templateSpec, exists planLookup) error {
 	case spec.FromImage != "" && spec.FromTemplate != "":
 		return &stepError{Step: "base", Message: "a template names fromImage or fromTemplate, not both"}
 	case spec.FromTemplate != "":
-		t := untagged(spec.FromTemplate)
+		t := Untagged(spec.FromTemplate)
 		switch {
-		case builtinBase(t):
+		case BuiltinBase(t):
 			p.kind = baseHost
 		default:
 			e, ok := exists(t)
@@ -208,7 +228,7 @@ func (p *planner) base(spec templateSpec, exists planLookup) error {
 		}
 		return nil
 	}
-	if builtinBase(ref) {
+	if BuiltinBase(ref) {
 		p.kind = baseHost
 		return nil
 	}
@@ -263,7 +283,7 @@ var (
 // singleQuote is s in single quotes as E2B's messages put a command or a
 // user, capped; one that needs escaping is Go-quoted instead.
 func singleQuote(s string) string {
-	s = capText(s, 200)
+	s = bounded.String(s, 200)
 	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.Contains(s, "'") {
 		return q
 	}
@@ -275,7 +295,7 @@ func unsupported(step, format string, args ...any) error {
 }
 
 // step plans one of the template's steps, by its type.
-func (p *planner) step(at string, st templateStep) error {
+func (p *planner) step(at string, st Step) error {
 	for _, a := range st.Args {
 		if len(a) > maxStepArg {
 			return unsupported(at, "an argument is longer than %d bytes", maxStepArg)
@@ -297,7 +317,7 @@ func (p *planner) step(at string, st templateStep) error {
 }
 
 // stepArg is the step's i-th argument, "" past the last.
-func stepArg(st templateStep, i int) string {
+func stepArg(st Step, i int) string {
 	if i < len(st.Args) {
 		return st.Args[i]
 	}
@@ -334,7 +354,7 @@ func (p *planner) runStep(at, cmd, user string) error {
 }
 
 // copyStep plans copy: a source inside the upload its files hash names.
-func (p *planner) copyStep(at string, st templateStep) error {
+func (p *planner) copyStep(at string, st Step) error {
 	src, dest, mode := stepArg(st, 0), stepArg(st, 1), stepArg(st, 3)
 	if !filesHashRE.MatchString(st.FilesHash) {
 		return unsupported(at, "copy without the files hash of its upload")

@@ -1,4 +1,4 @@
-package e2b
+package templateplan
 
 import (
 	"encoding/json"
@@ -15,13 +15,13 @@ import (
 
 // readTemplate is a template as the pinned SDK serializes it
 // (testdata/gen-templates.mjs wrote them with e2b 2.51.0's Template.toJSON).
-func readTemplate(t *testing.T, name string) templateSpec {
+func readTemplate(t *testing.T, name string) Spec {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/templates/" + name + ".json")
+	raw, err := os.ReadFile("../testdata/templates/" + name + ".json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec templateSpec
+	var spec Spec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func readTemplate(t *testing.T, name string) templateSpec {
 }
 
 // lookupOf answers the planner's lookups from a fixed set.
-func lookupOf(envs ...envstore.Env) planLookup {
+func lookupOf(envs ...envstore.Env) Lookup {
 	return func(n string) (envstore.Env, bool) {
 		for _, e := range envs {
 			if e.Name == n {
@@ -79,7 +79,7 @@ func TestTemplatePlans(t *testing.T) {
 			{Name: "mytpl", Dockerfile: "FROM " + twin + "\n", ReadyCmd: "true", Vars: map[string]string{"C": "3"}},
 		},
 	} {
-		stages, err := plan(readTemplate(t, name), "mytpl", pre, exists)
+		stages, err := Plan(readTemplate(t, name), "mytpl", pre, exists)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -96,14 +96,14 @@ func TestTemplatePlans(t *testing.T) {
 		}
 	}
 	// The copy's stage names its upload, which the build context holds.
-	stages, _ := plan(readTemplate(t, "python-copy-run"), "mytpl", pre, exists)
+	stages, _ := Plan(readTemplate(t, "python-copy-run"), "mytpl", pre, exists)
 	if got := stages[1].Copies; len(got) != 1 || got[0] != copyHash {
 		t.Errorf("copies %v, want [%s]", got, copyHash)
 	}
 	// skipCache (the spec's force) builds a Debian root of the template's own.
 	forced := readTemplate(t, "apt-pip")
 	forced.Force = true
-	stages, _ = plan(forced, "mytpl", pre, exists)
+	stages, _ = Plan(forced, "mytpl", pre, exists)
 	if len(stages) != 2 || stages[0].Shared || stages[0].Build.Name != pre+".1" || stages[1].Build.Base != pre+".1" {
 		t.Errorf("skipCache: %+v", stages)
 	}
@@ -126,25 +126,25 @@ func TestTemplatePlanOverLayer(t *testing.T) {
 	twin := debianStageName("", []string{"python3", "python3-pip"})
 	for _, c := range []struct {
 		name string
-		spec templateSpec
+		spec Spec
 		want []service.EnvironmentBuild
 	}{
-		{"pip", templateSpec{FromTemplate: "tpl1", Steps: []templateStep{{Type: "RUN", Args: []string{"pip install y probe==1.0"}}}},
+		{"pip", Spec{FromTemplate: "tpl1", Steps: []Step{{Type: "RUN", Args: []string{"pip install y probe==1.0"}}}},
 			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"probe==1.0", "y"}, Workdir: "/w", StartCmd: "s", ReadyCmd: "r", Vars: map[string]string{"A": "1"}}}},
-		{"metadata", templateSpec{FromImage: "tpl1", StartCmd: "s2", Steps: []templateStep{{Type: "ENV", Args: []string{"C", "3"}}}},
+		{"metadata", Spec{FromImage: "tpl1", StartCmd: "s2", Steps: []Step{{Type: "ENV", Args: []string{"C", "3"}}}},
 			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"probe==1.0"}, Workdir: "/w", StartCmd: "s2", ReadyCmd: "r", Vars: map[string]string{"A": "1", "C": "3"}}}},
-		{"run", templateSpec{FromTemplate: "tpl1", Steps: []templateStep{{Type: "RUN", Args: []string{"true"}}}},
+		{"run", Spec{FromTemplate: "tpl1", Steps: []Step{{Type: "RUN", Args: []string{"true"}}}},
 			[]service.EnvironmentBuild{
 				{Name: twin, Debian: []string{"python3", "python3-pip"}},
 				{Name: pre + ".2", Dockerfile: "FROM " + twin + "\n" + `ENV A="1"` + "\n" + `WORKDIR "/w"` + "\n" + `RUN ["/bin/sh","-c","true"]` + "\n"},
 				{Name: "t2", Requirements: []string{"probe==1.0"}, Base: pre + ".2", Workdir: "/w", StartCmd: "s", ReadyCmd: "r", Vars: map[string]string{"A": "1"}},
 			}},
-		{"layer over a root", templateSpec{FromTemplate: "tpl2"},
+		{"layer over a root", Spec{FromTemplate: "tpl2"},
 			[]service.EnvironmentBuild{{Name: "t2", Requirements: []string{"q"}, Base: "deb"}}},
-		{"a root", templateSpec{FromTemplate: "deb", Steps: []templateStep{{Type: "ENV", Args: []string{"C", "3"}}}},
+		{"a root", Spec{FromTemplate: "deb", Steps: []Step{{Type: "ENV", Args: []string{"C", "3"}}}},
 			[]service.EnvironmentBuild{{Name: "t2", Dockerfile: "FROM deb\n", Vars: map[string]string{"C": "3"}}}},
 	} {
-		stages, err := plan(c.spec, "t2", pre, exists)
+		stages, err := Plan(c.spec, "t2", pre, exists)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -172,13 +172,13 @@ func TestTemplatePlanRefusals(t *testing.T) {
 		"apt-on-image":  {"1", "aptInstall is supported only right after"},
 		"pip-project":   {"1", "the copied project"},
 	} {
-		_, err := plan(readTemplate(t, name), "mytpl", "mytpl.b01234567", lookupOf())
+		_, err := Plan(readTemplate(t, name), "mytpl", "mytpl.b01234567", lookupOf())
 		se, ok := err.(*stepError)
 		if !ok || se.Step != want.step || !strings.Contains(se.Message, want.says) {
 			t.Errorf("%s: %#v, want step %s saying %q", name, err, want.step, want.says)
 		}
 	}
-	bad := map[string]templateStep{
+	bad := map[string]Step{
 		"env newline": {Type: "ENV", Args: []string{"A", "x\ny"}},
 		"env name":    {Type: "ENV", Args: []string{"A=B", "x"}},
 		"copy up":     {Type: "COPY", Args: []string{"../etc", "/x"}, FilesHash: strings.Repeat("a", 64)},
@@ -191,18 +191,18 @@ func TestTemplatePlanRefusals(t *testing.T) {
 		"pip option":  {Type: "RUN", Args: []string{"pip install -r req.txt"}},
 	}
 	for name, st := range bad {
-		_, err := plan(templateSpec{FromImage: "debian:stable", Steps: []templateStep{st}}, "t", "t.b01234567", lookupOf())
+		_, err := Plan(Spec{FromImage: "debian:stable", Steps: []Step{st}}, "t", "t.b01234567", lookupOf())
 		if se, ok := err.(*stepError); !ok || se.Step != "1" {
 			t.Errorf("%s: %#v, want a refusal at step 1", name, err)
 		}
 	}
-	odd := templateSpec{FromImage: "debian:stable", Steps: []templateStep{{Type: "RUN", Args: []string{"echo 'x'\n" + strings.Repeat("y", maxStepArg-10), "bob\x1b"}}}}
-	_, err := plan(odd, "t", "t.b01234567", lookupOf())
+	odd := Spec{FromImage: "debian:stable", Steps: []Step{{Type: "RUN", Args: []string{"echo 'x'\n" + strings.Repeat("y", maxStepArg-10), "bob\x1b"}}}}
+	_, err := Plan(odd, "t", "t.b01234567", lookupOf())
 	if se, ok := err.(*stepError); !ok || len(se.Message) > 1024 || strings.ContainsAny(se.Message, "\n\x1b") || !strings.Contains(se.Message, `"bob\x1b"`) {
 		t.Errorf("runCmd as an odd user: %#v, want a short refusal with the user escaped", err)
 	}
-	many := templateSpec{Steps: make([]templateStep, maxTemplateSteps+1)}
-	if _, err := plan(many, "t", "t.b01234567", lookupOf()); err == nil || !strings.Contains(err.Error(), "at most") {
+	many := Spec{Steps: make([]Step, maxTemplateSteps+1)}
+	if _, err := Plan(many, "t", "t.b01234567", lookupOf()); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("too many steps: %v", err)
 	}
 }
@@ -213,17 +213,17 @@ func TestTemplatePlanRefusals(t *testing.T) {
 // template's current user after a runCmd as another; E2B's "user" and
 // root are the build's root; the next stage starts as the current user.
 func TestTemplatePlanUsers(t *testing.T) {
-	if _, err := plan(readTemplate(t, "user-root"), "t", "t.b01234567", lookupOf()); err != nil {
+	if _, err := Plan(readTemplate(t, "user-root"), "t", "t.b01234567", lookupOf()); err != nil {
 		t.Fatalf("setUser('root'): %v", err)
 	}
-	run := func(cmd string, user ...string) templateStep {
-		return templateStep{Type: "RUN", Args: append([]string{cmd}, user...)}
+	run := func(cmd string, user ...string) Step {
+		return Step{Type: "RUN", Args: append([]string{cmd}, user...)}
 	}
-	spec := templateSpec{FromImage: "debian:stable", Steps: []templateStep{
+	spec := Spec{FromImage: "debian:stable", Steps: []Step{
 		run("echo a", "nobody"), run("echo b"), {Type: "USER", Args: []string{"postgres"}}, run("echo c"),
 		run("echo d", "root"), run("echo e", "1001"), {Type: "USER", Args: []string{"user"}}, run("echo f"),
 	}}
-	stages, err := plan(spec, "t", "t.b01234567", lookupOf())
+	stages, err := Plan(spec, "t", "t.b01234567", lookupOf())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +261,8 @@ func TestTemplatePlanUsers(t *testing.T) {
 		}
 	}
 	// A stage opened after setUser starts as that user.
-	spec = templateSpec{FromImage: "debian:stable", Steps: []templateStep{{Type: "USER", Args: []string{"nobody"}}, run("echo g")}}
-	if stages, err = plan(spec, "t", "t.b01234567", lookupOf()); err != nil {
+	spec = Spec{FromImage: "debian:stable", Steps: []Step{{Type: "USER", Args: []string{"nobody"}}, run("echo g")}}
+	if stages, err = Plan(spec, "t", "t.b01234567", lookupOf()); err != nil {
 		t.Fatal(err)
 	}
 	if df := stages[len(stages)-1].Build.Dockerfile; !strings.Contains(df, "USER nobody\nRUN [\"/bin/sh\",\"-c\",\"echo g\"]") {
