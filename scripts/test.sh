@@ -65,7 +65,7 @@ long='internal/service internal/bench internal/cli'
 # (the race suite), not twice: -race runs the same tests and more strictly.
 # The fleet's and the harness's start real sandboxes, so they run here too,
 # built as what ships (static, no cgo).
-raceonly='internal/pool internal/policy internal/access internal/egress internal/upstream internal/audit internal/metrics internal/snapstore internal/session internal/bounded'
+raceonly='internal/service/sizing internal/pool internal/policy internal/access internal/egress internal/upstream internal/audit internal/metrics internal/snapstore internal/session internal/bounded'
 suite service "go test $gt -timeout 30m $* ./internal/service/"
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
@@ -94,7 +94,7 @@ suite gvisor-image "CODECAGE_TEST_BACKEND=gvisor CODECAGE_TEST_ENVIRONMENT=image
 # clients.
 suite race "CGO_ENABLED=1 go test $gt -race -timeout 15m $* ./internal/fleet ./internal/runtime \
 	$(echo $raceonly | sed 's|internal/|./internal/|g') && \
-	CGO_ENABLED=1 go test $gt -race $* -run '^Test(LimitsFrom|BuildResult|SpareFitting)' ./internal/service"
+	CGO_ENABLED=1 go test $gt -race $* -run '^Test(BuildResult|SpareFitting)' ./internal/service"
 # The official MCP conformance suite against codecage serve (npm registry).
 suite conformance scripts/conformance.sh
 # The official MCP TypeScript client, end to end, over stdio and HTTP.

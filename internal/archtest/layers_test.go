@@ -42,6 +42,7 @@ var layers = map[string]int{
 	"internal/service/errdefs":  domain,  // a leaf of the domains: the sentinels, kinds and their classification
 	"internal/service/event":    domain,  // a leaf of the domains: events, observers, the caller
 	"internal/service/report":   domain,  // a leaf of the domains: an execution's result, what a run used, its output sink and dropped output
+	"internal/service/sizing":   domain,  // a leaf of the domains: the operator's configuration in the fleet's terms (caps, pools, a run's limits)
 	"internal/service/check":    domain,  // a leaf of the domains: the shape checks of requests (code, contexts, sessions, lifetimes, environment variables)
 	"internal/service/files":    domain,  // the file API over sessions: reads, writes, transfers, uploads, watches, the file view
 	"internal/service/info":     service, // what the server offers (get_sandbox_info): reads the packages domain's layer, so it sits beside the root
@@ -96,7 +97,7 @@ var exceptions = map[[2]string]string{
 // domainLeaves are the service's packages every domain may import; a
 // domain imports no other domain, except for the pairs in domainUses, so
 // that domains meet only in the root above them and the stores below.
-var domainLeaves = []string{"internal/service/check", "internal/service/errdefs", "internal/service/event", "internal/service/report"}
+var domainLeaves = []string{"internal/service/check", "internal/service/errdefs", "internal/service/event", "internal/service/report", "internal/service/sizing"}
 
 // domainUses are the imports of one domain by another, and why each is
 // right.

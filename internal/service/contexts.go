@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/codecage/codecage/internal/service/report"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -75,7 +76,7 @@ func (s *Service) RemoveContext(ctx context.Context, id, owner, cid string) erro
 				return struct{}{}, contextNotFound(cid)
 			}
 			// A fresh, empty state under its name.
-			_, _, _ = s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Code: session.StartCode(cc.Language), Language: cc.Language}, newRefusals())
+			_, _, _ = s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Code: session.StartCode(cc.Language), Language: cc.Language}, report.NewRefusals())
 			return struct{}{}, nil
 		},
 		success: contextEvent[struct{}](id, "remove_context"),
@@ -108,7 +109,7 @@ func (s *Service) RestartContext(ctx context.Context, id, owner, cid string) err
 // in its directory.
 func (s *Service) startContext(ctx context.Context, id, owner string, cc CodeContext) error {
 	res, _, err := s.execute(ctx, Request{SessionID: id, Owner: owner, Context: cc.State, NewContext: true, Cwd: cc.Cwd,
-		Code: session.StartCode(cc.Language), Language: cc.Language}, newRefusals())
+		Code: session.StartCode(cc.Language), Language: cc.Language}, report.NewRefusals())
 	if err != nil {
 		return err
 	}

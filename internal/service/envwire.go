@@ -10,6 +10,7 @@ import (
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/service/packages"
+	"github.com/codecage/codecage/internal/service/sizing"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -22,7 +23,9 @@ import (
 // newEnvs is the environments of store, wired to this service.
 func (s *Service) newEnvs(store *envstore.Store) *envs.Envs {
 	return envs.New(s.cfg, store, s.fleet, s.sessions, envs.Options{Log: s.log(), Commands: envCommands{s}, Pip: envPip{s},
-		Caps: s.caps(), Pooled: s.pooledWork, StartError: s.fleetError})
+		Caps: sizing.Caps(s.cfg), Pooled: func(memory int64, dataScience bool) fleet.Work {
+			return sizing.Pooled(s.cfg, s.layerBinds, memory, dataScience)
+		}, StartError: s.fleetError})
 }
 
 // envCommands runs an environment's start and ready commands.

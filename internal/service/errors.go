@@ -18,12 +18,10 @@ var (
 	ErrFileNotFound        = errdefs.ErrFileNotFound
 	ErrTooLarge            = errdefs.ErrTooLarge
 	ErrPermission          = errdefs.ErrPermission
-	ErrChangedDuringRead   = errdefs.ErrChangedDuringRead
 	ErrWatchEnded          = errdefs.ErrWatchEnded
 	ErrSessionNotFound     = errdefs.ErrSessionNotFound
 	ErrSessionEnded        = errdefs.ErrSessionEnded
 	ErrTooManySessions     = errdefs.ErrTooManySessions
-	ErrKeyLimit            = errdefs.ErrKeyLimit
 	ErrSessionLost         = errdefs.ErrSessionLost
 	ErrSessionGone         = errdefs.ErrSessionGone
 	ErrNotFound            = errdefs.ErrNotFound
@@ -31,7 +29,6 @@ var (
 	ErrSnapshotNotFound    = errdefs.ErrSnapshotNotFound
 	ErrSnapshotUnusable    = errdefs.ErrSnapshotUnusable
 	ErrEnvironmentNotFound = errdefs.ErrEnvironmentNotFound
-	ErrBuildFailed         = errdefs.ErrBuildFailed
 )
 
 // Error kinds (errdefs documents each).

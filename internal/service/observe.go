@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/service/event"
 )
 
@@ -69,57 +65,6 @@ func (s *Service) emitFailure(ctx context.Context, kind, action, profile, code s
 func HashCode(code string) string {
 	h := sha256.Sum256([]byte(code))
 	return hex.EncodeToString(h[:])
-}
-
-var deniedImport = regexp.MustCompile(`^Import of '([^']+)' is not allowed`)
-
-// securityEvents lists what the run tried that the policy refused: imports
-// the code let fail, destinations the egress proxy refused (the first
-// event.MaxRefusedPerRun, then how many more), and a kill by the seccomp filter.
-func securityEvents(r *Result, refused *refusals) []string {
-	var out []string
-	if r.Error != nil && r.Error.Type == "ImportError" {
-		if m := deniedImport.FindStringSubmatch(r.Error.Message); m != nil {
-			out = append(out, "import_denied:"+bounded.String(m[1], event.MaxName))
-		}
-	}
-	hosts, more := refused.list()
-	for _, host := range hosts {
-		out = append(out, "egress_denied:"+host)
-	}
-	if more != "" {
-		out = append(out, "egress_denied:"+more)
-	}
-	if r.Error != nil && r.Error.Type == "Crash" && strings.Contains(r.Error.Message, "(bad system call)") {
-		out = append(out, "seccomp_kill")
-	}
-	return out
-}
-
-// refusals collects the egress proxy's refusals during one run: the first
-// event.MaxRefusedPerRun hosts, and how many more.
-type refusals struct {
-	quota *bounded.Quota
-	mu    sync.Mutex
-	hosts []string
-}
-
-func newRefusals() *refusals { return &refusals{quota: bounded.NewQuota(event.MaxRefusedPerRun)} }
-
-func (r *refusals) add(host string) {
-	if !r.quota.Take() {
-		return
-	}
-	r.mu.Lock()
-	r.hosts = append(r.hosts, host)
-	r.mu.Unlock()
-}
-
-// list returns the hosts kept and a summary of the rest ("" when none).
-func (r *refusals) list() (hosts []string, more string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.hosts...), r.quota.Summary("refused")
 }
 
 // Report records an event a surface observed itself, such as a request it

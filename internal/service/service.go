@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/service/report"
+	"github.com/codecage/codecage/internal/service/sizing"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
 )
@@ -121,14 +121,14 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environments: %w", err)
 	}
-	s.fleet = s.newFleet()
+	s.fleet = fleet.New(sizing.Fleet(s.cfg, s.layerBinds))
 	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
 		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError, Rebooted: s.sessionRebooted})
 	s.files = s.newFiles()
-	s.cmds = commands.New(commands.Options{Config: cfg, Fleet: s.fleet, Sessions: s.sessions, Caps: s.caps(), Log: s.log,
+	s.cmds = commands.New(commands.Options{Config: cfg, Fleet: s.fleet, Sessions: s.sessions, Caps: sizing.Caps(cfg), Log: s.log,
 		FleetError: s.fleetError, Layers: layersOf, LimitMessage: limitMessage, WorkspacePath: files.WorkspacePath})
 	s.procs = commands.NewProcesses()
-	s.pkgs = packages.New(packages.Options{Config: cfg, Fleet: s.fleet, Caps: s.caps(), FleetError: s.fleetError, Proxy: s.pipProxy})
+	s.pkgs = packages.New(packages.Options{Config: cfg, Fleet: s.fleet, Caps: sizing.Caps(cfg), FleetError: s.fleetError, Proxy: s.pipProxy})
 	s.envs = s.newEnvs(store)
 	s.persist = s.newPersist()
 	s.startSpares()
@@ -164,7 +164,7 @@ func (s *Service) Execute(ctx context.Context, req Request) (*Result, error) {
 func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, error) {
 	fwd := req
 	fwd.OnOutput = nil
-	refused := newRefusals()
+	refused := report.NewRefusals()
 	var profile string
 	ran, err := do(ctx, s, opExecute, call[ranResult]{
 		session: req.SessionID, owner: req.Owner, args: fwd, onOutput: req.OnOutput,
@@ -178,7 +178,7 @@ func (s *Service) executeRequest(ctx context.Context, req Request) (*Result, err
 		success: func(ran ranResult, took time.Duration) Event {
 			res := ran.Result
 			ev := Event{Kind: EventExecute, ExecutionID: res.ExecutionID, Profile: profile, Backend: res.Backend, Code: req.Code,
-				Outcome: res.Outcome(), Duration: took, SecurityEvents: securityEvents(res, refused)}
+				Outcome: res.Outcome(), Duration: took, SecurityEvents: report.SecurityEvents(res, refused)}
 			if req.SessionID != "" {
 				ev.Action = "session:" + req.SessionID
 			}
@@ -217,7 +217,7 @@ func runExecute(s *Service, req Request) time.Duration { return max(s.cfg.Timeou
 
 // execute runs an admitted request; it returns the profile label of the
 // run with the result.
-func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+func (s *Service) execute(ctx context.Context, req Request, refused *report.Refusals) (*Result, string, error) {
 	if err := check.Code(req.Code, s.cfg.MaxCodeSize); err != nil {
 		return nil, "", err
 	}
@@ -238,7 +238,7 @@ func (s *Service) execute(ctx context.Context, req Request, refused *refusals) (
 
 // executeSessionRun is execute in the request's session, whose profiles,
 // imports, memory, backend and environment were chosen at its creation.
-func (s *Service) executeSessionRun(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+func (s *Service) executeSessionRun(ctx context.Context, req Request, refused *report.Refusals) (*Result, string, error) {
 	se, err := s.session(req.SessionID, req.Owner)
 	if err != nil {
 		return nil, "", err
@@ -258,7 +258,7 @@ func (s *Service) executeSessionRun(ctx context.Context, req Request, refused *r
 // executeStateless is execute in a sandbox of its own: its backend,
 // environment, import policy, tools and limits resolved from the request,
 // a sandbox from the pools (or started), and the harness's answer.
-func (s *Service) executeStateless(ctx context.Context, req Request, refused *refusals) (*Result, string, error) {
+func (s *Service) executeStateless(ctx context.Context, req Request, refused *report.Refusals) (*Result, string, error) {
 	backend, err := s.backendFor(req.UseContainer)
 	if err != nil {
 		return nil, "", err
@@ -290,7 +290,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	work := fleet.Work{Kind: fleet.Run, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Limits: limits,
 		Layer: s.layerBinds, DataScience: features.DataScience}.FromEnvironment(env)
 	if features.Network {
-		proxy, fwd := s.startEgress(work.ID, refused.add)
+		proxy, fwd := s.startEgress(work.ID, refused.Add)
 		defer proxy.Close()
 		work.Forward = fwd
 	}
@@ -321,37 +321,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	return report.Build(id, backend, o, limits, layersOf(backend)), imports.Label(), nil
 }
 
-// limits turns the request's limits and the operator's defaults and bounds
-// into the jail's limits; a run with the data_science feature gets its
-// memory default.
+// limits are the jail's limits of req (sizing.Run).
 func (s *Service) limits(req Request, features policy.Features) (fleet.Limits, error) {
-	c := s.cfg
-	checks := []error{
-		policy.CheckDuration("timeout", req.Timeout, c.MaxTimeout),
-		policy.CheckDuration("cpu_time", req.CPUTime, c.MaxCPUTime),
-		policy.CheckBytes("memory_limit", req.MemoryBytes, config.MinMemory, c.MaxMemory),
-		policy.CheckBytes("output_limit", req.OutputBytes, 1, c.MaxOutput),
-	}
-	if err := errors.Join(checks...); err != nil {
-		return fleet.Limits{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
-	}
-	n := fleet.Need{
-		Timeout: pick(req.Timeout, c.Timeout),
-		Memory:  pick(req.MemoryBytes, c.MemoryLimit),
-		Output:  pick(req.OutputBytes, c.OutputSize),
-	}
-	if req.MemoryBytes == 0 && features.DataScience {
-		n.Memory = c.DataMemory // numpy, OpenBLAS and pandas need far more than a bare interpreter
-	}
-	// A run that may take longer than the default CPU time may also use it,
-	// unless it asks for less.
-	n.CPUTime = pick(req.CPUTime, min(max(c.CPUTime, n.Timeout), c.MaxCPUTime))
-	return s.caps().Run(n), nil
-}
-
-func pick[T int64 | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
+	return sizing.Run(s.cfg, sizing.Asked{Timeout: req.Timeout, CPUTime: req.CPUTime, Memory: req.MemoryBytes, Output: req.OutputBytes}, features.DataScience)
 }

@@ -15,7 +15,7 @@ import (
 // the hosts its egress proxy refuses meanwhile. The session table runs it
 // (the run lock, the CPU, the limits, the end); the service gives it the
 // harness request, the code-mode tools and builds the result.
-func (s *Service) executeInSession(ctx context.Context, req Request, limits fleet.Limits, refused *refusals) (*Result, error) {
+func (s *Service) executeInSession(ctx context.Context, req Request, limits fleet.Limits, refused *report.Refusals) (*Result, error) {
 	se, err := s.session(req.SessionID, req.Owner)
 	if err != nil {
 		return nil, err
@@ -24,12 +24,12 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	if err != nil {
 		return nil, err
 	}
-	run, err := s.sessions.BeginRun(ctx, se, limits, refused.add)
+	run, err := s.sessions.BeginRun(ctx, se, limits, refused.Add)
 	if errors.Is(err, ErrSessionEnded) && req.RestartIfEnded {
 		// Like a kernel that died: restarted, its workspace kept.
 		if _, rerr := s.sessions.Restart(ctx, se); rerr == nil {
 			s.emit(ctx, Event{Kind: EventSession, Action: "restart", Profile: se.Imports().Label(), Outcome: "success", Detail: se.ID()})
-			run, err = s.sessions.BeginRun(ctx, se, limits, refused.add)
+			run, err = s.sessions.BeginRun(ctx, se, limits, refused.Add)
 		}
 	}
 	if err != nil {

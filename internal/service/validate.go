@@ -9,6 +9,7 @@ import (
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service/check"
+	"github.com/codecage/codecage/internal/service/sizing"
 )
 
 // Validation is validate_code's answer: the analysis of the code, its
@@ -64,7 +65,7 @@ func (s *Service) validate(ctx context.Context, req ValidateRequest) (*Validatio
 	if err != nil {
 		return nil, "", err
 	}
-	lease, err := s.fleet.Start(ctx, backend, fleet.Work{Kind: fleet.Validate, Interpreter: s.cfg.Interpreter, Limits: s.caps().Validate()}.Spec())
+	lease, err := s.fleet.Start(ctx, backend, fleet.Work{Kind: fleet.Validate, Interpreter: s.cfg.Interpreter, Limits: sizing.Caps(s.cfg).Validate()}.Spec())
 	if err != nil {
 		return nil, "", s.fleetError(ctx, err)
 	}

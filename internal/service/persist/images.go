@@ -28,7 +28,7 @@ import (
 func (p *Persist) imageFiles(snap *snapstore.Snapshot) (*snapstore.FileSet, error) {
 	fs, err := snap.Files(blobMemory, filepath.Join(p.cfg.StateDir, "images"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: its memory image: %v", errdefs.ErrSnapshotUnusable, SnapshotErr(err))
+		return nil, fmt.Errorf("%w: its memory image: %v", errdefs.ErrSnapshotUnusable, errdefs.Snapshot(err))
 	}
 	return fs, nil
 }
@@ -87,7 +87,7 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 		Site: archive(sitePath, p.siteLimits())}
 	c, err := p.sessions.Snapshot(ctx, se, to)
 	if err != nil {
-		return nil, SnapshotErr(err)
+		return nil, errdefs.Snapshot(err)
 	}
 	// The checkpoint holds the image's uid; each copy holds it again for
 	// its life.
@@ -119,7 +119,7 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 				err = p.o.StartEnvironment(ctx, info.ID, req.Owner, shape.Env)
 			}
 			if err != nil {
-				out[i].Err = SnapshotErr(err)
+				out[i].Err = errdefs.Snapshot(err)
 				return
 			}
 			out[i].Info = &info

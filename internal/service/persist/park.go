@@ -145,7 +145,7 @@ func (p *Persist) parked(ctx context.Context, owner, id string) (snapstore.Manif
 	case errors.Is(err, snapstore.ErrNotFound), errors.Is(err, snapstore.ErrInvalid):
 		return m, spec, false, nil
 	case err != nil:
-		return m, spec, false, SnapshotErr(err)
+		return m, spec, false, errdefs.Snapshot(err)
 	case m.Kind != snapstore.KindPaused:
 		return m, spec, false, nil
 	}
@@ -217,7 +217,7 @@ func (p *Persist) unpark(ctx context.Context, m snapstore.Manifest, spec parkedS
 	}
 	snap, err := st.Get(ctx, m.Owner, m.ID)
 	if err != nil {
-		return SnapshotErr(err)
+		return errdefs.Snapshot(err)
 	}
 	back := &session.Parked{ID: m.SessionID, Owner: m.Owner, Created: spec.Created, Runs: spec.Runs, PausedAt: spec.PausedAt,
 		Left: spec.Left, Cold: spec.Cold}

@@ -3,7 +3,6 @@ package persist
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,7 +76,7 @@ func (p *Persist) snapshots(ctx context.Context) (*snapstore.Store, error) {
 		MaxBytes: p.cfg.SnapshotMaxBytes, MaxCount: p.cfg.SnapshotMaxCount, TTL: p.cfg.SnapshotTTL,
 		TempDir: filepath.Join(p.cfg.StateDir, "images")})
 	if err != nil {
-		return nil, SnapshotErr(err)
+		return nil, errdefs.Snapshot(err)
 	}
 	p.snaps.st, p.snaps.uids = st, map[string]int{}
 	return st, nil
@@ -97,37 +96,6 @@ func (p *Persist) Close() {
 		fleet.ReleaseUID(uid)
 		delete(p.snaps.uids, id)
 	}
-}
-
-// SnapshotErr classifies a failure of the store or of a saved state (the
-// root's, too: a start from a memory image that cannot be restored).
-func SnapshotErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, snapstore.ErrNotFound):
-		return as(errdefs.ErrSnapshotNotFound, err)
-	case errors.Is(err, snapstore.ErrLimit), errors.Is(err, fleet.ErrStateTooLarge):
-		return as(errdefs.ErrTooLarge, err)
-	case errors.Is(err, snapstore.ErrTampered), errors.Is(err, fleet.ErrImageMismatch), errors.Is(err, fleet.ErrBadImage),
-		errors.Is(err, fleet.ErrStateRefused):
-		return as(errdefs.ErrSnapshotUnusable, err)
-	case errors.Is(err, snapstore.ErrInvalid), errors.Is(err, snapstore.ErrExists):
-		return as(errdefs.ErrInvalidRequest, err)
-	case errors.Is(err, snapstore.ErrUnavailable), errors.Is(err, snapstore.ErrNoSecret):
-		return as(errdefs.ErrUnavailable, err)
-	}
-	return err
-}
-
-// as is err classified as kind, its text not repeating kind's
-// ("snapshot not found: snapshot not found: x" is "snapshot not found: x").
-func as(kind, err error) error {
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, kind.Error()); ok {
-		return fmt.Errorf("%w%s", kind, rest)
-	}
-	return fmt.Errorf("%w: %s", kind, msg)
 }
 
 // workspaceLimits bound a workspace's archive and its unpacking: the
@@ -207,7 +175,7 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 	}
 	w, err := st.Create(ctx, m)
 	if err != nil {
-		return m, SnapshotErr(err)
+		return m, errdefs.Snapshot(err)
 	}
 	defer w.Abort() // nothing, once committed
 	to := session.SnapshotTo{StateOpts: p.stateOptions(nil), Workspace: func(dir string) error {
@@ -228,10 +196,10 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 	if m.Backend == fleet.GVisor {
 		// runsc writes the image into the store in place (images.go).
 		if to.ImageDir, err = w.Files(blobMemory); err != nil {
-			return m, SnapshotErr(err)
+			return m, errdefs.Snapshot(err)
 		}
 	} else if to.State, err = w.Blob(blobState); err != nil {
-		return m, SnapshotErr(err)
+		return m, errdefs.Snapshot(err)
 	}
 	var out snapstore.Manifest
 	seal := func(c session.Capture, spec json.RawMessage) error {
@@ -260,7 +228,7 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		return nil
 	}
 	if err := capture(to, seal); err != nil {
-		return m, SnapshotErr(err)
+		return m, errdefs.Snapshot(err)
 	}
 	return out, nil
 }
@@ -288,7 +256,7 @@ func (p *Persist) restoreOf(ctx context.Context, req session.Request, live envst
 	// blobs are read within this context.
 	snap, err := st.Get(ctx, req.Owner, req.FromSnapshot)
 	if err != nil {
-		return nil, SnapshotErr(err)
+		return nil, errdefs.Snapshot(err)
 	}
 	defer snap.Close()
 	if snap.Manifest().Kind != snapstore.KindSnapshot {
@@ -310,7 +278,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 	from := session.RestoreFrom{StateOpts: p.stateOptions(imports.Modules), Workspace: func(dir string, uid int) error {
 		r, err := snap.Blob(blobWorkspace)
 		if err != nil {
-			return SnapshotErr(err)
+			return errdefs.Snapshot(err)
 		}
 		if err := wsfs.Unpack(ctx, dir, r, uid, p.workspaceLimits()); err != nil {
 			return fmt.Errorf("%w: its workspace: %v", errdefs.ErrSnapshotUnusable, err)
@@ -321,7 +289,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 		from.Site = func(dir string, uid int) error {
 			r, err := snap.Blob(blobSite)
 			if err != nil {
-				return SnapshotErr(err)
+				return errdefs.Snapshot(err)
 			}
 			if err := wsfs.Unpack(ctx, dir, r, uid, p.siteLimits()); err != nil {
 				return fmt.Errorf("%w: its packages: %v", errdefs.ErrSnapshotUnusable, err)
@@ -338,7 +306,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 		from.ImageDir = image.Dir
 		img, err := fleet.ReadImage(from.ImageDir)
 		if err != nil {
-			return nil, SnapshotErr(err)
+			return nil, errdefs.Snapshot(err)
 		}
 		if int64(img.UID) != m.UID {
 			return nil, fmt.Errorf("%w: its image runs as uid %d, its manifest says %d", errdefs.ErrSnapshotUnusable, img.UID, m.UID)
@@ -349,7 +317,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 		from.Image = &img
 	} else if back == nil || !back.Cold {
 		if from.State, err = snap.Blob(blobState); err != nil {
-			return nil, SnapshotErr(err)
+			return nil, errdefs.Snapshot(err)
 		}
 	}
 	from.Back = back
@@ -358,7 +326,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 	from.Installed = spec.Installed
 	info, lost, err := p.sessions.CreateFrom(ctx, req, shape, from)
 	if err != nil {
-		return nil, SnapshotErr(err)
+		return nil, errdefs.Snapshot(err)
 	}
 	if err := p.imageLoaded(image, info.ID, req.Owner); err != nil {
 		return nil, err
@@ -441,7 +409,7 @@ func (p *Persist) List(ctx context.Context, owner string, f SnapshotFilter) ([]S
 	}
 	ms, err := st.List(ctx, owner)
 	if err != nil {
-		return nil, SnapshotErr(err)
+		return nil, errdefs.Snapshot(err)
 	}
 	out := []SnapshotInfo{}
 	for _, m := range ms {
@@ -463,7 +431,7 @@ func (p *Persist) Delete(ctx context.Context, owner, id string) error {
 		return err
 	}
 	if err := st.Delete(ctx, owner, id); err != nil {
-		return SnapshotErr(err)
+		return errdefs.Snapshot(err)
 	}
 	p.snaps.mu.Lock()
 	uid, ok := p.snaps.uids[id]

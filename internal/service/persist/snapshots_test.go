@@ -27,16 +27,16 @@ func TestSnapshotErrClassifies(t *testing.T) {
 		{fmt.Errorf("%w: x", snapstore.ErrExists), errdefs.ErrInvalidRequest},
 		{fmt.Errorf("%w: x", snapstore.ErrUnavailable), errdefs.ErrUnavailable},
 	} {
-		got := persist.SnapshotErr(c.err)
+		got := errdefs.Snapshot(c.err)
 		if !errors.Is(got, c.kind) || strings.Count(got.Error(), c.kind.Error()) != 1 {
 			t.Errorf("%v: %v, want kind %v", c.err, got, c.kind)
 		}
 	}
-	if persist.SnapshotErr(nil) != nil {
+	if errdefs.Snapshot(nil) != nil {
 		t.Error("nil is not nil")
 	}
 	other := errors.New("other")
-	if persist.SnapshotErr(other) != other {
+	if errdefs.Snapshot(other) != other {
 		t.Error("an unknown error is not kept as it is")
 	}
 }
