@@ -169,6 +169,13 @@ func TestReplicasServeAnySession(t *testing.T) {
 		t.Fatalf("command in the session: %d %v", code, res)
 	}
 
+	// Its log is read through any replica: the command run through
+	// replica 2 is there, read through replica 1.
+	if code, res := call(t, "GET", rs[1].url+"/sessions/"+id+"/logs?level=info&search=command%20started", aliceKey, nil); code != 200 || len(res["logs"].([]any)) != 1 ||
+		res["logs"].([]any)[0].(map[string]any)["fields"].(map[string]any)["command"] != "ls" {
+		t.Fatalf("the session's log through another replica: %d %v", code, res)
+	}
+
 	// Output streams through the forwarding replica as the code prints.
 	lines := streamRun(t, rs[1].url+"/sessions/"+id+"/execute", aliceKey, "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.2)")
 	if want := []string{"stdout:tick 0", "stdout:tick 1", "stdout:tick 2", "result"}; strings.Join(lines, "|") != strings.Join(want, "|") {

@@ -115,6 +115,19 @@ func TestSessionsCLI(t *testing.T) {
 		t.Errorf("exec --json: %v %v", res, err)
 	}
 
+	// Its log: the failing run at warn, one line per entry, its fields
+	// quoted; --json is REST's answer.
+	logs := mustCLI(t, "", "sessions", "logs", "--level", "warn", id)
+	if !strings.Contains(logs, " warn  execute: error ") || !strings.Contains(logs, `detail="ZeroDivisionError: division by zero"`) || strings.Contains(logs, " info ") {
+		t.Errorf("sessions logs --level warn:\n%s", logs)
+	}
+	var logJSON struct {
+		Logs []map[string]any `json:"logs"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "sessions", "logs", "--json", "--newest-first", "--limit", "1", id)), &logJSON); err != nil || len(logJSON.Logs) != 1 {
+		t.Errorf("sessions logs --json --limit 1: %v %v", logJSON, err)
+	}
+
 	snap := oneLine(t, mustCLI(t, "", "sessions", "snapshot", id, "--name", "cli-snap"))
 	out := mustCLI(t, "", "snapshots", "list")
 	if !strings.Contains(out, snap) || !strings.Contains(out, "cli-snap") || !strings.Contains(out, id) {

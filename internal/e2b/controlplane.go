@@ -48,11 +48,8 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("GET /sandboxes/{id}/metrics", s.sandboxMetrics)
 	m.HandleFunc("GET /sandboxes/metrics", s.listMetrics)
 	m.HandleFunc("POST /sandboxes/{id}/refreshes", s.refresh)
-	for _, p := range []string{"GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs"} {
-		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": codecage keeps no log per sandbox; the server's audit log records each request to it")
-		})
-	}
+	m.HandleFunc("GET /sandboxes/{id}/logs", s.sandboxLogs)
+	m.HandleFunc("GET /v2/sandboxes/{id}/logs", s.sandboxLogs)
 	m.HandleFunc("PUT /sandboxes/{id}/network", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": a codecage sandbox's network is set when it is created (no network, or the network profile's proxy) and cannot change while it runs")
 	})

@@ -113,7 +113,10 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		"list bad order":     {"GET", "/v2/sandboxes?order=up", "", 400, "asc or desc"},
 		"metrics unknown":    {"GET", "/sandboxes/snope/metrics", "", 404, "not found"},
 		"metrics bad start":  {"GET", "/sandboxes/snope/metrics?start=yesterday", "", 400, "Unix times"},
-		"logs":               {"GET", "/sandboxes/snope/logs", "", 501, "audit log"},
+		"logs unknown":       {"GET", "/sandboxes/snope/logs", "", 404, "not found"},
+		"logs bad start":     {"GET", "/sandboxes/snope/logs?start=yesterday", "", 400, "milliseconds"},
+		"logs bad limit":     {"GET", "/v2/sandboxes/snope/logs?limit=5000", "", 400, "0 to 1000"},
+		"logs bad direction": {"GET", "/v2/sandboxes/snope/logs?direction=up", "", 400, "forward or backward"},
 		"network":            {"PUT", "/sandboxes/snope/network", "{}", 501, "cannot change while it runs"},
 		"no such route":      {"GET", "/nope", "", 404, "no such route"},
 	} {

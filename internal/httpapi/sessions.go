@@ -135,6 +135,7 @@ func (s *Server) sessionRoutes() {
 		return &SessionMetricsOutput{Body: m}, nil
 	})
 	s.fileRoutes()
+	s.logRoutes()
 }
 
 // SessionMetricsOutput is GET /sessions/{id}/metrics.

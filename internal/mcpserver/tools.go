@@ -106,6 +106,7 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "restart_session", Title: "Restart a session", Description: "Starts a fresh interpreter for a session (its variables are lost), keeping its workspace files. Use it after a timeout or out-of-memory ended the session."}, t.restartSession)
 	addTool(s, &mcp.Tool{Name: "list_sessions", Title: "List sessions", Description: "Lists your open sessions with their profiles, use and expiry.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.listSessions)
 	addTool(s, &mcp.Tool{Name: "session_metrics", Title: "What a session uses now", Description: "Samples a session's CPU (percent of its bandwidth since the previous sample), memory (bytes, against its limit) and disk (bytes its workspace holds, against its size limit).", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.sessionMetrics)
+	t.registerLogs(s)
 	t.registerPersist(s)
 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session", InputSchema: writeFileInputSchema(),

@@ -15,7 +15,7 @@ var volatile = map[string]bool{
 	"idle_cpu_seconds": true, "created_at": true, "last_used": true, "expires_at": true, "modified": true,
 	"cgroup": true, "landlock_abi": true, "rootless": true, "seccomp": true, "warnings": true,
 	"timestamp": true, "startedAt": true, "endAt": true, "envdAccessToken": true, "trafficAccessToken": true,
-	"paused_at": true, "size_bytes": true,
+	"paused_at": true, "size_bytes": true, "duration_ms": true,
 }
 
 // normalize rewrites a JSON answer with volatile values masked, ids and

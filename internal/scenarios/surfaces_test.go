@@ -94,6 +94,8 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.command(ctx, st)
 	case "pause", "resume", "snapshot", "fork":
 		return p.persist(ctx, st)
+	case "logs":
+		return p.logs(ctx, st)
 	case "spawn":
 		return p.spawn(ctx, st)
 	case "connect":

@@ -10,7 +10,7 @@ import (
 // (ErrSessionLost). The replica the request came to then asks the cluster
 // which replica took the session over (Cluster.Claim, one answer for all
 // of them), and forwards the request there, or brings the session back
-// itself (bringBack). A session its replica did not park (a crash) stays
+// itself (persist.BringBack). A session its replica did not park (a crash) stays
 // lost.
 
 // adopter returns the replica that serves session id of owner, whose

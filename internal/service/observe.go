@@ -57,8 +57,13 @@ func (s *Service) emit(ctx context.Context, ev Event) {
 
 // emitFailure reports a request that could not run.
 func (s *Service) emitFailure(ctx context.Context, kind, action, profile, code string, err error, start time.Time) {
-	s.emit(ctx, Event{Kind: kind, Action: action, Profile: profile, Code: code, Outcome: ErrorKind(err),
-		Duration: time.Since(start), Detail: err.Error()})
+	s.emit(ctx, failureEvent(kind, action, profile, code, err, start))
+}
+
+// failureEvent is the event of a request that could not run.
+func failureEvent(kind, action, profile, code string, err error, start time.Time) Event {
+	return Event{Kind: kind, Action: action, Profile: profile, Code: code, Outcome: ErrorKind(err),
+		Duration: time.Since(start), Detail: err.Error()}
 }
 
 // HashCode is the audit log's fingerprint of code: SHA-256, hex.

@@ -52,7 +52,7 @@ const opValidate = "validate"
 var ops map[string]op
 
 func init() {
-	ops = joinOps(runOps(), commandOps(), installOps(), sessionOps(), persistOps(), fileOps(), localOps(), contextOps(), processOps())
+	ops = joinOps(runOps(), commandOps(), installOps(), sessionOps(), persistOps(), fileOps(), localOps(), contextOps(), processOps(), logOps())
 }
 
 // joinOps makes one table of the domains' rows.
@@ -143,13 +143,15 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 			peer.Adopt = true
 			return forward[T](ctx, s, who, peer, c.args, c.onOutput, o.kind, action)
 		}
-		// This replica took it over: bringBack, below, opens it here.
+		// This replica took it over: BringBack, below, opens it here.
 	}
 	start := time.Now()
 	fail := func(err error) (T, error) {
 		var zero T
 		if !o.quiet {
-			s.emitFailure(ctx, o.kind, o.action, c.profile, c.code, err, start)
+			ev := failureEvent(o.kind, o.action, c.profile, c.code, err, start)
+			s.emit(ctx, ev)
+			s.logOutcome(o, c.session, c.owner, ev)
 		}
 		return zero, err
 	}
@@ -172,10 +174,12 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 		defer cancel()
 	}
 	if c.session != "" {
-		if err := s.bringBack(ctx, c.owner, c.session, o.parked); err != nil {
+		// Parked in the store and not here: brought back as o says.
+		if err := s.persist.BringBack(ctx, c.owner, c.session, o.parked); err != nil {
 			return fail(err)
 		}
 	}
+	s.logStarted(o, c.session, c.owner, c.code)
 	res, err := c.run(ctx)
 	if err != nil {
 		return fail(err)
@@ -183,6 +187,7 @@ func do[T any](ctx context.Context, s *Service, name string, c call[T]) (T, erro
 	if c.success != nil {
 		if ev := c.success(res, time.Since(start)); ev.Kind != "" { // no kind: nothing happened worth an event
 			s.emit(ctx, ev)
+			s.logOutcome(o, c.session, c.owner, ev)
 		}
 	}
 	return res, nil

@@ -94,12 +94,6 @@ func (s *Service) parked(ctx context.Context, owner, id string) (*SessionInfo, b
 	return &out, true, nil
 }
 
-// bringBack brings session id back from the store when it is parked
-// there and not here (persist.BringBack).
-func (s *Service) bringBack(ctx context.Context, owner, id string, rule parkRule) error {
-	return s.persist.BringBack(ctx, owner, id, rule)
-}
-
 // parkedSessions lists the owner's parked sessions.
 func (s *Service) parkedSessions(ctx context.Context, owner string) []SessionInfo {
 	list := s.persist.ParkedSessions(ctx, owner)

@@ -2,12 +2,12 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"time"
 
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/errdefs"
 )
 
 // PortRequest asks for a connection to a server in a session.
@@ -44,17 +44,7 @@ func (s *Service) OpenPort(ctx context.Context, req PortRequest) (net.Conn, erro
 				return nil, err
 			}
 			c, err := se.DialPort(ctx, req.Port)
-			switch {
-			case err == nil:
-				return c, nil
-			case errors.Is(err, fleet.ErrPortClosed):
-				return nil, fmt.Errorf("%w: nothing listens on port %d in session %s", ErrPortClosed, req.Port, Quote(req.SessionID))
-			case errors.Is(err, fleet.ErrPortsUnsupported):
-				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-			case errors.Is(err, ErrSessionPaused), errors.Is(err, ErrSessionNotFound), ctx.Err() != nil:
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: port %d: %v", ErrUnavailable, req.Port, err)
+			return c, errdefs.Port(ctx, err, req.Port, req.SessionID)
 		},
 		// Each connection is audited: it is a way into the sandbox.
 		success: func(_ net.Conn, took time.Duration) Event {

@@ -69,6 +69,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	res := report.Build(se.ID(), se.Backend(), o, limits, layersOf(se.Backend()))
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()
 	res.Runs = run.Runs
+	se.LogStderr(res.Stderr)
 	if o.Reply == nil {
 		res.Gone = s.sessionGone(ctx, se.ID(), req.Owner)
 		if res.Error == nil {

@@ -64,6 +64,7 @@ func (t *Table) Restart(ctx context.Context, se *Session) (Info, error) {
 	if err := t.start(ctx, se, replace); err != nil {
 		return Info{}, err
 	}
+	se.Log(LevelInfo, "interpreter restarted: its variables are gone, its files kept", nil)
 	return se.info(t.cfg), nil
 }
 

@@ -113,6 +113,11 @@ func (t *Table) started(se *Session, err error) (Info, error) {
 	se.used = time.Now()
 	if err == nil {
 		t.ExpireAfter(se, se.req.Lifetime)
+		fields := map[string]string{"backend": se.backend}
+		if se.env.Name != "" {
+			fields["environment"] = se.env.Name
+		}
+		se.Log(LevelInfo, "session started", fields)
 	}
 	se.mu.Unlock()
 	if err != nil {

@@ -69,6 +69,14 @@ func (t *Table) pause(ctx context.Context, se *Session, keepMemory, atTimeout bo
 		se.stopCold()
 	}
 	se.pausedAt = time.Now()
+	how := "its memory kept"
+	if !keepMemory {
+		how = "its files kept, its processes ended"
+	}
+	if atTimeout {
+		how += ", at its timeout"
+	}
+	se.Log(LevelInfo, "session paused: "+how, nil)
 	// A paused machine's watches end with its envd; none starts until it
 	// resumes.
 	se.endWatches(true)
@@ -115,8 +123,13 @@ func (t *Table) resume(ctx context.Context, se *Session) error {
 			}
 		}
 	}
+	how := "from memory"
+	if se.paused == pausedCold {
+		how = "on a fresh interpreter, its files kept"
+	}
 	se.paused, se.pausedAt = running, time.Time{}
 	se.used = time.Now()
+	se.Log(LevelInfo, "session resumed "+how, nil)
 	se.endWatches(false)
 	if se.leftAtPause > 0 {
 		// The lifetime did not run while paused: what was left at the

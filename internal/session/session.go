@@ -158,8 +158,8 @@ type Shape struct {
 //	                session no one else can hold yet: a fresh spare, a new session)
 //	      Session.lifeMu
 //
-// contexts.mu (Session.contexts, its code contexts) is a leaf under any
-// of them or none. sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
+// contexts.mu (Session.contexts, its code contexts) and sessionLog.mu
+// (Session.log, its log) are leaves under any of them or none. sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
 // no lock, never with lifeMu, and it takes none. A pause and a resume
 // pause and resume the commands' sandboxes under lifeMu (after mu); a
 // lease's own locks are leaves below every lock here.
@@ -258,6 +258,8 @@ type Session struct {
 	mark atomic.Pointer[usageMark]
 	// contexts are its code contexts (contexts.go), under their own lock.
 	contexts contexts
+	// log is its log (logs.go), under its own lock.
+	log sessionLog
 
 	// paused says what a paused session kept (pause.go); pausedAt is when
 	// it paused and leftAtPause what was left of its lifetime then. Under

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -152,4 +153,39 @@ type TemplateInfo struct {
 	BuildCount    int        `json:"buildCount"`
 	EnvdVersion   string     `json:"envdVersion"`
 	BuildStatus   string     `json:"buildStatus"`
+}
+
+// SandboxLog is E2B's SandboxLog: a line of a sandbox's log (v1).
+type SandboxLog struct {
+	Timestamp time.Time `json:"timestamp"`
+	Line      string    `json:"line"`
+}
+
+// SandboxLogEntry is E2B's SandboxLogEntry: a structured entry. Fields
+// is required: nil is written as {}.
+type SandboxLogEntry struct {
+	Timestamp time.Time         `json:"timestamp"`
+	Level     string            `json:"level"`
+	Message   string            `json:"message"`
+	Fields    map[string]string `json:"fields"`
+}
+
+// MarshalJSON writes nil Fields as {}, as E2B's schema requires.
+func (e SandboxLogEntry) MarshalJSON() ([]byte, error) {
+	type plain SandboxLogEntry
+	if e.Fields == nil {
+		e.Fields = map[string]string{}
+	}
+	return json.Marshal(plain(e))
+}
+
+// SandboxLogs is E2B's SandboxLogs (GET /sandboxes/{id}/logs).
+type SandboxLogs struct {
+	Logs       []SandboxLog      `json:"logs"`
+	LogEntries []SandboxLogEntry `json:"logEntries"`
+}
+
+// SandboxLogsV2 is E2B's SandboxLogsV2Response (GET /v2/sandboxes/{id}/logs).
+type SandboxLogsV2 struct {
+	Logs []SandboxLogEntry `json:"logs"`
 }

@@ -142,3 +142,15 @@ func Env(env map[string]string) error {
 	}
 	return nil
 }
+
+// LogQuery refuses a read of a session's log with an unknown level or a
+// search longer than 1 KiB.
+func LogQuery(q session.LogQuery) error {
+	if q.MinLevel != "" && !session.ValidLevel(q.MinLevel) {
+		return fmt.Errorf("%w: log level %s: want debug, info, warn or error", errdefs.ErrInvalidRequest, bounded.Quote(q.MinLevel))
+	}
+	if len(q.Search) > 1024 {
+		return fmt.Errorf("%w: a log search is at most 1024 bytes, not %d", errdefs.ErrInvalidRequest, len(q.Search))
+	}
+	return nil
+}

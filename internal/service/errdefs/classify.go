@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/snapstore"
 )
@@ -67,4 +68,20 @@ func as(kind, err error) error {
 		return fmt.Errorf("%w%s", kind, rest)
 	}
 	return fmt.Errorf("%w: %s", kind, msg)
+}
+
+// Port says what a failure to reach port of session id means to the
+// caller.
+func Port(ctx context.Context, err error, port int, id string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fleet.ErrPortClosed):
+		return fmt.Errorf("%w: nothing listens on port %d in session %s", ErrPortClosed, port, bounded.Quote(id))
+	case errors.Is(err, fleet.ErrPortsUnsupported):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	case errors.Is(err, ErrSessionPaused), errors.Is(err, ErrSessionNotFound), ctx.Err() != nil:
+		return err
+	}
+	return fmt.Errorf("%w: port %d: %v", ErrUnavailable, port, err)
 }
