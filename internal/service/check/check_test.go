@@ -63,3 +63,16 @@ func manyLabels(n int) map[string]string {
 	}
 	return m
 }
+
+func TestLogQuery(t *testing.T) {
+	for _, q := range []session.LogQuery{{}, {MinLevel: "warn", Search: "x"}} {
+		if err := LogQuery(q); err != nil {
+			t.Errorf("%+v: %v", q, err)
+		}
+	}
+	for _, q := range []session.LogQuery{{MinLevel: "loud"}, {Search: strings.Repeat("s", 1025)}} {
+		if err := LogQuery(q); !errors.Is(err, errdefs.ErrInvalidRequest) {
+			t.Errorf("%.40v: %v", q, err)
+		}
+	}
+}
