@@ -152,10 +152,18 @@ func TestExhaustionQueuesThenBusy(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("queued caller: %v", err)
 	}
-	// A canceled wait is not busy, and gives its place up.
+	// A canceled wait is not busy, and gives its place up: canceled once
+	// it queues, on a fleet whose queue timeout cannot come first (a
+	// loaded host may run the canceling goroutine late).
+	f, _, _ = newTestFleet(t, 1, time.Minute)
 	held, _ = f.Start(context.Background(), Native, jail.Spec{})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	go func() {
+		for f.Budget().Waiting == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
 	if _, err := f.Start(ctx, Native, jail.Spec{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled wait: %v", err)
 	}

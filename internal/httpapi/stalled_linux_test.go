@@ -160,7 +160,11 @@ func TestStalledEventStreamsReleaseTheirSlots(t *testing.T) {
 // stream left out.
 func TestSlowEventStreamReportsDroppedLines(t *testing.T) {
 	const lines = 200000
-	ts := startServer(t, "", nil) // the default per-write deadline (10 s)
+	// A per-write deadline longer than the whole test: the default (10 s)
+	// counts from the first stalled write, and a loaded host can take
+	// that long to run 200,000 prints and the drain wait, ending the
+	// stream before the result this test reads.
+	ts := startServer(t, "", func(c *config.Config) { c.StreamWriteTimeout = 2 * time.Minute })
 	host := strings.TrimPrefix(ts.URL, "http://")
 	body, _ := json.Marshal(map[string]any{"code": fmt.Sprintf("for i in range(%d):\n    print()\n", lines), "timeout": 20})
 	c := probe.DialStalled(t, host, postRequest(host, "/execute", string(body), map[string]string{"Accept": "text/event-stream"}))
