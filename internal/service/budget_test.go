@@ -44,6 +44,13 @@ func TestBudgetCountsEveryKindOfSandbox(t *testing.T) {
 	if res, err := svc.Execute(ctx, service.Request{Code: "print(1)"}); err != nil || res.Stdout != "1\n" {
 		t.Fatalf("run: %v %+v", err, res)
 	}
+	// The run's sandbox is replaced before the sessions ask: a sandbox
+	// still starting cannot give its slot up, and on a loaded host its
+	// start outlasts the 300 ms queue timeout.
+	waitFor(t, "the pool refilled", func() bool {
+		st := svc.PoolStats()
+		return st[class].Ready+st["session/"+backend].Ready == 2
+	})
 	var sessions []string
 	for range 2 {
 		info, err := svc.CreateSession(ctx, service.SessionRequest{})
