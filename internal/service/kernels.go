@@ -18,11 +18,13 @@ func (s *Service) KernelEnabled(lang string) bool {
 	return ok && (l == fleet.LangPython || slices.Contains(s.cfg.Kernels, l))
 }
 
-// kernelDeadline is when the harness stops a kernel that is still
-// running, before the sandbox's own timeout would end the whole session
-// (its Python state and other kernels with it).
-func kernelDeadline(timeout time.Duration) time.Duration {
-	return timeout - max(250*time.Millisecond, timeout/20)
+// kernelSlack is how long past a kernel run's time limit the sandbox's own
+// timeout waits: the harness stops the kernel at the limit, and only a
+// harness that cannot (starved on a loaded host, its CPU quota spent by
+// the looping kernel) ends the whole session, its Python state and other
+// kernels with it.
+func kernelSlack(timeout time.Duration) time.Duration {
+	return max(5*time.Second, timeout/10)
 }
 
 // NormalizeLanguage names a language as E2B's code interpreter does ("js"

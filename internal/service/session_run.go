@@ -24,12 +24,17 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	if err != nil {
 		return nil, err
 	}
-	run, err := s.sessions.BeginRun(ctx, se, limits, refused.Add)
+	lang, _ := fleet.NormalizeLanguage(req.Language)
+	sandbox := limits
+	if lang != fleet.LangPython {
+		sandbox.Timeout += kernelSlack(limits.Timeout)
+	}
+	run, err := s.sessions.BeginRun(ctx, se, sandbox, refused.Add)
 	if errors.Is(err, ErrSessionEnded) && req.RestartIfEnded {
 		// Like a kernel that died: restarted, its workspace kept.
 		if _, rerr := s.sessions.Restart(ctx, se); rerr == nil {
 			s.emit(ctx, Event{Kind: EventSession, Action: "restart", Profile: se.Imports().Label(), Outcome: "success", Detail: se.ID()})
-			run, err = s.sessions.BeginRun(ctx, se, limits, refused.Add)
+			run, err = s.sessions.BeginRun(ctx, se, sandbox, refused.Add)
 		}
 	}
 	if err != nil {
@@ -52,9 +57,9 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 		Env:            req.Env,
 		Display:        req.Display,
 	}
-	if lang, _ := fleet.NormalizeLanguage(req.Language); lang != fleet.LangPython {
+	if lang != fleet.LangPython {
 		rreq.Language = lang
-		rreq.TimeoutMS = int(kernelDeadline(limits.Timeout).Milliseconds())
+		rreq.TimeoutMS = int(limits.Timeout.Milliseconds())
 	}
 	var handler fleet.ToolHandler
 	if len(tools) > 0 {
