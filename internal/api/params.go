@@ -101,15 +101,34 @@ func (p ValidateParams) Request() service.ValidateRequest {
 
 // SessionParams are the arguments of create_session and POST /sessions.
 type SessionParams struct {
-	Profile        string   `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default: every enabled profile)." doc:"Capability profile(s) of the session, comma-separated (default: every enabled profile)."`
-	AllowedImports []string `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
-	MemoryLimit    string   `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
-	UseContainer   bool     `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
-	FromSnapshot   string   `json:"from_snapshot,omitempty" jsonschema:"Start the session from this snapshot (its snapshot_id, from snapshot_session): its workspace files and its variables." doc:"Start the session from this snapshot (its snapshot_id, from POST /sessions/{id}/snapshots): its workspace files and its variables."`
-	OnTimeout      string   `json:"on_timeout,omitempty" enum:"kill,pause,pause_files" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)."`
-	Lifetime       float64  `json:"lifetime,omitempty" jsonschema:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies." doc:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies."`
-	AutoResume     *bool    `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
-	Environment    string   `json:"environment,omitempty" jsonschema:"Start the session from this environment, an image the operator built (its packages and system, its Python): default the server's own." doc:"Start the session from this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own."`
+	Profile        string         `json:"profile,omitempty" jsonschema:"Capability profile(s) of the session, comma-separated (default: every enabled profile)." doc:"Capability profile(s) of the session, comma-separated (default: every enabled profile)."`
+	AllowedImports []string       `json:"allowed_imports,omitempty" jsonschema:"Narrow the importable modules to this list." doc:"Narrow the importable modules to this list."`
+	MemoryLimit    string         `json:"memory_limit,omitempty" jsonschema:"Memory limit of the session's interpreter, such as 512m." doc:"Memory limit of the session's interpreter, such as 512m."`
+	UseContainer   bool           `json:"use_container,omitempty" jsonschema:"Run the session under the gVisor backend (only where the operator enabled container mode)." doc:"Run the session under the gVisor backend (only where the operator enabled container mode)."`
+	FromSnapshot   string         `json:"from_snapshot,omitempty" jsonschema:"Start the session from this snapshot (its snapshot_id, from snapshot_session): its workspace files and its variables." doc:"Start the session from this snapshot (its snapshot_id, from POST /sessions/{id}/snapshots): its workspace files and its variables."`
+	OnTimeout      string         `json:"on_timeout,omitempty" enum:"kill,pause,pause_files" jsonschema:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)." doc:"What the end of the session's life does: kill (default) ends it; pause pauses it, its memory kept, until it is resumed; pause_files pauses it without its memory (its sandbox ends, its files stay; a resume starts a fresh interpreter on them)."`
+	Lifetime       float64        `json:"lifetime,omitempty" jsonschema:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies." doc:"The session's lifetime in seconds, used or not (default: it ends after the server's idle time); at its end on_timeout applies."`
+	AutoResume     *bool          `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
+	Environment    string         `json:"environment,omitempty" jsonschema:"Start the session from this environment, an image the operator built (its packages and system, its Python): default the server's own." doc:"Start the session from this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own."`
+	Network        *NetworkParams `json:"network,omitempty" jsonschema:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile." doc:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile."`
+}
+
+// NetworkParams are a session's own egress rules: create_session's and
+// POST /sessions' network, set_session_network and PUT
+// /sessions/{id}/network. A destination that matches allow_out is let
+// through, else one in deny_out is refused, else it is let through; the
+// operator's allow list applies first, whatever they say.
+type NetworkParams struct {
+	AllowOut []string `json:"allow_out,omitempty" maxItems:"256" jsonschema:"Destinations always let through: host names (api.example.com), *.suffix wildcards (every name under it, not the suffix itself), addresses and CIDR blocks. Within the operator's allow list only." doc:"Destinations always let through: host names (api.example.com), *.suffix wildcards (every name under it, not the suffix itself), addresses and CIDR blocks. Within the operator's allow list only."`
+	DenyOut  []string `json:"deny_out,omitempty" maxItems:"256" jsonschema:"Addresses and CIDR blocks refused unless allow_out lets them through; 0.0.0.0/0 (or ::/0) refuses every address." doc:"Addresses and CIDR blocks refused unless allow_out lets them through; 0.0.0.0/0 (or ::/0) refuses every address."`
+}
+
+// Rules are the parameters as the service takes them.
+func (n *NetworkParams) Rules() *service.NetworkRules {
+	if n == nil {
+		return nil
+	}
+	return &service.NetworkRules{AllowOut: n.AllowOut, DenyOut: n.DenyOut}
 }
 
 // OnTimeouts are the values of on_timeout.
@@ -131,7 +150,7 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	}
 	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
 		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume, Environment: p.Environment,
-		Lifetime: time.Duration(p.Lifetime * float64(time.Second))}, nil
+		Lifetime: time.Duration(p.Lifetime * float64(time.Second)), Network: p.Network.Rules()}, nil
 }
 
 // PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.

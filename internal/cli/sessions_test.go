@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,6 +84,15 @@ func TestSessionsCLI(t *testing.T) {
 	if out := mustCLI(t, "", "sessions", "exec", id, "x + 1"); out != "42\n" {
 		t.Fatalf("exec x + 1 after pause and resume: %q", out)
 	}
+	// Its own egress rules: a deny alone is taken without the network
+	// profile (it grants nothing), an allow is not; the park below keeps
+	// the deny.
+	if out := mustCLI(t, "", "sessions", "network", "--deny-out", "0.0.0.0/0", "--deny-out", "10.1.2.3/32", id); out != "allow_out: \ndeny_out: 0.0.0.0/0 10.1.2.3\n" {
+		t.Errorf("sessions network --deny-out printed %q", out)
+	}
+	if code, _, errOut := cli(t, "", "sessions", "network", "--allow-out", "api.example.com", id); code != exitRefused || !strings.Contains(errOut, "SANDBOX_ENABLE_NETWORK") {
+		t.Errorf("sessions network --allow-out without network: exit %d, %q", code, errOut)
+	}
 	// Parked: written to the store, its sandbox gone; the next exec
 	// (auto resume) brings it back.
 	if out := mustCLI(t, "", "sessions", "pause", "--park", id); out != id+" paused\n" {
@@ -93,6 +103,9 @@ func TestSessionsCLI(t *testing.T) {
 	}
 	if out := mustCLI(t, "", "sessions", "exec", id, "x + 2"); out != "43\n" {
 		t.Fatalf("exec x + 2 after a park: %q", out)
+	}
+	if code, info := call(t, "GET", s.url+"/sessions/"+id, key, nil); code != 200 || fmt.Sprint(info["network"]) != "map[deny_out:[0.0.0.0/0 10.1.2.3]]" {
+		t.Errorf("after a park, the session's network: %d %v", code, info["network"])
 	}
 	// The code from standard input and from a file.
 	if out := mustCLI(t, "print(x * 2)", "sessions", "exec", id, "-"); out != "82\n" {

@@ -50,9 +50,7 @@ func (s *Server) controlRoutes() {
 	m.HandleFunc("POST /sandboxes/{id}/refreshes", s.refresh)
 	m.HandleFunc("GET /sandboxes/{id}/logs", s.sandboxLogs)
 	m.HandleFunc("GET /v2/sandboxes/{id}/logs", s.sandboxLogs)
-	m.HandleFunc("PUT /sandboxes/{id}/network", func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, http.StatusNotImplemented, r.Method+" "+r.URL.Path+": a codecage sandbox's network is set when it is created (no network, or the network profile's proxy) and cannot change while it runs")
-	})
+	m.HandleFunc("PUT /sandboxes/{id}/network", s.updateNetwork)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "no such route in codecage's E2B API: "+r.Method+" "+r.URL.Path)
 	})
@@ -124,11 +122,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			service.ErrEnvironmentNotFound, service.Quote(body.TemplateID)))
 		return
 	}
-	noNetwork, why := egressOf(&body, s.cfg.EnableNetwork, profiles)
-	if why != "" {
-		writeAPIError(w, http.StatusBadRequest, why)
-		return
-	}
 	lifetime := defaultTimeout
 	if body.Timeout != nil {
 		if *body.Timeout <= 0 || *body.Timeout > int64(24*time.Hour/time.Second) {
@@ -146,7 +139,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		// E2B programs serve on their sandbox's ports (getHost).
 		Servers:       true,
 		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
-		NoNetwork:     noNetwork,
+		Network:       createEgress(&body),
 	})
 	if err != nil {
 		s.serviceError(w, err)
@@ -170,7 +163,8 @@ func (s *Server) detail(info service.SessionInfo) wire.SandboxDetail {
 	return wire.SandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
 		DiskSizeMB: s.cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
-		Lifecycle: &wire.Lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
+		Lifecycle: &wire.Lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf(),
+		Network: networkOf(info)}
 }
 
 // domainOf is the domain create and get announce: where getHost's hosts

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
-
-	"github.com/codecage/codecage/internal/service"
 )
 
 // newSandbox is E2B's NewSandbox and NewSandboxV2 body. Every field E2B
@@ -36,7 +33,8 @@ type newSandbox struct {
 	// always answers it, so false narrows nothing the client can use and
 	// widens nothing (the SDK sends the token it is given).
 	Secure *bool `json:"secure"`
-	// AllowInternetAccess false is E2B's denyOut 0.0.0.0/0: no egress.
+	// AllowInternetAccess false is E2B's denyOut 0.0.0.0/0: no egress
+	// until an update opens some (egressOf).
 	// True (the SDKs' default) is what the operator allows: the network
 	// profile's proxy to SANDBOX_NETWORK_ALLOW where it is enabled,
 	// nothing where it is not; never more. The SDKs send the snake_case
@@ -58,14 +56,12 @@ type networkConfig struct {
 	// without its traffic token. E2B's default is true; codecage's is
 	// false (closed), unless the create asks.
 	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-	// DenyOut that covers a whole address family (0.0.0.0/0, ::/0) is
-	// honoured as no network at all; a narrower one only where the
-	// sandbox has no network anyway (egressOf).
-	DenyOut []string `json:"denyOut"`
-	// Refused when given: per-sandbox egress rules, an egress proxy,
-	// request transforms, HTTPS to the sandbox's ports and a host mask
-	// are not codecage's.
-	AllowOut        []string          `json:"allowOut"`
+	// AllowOut and DenyOut are the sandbox's own egress rules, within the
+	// operator's allow list (egressOf).
+	AllowOut []string `json:"allowOut"`
+	DenyOut  []string `json:"denyOut"`
+	// Refused when given: an egress proxy, request transforms, HTTPS to
+	// the sandbox's ports and a host mask are not codecage's.
 	EgressProxy     json.RawMessage   `json:"egressProxy"`
 	Rules           json.RawMessage   `json:"rules"`
 	HTTPSPorts      []json.RawMessage `json:"httpsPorts"`
@@ -120,8 +116,6 @@ func refusedFields(body *newSandbox) string {
 		return ""
 	}
 	switch {
-	case len(n.AllowOut) > 0:
-		return "network.allowOut: codecage has no per-sandbox egress rules yet; a sandbox reaches the operator's allow list (SANDBOX_NETWORK_ALLOW) through the network profile, or nothing"
 	case given(n.EgressProxy):
 		return "network.egressProxy: a sandbox's egress goes only through codecage's own proxy"
 	case given(n.Rules):
@@ -132,66 +126,4 @@ func refusedFields(body *newSandbox) string {
 		return "network.maskRequestHost: codecage passes the request's own Host to a sandbox's ports"
 	}
 	return ""
-}
-
-// denyAll reports whether a denyOut list covers every address (a /0 of
-// either family: codecage's egress, one proxy, is not split by family, so
-// such a deny is honoured by denying all); a bad entry is an error.
-func denyAll(denyOut []string) (bool, error) {
-	all := false
-	for _, d := range denyOut {
-		p, err := netip.ParsePrefix(d)
-		if err != nil {
-			a, aerr := netip.ParseAddr(d)
-			if aerr != nil {
-				return false, fmt.Errorf("network.denyOut: %s is neither an IP address nor a CIDR block (E2B denies no domain names)", service.Quote(d))
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		all = all || p.Bits() == 0
-	}
-	return all, nil
-}
-
-// egressOf decides a create's egress from its fields: noNetwork when it
-// denies all of it (allow_internet_access false, or a denyOut covering
-// every address). A partial denyOut can be honoured only where the
-// sandbox reaches nothing anyway: denied all, or no network profile on
-// this server, or a template naming profiles without network; elsewhere
-// it is refused, never ignored.
-func egressOf(body *newSandbox, networkEnabled bool, profiles []string) (noNetwork bool, refusal string) {
-	for _, allow := range []*bool{body.AllowInternetAccess, body.AllowInternetAccessCamel} {
-		noNetwork = noNetwork || (allow != nil && !*allow)
-	}
-	var deny []string
-	if body.Network != nil {
-		deny = body.Network.DenyOut
-	}
-	all, err := denyAll(deny)
-	if err != nil {
-		return false, err.Error()
-	}
-	noNetwork = noNetwork || all
-	named := false
-	for _, p := range profiles {
-		named = named || p == "network"
-	}
-	switch {
-	case noNetwork && named:
-		return false, fmt.Sprintf("templateID names the network profile, but the create denies all egress (%s)", denyingField(body, all))
-	case len(deny) > 0 && !noNetwork && networkEnabled && (len(profiles) == 0 || named):
-		return false, "network.denyOut: codecage cannot deny single addresses yet; deny all egress (0.0.0.0/0, or allow_internet_access false) or none"
-	}
-	return noNetwork, ""
-}
-
-// denyingField names the field that denied all egress.
-func denyingField(body *newSandbox, byDenyOut bool) string {
-	switch {
-	case byDenyOut:
-		return "network.denyOut"
-	case body.AllowInternetAccessCamel != nil && !*body.AllowInternetAccessCamel:
-		return "allowInternetAccess false"
-	}
-	return "allow_internet_access false"
 }

@@ -37,12 +37,12 @@ func countingServer(t *testing.T) (addr string, conns *atomic.Int32) {
 }
 
 // A sandbox created with allow_internet_access false, or a denyOut that
-// covers every address, gets no network on a server whose operator
+// covers every address, reaches nothing on a server whose operator
 // enabled the network profile: the allow-listed loopback server sees no
 // connection from it, by its code or its commands, nor from a sandbox
 // started from its snapshot, while a sandbox created without a deny
-// reaches it. (Before, the fields were dropped and every one reached it.)
-func TestDeniedEgressGivesNoNetwork(t *testing.T) {
+// reaches it. updateNetwork opens and closes it while it runs.
+func TestDeniedEgressReachesNothing(t *testing.T) {
 	addr, conns := countingServer(t)
 	srv, svc := newServerWith(t, func(c *config.Config) {
 		c.EnableNetwork = true
@@ -80,8 +80,8 @@ for p in [{}, {"http": %q}]:
 		`{"timeout": 120, "network": {"denyOut": ["10.0.0.0/8", "::/0"]}}`,
 	} {
 		closed := createBox(t, srv, body)
-		if info, err := svc.GetSession(t.Context(), closed.id, "key:alice"); err != nil || strings.Contains(strings.Join(info.Profiles, ","), "network") {
-			t.Errorf("%s: profiles %v (%v), want no network", body, info.Profiles, err)
+		if info, err := svc.GetSession(t.Context(), closed.id, "key:alice"); err != nil || info.Network == nil || len(info.Network.DenyOut) == 0 {
+			t.Errorf("%s: network %+v (%v), want a deny", body, info.Network, err)
 		}
 		before := conns.Load()
 		if status, out := closed.run(code); status != 200 || strings.Contains(out, "hello from the host") {
@@ -109,6 +109,44 @@ for p in [{}, {"http": %q}]:
 	if out, _, exit := runStream(t, again, command); exit != 0 || strings.Contains(out, "hello from the host") || conns.Load() != before {
 		t.Errorf("the denied sandbox's snapshot reached the host: exit %d %q, %d connections", exit, out, conns.Load()-before)
 	}
+
+	// updateNetwork while it runs: cleared, the operator's list alone
+	// applies; then allowOut with everything else denied; then no
+	// internet again. getInfo tells the rules in force.
+	host := strings.Split(addr, ":")[0]
+	for _, step := range []struct {
+		body  string
+		reach bool
+	}{
+		{`{}`, true},
+		{`{"allowOut": ["` + host + `"], "denyOut": ["0.0.0.0/0"]}`, true},
+		{`{"allowOut": ["10.9.9.9"], "denyOut": ["0.0.0.0/0"]}`, false},
+		{`{"allow_internet_access": false}`, false},
+	} {
+		if status, out := ctl(t, srv, "PUT", "/sandboxes/"+closed.id+"/network", step.body); status != 204 {
+			t.Fatalf("update %s: %d %v", step.body, status, out)
+		}
+		before := conns.Load()
+		status, out := closed.run(code)
+		if reached := strings.Contains(out, "hello from the host"); status != 200 || reached != step.reach || (conns.Load() > before) != step.reach {
+			t.Errorf("after %s: reached %v (%d %s, %d connections), want %v", step.body, reached, status, out, conns.Load()-before, step.reach)
+		}
+	}
+	if status, info := ctl(t, srv, "GET", "/sandboxes/"+closed.id, ""); status != 200 || fmt.Sprint(info["network"]) != "map[allowPublicTraffic:false denyOut:[0.0.0.0/0]]" {
+		t.Errorf("getInfo: %d network %v", status, info["network"])
+	}
+	for body, says := range map[string]string{
+		`{"denyOut": ["example.com"]}`:           "example.com",
+		`{"egressProxy": {"address": "p:1080"}}`: "egressProxy",
+		`{"allowOut": "x"}`:                      "allowOut",
+	} {
+		if status, out := ctl(t, srv, "PUT", "/sandboxes/"+closed.id+"/network", body); status != 400 || !strings.Contains(fmt.Sprint(out["message"]), says) {
+			t.Errorf("update %s: %d %v, want 400 naming %s", body, status, out, says)
+		}
+	}
+	if status, _ := ctl(t, srv, "PUT", "/sandboxes/nope/network", `{}`); status != 404 {
+		t.Errorf("update of no sandbox: %d", status)
+	}
 }
 
 // Create fields that would change what a sandbox may reach, mount or keep
@@ -122,21 +160,18 @@ func TestCreateRefusesFieldsItCannotHonour(t *testing.T) {
 		c.NetworkAllow = []string{addr}
 	})
 	for body, says := range map[string]string{
-		`{"volumeMounts": [{"name": "vol", "path": "/mnt/vol"}]}`:             "volumeMounts",
-		`{"mcp": {"exa": {"apiKey": "k"}}}`:                                   "mcp",
-		`{"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "jwt"}}}}`:  "iam.tokens",
-		`{"network": {"allowOut": ["1.1.1.1"]}}`:                              "network.allowOut",
-		`{"allow_internet_access": false, "network": {"allowOut": ["x.io"]}}`: "network.allowOut",
-		`{"network": {"denyOut": ["8.8.8.8"]}}`:                               "network.denyOut",
-		`{"network": {"denyOut": ["example.com"]}}`:                           "example.com",
-		`{"network": {"egressProxy": {"address": "p:1080"}}}`:                 "network.egressProxy",
-		`{"network": {"rules": {"api.x.io": [{}]}}}`:                          "network.rules",
-		`{"network": {"httpsPorts": [8443]}}`:                                 "network.httpsPorts",
-		`{"network": {"maskRequestHost": "localhost:${PORT}"}}`:               "network.maskRequestHost",
-		`{"network": {"denyAll": true}}`:                                      `"denyAll"`,
-		`{"persistentDisk": "/data"}`:                                         `"persistentDisk"`,
-		`{"templateID": "network", "allow_internet_access": false}`:           "allow_internet_access",
-		`{"templateID": "basic+network", "network": {"denyOut": ["::/0"]}}`:   "network.denyOut",
+		`{"volumeMounts": [{"name": "vol", "path": "/mnt/vol"}]}`:            "volumeMounts",
+		`{"mcp": {"exa": {"apiKey": "k"}}}`:                                  "mcp",
+		`{"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "jwt"}}}}`: "iam.tokens",
+		`{"templateID": "basic", "network": {"allowOut": ["x.io"]}}`:         "SANDBOX_ENABLE_NETWORK",
+		`{"network": {"allowOut": ["a b"]}}`:                                 `"a b"`,
+		`{"network": {"denyOut": ["example.com"]}}`:                          "example.com",
+		`{"network": {"egressProxy": {"address": "p:1080"}}}`:                "network.egressProxy",
+		`{"network": {"rules": {"api.x.io": [{}]}}}`:                         "network.rules",
+		`{"network": {"httpsPorts": [8443]}}`:                                "network.httpsPorts",
+		`{"network": {"maskRequestHost": "localhost:${PORT}"}}`:              "network.maskRequestHost",
+		`{"network": {"denyAll": true}}`:                                     `"denyAll"`,
+		`{"persistentDisk": "/data"}`:                                        `"persistentDisk"`,
 	} {
 		status, out := ctl(t, srv, "POST", "/v2/sandboxes", body)
 		msg, _ := out["message"].(string)
@@ -144,13 +179,14 @@ func TestCreateRefusesFieldsItCannotHonour(t *testing.T) {
 			t.Errorf("%s: %d %v, want 400 naming %s", body, status, out, says)
 		}
 	}
-	// Accepted: what codecage honours, fields that ask for nothing, and a
-	// partial deny where the sandbox reaches nothing anyway (a template
-	// of profiles without network, or a deny of all beside it).
+	// Accepted: what codecage honours, and fields that ask for nothing.
 	for _, body := range []string{
 		`{"secure": false, "allow_internet_access": true, "mcp": null, "volumeMounts": [], "iam": {}, "network": {"allowOut": [], "rules": {}, "allowPublicTraffic": false}}`,
 		`{"templateID": "basic", "network": {"denyOut": ["8.8.8.8/32"]}}`,
 		`{"allow_internet_access": false, "network": {"denyOut": ["8.8.8.8"]}}`,
+		`{"network": {"denyOut": ["8.8.8.8"], "allowOut": ["1.1.1.1", "*.example.com"]}}`,
+		`{"templateID": "network", "allow_internet_access": false}`,
+		`{"templateID": "basic+network", "network": {"denyOut": ["::/0"]}}`,
 	} {
 		if status, out := ctl(t, srv, "POST", "/v2/sandboxes", body); status != 201 {
 			t.Errorf("%s: %d %v, want 201", body, status, out)

@@ -53,11 +53,20 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, host, port string)
 	// rather than fatal: a name with one stray private record still works
 	// through its public ones, and the private ones are never dialed.
 	var refusedAddr netip.Addr
-	var refusedClass string
+	var refusedClass, ruled string
+	rules := p.rules.Load()
 	for _, a := range addrs {
 		a = a.WithZone("").Unmap()
 		class := addrClass(a)
 		if class == classPublic || (e.explicit() && !neverDial[class]) {
+			// The operator's policy lets it through; the sandbox's own
+			// rules may still take it away.
+			if ok, why := rules.allows(t, a); !ok {
+				if ruled == "" {
+					ruled = why
+				}
+				continue
+			}
 			dst := netip.AddrPortFrom(a, uint16(t.port))
 			d.Allowed, d.Addr = true, dst.String()
 			d.Reason = fmt.Sprintf("allowed by %q", e.String())
@@ -73,6 +82,8 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, host, port string)
 	}
 	var reason string
 	switch {
+	case ruled != "" && !refusedAddr.IsValid():
+		reason = fmt.Sprintf("host %q: %s", t.host(), ruled)
 	case neverDial[refusedClass]:
 		reason = fmt.Sprintf("host %q resolves to %s (%s), which is never reachable",
 			t.host(), refusedAddr, refusedClass)

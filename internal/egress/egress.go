@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codecage/codecage/internal/bounded"
@@ -74,6 +75,9 @@ type Options struct {
 	OnDecision func(Decision)
 	// Label identifies the sandbox or execution in logs.
 	Label string
+	// Rules are the sandbox's own, within the policy (SetRules changes
+	// them). They must Check; New ignores rules that do not.
+	Rules Rules
 }
 
 // Decision is the outcome of the destination check of one request. It is
@@ -100,6 +104,7 @@ type Decision struct {
 // it may Serve several listeners at once, and Close ends them all.
 type Proxy struct {
 	entries     []entry
+	rules       atomic.Pointer[compiledRules] // nil: none
 	log         *slog.Logger
 	resolver    Resolver
 	dialTimeout time.Duration
@@ -167,6 +172,10 @@ func New(p Policy, opts Options) *Proxy {
 		px.log.Warn("egress: ignoring malformed allow entry", "sandbox", px.label, "error", err)
 	}
 
+	if err := px.SetRules(opts.Rules); err != nil {
+		px.log.Warn("egress: ignoring the sandbox's rules", "sandbox", px.label, "error", err)
+	}
+
 	px.ctx, px.cancel = context.WithCancel(context.Background())
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -185,6 +194,22 @@ func New(p Policy, opts Options) *Proxy {
 		ErrorLog:                     slog.NewLogLogger(px.log.With("sandbox", px.label).Handler(), slog.LevelDebug),
 	}
 	return px
+}
+
+// SetRules replaces the sandbox's rules; connections admitted from now on
+// are checked against them (tunnels already open stay open). Rules that do
+// not Check leave the old ones in place.
+func (p *Proxy) SetRules(r Rules) error {
+	if r.IsZero() {
+		p.rules.Store(nil)
+		return nil
+	}
+	c, err := r.compile()
+	if err != nil {
+		return err
+	}
+	p.rules.Store(c)
+	return nil
 }
 
 // Serve accepts connections on l and serves them until l or the Proxy is

@@ -42,7 +42,7 @@ func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 	}
 	want := map[string][]string{
 		"/execute": {"post"}, "/validate": {"post"}, "/commands": {"post"}, "/pip_install": {"post"}, "/tools": {"get"}, "/info": {"get"}, "/health": {"get"}, "/ready": {"get"},
-		"/sessions": {"get", "post"}, "/sessions/{id}": {"delete", "get"}, "/sessions/{id}/restart": {"post"}, "/sessions/{id}/metrics": {"get"}, "/sessions/{id}/logs": {"get"},
+		"/sessions": {"get", "post"}, "/sessions/{id}": {"delete", "get"}, "/sessions/{id}/restart": {"post"}, "/sessions/{id}/metrics": {"get"}, "/sessions/{id}/logs": {"get"}, "/sessions/{id}/network": {"put"},
 		"/sessions/{id}/pause": {"post"}, "/sessions/{id}/resume": {"post"}, "/sessions/{id}/snapshots": {"post"}, "/sessions/{id}/fork": {"post"},
 		"/snapshots": {"get"}, "/snapshots/{id}": {"delete"},
 		"/environments": {"get", "post"}, "/environments/{name}": {"delete", "get"}, "/environments/gc": {"post"},

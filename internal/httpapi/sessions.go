@@ -136,6 +136,7 @@ func (s *Server) sessionRoutes() {
 	})
 	s.fileRoutes()
 	s.logRoutes()
+	s.networkRoutes()
 }
 
 // SessionMetricsOutput is GET /sessions/{id}/metrics.

@@ -2,82 +2,43 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"time"
 
-	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/codemode"
 	"github.com/codecage/codecage/internal/service/commands"
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/session"
 )
 
-// The calls a cell's magics make to the supervisor, as tool calls with
-// names no upstream tool can have ("server.tool" is an identifier pair):
-// "!cmd" and "%%bash" run a shell command, "%pip install" installs a
-// package. Each goes through the same domain and policy as the request it
-// stands for (RunCommand, PipInstall), without its envelope (magicCaller):
-// the harness runs no program itself.
-const (
-	magicShell = "!shell"
-	magicPip   = "!pip"
-)
-
 // magicCaller answers the magics of a run in session se (nil: a run
 // without a session, whose magics are refused), and hands every other call
-// to tools (nil: none). A magic is work the admitted run does for itself:
-// it calls the commands and packages domains directly, in the run's
-// context (already admitted and bound to shutdown), never through the
-// envelope again, and the run's session and run lock serve it. The
-// harness asks one call at a time, so a run's magics never run side by
-// side.
+// to tools (nil: none). A magic ("!cmd", "%%bash", "%pip install") goes
+// through the same domain and policy as the request it stands for
+// (RunCommand, PipInstall), without its envelope: it is work the admitted
+// run does for itself, in the run's context (already admitted and bound to
+// shutdown), and the run's session and run lock serve it. The harness asks
+// one call at a time, so a run's magics never run side by side, and runs
+// no program itself.
 func (s *Service) magicCaller(ctx context.Context, se *session.Session, timeout time.Duration, tools fleet.ToolHandler) fleet.ToolHandler {
 	return func(c *fleet.ToolCall) fleet.ToolResult {
-		if c.Tool != magicShell && c.Tool != magicPip {
-			if tools == nil {
-				return fleet.ToolResult{ID: c.ID, Error: "this run has no tools"}
-			}
+		switch {
+		case !codemode.IsMagic(c) && tools == nil:
+			return fleet.ToolResult{ID: c.ID, Error: "this run has no tools"}
+		case !codemode.IsMagic(c):
 			return tools(c)
+		case se == nil:
+			return fleet.ToolResult{ID: c.ID, Error: "shell commands (!cmd) and %pip run only in a session: they share its workspace"}
 		}
-		res := fleet.ToolResult{ID: c.ID}
-		if se == nil {
-			res.Error = "shell commands (!cmd) and %pip run only in a session: they share its workspace"
-			return res
-		}
-		var args struct {
-			Command string `json:"command"`
-			Cwd     string `json:"cwd"`
-			Package string `json:"package"`
-			Version string `json:"version"`
-		}
-		if json.Unmarshal(c.Args, &args) != nil {
-			res.Error = "the magic's arguments are not a JSON object"
-			return res
-		}
-		var value any
-		var err error
-		if c.Tool == magicShell {
-			value, err = s.magicShell(ctx, se, timeout, args.Command, args.Cwd)
-		} else {
-			value, err = s.magicPip(ctx, se, args.Package, args.Version)
-		}
-		if err != nil {
-			res.Error = bounded.String(err.Error(), maxMagicError)
-			return res
-		}
-		b, err := json.Marshal(value)
-		if err != nil {
-			res.Error = "the magic's result is not JSON"
-			return res
-		}
-		res.OK, res.Value = true, string(b)
-		return res
+		return codemode.AnswerMagic(c, func(a codemode.MagicArgs) (any, error) {
+			if c.Tool == codemode.MagicShell {
+				return s.magicShell(ctx, se, timeout, a.Command, a.Cwd)
+			}
+			return s.magicPip(ctx, se, a.Package, a.Version)
+		})
 	}
 }
-
-// maxMagicError bounds an error message sent back to the code.
-const maxMagicError = 4 << 10
 
 // magicShell runs a "!cmd" line as commands.run would, in the session's
 // workspace, from the interpreter's directory when that is inside it.

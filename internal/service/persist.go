@@ -63,7 +63,7 @@ const (
 // and environments are made.
 func (s *Service) newPersist() *persist.Persist {
 	return persist.New(s.cfg, s.sessions, s.envs, persist.Options{Log: s.log, Backend: s.backendFor,
-		WithoutNetwork: s.withoutNetwork, Imports: s.resolveImports,
+		Imports: s.resolveImports,
 		Shape: func(req SessionRequest, imports policy.ImportPolicy) (fleet.Limits, error) {
 			limits, err := s.limits(Request{MemoryBytes: req.MemoryBytes}, imports.Whole())
 			if err != nil {
@@ -107,6 +107,10 @@ func (s *Service) parkedSessions(ctx context.Context, owner string) []SessionInf
 // openFromSnapshot opens a session of req from the owner's snapshot
 // req.FromSnapshot (persist.Restore).
 func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*SessionInfo, error) {
+	var err error
+	if req.Network, err = check.Network(req.Network, true); err != nil {
+		return nil, err
+	}
 	info, err := s.persist.Restore(ctx, req)
 	return (*SessionInfo)(info), err
 }

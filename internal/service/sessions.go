@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service/check"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/session"
@@ -97,7 +98,7 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		// Until the session is in the table, where the collector finds it.
 		defer s.envs.InUse(env.ID)()
 	}
-	req = s.withoutNetwork(envs.WithStartCommand(envs.SessionIn(req, env), env))
+	req = envs.WithStartCommand(envs.SessionIn(req, env), env)
 	imports, err := s.resolveImports(req.Profiles, req.AllowedImports)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
@@ -109,6 +110,9 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 		return nil, err
 	}
 	if err := check.Session(req, s.cfg.SessionMaxLifetime); err != nil {
+		return nil, err
+	}
+	if req.Network, err = check.Network(req.Network, imports.Uses(policy.Network)); err != nil {
 		return nil, err
 	}
 	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env})
@@ -226,6 +230,7 @@ func sessionOps() map[string]op {
 		opGet:      {admit: admitNone, kind: EventSession, action: "get", quiet: true, parked: parkLeave, peer: peerOp[noArgs, *SessionInfo]{do: serveGet}},
 		opList:     {admit: admitNone, kind: EventSession, action: "list", quiet: true, peer: peerOp[noArgs, []SessionInfo]{do: serveList}},
 		opLifetime: {admit: admitNone, kind: EventSession, action: "lifetime", peer: peerOp[lifetimeArgs, time.Time]{do: serveLifetime}},
+		opNetwork:  {admit: admitNone, kind: EventSession, action: "network", peer: peerOp[NetworkRules, NetworkRules]{do: serveNetwork}},
 		// A paused session's ports wait for a resume (the caller's).
 		opPort:    {admit: admitLight, kind: EventSession, action: "port", parked: parkLeave},
 		opMetrics: {admit: admitNone, kind: EventSession, action: "metrics", quiet: true, parked: parkLeave, peer: peerOp[noArgs, *SessionMetrics]{do: serveMetrics}},

@@ -131,7 +131,7 @@ func (t *Table) started(se *Session, err error) (Info, error) {
 func (t *Table) newSession(req Request, shape Shape) *Session {
 	now := time.Now()
 	return &Session{id: t.opts.NewID(), owner: req.Owner, req: req, imports: shape.Imports, limits: shape.Limits,
-		created: now, used: now, backend: shape.Backend, env: shape.Env}
+		created: now, used: now, backend: shape.Backend, env: shape.Env, network: req.Network}
 }
 
 // launch starts a session's sandbox with a new slot of the budget.
@@ -159,7 +159,10 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 				(*r)(host)
 			}
 		})
-		se.proxy, work.Forward = proxy, fwd
+		if err := se.useProxy(proxy); err != nil {
+			return fmt.Errorf("%w: the session's egress rules: %v", ErrUnavailable, err)
+		}
+		work.Forward = fwd
 	}
 	work.NetNS = se.netns.Load()
 	spec := work.Spec()

@@ -65,7 +65,7 @@ func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, paus
 	if se.ended != "" {
 		return fmt.Errorf("%w: %s %s", ErrEnded, se.id, se.ended)
 	}
-	p := Parked{ID: se.id, Owner: se.owner, Request: se.req, Created: se.created, Runs: se.runs, PausedAt: se.pausedAt}
+	p := Parked{ID: se.id, Owner: se.owner, Request: se.Request(), Created: se.created, Runs: se.runs, PausedAt: se.pausedAt}
 	switch se.paused {
 	case pausedCold:
 		p.Cold, p.Left = true, se.leftAtPause

@@ -56,6 +56,7 @@ func (t *Table) adoptLocked(spare *Session, req Request, back *Parked) {
 	spare.id = t.opts.NewID()
 	spare.owner, spare.req = req.Owner, req
 	spare.created, spare.used = time.Now(), time.Now()
+	spare.adoptNetwork(req.Network)
 	back.identify(spare)
 	spare.sandbox().Arm(context.Background(), t.cfg.SessionMaxLifetime, t.cfg.SessionMaxLifetime)
 	t.byID[spare.id] = spare

@@ -98,11 +98,11 @@ type Request struct {
 	// Environment names the environment (envstore) the session's
 	// interpreter and commands start from; "": the host's root.
 	Environment string `json:",omitempty"`
-	// NoNetwork: the session gets no network, whatever the operator's
-	// default profiles or its snapshot's profiles say (E2B's
-	// allow_internet_access false). The service drops the network profile
-	// from its profiles, which its snapshots and parks keep.
-	NoNetwork bool `json:",omitempty"`
+	// Network are the session's own egress rules, within the operator's
+	// allow list (nil: that list alone); SetNetwork changes them, and
+	// Request gives back the rules in force, which parks and snapshots
+	// keep.
+	Network *egress.Rules `json:",omitempty"`
 }
 
 // Info describes a session.
@@ -135,6 +135,9 @@ type Info struct {
 	PublicTraffic bool `json:"public_traffic,omitempty"`
 	// Environment is the environment it started from ("": the host's root).
 	Environment string `json:"environment,omitempty"`
+	// Network are its own egress rules (none: the operator's allow list
+	// alone), for a session with the network profile.
+	Network *egress.Rules `json:"network,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import
@@ -158,8 +161,9 @@ type Shape struct {
 //	                session no one else can hold yet: a fresh spare, a new session)
 //	      Session.lifeMu
 //
-// contexts.mu (Session.contexts, its code contexts) and sessionLog.mu
-// (Session.log, its log) are leaves under any of them or none. sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
+// contexts.mu (Session.contexts, its code contexts), sessionLog.mu
+// (Session.log, its log) and Session.netMu (its egress rules and proxy)
+// are leaves under any of them or none. sessionCPU.mu (Session.cpu) is a leaf: taken under Session.mu or under
 // no lock, never with lifeMu, and it takes none. A pause and a resume
 // pause and resume the commands' sandboxes under lifeMu (after mu); a
 // lease's own locks are leaves below every lock here.
@@ -247,10 +251,15 @@ type Session struct {
 	// runs. Atomic; nil under gVisor, whose network is runsc's own.
 	netns atomic.Pointer[fleet.NetNS]
 	// proxy is the egress proxy of a session with the network profile,
-	// for the life of its sandbox (protected by mu); refused (atomic) is
-	// told of the hosts it refuses during the request in progress.
+	// for the life of its sandbox (written under mu and netMu, read under
+	// either); refused (atomic) is told of the hosts it refuses during the
+	// request in progress.
 	proxy   *egress.Proxy
 	refused atomic.Pointer[func(host string)]
+	// network are the session's egress rules in force (nil: none), under
+	// netMu, a leaf: SetNetwork changes them while code runs.
+	netMu   sync.Mutex
+	network *egress.Rules
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
@@ -283,12 +292,40 @@ func (t *Table) Get(id, owner string) (*Session, error) {
 	return se, nil
 }
 
-// closeProxy ends the session's egress proxy, if it has one.
+// closeProxy ends the session's egress proxy, if it has one; call with mu.
 func (se *Session) closeProxy() {
-	if se.proxy != nil {
-		se.proxy.Close()
-		se.proxy = nil
+	se.netMu.Lock()
+	p := se.proxy
+	se.proxy = nil
+	se.netMu.Unlock()
+	if p != nil {
+		p.Close()
 	}
+}
+
+// useProxy makes p the session's egress proxy, with the rules in force;
+// call with mu. A proxy whose rules cannot be set is closed: it must
+// never run wider than its session asked.
+func (se *Session) useProxy(p *egress.Proxy) error {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	rules := egress.Rules{}
+	if se.network != nil {
+		rules = *se.network
+	}
+	if err := p.SetRules(rules); err != nil {
+		p.Close()
+		return err
+	}
+	se.proxy = p
+	return nil
+}
+
+// Network returns the session's egress rules in force (nil: none).
+func (se *Session) Network() *egress.Rules {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	return se.network
 }
 
 // sandbox returns the session's sandbox without waiting for a request in
@@ -308,7 +345,7 @@ func (se *Session) info(cfg config.Config) Info {
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
 		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot,
-		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment}
+		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment, Network: se.Network()}
 	if se.paused != running {
 		info.State = "paused"
 		at := se.pausedAt
@@ -354,6 +391,7 @@ func (se *Session) describe(cfg config.Config) Info {
 			if d := se.deadline.Load(); d != 0 {
 				info.ExpiresAt = time.Unix(0, d) // moved meanwhile
 			}
+			info.Network = se.Network() // set meanwhile
 			return info
 		}
 		se.mu.Lock() // never described yet: it is starting

@@ -121,7 +121,11 @@ func (se *Session) Environment() envstore.Env { return se.env }
 
 // Request is what the session was opened with (fixed once it is in the
 // table).
-func (se *Session) Request() Request { return se.req }
+func (se *Session) Request() Request {
+	req := se.req
+	req.Network = se.Network()
+	return req
+}
 
 // Workspace is the session's workspace on the host: its directory, its
 // package directory, the uid of its sandboxes (0: each its own, rootless),

@@ -35,6 +35,28 @@ type SandboxDetail struct {
 	State           string            `json:"state"`
 	Domain          *string           `json:"domain"`
 	Lifecycle       *Lifecycle        `json:"lifecycle,omitempty"`
+	// AllowInternetAccess is null: codecage keeps the rules it implies
+	// (Network), not the flag.
+	AllowInternetAccess *bool        `json:"allowInternetAccess"`
+	Network             *NetworkInfo `json:"network,omitempty"`
+}
+
+// NetworkUpdate is E2B's SandboxNetworkUpdateConfig: it replaces the
+// sandbox's egress rules, a field left out clearing its part.
+type NetworkUpdate struct {
+	AllowInternetAccess *bool    `json:"allow_internet_access"`
+	AllowOut            []string `json:"allowOut"`
+	DenyOut             []string `json:"denyOut"`
+	// Refused when given, as on create.
+	EgressProxy json.RawMessage `json:"egressProxy"`
+	Rules       json.RawMessage `json:"rules"`
+}
+
+// NetworkInfo is E2B's SandboxNetworkConfig as getInfo answers it.
+type NetworkInfo struct {
+	AllowOut           []string `json:"allowOut,omitempty"`
+	DenyOut            []string `json:"denyOut,omitempty"`
+	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
 }
 
 // Lifecycle is E2B's SandboxLifecycle: what the timeout does, and whether

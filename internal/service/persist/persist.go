@@ -48,9 +48,6 @@ type Options struct {
 	// Backend is the backend a session gets here, asking for a container
 	// or not.
 	Backend func(useContainer bool) (string, error)
-	// WithoutNetwork is the request with the network profile dropped when
-	// it denies the network.
-	WithoutNetwork func(session.Request) session.Request
 	// Imports resolves profiles and allowed imports into a policy.
 	Imports func(profiles, allowed []string) (policy.ImportPolicy, error)
 	// Shape checks a session's request (home, lifetime, labels...) and

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/codecage/codecage/internal/bounded"
+	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/service/envs"
@@ -52,6 +53,8 @@ type snapshotSpec struct {
 	EnvironmentID string `json:"environment_id,omitempty"`
 	// Installed are the modules pip_install put in the session.
 	Installed []string `json:"installed,omitempty"`
+	// Network are its egress rules when it was saved.
+	Network *egress.Rules `json:"network,omitempty"`
 }
 
 // snapshotStore is the store, opened when a snapshot is first asked for
@@ -159,7 +162,8 @@ func (p *Persist) Save(ctx context.Context, se *session.Session, owner, name str
 // environment it got (env).
 func specOf(req session.Request, env envstore.Env) snapshotSpec {
 	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
-		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment, EnvironmentID: env.ID}
+		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment, EnvironmentID: env.ID,
+		Network: req.Network}
 }
 
 // storeSession writes a session into the store under manifest m: capture
@@ -354,13 +358,15 @@ func (p *Persist) snapshotShape(req session.Request, m snapstore.Manifest, live 
 	}
 	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
 	req.Environment = spec.Environment
-	req = p.o.WithoutNetwork(req) // a deny of the caller's holds over the snapshot's profiles
 	req.UseContainer = m.Backend == fleet.GVisor
 	if req.Labels == nil {
 		req.Labels = spec.Labels
 	}
 	if req.Template == "" {
 		req.Template = spec.Template
+	}
+	if req.Network == nil {
+		req.Network = spec.Network // the saved session's rules hold over its copies
 	}
 	backend, err := p.o.Backend(req.UseContainer)
 	if err != nil {
