@@ -163,8 +163,7 @@ func (s *Server) detail(info service.SessionInfo) wire.SandboxDetail {
 	return wire.SandboxDetail{TemplateID: info.Template, SandboxID: info.ID, ClientID: "codecage", StartedAt: info.CreatedAt.UTC(),
 		EndAt: info.ExpiresAt.UTC(), EnvdVersion: EnvdVersion, CPUCount: 1, MemoryMB: s.cfg.MemoryLimit >> 20,
 		DiskSizeMB: s.cfg.WorkspaceMax >> 20, Metadata: md, State: stateOf(info),
-		Lifecycle: &wire.Lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf(),
-		Network: networkOf(info)}
+		Lifecycle: &wire.Lifecycle{OnTimeout: e2bOnTimeout(info.OnTimeout), AutoResume: info.AutoResume}, Domain: s.domainOf()}
 }
 
 // domainOf is the domain create and get announce: where getHost's hosts
@@ -201,7 +200,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) (*service.Sessi
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if info, ok := s.session(w, r); ok {
 		d := s.detail(*info)
-		d.EnvdAccessToken = s.tokens.issue(info.ID, keyOf(r.Context()))
+		d.EnvdAccessToken, d.Network = s.tokens.issue(info.ID, keyOf(r.Context())), networkOf(*info)
 		writeJSON(w, http.StatusOK, d)
 	}
 }

@@ -96,6 +96,8 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.persist(ctx, st)
 	case "logs":
 		return p.logs(ctx, st)
+	case "network":
+		return p.network(ctx, st)
 	case "spawn":
 		return p.spawn(ctx, st)
 	case "connect":

@@ -35,10 +35,9 @@ type SandboxDetail struct {
 	State           string            `json:"state"`
 	Domain          *string           `json:"domain"`
 	Lifecycle       *Lifecycle        `json:"lifecycle,omitempty"`
-	// AllowInternetAccess is null: codecage keeps the rules it implies
-	// (Network), not the flag.
-	AllowInternetAccess *bool        `json:"allowInternetAccess"`
-	Network             *NetworkInfo `json:"network,omitempty"`
+	// Network is getInfo's (a listing has none): the rules in force,
+	// allowInternetAccess false among them as a deny of all traffic.
+	Network *NetworkInfo `json:"network,omitempty"`
 }
 
 // NetworkUpdate is E2B's SandboxNetworkUpdateConfig: it replaces the
