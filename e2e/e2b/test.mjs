@@ -451,6 +451,23 @@ await check("base template (e2b Sandbox) for a second API key", async () => {
   return `template ${info.templateId}`;
 });
 
+await check("network rules: allowInternetAccess false, updateNetwork, getInfo", async () => {
+  const box = await BaseSandbox.create({ allowInternetAccess: false });
+  track(box, ALICE);
+  let info = await box.getInfo();
+  assert.deepEqual(info.network?.denyOut, ["0.0.0.0/0"], `getInfo's network after create: ${JSON.stringify(info.network)}`);
+  // An update replaces the rules; getInfo answers them.
+  await box.updateNetwork({ denyOut: ["10.0.0.0/8", "192.168.1.7"] });
+  info = await box.getInfo();
+  assert.deepEqual(info.network?.denyOut, ["10.0.0.0/8", "192.168.1.7"], `getInfo's network after updateNetwork: ${JSON.stringify(info.network)}`);
+  // This server gives no network: an allowOut would grant, and is refused.
+  const refused = await rejects(box.updateNetwork({ allowOut: ["api.example.com"] }), null, "updateNetwork with allowOut on a server without network");
+  assert.match(refused, /SANDBOX_ENABLE_NETWORK/);
+  await rejects(BaseSandbox.updateNetwork(box.sandboxId, {}, { apiKey: BOB }), SandboxNotFoundError, "updateNetwork with bob's key");
+  assert.equal(await box.kill(), true, "kill()");
+  return refused;
+});
+
 await check("another API key cannot see or reach the sandbox", async () => {
   const bobIds = await listIds({ apiKey: BOB });
   assert.ok(!bobIds.includes(sbx.sandboxId), "alice's sandbox is listed for bob");

@@ -127,6 +127,10 @@ type Config struct {
 	Listen        string // REST, MCP and metrics; beyond loopback only with API keys
 	E2BListen     string // the E2B SDKs' API too, when set
 	E2BDomain     string // sandbox hosts are <port>-<id>.<E2BDomain>; "" = localhost:<E2B port>
+	// E2BPublicTraffic: an E2B sandbox's ports are reached without its
+	// traffic token unless its create says allowPublicTraffic false (E2B's
+	// default); off, the token is needed unless the create says true.
+	E2BPublicTraffic bool
 	APIKeys       string // "name:key,..."; never printed
 	APIKeysFile   string
 	MaxBodySize   int64

@@ -168,6 +168,8 @@ var settings = []setting{
 	stringSetting("e2b_domain", "SANDBOX_E2B_DOMAIN", "the domain of sandbox hosts (getHost gives <port>-<sandbox id>.<domain>; a :port may follow), as clients reach the E2B listener; empty: localhost:<the E2B listener's port>", func(c *Config) *string { return &c.E2BDomain }).
 		doc("the domain create announces for sandbox hosts: `getHost(port)` is `<port>-<sandbox id>.<domain>` (a `:port` may follow), which the E2B listener relays to that port of the sandbox; set it to a wildcard name (`*.sbx.example.com` pointing at the listener, or a proxy keeping `Host`) for clients that do not resolve `*.localhost` (node, Python; curl and browsers do)").
 		shown("`localhost:<the E2B listener's port>`"),
+	boolSetting("e2b_public_traffic", "SANDBOX_E2B_PUBLIC_TRAFFIC", "E2B sandboxes' ports (getHost) answer without the traffic token unless a create says allowPublicTraffic false, as on E2B", func(c *Config) *bool { return &c.E2BPublicTraffic }).
+		doc("as on E2B, a sandbox's ports (`getHost`) answer requests without its `e2b-traffic-access-token` unless its create says `network.allowPublicTraffic: false`; off (the default, closed), the token is needed unless the create says `true`. Whoever reaches the E2B listener reaches such ports: pair it with a listener on a network you mean to expose"),
 	{Key: "api_keys", Env: "SANDBOX_API_KEYS", Usage: "API keys, name:key,name2:key2 (Authorization: Bearer key)",
 		Doc: "API keys, `name:key,name2:key2`: `Authorization: Bearer <key>` on REST, MCP and `/metrics`, `X-API-KEY` on E2B's control plane. Without keys the server binds to loopback only and says so",
 		get: func(c *Config) string {

@@ -138,7 +138,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		OnTimeout: onTimeout, ManualResume: !autoResume, FromSnapshot: snap, Environment: env,
 		// E2B programs serve on their sandbox's ports (getHost).
 		Servers:       true,
-		PublicTraffic: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
+		PublicTraffic: cmp.Or(body.Network, &networkConfig{}).publicTraffic(s.cfg.E2BPublicTraffic),
 		Network:       createEgress(&body),
 	})
 	if err != nil {

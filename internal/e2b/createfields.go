@@ -52,9 +52,8 @@ type newSandbox struct {
 
 // networkConfig is E2B's SandboxNetworkConfig.
 type networkConfig struct {
-	// AllowPublicTraffic true lets the sandbox's ports be reached
-	// without its traffic token. E2B's default is true; codecage's is
-	// false (closed), unless the create asks.
+	// AllowPublicTraffic true lets the sandbox's ports be reached without
+	// its traffic token; unset, SANDBOX_E2B_PUBLIC_TRAFFIC decides.
 	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
 	// AllowOut and DenyOut are the sandbox's own egress rules, within the
 	// operator's allow list (egressOf).

@@ -10,12 +10,10 @@ import (
 	"github.com/codecage/codecage/internal/service"
 )
 
-// egressOf is a create's or an update's egress, as the sandbox's own
-// rules (nil: none, the operator's allow list alone): allowOut and
-// denyOut as given, and every address denied when internet access is
-// off (E2B: "behaves the same as specifying denyOut to 0.0.0.0/0"), so
-// that an update may open some later. The service checks the entries,
-// and refuses an allowOut where the operator gives no network.
+// egressOf is a create's or an update's egress as the sandbox's own rules:
+// allowOut and denyOut, and all traffic denied when internet access is off
+// (E2B: "the same as denyOut 0.0.0.0/0"), so that an update may open some
+// later. The service checks them (an allowOut needs network).
 func egressOf(allowInternet []*bool, allowOut, denyOut []string) service.NetworkRules {
 	r := service.NetworkRules{AllowOut: allowOut, DenyOut: denyOut}
 	for _, allow := range allowInternet {
@@ -35,6 +33,9 @@ func createEgress(body *newSandbox) *service.NetworkRules {
 	}
 	return nil
 }
+
+// publicTraffic: the create's allowPublicTraffic, else SANDBOX_E2B_PUBLIC_TRAFFIC.
+func (n *networkConfig) publicTraffic(def bool) bool { return *cmp.Or(n.AllowPublicTraffic, &def) }
 
 // updateNetwork is PUT /sandboxes/{id}/network: the running sandbox's
 // egress rules replaced, for every connection it opens from now on.

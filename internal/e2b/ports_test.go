@@ -3,6 +3,7 @@ package e2b_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,12 +20,15 @@ import (
 )
 
 // newHostServer is the E2B surface with sandbox hosts under sbx.test.
-func newHostServer(t *testing.T) (*httptest.Server, *service.Service) {
+func newHostServer(t *testing.T, tune ...func(*config.Config)) (*httptest.Server, *service.Service) {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
+	for _, f := range tune {
+		f(&cfg)
+	}
 	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -207,3 +211,46 @@ func TestGetMetrics(t *testing.T) {
 func itoa(n int64) string { return jsonInt(n) }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// With SANDBOX_E2B_PUBLIC_TRAFFIC, E2B's default: a sandbox's ports answer
+// without the traffic token unless its create says allowPublicTraffic
+// false.
+func TestPublicTrafficIsTheOperatorsDefault(t *testing.T) {
+	srv, svc := newHostServer(t, func(c *config.Config) { c.E2BPublicTraffic = true })
+	serve := func(id string, port int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Owner: api.Owner("alice", ""), Timeout: 2 * time.Minute,
+				Command: fmt.Sprintf("echo page-%s > page.txt && exec python3 -m http.server %d", id, port)})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	open, token, domain := createIn(t, srv, aliceKey, `{"templateID": "base", "timeout": 120}`)
+	closed, closedToken, _ := createIn(t, srv, aliceKey, `{"templateID": "base", "timeout": 120, "network": {"allowPublicTraffic": false}}`)
+	serve(open, 8000)
+	serve(closed, 8000)
+	get := func(id, token string) (int, string) {
+		status, body := 0, ""
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			// 502: not listening yet; anything else is the answer.
+			if status, body = hostGet(t, srv, "8000-"+id+"."+domain, token, "/page.txt"); status != 502 {
+				break
+			}
+		}
+		return status, strings.TrimSpace(body)
+	}
+	if status, body := get(open, ""); status != 200 || body != "page-"+open {
+		t.Errorf("the default sandbox without a token: %d %q, want its page", status, body)
+	}
+	if status, body := get(open, token); status != 200 || body != "page-"+open {
+		t.Errorf("the default sandbox with its token: %d %q", status, body)
+	}
+	if status, body := get(closed, closedToken); status != 200 || body != "page-"+closed {
+		t.Fatalf("allowPublicTraffic false, with its token: %d %q", status, body)
+	}
+	if status, body := get(closed, ""); status != 403 || strings.Contains(body, "page-") {
+		t.Errorf("allowPublicTraffic false, without a token: %d %q, want 403", status, body)
+	}
+}
