@@ -251,6 +251,9 @@ for nr in range(0, 512):
         except OSError:
             state = "?"
         if state not in ("R", "D"):
+            # It may have written and exited since the poll above.
+            if p.poll(0):
+                data = os.read(r, 16).decode()
             break
     os.close(r)
     try:

@@ -93,3 +93,31 @@ func TestSessionLogTellsWhatHappened(t *testing.T) {
 		t.Errorf("a bad level: %v", err)
 	}
 }
+
+// A parked session takes its log back when it returns: what came before
+// the park, then its return.
+func TestSessionLogSurvivesAPark(t *testing.T) {
+	svc := sessionService(t)
+	ctx := context.Background()
+	id := newSession(t, svc, "alice")
+	inSession(t, svc, id, "alice", "import sys\nsys.stderr.write('before the park')")
+	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := svc.SessionLogs(ctx, id, "alice", service.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, e := range logs {
+		said = append(said, e.Message)
+	}
+	got := strings.Join(said, "\n")
+	before, back := strings.Index(got, "stderr: before the park"), strings.LastIndex(got, "session started")
+	if before < 0 || back < before || strings.Index(got, "session started") > before {
+		t.Errorf("the log after a park:\n%s", got)
+	}
+}

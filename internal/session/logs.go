@@ -77,7 +77,12 @@ type sessionLog struct {
 // add appends an entry, capping what it holds; the oldest goes when the
 // log is full.
 func (l *sessionLog) add(level, msg string, fields map[string]string) {
-	e := LogEntry{Time: time.Now().UTC(), Level: level, Message: capText(msg, MaxLogMessage)}
+	l.addAt(time.Now(), level, msg, fields)
+}
+
+// addAt is add of an entry of time at.
+func (l *sessionLog) addAt(at time.Time, level, msg string, fields map[string]string) {
+	e := LogEntry{Time: at.UTC(), Level: level, Message: capText(msg, MaxLogMessage)}
 	if len(fields) > 0 {
 		e.Fields = make(map[string]string, min(len(fields), MaxLogFields))
 		keys := make([]string, 0, len(fields))
@@ -97,6 +102,22 @@ func (l *sessionLog) add(level, msg string, fields map[string]string) {
 	}
 	l.entries[l.next] = e
 	l.next = (l.next + 1) % MaxLogEntries
+}
+
+// restore puts a parked session's entries back, oldest first, before what
+// it has logged since it started again; each is capped again, as it comes
+// from the store.
+func (l *sessionLog) restore(saved []LogEntry) {
+	l.mu.Lock()
+	since := append(append([]LogEntry(nil), l.entries[l.next:]...), l.entries[:l.next]...)
+	l.entries, l.next = nil, 0
+	l.mu.Unlock()
+	for _, e := range append(saved[max(0, len(saved)-MaxLogEntries):], since...) {
+		if !ValidLevel(e.Level) {
+			e.Level = LevelInfo
+		}
+		l.addAt(e.Time, e.Level, e.Message, e.Fields)
+	}
 }
 
 // read returns the entries q selects, oldest first (newest first when

@@ -69,7 +69,7 @@ func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, paus
 	switch se.paused {
 	case pausedCold:
 		p.Cold, p.Left = true, se.leftAtPause
-		p.Capture = Capture{Backend: se.backend, Installed: slices.Clone(se.installed)}
+		p.Capture = Capture{Backend: se.backend, Installed: slices.Clone(se.installed), Log: se.log.read(LogQuery{})}
 		if err := to.files(se); err != nil {
 			return err
 		}
@@ -107,6 +107,7 @@ func (t *Table) parkLocked(ctx context.Context, se *Session, to SnapshotTo, paus
 	}
 	se.lifeMu.Unlock()
 	p.Capture = c
+	p.Log = se.log.read(LogQuery{})
 	if err := keep(p); err != nil {
 		return err
 	}

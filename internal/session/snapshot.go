@@ -41,6 +41,9 @@ type Capture struct {
 	Image *fleet.MemoryImage
 	// Installed are the modules pip_install put in the session.
 	Installed []string
+	// Log is a parked session's log, oldest first, which it takes back
+	// when it returns (a snapshot's copies start logs of their own).
+	Log []LogEntry
 }
 
 // Snapshot writes se out while it keeps running; no request runs in it
@@ -197,10 +200,11 @@ func (t *Table) backFreeLocked(back *Parked) error {
 }
 
 // identify gives se, brought back from its park, its own id, creation
-// time and run count (nothing for a new session: nil back).
+// time, run count and log (nothing for a new session: nil back).
 func (back *Parked) identify(se *Session) {
 	if back != nil {
 		se.id, se.created, se.runs = back.ID, back.Created, back.Runs
+		se.log.restore(back.Log)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,6 +35,7 @@ const (
 	blobState     = "state"
 	blobMemory    = "memory"
 	blobSite      = "site" // the packages pip_install put in the session
+	blobLog       = "log"  // a parked session's log (JSON)
 )
 
 // snapshotSpec is the session a snapshot was made of, as its copies are
@@ -212,6 +214,15 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 				return err
 			}
 		}
+		if len(c.Log) > 0 {
+			bw, err := w.Blob(blobLog)
+			if err != nil {
+				return err
+			}
+			if err := json.NewEncoder(bw).Encode(c.Log); err != nil {
+				return err
+			}
+		}
 		var runsc, platform string
 		uid := -1
 		if c.Image != nil {
@@ -322,6 +333,11 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 	} else if back == nil || !back.Cold {
 		if from.State, err = snap.Blob(blobState); err != nil {
 			return nil, errdefs.Snapshot(err)
+		}
+	}
+	if back != nil && hasBlob(m, blobLog) {
+		if back.Log, err = readLog(snap); err != nil {
+			return nil, err
 		}
 	}
 	from.Back = back
@@ -457,4 +473,26 @@ func hasBlob(m snapstore.Manifest, name string) bool {
 		}
 	}
 	return false
+}
+
+// maxLogBlob bounds a parked session's log as read back: its ring's worth
+// of entries, each capped, with room to spare.
+const maxLogBlob = 2 << 20
+
+// readLog reads a parked session's log; the session caps each entry again.
+func readLog(snap *snapstore.Snapshot) ([]session.LogEntry, error) {
+	r, err := snap.Blob(blobLog)
+	if err != nil {
+		return nil, errdefs.Snapshot(err)
+	}
+	// Read to its end, where the store checks its MAC.
+	b, err := io.ReadAll(io.LimitReader(r, maxLogBlob+1))
+	if err != nil {
+		return nil, errdefs.Snapshot(err)
+	}
+	var log []session.LogEntry
+	if len(b) > maxLogBlob || json.Unmarshal(b, &log) != nil {
+		return nil, fmt.Errorf("%w: its log is not the log it was parked with", errdefs.ErrSnapshotUnusable)
+	}
+	return log, nil
 }
