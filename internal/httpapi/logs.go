@@ -33,7 +33,7 @@ func (s *Server) logRoutes() {
 		OperationID: "session-logs", Method: http.MethodGet, Path: "/sessions/{id}/logs", Tags: []string{"Sessions"},
 		Summary: "Read a session's log",
 		Description: "What happened to the session, as a machine's system log would say it: its lifecycle (started, paused, resumed, restarted), each command's start and end, every request's outcome, and what its interpreter wrote to stderr. " +
-			"The log is a ring of the newest entries, kept in memory with the session, each string capped; a session parked in the snapshot store starts a new one when it comes back.",
+			"The log is a ring of the newest entries, kept in memory with the session, each string capped; a session parked in the snapshot store keeps it there and takes it back when it returns (while it is parked, the list is empty).",
 		Errors: []int{400, 401, 404, 429},
 	}, func(ctx context.Context, in *SessionLogsInput) (*SessionLogsOutput, error) {
 		q := service.LogQuery{Backward: in.Direction == "backward", Limit: in.Limit, MinLevel: in.Level, Search: in.Search}

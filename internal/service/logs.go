@@ -14,7 +14,8 @@ import (
 // not a read: its outcome, and a command's start), and by a run (what its
 // interpreter wrote to stderr). SessionLogs reads it, forwarded to the
 // replica that holds the session like every session operation. A parked
-// session's log is not kept: it starts again when the session is back.
+// session's log goes into the store with it (persist: blob "log") and comes
+// back with it; read while it is parked, it is empty.
 
 type (
 	// LogEntry is one entry of a session's log.
