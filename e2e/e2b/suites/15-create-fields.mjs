@@ -1,11 +1,12 @@
 // Create fields, as the SDK sends them: the ones codecage cannot honour
-// (volumes, MCP, per-sandbox egress rules, a partial deny) are refused
-// with 400 naming the field, never dropped; and allowInternetAccess false
-// or a denyOut of ALL_TRAFFIC gives a sandbox no network on a server whose
-// operator enabled the network profile. That server is a second codecage
-// serve started here (the suites' own has no network profile), with a
-// loopback HTTP server on its allow list whose connections are counted on
-// the host.
+// (volumes, MCP, a host mask) are refused with 400 naming the field, never
+// dropped, and so is an allowOut where the server gives no network. On a
+// server whose operator enabled the network profile, allowInternetAccess
+// false or a denyOut of ALL_TRAFFIC gives a sandbox no network, and
+// allowOut, denyOut and updateNetwork narrow the operator's list while it
+// runs. That server is a second codecage serve started here (the suites'
+// own has no network profile), with a loopback HTTP server on its allow
+// list whose connections are counted on the host.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -23,8 +24,8 @@ await check("create refuses the fields it cannot honour, naming each", async () 
   for (const [opts, names] of [
     [{ volumeMounts: { "/mnt/vol": "vol" } }, "volumeMounts"],
     [{ mcp: { exa: { apiKey: "k" } } }, "mcp"],
-    [{ network: { allowOut: ["1.1.1.1"] } }, "network.allowOut"],
-    [{ allowInternetAccess: false, network: { allowOut: ["example.com"] } }, "network.allowOut"],
+    [{ network: { allowOut: ["1.1.1.1"] } }, "SANDBOX_ENABLE_NETWORK"],
+    [{ allowInternetAccess: false, network: { allowOut: ["example.com"] } }, "SANDBOX_ENABLE_NETWORK"],
     [{ network: { maskRequestHost: "localhost:${PORT}" } }, "network.maskRequestHost"],
   ]) {
     const got = await rejects(create({ ...opts, timeoutMs: 60_000 }), SandboxError, JSON.stringify(opts));
@@ -132,10 +133,24 @@ for (const [what, opts] of [
   });
 }
 
-await check("a partial denyOut is refused where the sandbox would have network", async () => {
-  const got = await rejects(Sandbox.create({ ...netOpts, network: { denyOut: ["8.8.8.8"] } }), SandboxError, "partial denyOut");
-  assert.ok(got.includes("400") && got.includes("network.denyOut"), got);
-  return got;
+await check("denyOut, allowOut and updateNetwork narrow the operator's list while the sandbox runs", async () => {
+  const sbx = await Sandbox.create({ ...netOpts, network: { denyOut: ["127.0.0.1"] } });
+  const reach = async (want, what) => {
+    const before = conns;
+    const r = await sbx.runCode(fetchCode);
+    assert.equal(r.text === "hello from the host", want, `${what}: ${r.text} ${JSON.stringify(r.error)}`);
+    assert.equal(conns > before, want, `${what}: the host saw ${conns - before} connections`);
+  };
+  await reach(false, "denyOut of the host's address");
+  await sbx.updateNetwork({ allowOut: ["127.0.0.1"], denyOut: [ALL_TRAFFIC] });
+  await reach(true, "allowOut of it, all else denied");
+  await sbx.updateNetwork({ allowInternetAccess: false });
+  await reach(false, "allowInternetAccess false");
+  const info = await sbx.getInfo();
+  assert.deepEqual(info.network?.denyOut, ["0.0.0.0/0"], JSON.stringify(info.network));
+  await sbx.updateNetwork({});
+  await reach(true, "no rules: the operator's list alone");
+  return JSON.stringify(info.network);
 });
 
 await stop();
