@@ -22,16 +22,7 @@ func TestSessionLogTellsWhatHappened(t *testing.T) {
 	if _, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Owner: "alice", Command: "ls -la /nonexistent"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	logs, err := svc.SessionLogs(ctx, id, "alice", service.LogQuery{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := pauseResumeAndRead(t, svc, id, service.PauseMode{KeepMemory: true})
 	var said []string
 	for i, e := range logs {
 		said = append(said, e.Level+" "+e.Message[:min(len(e.Message), 40)])
@@ -98,10 +89,25 @@ func TestSessionLogTellsWhatHappened(t *testing.T) {
 // the park, then its return.
 func TestSessionLogSurvivesAPark(t *testing.T) {
 	svc := sessionService(t)
-	ctx := context.Background()
 	id := newSession(t, svc, "alice")
 	inSession(t, svc, id, "alice", "import sys\nsys.stderr.write('before the park')")
-	if _, err := svc.PauseSession(ctx, id, "alice", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+	var said []string
+	for _, e := range pauseResumeAndRead(t, svc, id, service.PauseMode{KeepMemory: true, Park: true}) {
+		said = append(said, e.Message)
+	}
+	got := strings.Join(said, "\n")
+	before, back := strings.Index(got, "stderr: before the park"), strings.LastIndex(got, "session started")
+	if before < 0 || back < before || strings.Index(got, "session started") > before {
+		t.Errorf("the log after a park:\n%s", got)
+	}
+}
+
+// pauseResumeAndRead pauses alice's session id as mode says, resumes it,
+// and reads its whole log.
+func pauseResumeAndRead(t *testing.T, svc *service.Service, id string, mode service.PauseMode) []service.LogEntry {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := svc.PauseSession(ctx, id, "alice", mode); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svc.ResumeSession(ctx, id, "alice"); err != nil {
@@ -111,13 +117,5 @@ func TestSessionLogSurvivesAPark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var said []string
-	for _, e := range logs {
-		said = append(said, e.Message)
-	}
-	got := strings.Join(said, "\n")
-	before, back := strings.Index(got, "stderr: before the park"), strings.LastIndex(got, "session started")
-	if before < 0 || back < before || strings.Index(got, "session started") > before {
-		t.Errorf("the log after a park:\n%s", got)
-	}
+	return logs
 }
