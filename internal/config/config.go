@@ -124,24 +124,24 @@ type Config struct {
 	MaxTransfers int
 
 	// Server settings (codecage serve).
-	Listen        string // REST, MCP and metrics; beyond loopback only with API keys
-	E2BListen     string // the E2B SDKs' API too, when set
-	E2BDomain     string // sandbox hosts are <port>-<id>.<E2BDomain>; "" = localhost:<E2B port>
+	Listen    string // REST, MCP and metrics; beyond loopback only with API keys
+	E2BListen string // the E2B SDKs' API too, when set
+	E2BDomain string // sandbox hosts are <port>-<id>.<E2BDomain>; "" = localhost:<E2B port>
 	// E2BPublicTraffic: an E2B sandbox's ports are reached without its
 	// traffic token unless its create says allowPublicTraffic false (E2B's
 	// default); off, the token is needed unless the create says true.
 	E2BPublicTraffic bool
-	APIKeys       string // "name:key,..."; never printed
-	APIKeysFile   string
-	MaxBodySize   int64
-	ReadTimeout   time.Duration
-	WriteTimeout  time.Duration
-	ShutdownGrace time.Duration
-	AuditDB       string // "" = the default path
-	AuditCode     bool   // store the code itself, not only its hash
-	AuditBuffer   int
-	LogFormat     string // text or json
-	LogLevel      string // debug, info, warn, error
+	APIKeys          string // "name:key,..."; never printed
+	APIKeysFile      string
+	MaxBodySize      int64
+	ReadTimeout      time.Duration
+	WriteTimeout     time.Duration
+	ShutdownGrace    time.Duration
+	AuditDB          string // "" = the default path
+	AuditCode        bool   // store the code itself, not only its hash
+	AuditBuffer      int
+	LogFormat        string // text or json
+	LogLevel         string // debug, info, warn, error
 
 	// Every listener's door (codecage serve): a keep-alive connection idle
 	// IdleTimeout is closed; at most MaxConnections are open on a listener,

@@ -77,7 +77,7 @@ type Options struct {
 	Label string
 	// Rules are the sandbox's own, within the policy (SetRules changes
 	// them). They must Check; New ignores rules that do not.
-	Rules Rules
+	Rules NetworkRules
 }
 
 // Decision is the outcome of the destination check of one request. It is
@@ -199,7 +199,7 @@ func New(p Policy, opts Options) *Proxy {
 // SetRules replaces the sandbox's rules; connections admitted from now on
 // are checked against them (tunnels already open stay open). Rules that do
 // not Check leave the old ones in place.
-func (p *Proxy) SetRules(r Rules) error {
+func (p *Proxy) SetRules(r NetworkRules) error {
 	if r.IsZero() {
 		p.rules.Store(nil)
 		return nil

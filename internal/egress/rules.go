@@ -18,14 +18,14 @@ import (
 //
 // So DenyOut "0.0.0.0/0" with AllowOut "api.example.com" lets the sandbox
 // reach only api.example.com. The zero Rules take nothing away.
-type Rules struct {
+type NetworkRules struct {
 	// AllowOut lists CIDR blocks ("10.1.0.0/16"), addresses ("1.1.1.1"),
 	// names ("api.example.com") and "*.suffix" wildcards, which match
 	// every name under the suffix but not the suffix itself.
-	AllowOut []string `json:"allow_out,omitempty"`
+	AllowOut []string `json:"allow_out,omitempty" doc:"Destinations let through: names, *.suffix wildcards, addresses, CIDR blocks." jsonschema:"Destinations let through: names, *.suffix wildcards, addresses, CIDR blocks."`
 	// DenyOut lists CIDR blocks and addresses: a name is resolved by the
 	// proxy, so it is the address that is denied ("0.0.0.0/0" denies all).
-	DenyOut []string `json:"deny_out,omitempty"`
+	DenyOut []string `json:"deny_out,omitempty" doc:"Addresses and CIDR blocks refused unless allow_out lets them through." jsonschema:"Addresses and CIDR blocks refused unless allow_out lets them through."`
 }
 
 // Caps on what a sandbox's owner may set: rules are stored with the
@@ -40,10 +40,10 @@ const (
 const AllTraffic = "0.0.0.0/0"
 
 // DenyAll is what a sandbox without internet access gets.
-func DenyAll() Rules { return Rules{DenyOut: []string{AllTraffic, "::/0"}} }
+func DenyAll() NetworkRules { return NetworkRules{DenyOut: []string{AllTraffic, "::/0"}} }
 
 // IsZero reports whether r takes nothing away.
-func (r Rules) IsZero() bool { return len(r.AllowOut) == 0 && len(r.DenyOut) == 0 }
+func (r NetworkRules) IsZero() bool { return len(r.AllowOut) == 0 && len(r.DenyOut) == 0 }
 
 // compiledRules are Rules parsed once, for every connection to use.
 type compiledRules struct {
@@ -53,18 +53,18 @@ type compiledRules struct {
 }
 
 // Check parses r, naming every bad entry in one error.
-func (r Rules) Check() error {
+func (r NetworkRules) Check() error {
 	_, err := r.compile()
 	return err
 }
 
 // Normalized returns r with each entry in its canonical form, in the
 // order given, as Check accepted it.
-func (r Rules) Normalized() (Rules, error) {
+func (r NetworkRules) Normalized() (NetworkRules, error) {
 	if _, err := r.compile(); err != nil {
-		return Rules{}, err
+		return NetworkRules{}, err
 	}
-	var out Rules
+	var out NetworkRules
 	for _, raw := range r.AllowOut {
 		if p, ok, _ := parseNet(raw); ok {
 			out.AllowOut = append(out.AllowOut, prefixString(p))
@@ -80,7 +80,7 @@ func (r Rules) Normalized() (Rules, error) {
 	return out, nil
 }
 
-func (r Rules) compile() (*compiledRules, error) {
+func (r NetworkRules) compile() (*compiledRules, error) {
 	var errs []error
 	if len(r.AllowOut) > MaxRuleEntries || len(r.DenyOut) > MaxRuleEntries {
 		return nil, fmt.Errorf("egress rules: at most %d entries in allow_out and in deny_out (got %d and %d)",

@@ -8,17 +8,17 @@ import (
 )
 
 func TestRulesNormalizeAndRefuse(t *testing.T) {
-	got, err := Rules{AllowOut: []string{"API.Example.com", "*.svc.test", "10.1.2.3", "10.1.0.0/16", "::ffff:1.2.3.4"},
+	got, err := NetworkRules{AllowOut: []string{"API.Example.com", "*.svc.test", "10.1.2.3", "10.1.0.0/16", "::ffff:1.2.3.4"},
 		DenyOut: []string{"0.0.0.0/0", "::/0", "192.168.1.7"}}.Normalized()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Rules{AllowOut: []string{"api.example.com", "*.svc.test", "10.1.2.3", "10.1.0.0/16", "1.2.3.4"},
+	want := NetworkRules{AllowOut: []string{"api.example.com", "*.svc.test", "10.1.2.3", "10.1.0.0/16", "1.2.3.4"},
 		DenyOut: []string{"0.0.0.0/0", "::/0", "192.168.1.7"}}
 	if !slices.Equal(got.AllowOut, want.AllowOut) || !slices.Equal(got.DenyOut, want.DenyOut) {
 		t.Errorf("normalized %+v, want %+v", got, want)
 	}
-	bad := map[string]Rules{
+	bad := map[string]NetworkRules{
 		"deny_out: \"example.com\"":      {DenyOut: []string{"example.com"}},
 		"\"10.0.0.0/33\"":                {DenyOut: []string{"10.0.0.0/33"}},
 		"without a port":                 {AllowOut: []string{"api.example.com:443"}},
@@ -38,7 +38,7 @@ func TestRulesNormalizeAndRefuse(t *testing.T) {
 		}
 	}
 	// Every bad entry is named at once.
-	err = Rules{AllowOut: []string{"a b"}, DenyOut: []string{"x.io", "1.1.1.1/99"}}.Check()
+	err = NetworkRules{AllowOut: []string{"a b"}, DenyOut: []string{"x.io", "1.1.1.1/99"}}.Check()
 	for _, w := range []string{`"a b"`, `"x.io"`, `"1.1.1.1/99"`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v does not name %s", err, w)
@@ -55,7 +55,7 @@ func TestRulesNarrowThePolicy(t *testing.T) {
 		allow: "api.test, other.test, *.wild.test, 127.0.0.1",
 		hosts: map[string][]string{"api.test": {"127.0.0.1"}, "other.test": {"127.0.0.1"}, "unlisted.test": {"127.0.0.1"}},
 		opts: func(o *Options) {
-			o.Rules = Rules{DenyOut: []string{AllTraffic}, AllowOut: []string{"api.test", "unlisted.test"}}
+			o.Rules = NetworkRules{DenyOut: []string{AllTraffic}, AllowOut: []string{"api.test", "unlisted.test"}}
 		},
 	})
 	c := fx.client(t)
@@ -87,14 +87,14 @@ func TestRulesNarrowThePolicy(t *testing.T) {
 	}
 
 	// A bad update keeps the rules in force.
-	if err := fx.p.SetRules(Rules{DenyOut: []string{"other.test"}}); err == nil {
+	if err := fx.p.SetRules(NetworkRules{DenyOut: []string{"other.test"}}); err == nil {
 		t.Error("SetRules took a name in deny_out")
 	}
 	if s := status("other.test"); s != http.StatusForbidden {
 		t.Errorf("other.test after a refused update: %d", s)
 	}
 	// Cleared, the operator's list alone applies.
-	if err := fx.p.SetRules(Rules{}); err != nil {
+	if err := fx.p.SetRules(NetworkRules{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"api.test", "other.test", "127.0.0.1"} {
@@ -103,7 +103,7 @@ func TestRulesNarrowThePolicy(t *testing.T) {
 		}
 	}
 	// A CIDR allow_out entry with a deny-all rule.
-	if err := fx.p.SetRules(Rules{DenyOut: []string{AllTraffic}, AllowOut: []string{"127.0.0.0/8"}}); err != nil {
+	if err := fx.p.SetRules(NetworkRules{DenyOut: []string{AllTraffic}, AllowOut: []string{"127.0.0.0/8"}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := status("other.test"); s != http.StatusOK {

@@ -11,8 +11,8 @@ import (
 )
 
 // NetworkRules are a session's own egress rules, within the operator's
-// allow list: they only take away (egress.Rules).
-type NetworkRules = egress.Rules
+// allow list: they only take away (egress.NetworkRules).
+type NetworkRules = egress.NetworkRules
 
 const opNetwork = "network"
 

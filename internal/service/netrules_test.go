@@ -52,7 +52,7 @@ func TestSessionNetworkRulesNarrowTheOperatorsList(t *testing.T) {
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"},
-		Network: &egress.Rules{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"127.0.0.2"}}})
+		Network: &egress.NetworkRules{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"127.0.0.2"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ out`, strings.Split(a, ":")[0], strings.Split(a, ":")[1], strings.Split(a, ":")[
 	if _, err := svc.SetSessionNetwork(ctx, plain.ID, "o", egress.DenyAll()); err != nil {
 		t.Errorf("deny-all on a session without network: %v", err)
 	}
-	if _, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"basic"}, Network: &egress.Rules{AllowOut: []string{"x.io"}}}); !errors.Is(err, service.ErrInvalidRequest) {
+	if _, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"basic"}, Network: &egress.NetworkRules{AllowOut: []string{"x.io"}}}); !errors.Is(err, service.ErrInvalidRequest) {
 		t.Errorf("create without network, with rules: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestSessionNetworkRulesHoldOnASpare(t *testing.T) {
 	}
 	before := svc.PoolStats()[class]
 	ctx := context.Background()
-	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Network: &egress.Rules{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"127.0.0.3"}}})
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Network: &egress.NetworkRules{DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"127.0.0.3"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

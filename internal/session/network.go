@@ -7,8 +7,8 @@ import (
 // SetNetwork replaces the session's egress rules (zero: none, the
 // operator's allow list alone). Its proxy applies them to every
 // connection it admits from now on, while code runs too; a restart, a
-// park and a fork keep them. The caller checked them (egress.Rules.Check).
-func (t *Table) SetNetwork(se *Session, rules egress.Rules) error {
+// park and a fork keep them. The caller checked them (egress.NetworkRules.Check).
+func (t *Table) SetNetwork(se *Session, rules egress.NetworkRules) error {
 	se.netMu.Lock()
 	defer se.netMu.Unlock()
 	if se.proxy != nil {
@@ -28,14 +28,14 @@ func (t *Table) SetNetwork(se *Session, rules egress.Rules) error {
 // adoptNetwork gives a spare, whose proxy started without rules, the
 // rules of the session it becomes. Rules the service checked always set;
 // should they not, the proxy denies all rather than run wider.
-func (se *Session) adoptNetwork(rules *egress.Rules) {
+func (se *Session) adoptNetwork(rules *egress.NetworkRules) {
 	se.netMu.Lock()
 	defer se.netMu.Unlock()
 	se.network = rules
 	if se.proxy == nil {
 		return
 	}
-	r := egress.Rules{}
+	r := egress.NetworkRules{}
 	if rules != nil {
 		r = *rules
 	}

@@ -102,7 +102,7 @@ type Request struct {
 	// allow list (nil: that list alone); SetNetwork changes them, and
 	// Request gives back the rules in force, which parks and snapshots
 	// keep.
-	Network *egress.Rules `json:",omitempty"`
+	Network *egress.NetworkRules `json:",omitempty"`
 }
 
 // Info describes a session.
@@ -137,7 +137,7 @@ type Info struct {
 	Environment string `json:"environment,omitempty"`
 	// Network are its own egress rules (none: the operator's allow list
 	// alone), for a session with the network profile.
-	Network *egress.Rules `json:"network,omitempty"`
+	Network *egress.NetworkRules `json:"network,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import
@@ -259,7 +259,7 @@ type Session struct {
 	// network are the session's egress rules in force (nil: none), under
 	// netMu, a leaf: SetNetwork changes them while code runs.
 	netMu   sync.Mutex
-	network *egress.Rules
+	network *egress.NetworkRules
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
@@ -309,7 +309,7 @@ func (se *Session) closeProxy() {
 func (se *Session) useProxy(p *egress.Proxy) error {
 	se.netMu.Lock()
 	defer se.netMu.Unlock()
-	rules := egress.Rules{}
+	rules := egress.NetworkRules{}
 	if se.network != nil {
 		rules = *se.network
 	}
@@ -322,7 +322,7 @@ func (se *Session) useProxy(p *egress.Proxy) error {
 }
 
 // Network returns the session's egress rules in force (nil: none).
-func (se *Session) Network() *egress.Rules {
+func (se *Session) Network() *egress.NetworkRules {
 	se.netMu.Lock()
 	defer se.netMu.Unlock()
 	return se.network

@@ -12,7 +12,7 @@ import (
 // bad entry. allow_out needs the network profile (hasNetwork): rules
 // narrow a session's egress, never grant it; deny_out alone grants
 // nothing, and is taken anywhere.
-func Network(rules *egress.Rules, hasNetwork bool) (*egress.Rules, error) {
+func Network(rules *egress.NetworkRules, hasNetwork bool) (*egress.NetworkRules, error) {
 	if rules == nil {
 		return nil, nil
 	}

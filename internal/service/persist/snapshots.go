@@ -56,7 +56,7 @@ type snapshotSpec struct {
 	// Installed are the modules pip_install put in the session.
 	Installed []string `json:"installed,omitempty"`
 	// Network are its egress rules when it was saved.
-	Network *egress.Rules `json:"network,omitempty"`
+	Network *egress.NetworkRules `json:"network,omitempty"`
 }
 
 // snapshotStore is the store, opened when a snapshot is first asked for
