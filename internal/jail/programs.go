@@ -155,6 +155,9 @@ func ResolveProgramsIn(root string, names []string, data []string) (*Programs, e
 			return nil, err
 		}
 	}
+	if err := r.checkScripts(); err != nil {
+		return nil, err
+	}
 	for _, d := range data {
 		if err := r.dataTree(d); err != nil {
 			return nil, err
@@ -187,6 +190,13 @@ func (r *resolver) program(p *Programs, name string) error {
 	}
 	r.exec[real] = true
 	p.Names[name] = found
+	if interp, isScript, err := r.shebang(real); err != nil || isScript {
+		if err != nil {
+			return fmt.Errorf("program %s: %w", name, err)
+		}
+		r.scripts = append(r.scripts, script{name: name, path: real, interp: interp})
+		return nil
+	}
 	if err := r.elf(real, true); err != nil {
 		return fmt.Errorf("program %s: %w", name, err)
 	}
@@ -247,6 +257,8 @@ type resolver struct {
 	nSkipped int
 	deadline time.Time
 	root     string
+	// scripts are the programs asked for that are scripts (checkScripts).
+	scripts []script
 }
 
 // skip notes what was left out, and why.
@@ -307,8 +319,8 @@ func (r *resolver) path(p string) (string, error) {
 }
 
 // elf adds the interpreter and the libraries of the ELF file at real.
-// A file that is not ELF is data: fine unless it was to be a program
-// (a script's interpreter would be needed too, and is not followed).
+// A file that is not ELF is data: fine unless it was to be a program (a
+// script is found before: programs_script.go).
 func (r *resolver) elf(real string, program bool) error {
 	if r.seen[real] {
 		return nil

@@ -305,3 +305,37 @@ func checkUnprivileged(t *testing.T, pid, uid int) {
 		t.Errorf("status lacks %v", want)
 	}
 }
+
+// A script among the programs runs when its interpreter is one of them
+// (which, like many small tools, is a /bin/sh script); one whose
+// interpreter is not allowed is refused, naming it: placing that
+// interpreter would let anything run it.
+func TestRootCommandJailRunsScriptsOfAllowedInterpreters(t *testing.T) {
+	root := minimalRoot(t)
+	for name, body := range map[string]string{
+		"hello":   "#! /bin/sh\necho hello from a script \"$@\"\n",
+		"perlish": "#!/usr/bin/perl -w\nprint 1;\n",
+		"noabs":   "#!perl\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, "usr/bin", name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := ResolveProgramsIn(root, []string{"hello", "sh"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit, out, errOut := startAndWait(t, Spec{Root: root, Programs: p, Argv: []string{"/bin/sh", "-c", "hello there; echo end"}})
+	if exit.ExitCode != 0 || out != "hello from a script there\nend\n" {
+		t.Fatalf("exit %+v stdout %q stderr %q", exit, out, errOut)
+	}
+	for names, want := range map[string]string{
+		"hello":      "run by /bin/sh, which is not among the allowed programs",
+		"sh perlish": "run by /usr/bin/perl, which is not there",
+		"sh noabs":   "without an absolute interpreter",
+	} {
+		if _, err := ResolveProgramsIn(root, strings.Fields(names), nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", names, err, want)
+		}
+	}
+}

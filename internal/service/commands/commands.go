@@ -16,7 +16,6 @@ import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/service/errdefs"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -100,7 +99,10 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	}
 	programs, err := c.programs(ctx, env)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the command jail cannot be built: %v", errdefs.ErrUnavailable, err)
+		// The operator's list, not the sandbox, is at fault: every
+		// surface says so (an internal error, not "unavailable", which
+		// E2B's SDKs read as a sandbox that ended).
+		return nil, fmt.Errorf("the command jail cannot be built from SANDBOX_ALLOWED_COMMANDS: %v", err)
 	}
 	backend := c.backend(se)
 	out := fleet.NewCollector(req.OnOutput)
