@@ -1,7 +1,9 @@
 package e2b
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,12 +13,11 @@ import (
 	"github.com/codecage/codecage/internal/service"
 )
 
-// A sandbox's logs are its session's log (service.SessionLogs):
-//
-//	GET /sandboxes/{id}/logs?start=<ms>&limit=<n> (v1, deprecated by E2B)
-//	  -> 200 {logs: [{timestamp, line}], logEntries: [{timestamp, level, message, fields}]}
-//	GET /v2/sandboxes/{id}/logs?cursor=<ms>&limit=<n>&direction=forward|backward&level=&search=
-//	  -> 200 {logs: [{timestamp, level, message, fields}]}
+// A sandbox's logs are its session's log (service.SessionLogs): v1's
+// GET /sandboxes/{id}/logs?start=&limit= answers {logs: [{timestamp, line}],
+// logEntries}, each line a JSON record as envd writes (e2b sandbox logs
+// parses it); v2's GET /v2/sandboxes/{id}/logs?cursor=&limit=&direction=
+// &level=&search= answers {logs: [{timestamp, level, message, fields}]}.
 
 // sandboxLogs answers both versions.
 func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +40,11 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	lines := make([]wire.SandboxLog, len(logs))
 	for i, e := range logs {
 		entries[i] = wire.SandboxLogEntry{Timestamp: e.Time, Level: e.Level, Message: e.Message, Fields: e.Fields}
-		lines[i] = wire.SandboxLog{Timestamp: e.Time, Line: e.Message}
+		record := map[string]string{}
+		maps.Copy(record, e.Fields)
+		record["level"], record["logger"], record["message"] = e.Level, "session", e.Message
+		line, _ := json.Marshal(record)
+		lines[i] = wire.SandboxLog{Timestamp: e.Time, Line: string(line)}
 	}
 	if v1 {
 		writeJSON(w, http.StatusOK, wire.SandboxLogs{Logs: lines, LogEntries: entries})

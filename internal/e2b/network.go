@@ -10,10 +10,9 @@ import (
 	"github.com/codecage/codecage/internal/service"
 )
 
-// egressOf is a create's or an update's egress as the sandbox's own rules:
-// allowOut and denyOut, and all traffic denied when internet access is off
-// (E2B: "the same as denyOut 0.0.0.0/0"), so that an update may open some
-// later. The service checks them (an allowOut needs network).
+// egressOf is a create's or update's egress as the sandbox's rules: all
+// traffic denied when internet access is off (E2B: "the same as denyOut
+// 0.0.0.0/0"), so an update may open some; the service checks them.
 func egressOf(allowInternet []*bool, allowOut, denyOut []string) service.NetworkRules {
 	r := service.NetworkRules{AllowOut: allowOut, DenyOut: denyOut}
 	for _, allow := range allowInternet {
@@ -67,9 +66,6 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 // networkOf is the sandbox's network as E2B's getInfo tells it: its
 // rules, and whether ports need the traffic token.
 func networkOf(info service.SessionInfo) *wire.NetworkInfo {
-	n := &wire.NetworkInfo{AllowPublicTraffic: info.PublicTraffic}
-	if info.Network != nil {
-		n.AllowOut, n.DenyOut = info.Network.AllowOut, info.Network.DenyOut
-	}
-	return n
+	n := cmp.Or(info.Network, &service.NetworkRules{})
+	return &wire.NetworkInfo{AllowOut: n.AllowOut, DenyOut: n.DenyOut, AllowPublicTraffic: info.PublicTraffic}
 }
