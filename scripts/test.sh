@@ -132,9 +132,12 @@ done
 # Each package's own time, from the go test suites' logs.
 cat "$logs"/{service,bench,cli,unit}.log | grep -E '^(ok|FAIL)\s' | awk '{printf "    %-60s %s\n", $2, $3}' || true
 echo "test.sh: the slowest tests (seconds, suite)"
+# awk, not head: head would leave sort writing into a closed pipe once the
+# lines outgrow the pipe's buffer, and pipefail would end the script there,
+# before the failed suites' logs.
 for name in "${names[@]}"; do
 	sed -nE "s/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)$/\3 \2 $name/p" "$logs/$name.log"
-done | sort -rn | head -25 | awk '{printf "    %8s  %-60s %s\n", $1, $2, $3}'
+done | sort -rn | awk 'NR <= 25 {printf "    %8s  %-60s %s\n", $1, $2, $3}'
 echo "test.sh: $(($(date +%s) - began)) s in all"
 for name in "${failed[@]}"; do
 	echo "===== $name: its log (passing tests' lines left out) ====="

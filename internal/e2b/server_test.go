@@ -117,7 +117,8 @@ func TestControlPlaneRefusesBadInput(t *testing.T) {
 		"logs bad start":     {"GET", "/sandboxes/snope/logs?start=yesterday", "", 400, "milliseconds"},
 		"logs bad limit":     {"GET", "/v2/sandboxes/snope/logs?limit=5000", "", 400, "0 to 1000"},
 		"logs bad direction": {"GET", "/v2/sandboxes/snope/logs?direction=up", "", 400, "forward or backward"},
-		"network":            {"PUT", "/sandboxes/snope/network", "{}", 501, "cannot change while it runs"},
+		"network unknown":    {"PUT", "/sandboxes/snope/network", "{}", 404, "not found"},
+		"network bad body":   {"PUT", "/sandboxes/snope/network", "{\"allowOut\": 1}", 400, "allowOut"},
 		"no such route":      {"GET", "/nope", "", 404, "no such route"},
 	} {
 		status, body := call(t, tc.method, srv.URL+tc.path, tc.body, key)
