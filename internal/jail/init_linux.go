@@ -94,6 +94,9 @@ type initConfig struct {
 	// Terminal, if set, runs the program on a terminal of the sandbox's
 	// own devpts; the init passes its master to the supervisor.
 	Terminal *WindowSize
+	// Machine: the init starts processes beside the program on the
+	// supervisor's word (Spec.Machine, initspawn_linux.go).
+	Machine bool `json:",omitempty"`
 }
 
 // supervisorReply answers an initReport that waits for one.
@@ -116,6 +119,10 @@ type initReport struct {
 	Started int `json:",omitempty"`
 	// Exited is set when the program has ended.
 	Exited *programExit `json:",omitempty"`
+	// Spawned answers a machine's spawn order; ProcExited reports the
+	// end of a process it started.
+	Spawned    *spawnedReport `json:",omitempty"`
+	ProcExited *procExited    `json:",omitempty"`
 }
 
 type programExit struct {
@@ -193,7 +200,12 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	if err := reportStarted(ctl, enc, pid, term); err != nil {
 		return 0, err
 	}
-	exit := reap(pid)
+	var exit programExit
+	if cfg.Machine {
+		exit = serveMachine(ctl, enc, pid, &cfg)
+	} else {
+		exit = reap(pid)
+	}
 	if err := enc.Encode(initReport{Exited: &exit}); err != nil {
 		return 0, err
 	}
@@ -357,20 +369,9 @@ func startProgram(cfg *initConfig, term *terminal) (int, error) {
 	// Limits go on the program alone (the init's Go runtime would not live
 	// under an address-space limit). The supervisor sends no work before the
 	// init reports the start, so nothing runs unlimited in between.
-	threads := ownThreads()
-	for _, r := range cfg.Rlimits {
-		if cfg.Nested {
-			break // a nested program's cells apply the limits, per cell
-		}
-		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
-		if r.Resource == unix.RLIMIT_NPROC {
-			// The init's threads run as the same uid and count too.
-			lim.Cur += threads
-			lim.Max += threads
-		}
-		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			return 0, fmt.Errorf("setrlimit %d: %w", r.Resource, err)
+	if !cfg.Nested { // a nested program's cells apply the limits, per cell
+		if err := limitProcess(pid, cfg); err != nil {
+			return 0, err
 		}
 	}
 	// The init's own copies would keep the pipes open after the program ends.
@@ -386,28 +387,40 @@ func startProgram(cfg *initConfig, term *terminal) (int, error) {
 	return pid, nil
 }
 
+// limitProcess sets the sandbox's rlimits on pid, a child of the init
+// (the program, or a machine's process), or kills it.
+func limitProcess(pid int, cfg *initConfig) error {
+	// The init's threads run as the same uid and count against
+	// RLIMIT_NPROC too; a machine's init may start a few more later.
+	threads := ownThreads()
+	if cfg.Machine {
+		threads += machineThreads
+	}
+	for _, r := range cfg.Rlimits {
+		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+		if r.Resource == unix.RLIMIT_NPROC {
+			lim.Cur += threads
+			lim.Max += threads
+		}
+		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return fmt.Errorf("setrlimit %d: %w", r.Resource, err)
+		}
+	}
+	return nil
+}
+
 // reap waits for every child the namespace hands to PID 1 and returns when
 // the program itself ends; returning kills the rest of the namespace.
 func reap(pid int) programExit {
 	for {
 		var ws unix.WaitStatus
-		var ru unix.Rusage
-		got, err := unix.Wait4(-1, &ws, 0, &ru)
+		got, err := unix.Wait4(-1, &ws, 0, nil)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || got == pid {
-			var all unix.Rusage
-			_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &all)
-			exit := programExit{
-				Code:      ws.ExitStatus(),
-				MaxRSSKiB: all.Maxrss,
-				CPUNanos:  all.Utime.Nano() + all.Stime.Nano(),
-			}
-			if ws.Signaled() {
-				exit.Code, exit.Signal = -1, int(ws.Signal())
-			}
-			return exit
+			return programEnd(ws)
 		}
 	}
 }

@@ -222,6 +222,13 @@ type Spec struct {
 	// Sandbox.WriteInput and ended with CloseInput; without it (and
 	// without Terminal) the program reads /dev/null.
 	Stdin bool
+	// Machine makes the sandbox a small computer's process tree: once
+	// the program runs, Sandbox.Spawn starts more processes beside it,
+	// children of the same init under the same namespaces, cgroup,
+	// limits, Landlock and seccomp; what they leave running lives until
+	// it exits or the sandbox ends; and the workspace and /tmp may hold
+	// programs (never set-user-ID ones).
+	Machine bool
 	// Terminal, if set, runs the program on a pseudo-terminal of this
 	// size: a devpts instance of the sandbox's own, whose slave is the
 	// program's stdin, stdout, stderr and controlling terminal. The

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/codecage/codecage/internal/reexec"
@@ -225,3 +226,31 @@ func (n *NetNS) Inode() (uint64, error) { return 0, ProbeHost().Usable() }
 func (n *NetNS) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return nil, ProbeHost().Usable()
 }
+
+// Proc is a process of a machine (Linux only).
+type Proc struct{}
+
+// Spawn is unsupported off Linux.
+func (s *Sandbox) Spawn(ProcSpec) (*Proc, error) { return nil, ErrUnsupported }
+
+// PID is 0 off Linux.
+func (p *Proc) PID() int { return 0 }
+
+// Done is closed: there is no process.
+func (p *Proc) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait returns at once.
+func (p *Proc) Wait() ProcExit { return ProcExit{} }
+
+// Signal is unsupported off Linux.
+func (p *Proc) Signal(syscall.Signal) error { return ErrUnsupported }
+
+// WriteInput is unsupported off Linux.
+func (p *Proc) WriteInput([]byte, time.Duration) (int, error) { return 0, ErrUnsupported }
+
+// CloseInput is unsupported off Linux.
+func (p *Proc) CloseInput() error { return ErrUnsupported }

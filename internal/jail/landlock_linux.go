@@ -70,6 +70,15 @@ const (
 		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeSym
 )
 
+// scratchRights are the rights in the workspace and /tmp: a machine's
+// programs may execute what they put there.
+func (cfg *initConfig) scratchRights() uint64 {
+	if cfg.Machine {
+		return scratch | ll.AccessFSExecute
+	}
+	return scratch
+}
+
 // landlockRule grants rights beneath one path of the sandbox's root.
 type landlockRule struct {
 	path   string
@@ -85,9 +94,9 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 		{"/", readDir},
 		{"/proc", readDir | writeFile},
 		{"/dev", readDir},
-		{"/tmp", scratch},
+		{"/tmp", cfg.scratchRights()},
 		{"/dev/shm", scratch},
-		{cfg.Home, scratch},
+		{cfg.Home, cfg.scratchRights()},
 	}
 	for _, n := range devNodes {
 		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})

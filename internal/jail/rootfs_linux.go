@@ -30,6 +30,24 @@ const (
 	scratchAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
 )
 
+// scratchFlags are the mount flags of the workspace and /tmp: a machine's
+// may hold programs (./run.sh, a compiled binary), never set-user-ID ones
+// or devices.
+func (cfg *initConfig) scratchFlags() uintptr {
+	if cfg.Machine {
+		return scratchFlags &^ unix.MS_NOEXEC
+	}
+	return scratchFlags
+}
+
+// scratchAttrs are scratchFlags as mount attributes.
+func (cfg *initConfig) scratchAttrs() uint64 {
+	if cfg.Machine {
+		return scratchAttrs &^ unix.MOUNT_ATTR_NOEXEC
+	}
+	return scratchAttrs
+}
+
 // isSharedTmp reports whether Binds[i] is the session's /tmp.
 func (cfg *initConfig) isSharedTmp(i int) bool {
 	return cfg.SharedTmp && i == len(cfg.Binds)-1
@@ -61,7 +79,7 @@ func buildRoot(cfg *initConfig) error {
 	}
 	if !cfg.SharedTmp {
 		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
-		if err := mountTmpfs(newRoot+"/tmp", tmpOpts); err != nil {
+		if err := mountTmpfsFlags(newRoot+"/tmp", tmpOpts, cfg.scratchFlags()); err != nil {
 			return err
 		}
 	}
@@ -129,7 +147,7 @@ func placeBinds(cfg *initConfig, src *hostSources) error {
 	for i, b := range cfg.Binds {
 		flags := uint64(roFlags)
 		if cfg.isSharedTmp(i) {
-			flags = scratchAttrs // the session's /tmp, as writable as a tmpfs one
+			flags = cfg.scratchAttrs() // the session's /tmp, as writable as a tmpfs one
 		}
 		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path, flags); err != nil {
 			return fmt.Errorf("bind %s: %w", b.Host, err)
@@ -320,11 +338,13 @@ func makeMountPoint(dst string, dir bool) error {
 	return f.Close()
 }
 
-func mountTmpfs(dst, opts string) error {
+func mountTmpfs(dst, opts string) error { return mountTmpfsFlags(dst, opts, scratchFlags) }
+
+func mountTmpfsFlags(dst, opts string, flags uintptr) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", dst, "tmpfs", scratchFlags, opts); err != nil {
+	if err := unix.Mount("tmpfs", dst, "tmpfs", flags, opts); err != nil {
 		return fmt.Errorf("mount tmpfs %s: %w", dst, err)
 	}
 	return nil
@@ -445,9 +465,9 @@ func buildWorkspace(cfg *initConfig, wsFD int) error {
 		}
 	default:
 		opts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d", cfg.WorkspaceBytes, SandboxUID, SandboxUID)
-		return mountTmpfs(dst, opts)
+		return mountTmpfsFlags(dst, opts, cfg.scratchFlags())
 	}
-	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC})
+	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: cfg.scratchAttrs()})
 }
 
 // ProcOptions mounts the sandbox's /proc with its processes alone

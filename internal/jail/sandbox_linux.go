@@ -40,7 +40,8 @@ type Sandbox struct {
 	pidfd *os.File // of the init, for DialPort; nil once torn down
 
 	output     *Output
-	input      *Input // the program's stdin pipe or terminal, or nil
+	input      *Input   // the program's stdin pipe or terminal, or nil
+	machine    *machine // Spec.Machine's processes, or nil
 	enforcer   *Enforcer
 	exitReport *programExit
 	done       chan struct{}
@@ -103,6 +104,9 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	s.handOver(fds)
+	if spec.Machine {
+		s.machine = &machine{ctl: fds.control, answers: make(chan spawnedReport, 1), procs: map[uint64]*Proc{}}
+	}
 	go s.supervise(ctx, fds, waited)
 	return s, nil
 }
@@ -206,6 +210,9 @@ func prepareSpec(spec *Spec) error {
 	if spec.Programs != nil && spec.Programs.Root != spec.Root {
 		return fmt.Errorf("jail: the programs were resolved in root %q, the sandbox's root is %q", spec.Programs.Root, spec.Root)
 	}
+	if spec.Machine && (spec.Nested || spec.NoChannel && spec.Programs != nil) {
+		return errors.New("jail: a machine runs its own processes: neither nested nor a command jail")
+	}
 	if spec.Nested && spec.NetNS != nil {
 		return errors.New("jail: a nested program's cells make network namespaces of their own: it joins none")
 	}
@@ -287,6 +294,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Terminal:        s.spec.Terminal,
 		LoopbackServers: s.spec.LoopbackServers,
 		JoinedNet:       s.spec.NetNS != nil,
+		Machine:         s.spec.Machine,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
@@ -355,6 +363,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 			if rep.Exited != nil {
 				s.exitReport = rep.Exited
 			}
+			s.machine.report(rep)
 		}
 	}()
 
@@ -364,6 +373,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 	<-reportDone
 	copiers.Wait()
 	s.finish()
+	s.machine.close()
 	fds.closeParentEnds()
 	s.input.Close()
 	s.cleanup()

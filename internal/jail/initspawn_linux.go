@@ -1,0 +1,237 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The init of a machine (Spec.Machine): once the program runs, it starts
+// processes beside it on the supervisor's orders, reaps every process
+// of the namespace (those a command left behind are reparented here),
+// reports the end of each it started, and ends, taking the namespace
+// with it, when the program does.
+
+// machineThreads is a margin for the threads a machine's init may start
+// after its program (the order reader, the reaper, the runtime's own):
+// they run as the sandbox's uid and count against RLIMIT_NPROC.
+const machineThreads = 8
+
+// spawnOrder asks the init to start a process; its stdin, stdout and
+// stderr come with it (SCM_RIGHTS, in that order).
+type spawnOrder struct {
+	ID   uint64
+	Argv []string
+	Env  []string
+	Dir  string
+}
+
+// signalOrder asks the init to signal a process it started, and its
+// process group.
+type signalOrder struct {
+	ID     uint64
+	Signal int
+}
+
+// supervisorOrder is one message of the supervisor to a machine's init.
+type supervisorOrder struct {
+	Spawn  *spawnOrder  `json:",omitempty"`
+	Signal *signalOrder `json:",omitempty"`
+}
+
+// spawnedReport answers a spawn order: the process's pid inside, or why
+// it could not start.
+type spawnedReport struct {
+	ID    uint64
+	PID   int    `json:",omitempty"`
+	Error string `json:",omitempty"`
+}
+
+// procExited reports how a started process ended.
+type procExited struct {
+	ID           uint64
+	Code, Signal int
+}
+
+var (
+	errSpawnFDs  = errors.New("the order came without its three descriptors")
+	errSpawnArgv = errors.New("empty argv")
+)
+
+// machineInit is the state of a machine's init.
+type machineInit struct {
+	cfg *initConfig
+	// enc is the control socket's writer, shared by the reaper and the
+	// spawner.
+	encMu sync.Mutex
+	enc   *json.Encoder
+	// mu guards byPID and byID; a fork and its entry happen under it,
+	// so the reaper never sees a child before it is known.
+	mu    sync.Mutex
+	byPID map[int]uint64
+	byID  map[uint64]int
+}
+
+// spawnRequest is an order with its descriptors.
+type spawnRequest struct {
+	order spawnOrder
+	fds   []int
+}
+
+// serveMachine serves the supervisor's orders until the program ends, and
+// returns how it ended. Forks happen on this goroutine's thread, the one
+// Landlock restricted (Landlock is per thread; children inherit it).
+func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig) programExit {
+	// Collections stay rare but possible: a long-lived machine's init
+	// would otherwise grow with every order it decodes.
+	debug.SetMemoryLimit(16 << 20)
+	m := &machineInit{cfg: cfg, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
+	spawns := make(chan spawnRequest)
+	go m.readOrders(ctl, spawns)
+	ended := make(chan programExit, 1)
+	go m.reap(program, ended)
+	for {
+		select {
+		case req := <-spawns:
+			m.spawn(req)
+		case exit := <-ended:
+			return exit
+		}
+	}
+}
+
+// readOrders decodes the supervisor's orders; spawns go to the forking
+// thread, signals are sent here.
+func (m *machineInit) readOrders(ctl *os.File, spawns chan<- spawnRequest) {
+	rights := newRightsReader(ctl)
+	dec := json.NewDecoder(rights)
+	for {
+		var o supervisorOrder
+		if err := dec.Decode(&o); err != nil {
+			return // the supervisor is gone: its SIGKILL follows
+		}
+		switch {
+		case o.Spawn != nil:
+			spawns <- spawnRequest{order: *o.Spawn, fds: rights.takeAll()}
+		case o.Signal != nil:
+			m.signal(*o.Signal)
+		}
+	}
+}
+
+// spawn starts one process, as the program was started but on the
+// descriptors the order brought, and reports its pid.
+func (m *machineInit) spawn(req spawnRequest) {
+	defer func() {
+		for _, fd := range req.fds {
+			_ = unix.Close(fd)
+		}
+	}()
+	o := req.order
+	rep := spawnedReport{ID: o.ID}
+	pid, err := m.fork(o, req.fds)
+	if err != nil {
+		rep.Error = err.Error()
+	} else {
+		rep.PID = pid
+	}
+	m.send(initReport{Spawned: &rep})
+}
+
+func (m *machineInit) fork(o spawnOrder, fds []int) (int, error) {
+	if len(fds) != 3 {
+		return 0, errSpawnFDs
+	}
+	if len(o.Argv) == 0 {
+		return 0, errSpawnArgv
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   o.Dir,
+		Env:   o.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		// Its own session and process group: a signal to the process
+		// reaches what it started in its group, and what it detached
+		// (setsid, a daemon) lives on, as on a machine.
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	}
+	m.mu.Lock()
+	pid, err := syscall.ForkExec(o.Argv[0], o.Argv, attr)
+	if err == nil {
+		m.byPID[pid], m.byID[o.ID] = o.ID, pid
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	// The rlimits follow at once (the cgroup bounds its memory, tasks
+	// and CPU from the fork on).
+	if err := limitProcess(pid, m.cfg); err != nil {
+		return 0, err
+	}
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
+	return pid, nil
+}
+
+// signal sends a signal to a process the init started and to its group.
+func (m *machineInit) signal(o signalOrder) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pid, ok := m.byID[o.ID]
+	if !ok || o.Signal <= 0 || o.Signal >= 65 {
+		return
+	}
+	_ = unix.Kill(-pid, unix.Signal(o.Signal))
+	_ = unix.Kill(pid, unix.Signal(o.Signal))
+}
+
+// reap reaps every process of the namespace; it reports the end of each
+// the init started, and hands over the program's.
+func (m *machineInit) reap(program int, ended chan<- programExit) {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got == program {
+			ended <- programEnd(ws)
+			return
+		}
+		m.mu.Lock()
+		id, ok := m.byPID[got]
+		delete(m.byPID, got)
+		delete(m.byID, id)
+		m.mu.Unlock()
+		if !ok {
+			continue // an orphan a command left behind
+		}
+		rep := procExited{ID: id, Code: ws.ExitStatus()}
+		if ws.Signaled() {
+			rep.Code, rep.Signal = -1, int(ws.Signal())
+		}
+		m.send(initReport{ProcExited: &rep})
+	}
+}
+
+func (m *machineInit) send(r initReport) {
+	m.encMu.Lock()
+	defer m.encMu.Unlock()
+	_ = m.enc.Encode(r)
+}
+
+// programEnd is the program's exit, with the usage of every process reaped.
+func programEnd(ws unix.WaitStatus) programExit {
+	var all unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &all)
+	exit := programExit{Code: ws.ExitStatus(), MaxRSSKiB: all.Maxrss, CPUNanos: all.Utime.Nano() + all.Stime.Nano()}
+	if ws.Signaled() {
+		exit.Code, exit.Signal = -1, int(ws.Signal())
+	}
+	return exit
+}

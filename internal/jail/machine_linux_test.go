@@ -1,0 +1,208 @@
+package jail
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startMachine starts a machine whose program waits for ever (the
+// session's interpreter, in a service).
+func startMachine(t *testing.T, spec Spec) *Sandbox {
+	t.Helper()
+	spec.Machine = true
+	if spec.Argv == nil {
+		spec.Argv = []string{"/bin/sleep", "infinity"}
+	}
+	spec.Limits.Timeout = time.Minute
+	sb, err := Start(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		sb.Kill(LimitNone)
+		sb.Wait()
+		sb.Channel().Close()
+	})
+	return sb
+}
+
+// spawnAndWait runs argv in the machine and returns its exit and output.
+func spawnAndWait(t *testing.T, sb *Sandbox, argv ...string) (ProcExit, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	p, err := sb.Spawn(ProcSpec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Dir: WorkspaceDir, Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatalf("Spawn %q: %v", argv, err)
+	}
+	return p.Wait(), out.String(), errOut.String()
+}
+
+// hostProcessesOf lists the host's processes running as uid: the
+// machine's, judged from outside it.
+func hostProcessesOf(uid int) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		var name string
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Name:"); ok {
+				name = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 && f[0] == strconv.Itoa(uid) {
+					out = append(out, e.Name()+":"+name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMachineRunsProcessesInOneTree(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	exit, out, errOut := spawnAndWait(t, sb, "/bin/sh", "-c", "echo hi; echo oops >&2; exit 3")
+	if exit.ExitCode != 3 || out != "hi\n" || errOut != "oops\n" {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	// A process left in the background outlives its command: the next
+	// command sees it, and so does the host, under the machine's uid.
+	exit, out, _ = spawnAndWait(t, sb, "/bin/sh", "-c", "sleep 1000 & echo $!")
+	if exit.ExitCode != 0 {
+		t.Fatalf("exit %+v", exit)
+	}
+	bg := strings.TrimSpace(out)
+	exit, out, _ = spawnAndWait(t, sb, "/bin/sh", "-c", "cat /proc/"+bg+"/comm")
+	if exit.ExitCode != 0 || out != "sleep\n" {
+		t.Fatalf("the background process is gone from the machine: exit %+v out %q", exit, out)
+	}
+	host := hostProcessesOf(sb.HostUID())
+	if !strings.Contains(strings.Join(host, " "), ":sleep") {
+		t.Fatalf("the host sees no background sleep under uid %d: %v", sb.HostUID(), host)
+	}
+	// The machine's end takes it along: nothing of its uid is left.
+	sb.Kill(LimitNone)
+	sb.Wait()
+	waitFor(t, "the machine's processes to go", func() bool { return len(hostProcessesOf(sb.HostUID())) == 0 })
+}
+
+func TestMachineProcessEndsWithoutItsBackground(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	// The background process holds the command's stdout: the command
+	// still ends when its own process does, with its output.
+	start := time.Now()
+	exit, out, _ := spawnAndWait(t, sb, "/bin/sh", "-c", "echo first; sleep 1000 &")
+	if exit.ExitCode != 0 || out != "first\n" {
+		t.Fatalf("exit %+v out %q", exit, out)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the command waited %v for what it left behind", took)
+	}
+}
+
+func TestMachineExecutesFromItsWorkspaceAndTmp(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	exit, out, errOut := spawnAndWait(t, sb, "/bin/sh", "-c",
+		`printf '#!/bin/sh\necho ran $0\n' > run.sh && chmod +x run.sh && ./run.sh && cp run.sh /tmp/t.sh && /tmp/t.sh`)
+	if exit.ExitCode != 0 || out != "ran ./run.sh\nran /tmp/t.sh\n" {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	// Set-user-ID bits mean nothing there (nosuid), and the rest of the
+	// root stays read-only.
+	exit, _, errOut = spawnAndWait(t, sb, "/bin/sh", "-c", "touch /usr/x")
+	if exit.ExitCode == 0 {
+		t.Fatalf("the machine wrote to /usr: %q", errOut)
+	}
+}
+
+func TestMachineProcessSignalsInputAndOutputCap(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sleep", "1000"}, Dir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if exit := p.Wait(); exit.Signal != int(syscall.SIGTERM) || exit.SandboxEnded {
+		t.Fatalf("exit %+v", exit)
+	}
+
+	var out bytes.Buffer
+	p, err = sb.Spawn(ProcSpec{Argv: []string{"/bin/cat"}, Dir: "/", Stdin: true, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteInput([]byte("typed\n"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	if exit := p.Wait(); exit.ExitCode != 0 || out.String() != "typed\n" {
+		t.Fatalf("exit %+v out %q", exit, out.String())
+	}
+
+	out.Reset()
+	p, err = sb.Spawn(ProcSpec{Argv: []string{"/usr/bin/yes"}, Dir: "/", Stdout: &out, OutputBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit := p.Wait(); !exit.Truncated || exit.Signal != int(syscall.SIGKILL) || out.Len() != 1000 {
+		t.Fatalf("exit %+v, %d bytes", exit, out.Len())
+	}
+	// The machine lives on.
+	if exit, out, _ := spawnAndWait(t, sb, "/bin/echo", "alive"); exit.ExitCode != 0 || out != "alive\n" {
+		t.Fatalf("exit %+v out %q", exit, out)
+	}
+}
+
+func TestMachineRefusesWhatCannotStart(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	if _, err := sb.Spawn(ProcSpec{Argv: []string{"/no/such"}, Dir: "/"}); err == nil || !strings.Contains(err.Error(), "/no/such") {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := sb.Spawn(ProcSpec{}); err == nil {
+		t.Fatal("an empty argv was started")
+	}
+	// A sandbox that is no machine starts nothing beside its program.
+	plain, err := Start(context.Background(), Spec{Argv: []string{"/bin/sleep", "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { plain.Kill(LimitNone); plain.Wait(); plain.Channel().Close() }()
+	if _, err := plain.Spawn(ProcSpec{Argv: []string{"/bin/true"}}); err == nil {
+		t.Fatal("a plain sandbox spawned")
+	}
+	// Once the machine has ended, so have its spawns.
+	sb.Kill(LimitNone)
+	sb.Wait()
+	if _, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/true"}, Dir: "/"}); err == nil {
+		t.Fatal("an ended machine spawned")
+	}
+}

@@ -1,0 +1,29 @@
+package jail
+
+import "io"
+
+// ProcSpec describes a process to start in a machine.
+type ProcSpec struct {
+	// Argv is the program and its arguments; Argv[0] is an absolute path
+	// inside. Env is its whole environment, Dir its working directory.
+	Argv, Env []string
+	Dir       string
+	// Stdout and Stderr receive its output, each capped at OutputBytes
+	// (0: the sandbox's Limits.OutputBytes); past the cap the process is
+	// killed. Nil discards.
+	Stdout, Stderr io.Writer
+	OutputBytes    int64
+	// Stdin gives it a pipe as input (Proc.WriteInput); else /dev/null.
+	Stdin bool
+}
+
+// ProcExit is how a process of a machine ended.
+type ProcExit struct {
+	// ExitCode is its exit status, or -1 when a signal ended it; Signal
+	// is that signal.
+	ExitCode, Signal int
+	// Truncated: its output was cut at its cap (it was then killed).
+	Truncated bool
+	// SandboxEnded: the machine ended under it.
+	SandboxEnded bool
+}

@@ -1,0 +1,253 @@
+package jail
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The supervisor's side of a machine (Spec.Machine): Spawn orders its
+// init to start a process beside the program, in the same namespaces,
+// cgroup and restrictions; the process's output comes back on pipes of
+// its own, under a budget of its own.
+
+// outputGrace is how long the output of an ended process is awaited:
+// what it left in its pipes is read at once; a process it left behind
+// and that still holds them is not waited for (its later output is read
+// and dropped, so that it never dies of a closed pipe).
+const outputGrace = 100 * time.Millisecond
+
+// Proc is a process started in a machine.
+type Proc struct {
+	s      *Sandbox
+	id     uint64
+	pid    int
+	out    *Output
+	pipes  [2]*os.File // stdout, stderr read ends
+	input  *Input
+	ended  chan ProcExit // the init's report, or the sandbox's end
+	done   chan struct{}
+	exit   ProcExit
+	copied sync.WaitGroup
+}
+
+// machine is a machine sandbox's supervisor state.
+type machine struct {
+	// spawnMu makes spawns one at a time: each order waits for its
+	// answer, so answers need no matching.
+	spawnMu sync.Mutex
+	answers chan spawnedReport
+	// ctlMu guards writes to the control socket, and closed.
+	ctlMu  sync.Mutex
+	ctl    *os.File
+	closed bool
+	// mu guards procs and next.
+	mu    sync.Mutex
+	procs map[uint64]*Proc
+	next  uint64
+}
+
+// Spawn starts a process in the machine and returns once it runs (or
+// could not start). ErrEnded: the machine has ended.
+func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
+	m := s.machine
+	if m == nil {
+		return nil, fmt.Errorf("jail: Spawn: sandbox %s is not a machine", s.id)
+	}
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("jail: Spawn: empty argv")
+	}
+	if s.killed.Load() {
+		return nil, ErrEnded
+	}
+	budget := spec.OutputBytes
+	if budget <= 0 {
+		budget = s.spec.Limits.OutputBytes
+	}
+	p := &Proc{s: s, ended: make(chan ProcExit, 1), done: make(chan struct{})}
+	p.out = NewOutput(budget, func() { _ = p.Signal(syscall.SIGKILL) })
+	child, err := p.openPipes(spec.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(child[:]...)
+
+	m.spawnMu.Lock()
+	defer m.spawnMu.Unlock()
+	m.mu.Lock()
+	m.next++
+	p.id = m.next
+	m.procs[p.id] = p
+	m.mu.Unlock()
+	order := supervisorOrder{Spawn: &spawnOrder{ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir}}
+	err = m.send(order, int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd()))
+	var ans spawnedReport
+	if err == nil {
+		select {
+		case ans = <-m.answers:
+		case <-s.done:
+			err = ErrEnded
+		}
+	}
+	if err == nil && ans.Error != "" {
+		err = fmt.Errorf("jail: start %s: %s", spec.Argv[0], ans.Error)
+	}
+	if err != nil {
+		m.forget(p.id)
+		p.closePipes()
+		return nil, err
+	}
+	p.pid = ans.PID
+	p.copied.Add(2)
+	go p.out.Copy(&p.copied, 0, p.pipes[0], spec.Stdout)
+	go p.out.Copy(&p.copied, 1, p.pipes[1], spec.Stderr)
+	go p.finish()
+	return p, nil
+}
+
+// openPipes makes the process's stdin (or /dev/null), stdout and stderr,
+// keeps the supervisor's ends, and returns the child's.
+func (p *Proc) openPipes(stdin bool) (child [3]*os.File, err error) {
+	defer func() {
+		if err != nil {
+			closeAll(child[:]...)
+			p.closePipes()
+		}
+	}()
+	if stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return child, err
+		}
+		child[0], p.input = r, NewInput(w, false)
+	} else if child[0], err = os.Open(os.DevNull); err != nil {
+		return child, err
+	}
+	for i := range p.pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return child, err
+		}
+		p.pipes[i], child[1+i] = r, w
+	}
+	return child, nil
+}
+
+func (p *Proc) closePipes() {
+	closeAll(p.pipes[:]...)
+	p.input.Close()
+}
+
+// finish waits for the process's end, then for its output (a while),
+// and records its exit.
+func (p *Proc) finish() {
+	var exit ProcExit
+	select {
+	case exit = <-p.ended:
+	case <-p.s.done:
+		exit = ProcExit{ExitCode: -1, Signal: int(syscall.SIGKILL), SandboxEnded: true}
+	}
+	copied := make(chan struct{})
+	go func() { p.copied.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(outputGrace):
+		// What is in the pipes now is read at once; the writers left
+		// behind are not waited for.
+		for _, r := range p.pipes {
+			_ = r.SetReadDeadline(time.Unix(1, 0))
+		}
+		<-copied
+	}
+	for _, r := range p.pipes {
+		go drop(r)
+	}
+	p.input.Close()
+	exit.Truncated = p.out.Truncated()
+	p.exit = exit
+	close(p.done)
+}
+
+// drop reads r to its end and closes it: a process left behind that still
+// writes there is not killed by a closed pipe.
+func drop(r *os.File) {
+	_ = r.SetReadDeadline(time.Time{})
+	_, _ = io.Copy(io.Discard, r)
+	_ = r.Close()
+}
+
+// PID is the process's pid inside the machine.
+func (p *Proc) PID() int { return p.pid }
+
+// Done is closed once the process has ended and its output is in.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the process's end and returns it.
+func (p *Proc) Wait() ProcExit {
+	<-p.done
+	return p.exit
+}
+
+// Signal sends sig to the process and its process group (what it
+// started, unless it left the group). Nothing once it has ended.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	return p.s.machine.send(supervisorOrder{Signal: &signalOrder{ID: p.id, Signal: int(sig)}})
+}
+
+// WriteInput writes to the process's stdin (see Input.Write).
+func (p *Proc) WriteInput(b []byte, wait time.Duration) (int, error) { return p.input.Write(b, wait) }
+
+// CloseInput ends the process's stdin.
+func (p *Proc) CloseInput() error { return p.input.End() }
+
+// send writes one order to the init.
+func (m *machine) send(o supervisorOrder, fds ...int) error {
+	m.ctlMu.Lock()
+	defer m.ctlMu.Unlock()
+	if m.closed {
+		return ErrEnded
+	}
+	if err := sendWithFDs(m.ctl, o, fds...); err != nil {
+		return fmt.Errorf("%w: %v", ErrEnded, err)
+	}
+	return nil
+}
+
+// close stops orders before the control socket closes.
+func (m *machine) close() {
+	if m == nil {
+		return
+	}
+	m.ctlMu.Lock()
+	m.closed = true
+	m.ctlMu.Unlock()
+}
+
+func (m *machine) forget(id uint64) *Proc {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.procs[id]
+	delete(m.procs, id)
+	return p
+}
+
+// report takes a machine's report from the init.
+func (m *machine) report(rep initReport) {
+	if m == nil {
+		return
+	}
+	switch {
+	case rep.Spawned != nil:
+		select {
+		case m.answers <- *rep.Spawned:
+		default: // no spawn waits: it gave up as the sandbox ended
+		}
+	case rep.ProcExited != nil:
+		if p := m.forget(rep.ProcExited.ID); p != nil {
+			p.ended <- ProcExit{ExitCode: rep.ProcExited.Code, Signal: rep.ProcExited.Signal}
+		}
+	}
+}
