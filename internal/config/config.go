@@ -131,17 +131,21 @@ type Config struct {
 	// traffic token unless its create says allowPublicTraffic false (E2B's
 	// default); off, the token is needed unless the create says true.
 	E2BPublicTraffic bool
-	APIKeys          string // "name:key,..."; never printed
-	APIKeysFile      string
-	MaxBodySize      int64
-	ReadTimeout      time.Duration
-	WriteTimeout     time.Duration
-	ShutdownGrace    time.Duration
-	AuditDB          string // "" = the default path
-	AuditCode        bool   // store the code itself, not only its hash
-	AuditBuffer      int
-	LogFormat        string // text or json
-	LogLevel         string // debug, info, warn, error
+	// MachineSessions: a session may be a machine (its commands in its
+	// own process tree, any program of its root), and every E2B sandbox
+	// on the native backend is one; off, commands keep to the allow-list.
+	MachineSessions bool
+	APIKeys         string // "name:key,..."; never printed
+	APIKeysFile     string
+	MaxBodySize     int64
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	ShutdownGrace   time.Duration
+	AuditDB         string // "" = the default path
+	AuditCode       bool   // store the code itself, not only its hash
+	AuditBuffer     int
+	LogFormat       string // text or json
+	LogLevel        string // debug, info, warn, error
 
 	// Every listener's door (codecage serve): a keep-alive connection idle
 	// IdleTimeout is closed; at most MaxConnections are open on a listener,
@@ -327,6 +331,7 @@ func DefaultConfig() Config {
 		QueueTimeout:       10 * time.Second,
 		PoolMaxIdle:        10 * time.Minute,
 		Zygote:             true,
+		MachineSessions:    true,
 		EnvPoolSize:        1,
 		EnvPoolIdle:        10 * time.Minute,
 

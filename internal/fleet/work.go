@@ -94,6 +94,10 @@ type Work struct {
 	// of that size instead (see Lease.WriteInput).
 	Stdin    bool
 	Terminal *WindowSize
+	// Machine makes a Session's sandbox its one process tree: its
+	// commands start inside it (Lease.Spawn), and its workspace and /tmp
+	// may hold programs.
+	Machine bool
 }
 
 // Spec is the sandbox the work runs in.
@@ -117,6 +121,7 @@ func (w Work) Spec() Spec {
 		spec.Limits.Timeout = w.Lifetime
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
 		spec.NetNS = w.NetNS
+		spec.Machine = w.Machine
 		// Its namespace (lo only) is the wall: the code may serve on
 		// ports and reach the servers of the session's commands, which
 		// share it. Spares start before their session's request, so this

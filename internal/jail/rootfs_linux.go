@@ -48,6 +48,15 @@ func (cfg *initConfig) scratchAttrs() uint64 {
 	return scratchAttrs
 }
 
+// execAttrs clears noexec from a machine's workspace and /tmp, which the
+// host mounts noexec.
+func (cfg *initConfig) execAttrs() uint64 {
+	if cfg.Machine {
+		return unix.MOUNT_ATTR_NOEXEC
+	}
+	return 0
+}
+
 // isSharedTmp reports whether Binds[i] is the session's /tmp.
 func (cfg *initConfig) isSharedTmp(i int) bool {
 	return cfg.SharedTmp && i == len(cfg.Binds)-1
@@ -145,11 +154,11 @@ func placeBinds(cfg *initConfig, src *hostSources) error {
 		}
 	}
 	for i, b := range cfg.Binds {
-		flags := uint64(roFlags)
+		flags, clr := uint64(roFlags), uint64(0)
 		if cfg.isSharedTmp(i) {
-			flags = cfg.scratchAttrs() // the session's /tmp, as writable as a tmpfs one
+			flags, clr = cfg.scratchAttrs(), cfg.execAttrs() // the session's /tmp, as writable as a tmpfs one
 		}
-		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path, flags); err != nil {
+		if err := attachBind(src.binds[i], fdBinds+i, newRoot+b.Path, flags, clr); err != nil {
 			return fmt.Errorf("bind %s: %w", b.Host, err)
 		}
 	}
@@ -236,7 +245,7 @@ func (src *hostSources) close() {
 
 // attachBind mounts one of Spec.Binds at dst with attrs: the detached mount
 // at treeFD, or (rootless) the directory the init opened, at openFD.
-func attachBind(openFD, treeFD int, dst string, attrs uint64) error {
+func attachBind(openFD, treeFD int, dst string, attrs, clr uint64) error {
 	if openFD >= 0 {
 		return bindWith(fmt.Sprintf("/proc/self/fd/%d", openFD), dst, attrs)
 	}
@@ -247,7 +256,7 @@ func attachBind(openFD, treeFD int, dst string, attrs uint64) error {
 		return err
 	}
 	_ = unix.Close(treeFD)
-	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs})
+	return unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs, Attr_clr: clr})
 }
 
 // placePrograms builds a minimal root: the symlinks that lead to the
@@ -467,7 +476,7 @@ func buildWorkspace(cfg *initConfig, wsFD int) error {
 		opts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=0755,uid=%d,gid=%d", cfg.WorkspaceBytes, SandboxUID, SandboxUID)
 		return mountTmpfsFlags(dst, opts, cfg.scratchFlags())
 	}
-	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: cfg.scratchAttrs()})
+	return unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: cfg.scratchAttrs(), Attr_clr: cfg.execAttrs()})
 }
 
 // ProcOptions mounts the sandbox's /proc with its processes alone

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"github.com/codecage/codecage/internal/service/check"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
@@ -24,6 +25,13 @@ func (s *Service) backendFor(useContainer bool) (string, error) {
 		return "", fmt.Errorf("%w: use_container: the gVisor backend does not work on this host: %s", ErrUnavailable, info.Error)
 	}
 	return config.IsolationGVisor, nil
+}
+
+// OffersMachines reports whether a session asking for a machine, with
+// useContainer, would get one (E2B asks for one wherever it can).
+func (s *Service) OffersMachines(useContainer bool) bool {
+	b, err := s.backendFor(useContainer)
+	return err == nil && check.Machine(true, b, s.cfg.MachineSessions) == nil
 }
 
 // layersOf reports the layers a run on backend gets. Under gVisor the

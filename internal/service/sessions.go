@@ -112,6 +112,9 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if err := check.Session(req, s.cfg.SessionMaxLifetime); err != nil {
 		return nil, err
 	}
+	if err := check.Machine(req.Machine, backend, s.cfg.MachineSessions); err != nil {
+		return nil, err
+	}
 	if req.Network, err = check.Network(req.Network, imports.Uses(policy.Network)); err != nil {
 		return nil, err
 	}

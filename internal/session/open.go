@@ -22,7 +22,7 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 	var spare *Session
 	// Spares are started at /workspace with the default variables, on
 	// the host's root.
-	if req.Home == "" && len(req.Env) == 0 && req.Environment == "" && t.spares.fits(imports, limits) {
+	if req.Home == "" && len(req.Env) == 0 && req.Environment == "" && !req.Machine && t.spares.fits(imports, limits) {
 		spare = t.takeSpare(backend)
 	}
 	t.mu.Lock()
@@ -151,7 +151,8 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	}
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
-		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience)}.FromEnvironment(se.env)
+		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience),
+		Machine: se.req.Machine}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := t.opts.Egress(se.id, func(host string) {

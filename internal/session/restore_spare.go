@@ -16,7 +16,7 @@ import (
 // in a spare; ok is false when no spare fits or is ready (the caller
 // starts a sandbox).
 func (t *Table) restoreIntoSpare(req Request, shape Shape, from RestoreFrom) (info Info, lost []string, ok bool, err error) {
-	if from.Image != nil || req.Home != "" || len(req.Env) != 0 || req.Environment != "" || !t.spares.fits(shape.Imports, shape.Limits) {
+	if from.Image != nil || req.Home != "" || len(req.Env) != 0 || req.Environment != "" || req.Machine || !t.spares.fits(shape.Imports, shape.Limits) {
 		return Info{}, nil, false, nil
 	}
 	spare := t.takeSpare(shape.Backend)

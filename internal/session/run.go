@@ -85,6 +85,19 @@ type Command struct {
 	// Attach tells the session the command's sandbox, once started, so
 	// that a pause of the session pauses it too.
 	Attach func(*fleet.Lease)
+	// Spawn starts the command inside the session's own sandbox, a
+	// machine's (Request.Machine): in its cgroup, so its pauses, limits
+	// and end are the session's.
+	Spawn func(fleet.ProcSpec) (*fleet.Proc, error)
+}
+
+// spawn starts a process in the session's current sandbox.
+func (se *Session) spawn(p fleet.ProcSpec) (*fleet.Proc, error) {
+	l := se.sandbox()
+	if l == nil {
+		return nil, fleet.ErrEnded
+	}
+	return l.Spawn(p)
 }
 
 // cmdSandbox is a running command's sandbox, once it is attached; a
@@ -121,7 +134,7 @@ func (t *Table) StartCommand(ctx context.Context, se *Session) (context.Context,
 		se.cpu.end(lease, t.cfg.IdleCPU, t.log)
 		done()
 	}
-	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, NetNS: se.netns.Load(), Attach: t.attacher(se, cs)}, end, nil
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, Idle: idle, NetNS: se.netns.Load(), Attach: t.attacher(se, cs), Spawn: se.spawn}, end, nil
 }
 
 // StartDaemon is StartCommand for a process that lives as long as the
@@ -134,7 +147,7 @@ func (t *Table) StartDaemon(ctx context.Context, se *Session) (context.Context, 
 	if err != nil {
 		return nil, Command{}, nil, err
 	}
-	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, NetNS: se.netns.Load(), Attach: t.attacher(se, cs)}, done, nil
+	return ctx, Command{Workspace: workspace, Tmp: tmp, UID: uid, NetNS: se.netns.Load(), Attach: t.attacher(se, cs), Spawn: se.spawn}, done, nil
 }
 
 // attacher records a command's sandbox once started; one started as the

@@ -103,6 +103,12 @@ type Request struct {
 	// Request gives back the rules in force, which parks and snapshots
 	// keep.
 	Network *egress.NetworkRules `json:",omitempty"`
+	// Machine makes the session a small computer: its interpreter and
+	// every command run in one process tree (fleet.Work.Machine), where
+	// what a command leaves running lives on, and its commands may run
+	// any program of its root unless the operator keeps a list. Spares
+	// are not machines: a machine session starts its own sandbox.
+	Machine bool `json:",omitempty"`
 }
 
 // Info describes a session.

@@ -92,6 +92,9 @@ func (se *Session) ID() string { return se.id }
 // Backend is where the session's sandbox runs: "native" or "gvisor".
 func (se *Session) Backend() string { return se.backend }
 
+// Machine reports whether the session is a machine (Request.Machine).
+func (se *Session) Machine() bool { return se.req.Machine }
+
 // Created is when the session started; it never changes.
 func (se *Session) Created() time.Time { return se.created }
 

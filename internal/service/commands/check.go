@@ -45,8 +45,10 @@ type checked struct {
 }
 
 // check validates a request before anything starts; home is the
-// workspace's place in the sandbox, env the session's variables.
-func (c *Commands) check(req CommandRequest, home string, sessionEnv map[string]string) (checked, error) {
+// workspace's place in the sandbox, env the session's variables. A
+// machine's command may run as long as its session (no timeout: that
+// long): a bound on its processes guards it, not a time.
+func (c *Commands) check(req CommandRequest, home string, sessionEnv map[string]string, machine bool) (checked, error) {
 	bad := func(format string, args ...any) (checked, error) {
 		return checked{}, fmt.Errorf("%w: "+format, append([]any{errdefs.ErrInvalidRequest}, args...)...)
 	}
@@ -74,11 +76,15 @@ func (c *Commands) check(req CommandRequest, home string, sessionEnv map[string]
 		return bad("command must be UTF-8 text without NUL bytes")
 	}
 	timeout := req.Timeout
-	if timeout < 0 || timeout > c.cfg.MaxCommandTime {
-		return bad("timeout %s is out of range (at most %s, SANDBOX_MAX_COMMAND_TIMEOUT)", timeout, c.cfg.MaxCommandTime)
+	bound, def, setting := c.cfg.MaxCommandTime, c.cfg.CommandTimeout, "SANDBOX_MAX_COMMAND_TIMEOUT"
+	if machine {
+		bound, def, setting = c.cfg.SessionMaxLifetime, c.cfg.SessionMaxLifetime, "a machine session's command: SANDBOX_SESSION_MAX_LIFETIME"
+	}
+	if timeout < 0 || timeout > bound {
+		return bad("timeout %s is out of range (at most %s, %s)", timeout, bound, setting)
 	}
 	if timeout == 0 {
-		timeout = c.cfg.CommandTimeout
+		timeout = def
 	}
 	dir := home
 	if req.WorkingDir != "" && req.WorkingDir != "/" && req.WorkingDir != "." {

@@ -93,11 +93,18 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		env = se.Environment()
 		home, sessionEnv = se.Home(), withEnvVars(env, se.Env())
 	}
-	ok, err := c.check(req, home, sessionEnv)
+	machine := inMachine(se, req)
+	if machine {
+		sessionEnv = withVars(machineVars(c.cfg.Interpreter, env), sessionEnv)
+	}
+	ok, err := c.check(req, home, sessionEnv, machine)
 	if err != nil {
 		return nil, err
 	}
-	programs, err := c.programs(ctx, env)
+	var programs *fleet.Programs // a machine runs any program of its root
+	if !machine {
+		programs, err = c.programs(ctx, env)
+	}
 	if err != nil {
 		// The operator's list, not the sandbox, is at fault: every
 		// surface says so (an internal error, not "unavailable", which
@@ -114,6 +121,10 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		inSession(&work, se, in, backend)
 	}
 	spec := work.Spec()
+	if machine {
+		exit := c.runInMachine(ctx, req, in, spec, out, daemon)
+		return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
+	}
 	lease, err := c.o.Fleet.Start(ctx, backend, spec)
 	if err != nil {
 		return nil, c.o.FleetError(ctx, err)
@@ -123,11 +134,16 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	}
 	started(req, lease)
 	exit := lease.WaitProgram()
-	stderr := out.Stderr()
+	return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
+}
+
+// lastWords is the result's stderr: a daemon's last words (for
+// commandError), or the command's.
+func lastWords(out *fleet.Collector, daemon Daemon) string {
 	if daemon != nil {
-		stderr = daemon.String() // its last words, for commandError
+		return daemon.String()
 	}
-	return c.result(spec, exit, out.Stdout(), stderr, in.Idle, backend, home), nil
+	return out.Stderr()
 }
 
 // work describes the command's sandbox.
@@ -173,7 +189,7 @@ func daemonWork(work *fleet.Work, tail Daemon, lifetime time.Duration) {
 }
 
 // started hands the running command its input, and tells the caller.
-func started(req CommandRequest, lease *fleet.Lease) {
+func started(req CommandRequest, lease inputTarget) {
 	if req.OnInput != nil && req.Interactive() {
 		req.OnInput(&CommandInput{lease: lease, terminal: req.Terminal != nil})
 	}

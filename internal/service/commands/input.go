@@ -22,8 +22,16 @@ const (
 // CommandInput writes to a running command's stdin or terminal
 // (CommandRequest.Stdin, Terminal); OnInput hands it over once it runs.
 type CommandInput struct {
-	lease    *fleet.Lease
+	lease    inputTarget
 	terminal bool
+}
+
+// inputTarget is what a command's input is written to: its sandbox's
+// (a lease), or its process's in a machine session.
+type inputTarget interface {
+	WriteInput(p []byte, wait time.Duration) (int, error)
+	CloseInput() error
+	Resize(fleet.WindowSize) error
 }
 
 // Terminal reports whether the command runs on a terminal.

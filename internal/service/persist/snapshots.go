@@ -57,6 +57,8 @@ type snapshotSpec struct {
 	Installed []string `json:"installed,omitempty"`
 	// Network are its egress rules when it was saved.
 	Network *egress.NetworkRules `json:"network,omitempty"`
+	// Machine: it was a machine session, and so are its copies.
+	Machine bool `json:"machine,omitempty"`
 }
 
 // snapshotStore is the store, opened when a snapshot is first asked for
@@ -165,7 +167,7 @@ func (p *Persist) Save(ctx context.Context, se *session.Session, owner, name str
 func specOf(req session.Request, env envstore.Env) snapshotSpec {
 	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
 		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment, EnvironmentID: env.ID,
-		Network: req.Network}
+		Network: req.Network, Machine: req.Machine}
 }
 
 // storeSession writes a session into the store under manifest m: capture
@@ -374,6 +376,7 @@ func (p *Persist) snapshotShape(req session.Request, m snapstore.Manifest, live 
 	}
 	req.Profiles, req.AllowedImports, req.MemoryBytes, req.Home, req.Env = spec.Profiles, spec.AllowedImports, spec.MemoryBytes, spec.Home, spec.Env
 	req.Environment = spec.Environment
+	req.Machine = req.Machine || spec.Machine
 	req.UseContainer = m.Backend == fleet.GVisor
 	if req.Labels == nil {
 		req.Labels = spec.Labels

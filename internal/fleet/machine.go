@@ -1,0 +1,44 @@
+package fleet
+
+import (
+	"errors"
+
+	"github.com/codecage/codecage/internal/jail"
+)
+
+// A machine session's sandbox (Work.Machine) is one process tree: its
+// commands start inside it, beside the interpreter (jail.Spec.Machine).
+
+type (
+	// ProcSpec describes a process to start in a machine.
+	ProcSpec = jail.ProcSpec
+	// ProcExit is how a process of a machine ended.
+	ProcExit = jail.ProcExit
+	// Proc is a process started in a machine.
+	Proc = jail.Proc
+)
+
+// ErrNotMachine: the sandbox starts nothing beside its program (not a
+// machine, or a backend that cannot yet).
+var ErrNotMachine = errors.New("the sandbox is not a machine")
+
+// spawner is a sandbox that starts processes beside its program.
+type spawner interface {
+	Spawn(jail.ProcSpec) (*jail.Proc, error)
+}
+
+// Spawn starts a process in the lease's sandbox, a machine; it is
+// counted in the sandbox's cgroup and limits, and takes no slot of the
+// budget. A paused sandbox is resumed first, as a run resumes it.
+func (l *Lease) Spawn(spec ProcSpec) (*Proc, error) {
+	l.used.Store(true)
+	b := l.current()
+	s, ok := b.(spawner)
+	if !ok {
+		return nil, ErrNotMachine
+	}
+	if p, ok := b.(pauser); ok && p.Paused() {
+		_ = p.Resume()
+	}
+	return s.Spawn(spec)
+}

@@ -1,0 +1,112 @@
+package commands
+
+import (
+	"context"
+	"maps"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/codecage/codecage/internal/envstore"
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/runtime"
+	"github.com/codecage/codecage/internal/session"
+)
+
+// A machine session's commands (session.Request.Machine) run inside its
+// own sandbox, beside its interpreter: one process tree, one cgroup, one
+// set of limits. What a command leaves running lives on until it exits
+// or the session ends; any program of the session's root may run; and
+// python3 is the interpreter's Python, with the session's packages.
+
+// machinePath is a machine's PATH, as a Debian computer's.
+const machinePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// inMachine reports whether req runs inside se's sandbox. A terminal
+// still gets a sandbox of its own (the machine's init has no terminals
+// to give yet), as do commands of a gVisor session.
+func inMachine(se *session.Session, req CommandRequest) bool {
+	return se != nil && se.Machine() && se.Backend() == fleet.Native && req.Terminal == nil
+}
+
+// machineVars are the variables a machine's commands start with: its
+// PATH, led by the directory of the session's Python so that python3 is
+// that one, and the package directories its interpreter reads.
+func machineVars(interpreter string, env envstore.Env) map[string]string {
+	if env.Python != "" {
+		interpreter = env.Python
+	}
+	p := machinePath
+	if dir := path.Dir(interpreter); interpreter != "" && !strings.Contains(":"+p+":", ":"+dir+":") {
+		p = dir + ":" + p
+	}
+	return map[string]string{
+		"PATH":       p,
+		"PYTHONPATH": strings.Join([]string{runtime.SiteDir, runtime.EnvDir, runtime.PackagesDir}, ":"),
+	}
+}
+
+// runInMachine runs the command as a process of the session's sandbox
+// (in.Spawn), within its time limit and ctx (canceled as the session
+// closes); its output goes to out, or to daemon.
+func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, out *fleet.Collector, daemon Daemon) fleet.Exit {
+	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, OutputBytes: spec.Limits.OutputBytes}
+	proc.Stdout, proc.Stderr = out.Writers()
+	if daemon != nil {
+		proc.Stdout, proc.Stderr = daemon, daemon
+	}
+	start := time.Now()
+	p, err := in.Spawn(proc)
+	if err != nil {
+		// The session's sandbox ended under it (or the program could
+		// not start: sh is in every root, so that is the sandbox too).
+		return fleet.Exit{ExitCode: -1, Limit: fleet.LimitCanceled, Duration: time.Since(start)}
+	}
+	started(req, procInput{p})
+	return waitProc(ctx, p, spec.Limits.Timeout, start)
+}
+
+// waitProc waits for p's end, killing it (and its process group) at its
+// time limit or when ctx ends.
+func waitProc(ctx context.Context, p *fleet.Proc, timeout time.Duration, start time.Time) fleet.Exit {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	limit := fleet.LimitNone
+	select {
+	case <-p.Done():
+	case <-timer.C:
+		limit = fleet.LimitTimeout
+	case <-ctx.Done():
+		limit = fleet.LimitCanceled
+	}
+	if limit != fleet.LimitNone {
+		_ = p.Signal(syscall.SIGKILL)
+	}
+	e := p.Wait()
+	switch {
+	case limit != fleet.LimitNone:
+	case e.Truncated:
+		limit = fleet.LimitOutput
+	case e.SandboxEnded:
+		limit = fleet.LimitCanceled // it ended with its session
+	}
+	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, Duration: time.Since(start)}
+}
+
+// procInput is a machine's process as the target of CommandInput.
+type procInput struct{ p *fleet.Proc }
+
+func (i procInput) WriteInput(b []byte, wait time.Duration) (int, error) {
+	return i.p.WriteInput(b, wait)
+}
+func (i procInput) CloseInput() error             { return i.p.CloseInput() }
+func (i procInput) Resize(fleet.WindowSize) error { return fleet.ErrNoInput }
+
+// withVars is base with vars over it (neither is changed).
+func withVars(base, vars map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(vars))
+	maps.Copy(out, base)
+	maps.Copy(out, vars)
+	return out
+}
