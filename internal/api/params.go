@@ -111,6 +111,7 @@ type SessionParams struct {
 	AutoResume     *bool          `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
 	Environment    string         `json:"environment,omitempty" jsonschema:"Start the session from this environment, an image the operator built (its packages and system, its Python): default the server's own." doc:"Start the session from this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own."`
 	Network        *NetworkParams `json:"network,omitempty" jsonschema:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile." doc:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile."`
+	Machine        bool           `json:"machine,omitempty" jsonschema:"Make the session a small computer: its commands run in its own process tree beside the interpreter (what a command leaves running lives on until the session ends), run any program of its root, and may take as long as the session; python3 is the session's, with its packages. Where the operator offers machines (native backend)." doc:"Make the session a small computer: its commands run in its own process tree beside the interpreter (what a command leaves running lives on until the session ends), run any program of its root, and may take as long as the session; python3 is the session's, with its packages. Where the operator offers machines (SANDBOX_MACHINE_SESSIONS, native backend)."`
 }
 
 // NetworkParams are a session's own egress rules: create_session's and
@@ -150,7 +151,7 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	}
 	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
 		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume, Environment: p.Environment,
-		Lifetime: time.Duration(p.Lifetime * float64(time.Second)), Network: p.Network.Rules()}, nil
+		Lifetime: time.Duration(p.Lifetime * float64(time.Second)), Network: p.Network.Rules(), Machine: p.Machine}, nil
 }
 
 // PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.

@@ -20,6 +20,7 @@ func sessionsCreate(c *clientCmd, args []string) int {
 		profile      = c.fs.String("profile", "", "capability profiles, comma-separated (default: every enabled profile)")
 		container    = c.fs.Bool("use-container", false, "run the session under gVisor (where the server enabled container mode)")
 		environment  = c.fs.String("environment", "", "start the session from this environment (the server's env list; default: its own)")
+		machine      = c.fs.Bool("machine", false, "make the session a small computer: commands in its own process tree, where background processes live on, any program of its root")
 	)
 	if status, ok := c.parse(args, 0, 0, ""); !ok {
 		return status
@@ -38,6 +39,7 @@ func sessionsCreate(c *clientCmd, args []string) int {
 	set("profile", *profile, *profile != "")
 	set("use_container", true, *container)
 	set("environment", *environment, *environment != "")
+	set("machine", true, *machine)
 	data, status, ok := c.call(http.MethodPost, "/sessions", nil, body)
 	if !ok {
 		return status

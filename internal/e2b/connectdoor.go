@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/codecage/codecage/internal/api"
+	"github.com/codecage/codecage/internal/e2b/wire"
 )
 
 // The door of envd's Connect procedures. A request body is bounded by
@@ -29,7 +30,7 @@ import (
 func (s *Server) connectOptions() []connect.HandlerOption {
 	limit := s.cfg.MaxBodySize
 	return []connect.HandlerOption{
-		connect.WithCodec(jsonCodec{}),
+		connect.WithCodec(wire.Codec{}),
 		connect.WithReadMaxBytes(int(min(limit, 1<<31-1))),
 		connect.WithCompression("gzip",
 			func() connect.Decompressor { return &cappedGzip{limit: limit} },

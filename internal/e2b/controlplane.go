@@ -140,6 +140,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		Servers:       true,
 		PublicTraffic: cmp.Or(body.Network, &networkConfig{}).publicTraffic(s.cfg.E2BPublicTraffic),
 		Network:       createEgress(&body),
+		Machine:       s.svc.OffersMachines(false), // a computer, as on E2B (docs/sessions.md)
 	})
 	if err != nil {
 		s.serviceError(w, err)

@@ -54,6 +54,9 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	// E2B's timeout (Connect-Timeout-Ms) is the process's, not the
 	// stream's: a client that goes away leaves it running until then.
 	limit := s.cfg.MaxCommandTime
+	if s.svc.OffersMachines(false) {
+		limit = s.cfg.SessionMaxLifetime // timeoutMs 0: the sandbox's life, as on E2B
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl))
 	}

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/codecage/codecage/internal/config"
 )
 
 // runStream runs a command line through envd's Start as the SDK does
@@ -67,23 +69,24 @@ func startProcess(t *testing.T, b *box, msg []byte) []byte {
 	return raw
 }
 
-// The E2B surface's default command list has the programs agents expect
-// in a shell; they act within the sandbox (its own processes, files and
-// identity); what is not on the list is still not there to run.
+// An E2B sandbox is a machine: the programs agents expect in a shell run,
+// and act within the sandbox (its own processes, files and identity); a
+// program with power over the host runs too, and finds it has none.
 func TestE2BShellHasTheUsualPrograms(t *testing.T) {
 	srv, _ := newServer(t)
 	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
 	for line, want := range map[string]string{
-		"sleep 0.1 && echo slept":           "slept\n",
-		"env | grep -c '^HOME=/home/user$'": "1\n",
-		"printenv HOME":                     "/home/user\n",
-		"id -u":                             "1000\n",
-		"whoami":                            "user\n",
-		"nproc | grep -cE '^[0-9]+$'":       "1\n",
-		"realpath .":                        "/home/user\n",
-		"touch a && ln -s a b && readlink b || realpath b": "/home/user/a\n",
-		"ps -e -o comm= | grep -c '^ps$'":                  "1\n",
-		"sleep 30 & /bin/kill -9 $!; wait $!; echo $?":     "137\n",
+		"sleep 0.1 && echo slept":                      "slept\n",
+		"env | grep -c '^HOME=/home/user$'":            "1\n",
+		"printenv HOME":                                "/home/user\n",
+		"id -u":                                        "1000\n",
+		"whoami":                                       "user\n",
+		"nproc | grep -cE '^[0-9]+$'":                  "1\n",
+		"realpath .":                                   "/home/user\n",
+		"touch a && ln -s a b && readlink -f b":        "/home/user/a\n",
+		"basename /x/y && dirname /x/y":                "y\n/x\n",
+		"ps -e -o comm= | grep -c '^ps$'":              "1\n",
+		"sleep 30 & /bin/kill -9 $!; wait $!; echo $?": "137\n",
 	} {
 		stdout, stderr, exit := runStream(t, b, line)
 		if stdout != want || exit != 0 {
@@ -95,7 +98,19 @@ func TestE2BShellHasTheUsualPrograms(t *testing.T) {
 			t.Errorf("git: %q %q exit %d", stdout, stderr, exit)
 		}
 	}
-	// Not on the list: not there to run.
+	// No set-user-ID, no capability, no network.
+	for _, line := range []string{"su -c id", "mount -t tmpfs none /tmp", "curl -sS --max-time 5 http://example.com"} {
+		if stdout, _, exit := runStream(t, b, line); exit == 0 {
+			t.Errorf("%s succeeded: %q", line, stdout)
+		}
+	}
+}
+
+// With machines off, a sandbox's commands keep to the command list: what
+// is not on it is not there to run.
+func TestE2BShellKeepsToTheListWithoutMachines(t *testing.T) {
+	srv, _ := newServerWith(t, func(c *config.Config) { c.MachineSessions = false })
+	b := createBox(t, srv, `{"templateID": "base", "timeout": 60}`)
 	for _, line := range []string{"su -c id", "mount", "curl http://example.com"} {
 		if _, _, exit := runStream(t, b, line); exit != 127 && exit != 126 {
 			t.Errorf("%s ran: exit %d", line, exit)

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/runtime"
 )
 
 // A machine session's sandbox (Work.Machine) is one process tree: its
@@ -17,6 +19,10 @@ type (
 	// Proc is a process started in a machine.
 	Proc = jail.Proc
 )
+
+// PythonPath lists the package directories a session's interpreter
+// reads, in its order (a machine's python3 gets them as PYTHONPATH).
+var PythonPath = strings.Join([]string{runtime.SiteDir, runtime.EnvDir, runtime.PackagesDir}, ":")
 
 // ErrNotMachine: the sandbox starts nothing beside its program (not a
 // machine, or a backend that cannot yet).

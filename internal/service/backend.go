@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+
 	"github.com/codecage/codecage/internal/service/check"
 
 	"github.com/codecage/codecage/internal/config"
@@ -32,15 +33,4 @@ func (s *Service) backendFor(useContainer bool) (string, error) {
 func (s *Service) OffersMachines(useContainer bool) bool {
 	b, err := s.backendFor(useContainer)
 	return err == nil && check.Machine(true, b, s.cfg.MachineSessions) == nil
-}
-
-// layersOf reports the layers a run on backend gets. Under gVisor the
-// code faces gVisor's kernel, filtered by the jail's seccomp rules, with no
-// Landlock; cgroups bound gVisor's processes on the host.
-func layersOf(backend string) fleet.Layers {
-	l := fleet.ProbeHost().Layers()
-	if backend != config.IsolationGVisor {
-		return l
-	}
-	return fleet.Layers{Cgroup: l.Cgroup, Seccomp: true, Warnings: []string{}}
 }

@@ -126,7 +126,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError, Rebooted: s.sessionRebooted})
 	s.files = s.newFiles()
 	s.cmds = commands.New(commands.Options{Config: cfg, Fleet: s.fleet, Sessions: s.sessions, Caps: sizing.Caps(cfg), Log: s.log,
-		FleetError: s.fleetError, Layers: layersOf, LimitMessage: limitMessage, WorkspacePath: files.WorkspacePath})
+		FleetError: s.fleetError, Layers: report.Layers, LimitMessage: limitMessage, WorkspacePath: files.WorkspacePath})
 	s.procs = commands.NewProcesses()
 	s.pkgs = packages.New(packages.Options{Config: cfg, Fleet: s.fleet, Caps: sizing.Caps(cfg), FleetError: s.fleetError, Proxy: s.pipProxy})
 	s.envs = s.newEnvs(store)
@@ -318,7 +318,7 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 		defer done()
 	}
 	o := lease.Run(rreq, s.magicCaller(ctx, nil, 0, handler), req.OnOutput)
-	return report.Build(id, backend, o, limits, layersOf(backend)), imports.Label(), nil
+	return report.Build(id, backend, o, limits, report.Layers(backend)), imports.Label(), nil
 }
 
 // limits are the jail's limits of req (sizing.Run).

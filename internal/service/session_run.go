@@ -71,7 +71,7 @@ func (s *Service) executeInSession(ctx context.Context, req Request, limits flee
 	}
 	handler = s.magicCaller(ctx, se, limits.Timeout, handler)
 	o := run.Do(rreq, handler, req.OnOutput)
-	res := report.Build(se.ID(), se.Backend(), o, limits, layersOf(se.Backend()))
+	res := report.Build(se.ID(), se.Backend(), o, limits, report.Layers(se.Backend()))
 	res.Resources.IdleCPUSeconds = run.Idle.Seconds()
 	res.Runs = run.Runs
 	se.LogStderr(res.Stderr)

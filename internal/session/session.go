@@ -144,6 +144,8 @@ type Info struct {
 	// Network are its own egress rules (none: the operator's allow list
 	// alone), for a session with the network profile.
 	Network *egress.NetworkRules `json:"network,omitempty"`
+	// Machine: the session is a machine (Request.Machine).
+	Machine bool `json:"machine,omitempty"`
 }
 
 // Shape is what the service resolved a session's request to: its import
@@ -351,7 +353,7 @@ func (se *Session) info(cfg config.Config) Info {
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
 		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot,
-		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment, Network: se.Network()}
+		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment, Network: se.Network(), Machine: se.req.Machine}
 	if se.paused != running {
 		info.State = "paused"
 		at := se.pausedAt

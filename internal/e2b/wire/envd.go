@@ -1,8 +1,9 @@
 // Package wire holds the E2B protocol's messages as codecage reads and
 // writes them: envd's Connect messages (envd.go) and the control plane's
 // JSON bodies (control.go), written from E2B's public protocol
-// description. The adapter's handlers (package e2b) translate them to and
-// from service calls; nothing here calls anything.
+// description, and the codec Connect reads and writes them with
+// (codec.go). The adapter's handlers (package e2b) translate them to and
+// from service calls; nothing here calls the service.
 package wire
 
 import (

@@ -10,7 +10,6 @@ import (
 
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
-	"github.com/codecage/codecage/internal/runtime"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -43,7 +42,7 @@ func machineVars(interpreter string, env envstore.Env) map[string]string {
 	}
 	return map[string]string{
 		"PATH":       p,
-		"PYTHONPATH": strings.Join([]string{runtime.SiteDir, runtime.EnvDir, runtime.PackagesDir}, ":"),
+		"PYTHONPATH": fleet.PythonPath,
 	}
 }
 
