@@ -82,8 +82,9 @@ type Work struct {
 	// Forward carries the sandbox's connections to its proxy (network
 	// runs, sessions and pip), whose address the sandbox's environment names.
 	Forward *Forward
-	// LoopbackServers: a command may serve on TCP ports of its loopback
-	// (jail.Spec.LoopbackServers), which the host reaches with DialPort.
+	// LoopbackServers: a command (or a machine session's processes) may
+	// serve on TCP ports of its loopback (jail.Spec.LoopbackServers),
+	// which the host reaches with DialPort.
 	LoopbackServers bool
 	// NetNS is the session's network namespace, which a Session (its
 	// interpreter restarted) or a Command joins: nil for a new one.
@@ -127,7 +128,9 @@ func (w Work) Spec() Spec {
 		// share it. Spares start before their session's request, so this
 		// holds for every session. One with the network profile keeps
 		// Landlock's rule (a TCP connect to its proxy's port alone).
-		spec.LoopbackServers = w.Forward == nil
+		// A machine's commands are its processes: with servers asked
+		// for, they may serve and connect on its loopback either way.
+		spec.LoopbackServers = w.Forward == nil || w.Machine && w.LoopbackServers
 	case Command:
 		spec.Argv, spec.Env, spec.Home, spec.Programs = w.Argv, w.Env, w.Home, w.Programs
 		spec.Root = w.Root

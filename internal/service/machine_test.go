@@ -145,3 +145,35 @@ func TestMachineSessionsAreRefusedWhereNotOffered(t *testing.T) {
 		t.Fatalf("gVisor: %v", err)
 	}
 }
+
+// A machine with the network profile and servers (an E2B sandbox's
+// shape) serves on its loopback from a background process, which a later
+// command reaches: its egress proxy does not narrow its own loopback.
+func TestMachineSessionServesWithNetwork(t *testing.T) {
+	if testBackend(t) != config.IsolationNative {
+		return // TestMachineSessionIsOneProcessTree checks the refusal
+	}
+	cfg := service.LeanTestConfig()
+	cfg.EnableNetwork = true
+	cfg.AllowedImports = []string{policy.AllImports}
+	svc := newServiceWith(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, Servers: true, Profiles: []string{"network"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineCommand(t, svc, se.ID, "python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &", 0)
+	got := machineCommand(t, svc, se.ID, `python3 -c '
+import socket, time
+for _ in range(500):
+    try:
+        s = socket.create_connection(("127.0.0.1", 8123), timeout=2)
+        break
+    except OSError:
+        time.sleep(0.02)
+s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+print(s.recv(12).decode())
+'`, 0)
+	if got != "HTTP/1.0 200\n" {
+		t.Fatalf("the background server answered %q", got)
+	}
+}

@@ -152,7 +152,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
 		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience),
-		Machine: se.req.Machine}.FromEnvironment(se.env)
+		Machine: se.req.Machine, LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := t.opts.Egress(se.id, func(host string) {
