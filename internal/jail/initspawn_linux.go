@@ -91,6 +91,7 @@ func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig)
 	// Collections stay rare but possible: a long-lived machine's init
 	// would otherwise grow with every order it decodes.
 	debug.SetMemoryLimit(16 << 20)
+	inheritLimits(cfg)
 	m := &machineInit{cfg: cfg, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
 	spawns := make(chan spawnRequest)
 	go m.readOrders(ctl, spawns)
@@ -103,6 +104,19 @@ func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig)
 		case exit := <-ended:
 			return exit
 		}
+	}
+}
+
+// inheritLimits puts the program's rlimits on the init itself, so that
+// every process it forks has them from its first instruction; the task
+// count (the init's threads are counted too) and the address space (the
+// Go runtime's reservations) stay per process.
+func inheritLimits(cfg *initConfig) {
+	for _, r := range cfg.Rlimits {
+		if r.Resource == unix.RLIMIT_NPROC || r.Resource == unix.RLIMIT_AS {
+			continue
+		}
+		_ = unix.Prlimit(0, r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}, nil)
 	}
 }
 
@@ -169,9 +183,10 @@ func (m *machineInit) fork(o spawnOrder, fds []int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The rlimits follow at once (the cgroup bounds its memory, tasks
-	// and CPU from the fork on).
-	if err := limitProcess(pid, m.cfg); err != nil {
+	// The init's own rlimits came with the fork (inheritLimits); the
+	// per-process count follows at once (the cgroup bounds tasks from the
+	// fork on). A process that already ended needs none.
+	if err := limitProcess(pid, m.cfg); err != nil && !errors.Is(err, unix.ESRCH) {
 		return 0, err
 	}
 	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
