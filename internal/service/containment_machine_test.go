@@ -1,0 +1,174 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/codecage/codecage/internal/config"
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service"
+)
+
+// Machine sessions (docs/sessions.md): every command runs in the
+// session's own process tree, from an exec-able workspace. These rows
+// hold in that mode, judged from the host. Machines run on the native
+// backend: under gVisor each row checks that none is given.
+
+// machineService is the suite's service, and whether it gives machines
+// (false: the row has checked the refusal and is done).
+func machineService(t *testing.T) (*service.Service, config.Config, bool) {
+	t.Helper()
+	cfg := service.LeanTestConfig()
+	cfg.AllowedImports = []string{policy.AllImports}
+	applyTestEnvironment(t, &cfg)
+	cfg.Isolation = testBackend(t)
+	svc := newServiceAsIs(t, cfg)
+	if cfg.Isolation == config.IsolationNative {
+		return svc, cfg, true
+	}
+	_, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "native backend") {
+		t.Fatalf("a machine on %s: %v", cfg.Isolation, err)
+	}
+	return nil, cfg, false
+}
+
+func newMachine(t *testing.T, svc *service.Service) string {
+	t.Helper()
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return se.ID
+}
+
+// hostStatus reads fields of a host process's status file.
+func hostStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return out
+}
+
+// A set-user-ID root binary the host's root left in a machine's
+// workspace (where a machine may execute) gives nothing: the workspace is
+// nosuid, and root is not even mapped. Judged from the host by the
+// process's own credentials and capabilities.
+func TestContainment_48_SetUIDBinaryInAMachineGivesNothing(t *testing.T) {
+	svc, cfg, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id := newMachine(t, svc)
+	mark := "mark-" + randomToken(t)
+	if _, err := svc.WriteFile(context.Background(), id, "o", mark, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	found, _ := filepath.Glob(filepath.Join(cfg.StateDir, "sessions", "*", mark))
+	if len(found) != 1 {
+		t.Fatalf("the machine's workspace: %v", found)
+	}
+	planted := filepath.Join(filepath.Dir(found[0]), "suid-sleep")
+	copyFile(t, "/bin/sleep", planted)
+	if err := os.Chown(planted, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(planted, 0o4755|0o111); err != nil {
+		t.Fatal(err)
+	}
+	machineCommand(t, svc, id, "./suid-sleep 4646 >/dev/null 2>&1 &", 0)
+	var p = waitForProcess(t, "suid-sleep", "4646")
+	st := hostStatus(t, p)
+	uid := strconv.Itoa(workspaceUIDOf(t, filepath.Dir(found[0])))
+	if st["Uid"] != strings.Repeat(uid+" ", 3)+uid || st["CapEff"] != "0000000000000000" || st["NoNewPrivs"] != "1" {
+		t.Fatalf("the planted binary runs with Uid %q CapEff %q NoNewPrivs %q; want the sandbox's uid %s everywhere, no capability", st["Uid"], st["CapEff"], st["NoNewPrivs"], uid)
+	}
+}
+
+// A process a machine's command leaves in the background cannot outlive
+// its session: closing it ends the process, as the host sees.
+func TestContainment_49_MachineBackgroundEndsWithItsSession(t *testing.T) {
+	svc, _, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id := newMachine(t, svc)
+	// Deaf to the signals a session's end might send first.
+	machineCommand(t, svc, id, "sh -c 'trap \"\" HUP INT TERM; sleep 4747' >/dev/null 2>&1 &", 0)
+	waitForProcess(t, "sleep", "4747")
+	if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the background process to end with its session", func() bool { return hostProcessNamed("sleep", "4747") == nil })
+	assertNoLeftovers(t)
+}
+
+// One machine cannot see another's processes: each has its own pid
+// namespace (the host compares them), and one's /proc lists nothing of
+// the other's.
+func TestContainment_50_MachinesDoNotSeeEachOther(t *testing.T) {
+	svc, _, ok := machineService(t)
+	if !ok {
+		return
+	}
+	a, b := newMachine(t, svc), newMachine(t, svc)
+	machineCommand(t, svc, a, "sleep 4848 >/dev/null 2>&1 &", 0)
+	machineCommand(t, svc, b, "sleep 4949 >/dev/null 2>&1 &", 0)
+	pa, pb := waitForProcess(t, "sleep", "4848"), waitForProcess(t, "sleep", "4949")
+	nsA, _ := os.Readlink("/proc/" + strconv.Itoa(pa) + "/ns/pid")
+	nsB, _ := os.Readlink("/proc/" + strconv.Itoa(pb) + "/ns/pid")
+	if nsA == "" || nsA == nsB {
+		t.Fatalf("the machines share a pid namespace: %q %q", nsA, nsB)
+	}
+	seen := machineCommand(t, svc, b, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '", 0)
+	if strings.Contains(seen, "4848") || !strings.Contains(seen, "4949") {
+		t.Fatalf("machine b's /proc shows %q", seen)
+	}
+}
+
+// waitForProcess waits for the host's process named name whose command
+// line holds marker, and returns its pid.
+func waitForProcess(t *testing.T, name, marker string) int {
+	t.Helper()
+	pid := 0
+	waitFor(t, name+" "+marker+" on the host", func() bool {
+		if p := hostProcessNamed(name, marker); p != nil {
+			pid = p.PID
+		}
+		return pid != 0
+	})
+	return pid
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
