@@ -14,7 +14,8 @@ import (
 type sandboxFiles struct {
 	control, initControl *os.File // init config and reports
 	controlDec           *json.Decoder
-	channel, initChannel *os.File // the program's channel
+	controlRights        *rightsReader // the descriptors that came with controlDec's bytes
+	channel, initChannel *os.File      // the program's channel
 	stdout, stdoutW      *os.File
 	stderr, stderrW      *os.File
 	workspace            *os.File // detached mount of the host workspace, or nil

@@ -30,6 +30,9 @@ type spawnOrder struct {
 	Argv []string
 	Env  []string
 	Dir  string
+	// Terminal starts it on a terminal of this size of the sandbox's
+	// devpts, whose master comes back with the answer.
+	Terminal *WindowSize `json:",omitempty"`
 }
 
 // signalOrder asks the init to signal a process it started, and its
@@ -51,6 +54,8 @@ type spawnedReport struct {
 	ID    uint64
 	PID   int    `json:",omitempty"`
 	Error string `json:",omitempty"`
+	// Terminal: the terminal's master comes with this report.
+	Terminal bool `json:",omitempty"`
 }
 
 // procExited reports how a started process ended.
@@ -67,6 +72,7 @@ var (
 // machineInit is the state of a machine's init.
 type machineInit struct {
 	cfg *initConfig
+	ctl *os.File
 	// enc is the control socket's writer, shared by the reaper and the
 	// spawner.
 	encMu sync.Mutex
@@ -92,7 +98,7 @@ func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig)
 	// would otherwise grow with every order it decodes.
 	debug.SetMemoryLimit(16 << 20)
 	inheritLimits(cfg)
-	m := &machineInit{cfg: cfg, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
+	m := &machineInit{cfg: cfg, ctl: ctl, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
 	spawns := make(chan spawnRequest)
 	go m.readOrders(ctl, spawns)
 	ended := make(chan programExit, 1)
@@ -149,16 +155,29 @@ func (m *machineInit) spawn(req spawnRequest) {
 	}()
 	o := req.order
 	rep := spawnedReport{ID: o.ID}
-	pid, err := m.fork(o, req.fds)
+	var term *terminal
+	pid, err := m.fork(o, req.fds, &term)
 	if err != nil {
 		rep.Error = err.Error()
 	} else {
 		rep.PID = pid
 	}
-	m.send(initReport{Spawned: &rep})
+	if term == nil || err != nil {
+		term.close()
+		m.send(initReport{Spawned: &rep})
+		return
+	}
+	// The master goes to the supervisor; the init keeps no end of it.
+	rep.Terminal = true
+	m.encMu.Lock()
+	_ = sendWithFD(m.ctl, initReport{Spawned: &rep}, term.master)
+	m.encMu.Unlock()
+	term.close()
 }
 
-func (m *machineInit) fork(o spawnOrder, fds []int) (int, error) {
+// fork starts the order's process; with a terminal asked for, *term is
+// the terminal it runs on.
+func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal) (int, error) {
 	if len(fds) != 3 {
 		return 0, errSpawnFDs
 	}
@@ -174,12 +193,29 @@ func (m *machineInit) fork(o spawnOrder, fds []int) (int, error) {
 		// (setsid, a daemon) lives on, as on a machine.
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	}
+	if o.Terminal != nil {
+		if err := o.Terminal.Check(); err != nil {
+			return 0, err
+		}
+		t, err := openTerminal(o.Terminal)
+		if err != nil {
+			return 0, err
+		}
+		*term = t
+		slave := uintptr(t.slave)
+		attr.Files = []uintptr{slave, slave, slave}
+		attr.Sys.Setctty, attr.Sys.Ctty = true, 0 // the slave, as its fd 0
+	}
 	m.mu.Lock()
 	pid, err := syscall.ForkExec(o.Argv[0], o.Argv, attr)
 	if err == nil {
 		m.byPID[pid], m.byID[o.ID] = o.ID, pid
 	}
 	m.mu.Unlock()
+	if *term != nil {
+		_ = unix.Close((*term).slave) // the process holds it now
+		(*term).slave = -1
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -254,3 +254,6 @@ func (p *Proc) WriteInput([]byte, time.Duration) (int, error) { return 0, ErrUns
 
 // CloseInput is unsupported off Linux.
 func (p *Proc) CloseInput() error { return ErrUnsupported }
+
+// Resize is unsupported off Linux.
+func (p *Proc) Resize(WindowSize) error { return ErrUnsupported }

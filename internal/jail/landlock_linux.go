@@ -101,7 +101,7 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	for _, n := range devNodes {
 		rules = append(rules, landlockRule{"/dev/" + n, readDir | writeFile})
 	}
-	if cfg.Terminal != nil {
+	if cfg.hasTerminals() {
 		// The sandbox's own terminals (see terminal_linux.go): TIOCSTI
 		// and TIOCLINUX stay refused by seccomp.
 		terminal := uint64(readDir | writeFile | ll.AccessFSIoctlDev)

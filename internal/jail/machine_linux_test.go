@@ -206,3 +206,27 @@ func TestMachineRefusesWhatCannotStart(t *testing.T) {
 		t.Fatal("an ended machine spawned")
 	}
 }
+
+// A machine's process may run on a terminal of the machine's own devpts:
+// its controlling terminal, sized as asked, typed into and resized.
+func TestMachineProcessOnATerminal(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	var out lockedBuffer
+	p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sh", "-c", "tty; stty size; read x; echo got $x; stty size"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Stdout: &out, Terminal: &WindowSize{Cols: 80, Rows: 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the terminal's size", func() bool { return strings.Contains(out.String(), "24 80") })
+	if err := p.Resize(WindowSize{Cols: 100, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteInput([]byte("hello\n"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	exit := p.Wait()
+	got := out.String()
+	if exit.ExitCode != 0 || !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "got hello") || !strings.Contains(got, "30 100") {
+		t.Fatalf("exit %+v, the terminal showed %q", exit, got)
+	}
+}

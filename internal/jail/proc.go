@@ -15,6 +15,11 @@ type ProcSpec struct {
 	OutputBytes    int64
 	// Stdin gives it a pipe as input (Proc.WriteInput); else /dev/null.
 	Stdin bool
+	// Terminal starts it on a terminal of this size, of the machine's
+	// own devpts: its stdin, stdout and stderr and its controlling
+	// terminal. What it shows goes to Stdout; WriteInput types into it,
+	// Resize changes its size.
+	Terminal *WindowSize
 }
 
 // ProcExit is how a process of a machine ended.

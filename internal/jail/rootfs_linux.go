@@ -57,6 +57,10 @@ func (cfg *initConfig) execAttrs() uint64 {
 	return 0
 }
 
+// hasTerminals: the sandbox has a devpts of its own, for the program's
+// terminal, or for those a machine's processes are started on.
+func (cfg *initConfig) hasTerminals() bool { return cfg.Terminal != nil || cfg.Machine }
+
 // isSharedTmp reports whether Binds[i] is the session's /tmp.
 func (cfg *initConfig) isSharedTmp(i int) bool {
 	return cfg.SharedTmp && i == len(cfg.Binds)-1
@@ -423,7 +427,7 @@ func buildDev(cfg *initConfig) error {
 		return fmt.Errorf("mount /dev: %w", err)
 	}
 	nodes := devNodes
-	if cfg.Terminal != nil {
+	if cfg.hasTerminals() {
 		// The program's controlling terminal by its usual name (the host
 		// node names each process's own terminal, here the sandbox's).
 		nodes = append(slices.Clip(nodes), "tty")

@@ -105,7 +105,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 	s.handOver(fds)
 	if spec.Machine {
-		s.machine = &machine{ctl: fds.control, answers: make(chan spawnedReport, 1), procs: map[uint64]*Proc{}}
+		s.machine = &machine{ctl: fds.control, answers: make(chan spawnAnswer, 1), procs: map[uint64]*Proc{}}
 	}
 	go s.supervise(ctx, fds, waited)
 	return s, nil
@@ -301,7 +301,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 	}
 	// The init passes a terminal's master with its start report.
 	rights := newRightsReader(fds.control)
-	fds.controlDec = json.NewDecoder(rights)
+	fds.controlDec, fds.controlRights = json.NewDecoder(rights), rights
 	for {
 		var rep initReport
 		if err := fds.controlDec.Decode(&rep); err != nil {
@@ -363,7 +363,7 @@ func (s *Sandbox) supervise(ctx context.Context, fds *sandboxFiles, waited <-cha
 			if rep.Exited != nil {
 				s.exitReport = rep.Exited
 			}
-			s.machine.report(rep)
+			s.machine.report(rep, fds.controlRights)
 		}
 	}()
 

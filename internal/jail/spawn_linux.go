@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The supervisor's side of a machine (Spec.Machine): Spawn orders its
@@ -39,7 +41,7 @@ type machine struct {
 	// spawnMu makes spawns one at a time: each order waits for its
 	// answer, so answers need no matching.
 	spawnMu sync.Mutex
-	answers chan spawnedReport
+	answers chan spawnAnswer
 	// ctlMu guards writes to the control socket, and closed.
 	ctlMu  sync.Mutex
 	ctl    *os.File
@@ -48,6 +50,13 @@ type machine struct {
 	mu    sync.Mutex
 	procs map[uint64]*Proc
 	next  uint64
+}
+
+// spawnAnswer is the init's answer to a spawn, with the terminal's
+// master when it started one (else -1).
+type spawnAnswer struct {
+	spawnedReport
+	master int
 }
 
 // Spawn starts a process in the machine and returns once it runs (or
@@ -59,6 +68,12 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	}
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("jail: Spawn: empty argv")
+	}
+	if spec.Terminal != nil {
+		if err := spec.Terminal.Check(); err != nil {
+			return nil, err
+		}
+		spec.Stdin = false // the terminal is its input
 	}
 	if s.killed.Load() {
 		return nil, ErrEnded
@@ -82,9 +97,9 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	p.id = m.next
 	m.procs[p.id] = p
 	m.mu.Unlock()
-	order := supervisorOrder{Spawn: &spawnOrder{ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir}}
+	order := supervisorOrder{Spawn: &spawnOrder{ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Terminal: spec.Terminal}}
 	err = m.send(order, int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd()))
-	var ans spawnedReport
+	var ans spawnAnswer
 	if err == nil {
 		select {
 		case ans = <-m.answers:
@@ -95,6 +110,11 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	if err == nil && ans.Error != "" {
 		err = fmt.Errorf("jail: start %s: %s", spec.Argv[0], ans.Error)
 	}
+	if err == nil && spec.Terminal != nil {
+		err = p.takeTerminal(ans.master)
+	} else if ans.master >= 0 {
+		_ = unix.Close(ans.master)
+	}
 	if err != nil {
 		m.forget(p.id)
 		p.closePipes()
@@ -104,8 +124,27 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	p.copied.Add(2)
 	go p.out.Copy(&p.copied, 0, p.pipes[0], spec.Stdout)
 	go p.out.Copy(&p.copied, 1, p.pipes[1], spec.Stderr)
+	if t := p.input.Terminal(); t != nil {
+		p.copied.Add(1)
+		go p.out.Copy(&p.copied, 0, t, spec.Stdout)
+	}
 	go p.finish()
 	return p, nil
+}
+
+// takeTerminal makes the master the init sent the process's input; what
+// the terminal shows is read from it.
+func (p *Proc) takeTerminal(master int) error {
+	if master < 0 {
+		return fmt.Errorf("%w: the init sent no terminal", ErrSetup)
+	}
+	in, err := newTerminal(master)
+	if err != nil {
+		_ = unix.Close(master)
+		return err
+	}
+	p.input = in
+	return nil
 }
 
 // openPipes makes the process's stdin (or /dev/null), stdout and stderr,
@@ -160,6 +199,9 @@ func (p *Proc) finish() {
 		for _, r := range p.pipes {
 			_ = r.SetReadDeadline(time.Unix(1, 0))
 		}
+		if t := p.input.Terminal(); t != nil {
+			_ = t.SetReadDeadline(time.Unix(1, 0))
+		}
 		<-copied
 	}
 	for _, r := range p.pipes {
@@ -200,8 +242,11 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 // WriteInput writes to the process's stdin (see Input.Write).
 func (p *Proc) WriteInput(b []byte, wait time.Duration) (int, error) { return p.input.Write(b, wait) }
 
-// CloseInput ends the process's stdin.
+// CloseInput ends the process's stdin (on a terminal, ^D is typed).
 func (p *Proc) CloseInput() error { return p.input.End() }
+
+// Resize changes the size of the process's terminal.
+func (p *Proc) Resize(size WindowSize) error { return p.input.Resize(size) }
 
 // send writes one order to the init.
 func (m *machine) send(o supervisorOrder, fds ...int) error {
@@ -234,16 +279,24 @@ func (m *machine) forget(id uint64) *Proc {
 	return p
 }
 
-// report takes a machine's report from the init.
-func (m *machine) report(rep initReport) {
+// report takes a machine's report from the init; a terminal's master
+// comes with its answer, in rights.
+func (m *machine) report(rep initReport, rights *rightsReader) {
 	if m == nil {
 		return
 	}
 	switch {
 	case rep.Spawned != nil:
+		ans := spawnAnswer{spawnedReport: *rep.Spawned, master: -1}
+		if ans.Terminal {
+			ans.master = rights.take()
+		}
 		select {
-		case m.answers <- *rep.Spawned:
+		case m.answers <- ans:
 		default: // no spawn waits: it gave up as the sandbox ended
+			if ans.master >= 0 {
+				_ = unix.Close(ans.master)
+			}
 		}
 	case rep.ProcExited != nil:
 		if p := m.forget(rep.ProcExited.ID); p != nil {

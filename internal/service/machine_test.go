@@ -84,6 +84,12 @@ func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	if bg == nil || !leftovers.Leased(bg.UID()) {
 		t.Fatalf("the host sees no background sleep in a sandbox uid: %+v", bg)
 	}
+	// So is a command on a terminal, which runs on the machine's own.
+	onTerm, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "cat /proc/" + pid + "/comm; tty",
+		Terminal: &service.TerminalSize{Cols: 80, Rows: 24}})
+	if err != nil || !strings.Contains(onTerm.Stdout, "sleep") || !strings.Contains(onTerm.Stdout, "/dev/pts/") {
+		t.Fatalf("on a terminal: %v %+v", err, onTerm)
+	}
 	// The interpreter is in the same tree: it sees the process too.
 	res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "print(open('/proc/" + pid + "/comm').read().strip())"})
 	if err != nil || strings.TrimSpace(res.Stdout) != "sleep" {

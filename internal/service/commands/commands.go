@@ -93,7 +93,7 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		env = se.Environment()
 		home, sessionEnv = se.Home(), withEnvVars(env, se.Env())
 	}
-	machine := inMachine(se, req)
+	machine := inMachine(se)
 	if machine {
 		sessionEnv = withVars(machineVars(c.cfg.Interpreter, env), sessionEnv)
 	}

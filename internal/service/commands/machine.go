@@ -22,11 +22,10 @@ import (
 // machinePath is a machine's PATH, as a Debian computer's.
 const machinePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// inMachine reports whether req runs inside se's sandbox. A terminal
-// still gets a sandbox of its own (the machine's init has no terminals
-// to give yet), as do commands of a gVisor session.
-func inMachine(se *session.Session, req CommandRequest) bool {
-	return se != nil && se.Machine() && se.Backend() == fleet.Native && req.Terminal == nil
+// inMachine reports whether req runs inside se's sandbox (a machine's,
+// native: gVisor gives none yet).
+func inMachine(se *session.Session) bool {
+	return se != nil && se.Machine() && se.Backend() == fleet.Native
 }
 
 // machineVars are the variables a machine's commands start with: its
@@ -50,7 +49,7 @@ func machineVars(interpreter string, env envstore.Env) map[string]string {
 // (in.Spawn), within its time limit and ctx (canceled as the session
 // closes); its output goes to out, or to daemon.
 func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, out *fleet.Collector, daemon Daemon) fleet.Exit {
-	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, OutputBytes: spec.Limits.OutputBytes}
+	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, Terminal: spec.Terminal, OutputBytes: spec.Limits.OutputBytes}
 	proc.Stdout, proc.Stderr = out.Writers()
 	if daemon != nil {
 		proc.Stdout, proc.Stderr = daemon, daemon
@@ -62,7 +61,7 @@ func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in sess
 		// not start: sh is in every root, so that is the sandbox too).
 		return fleet.Exit{ExitCode: -1, Limit: fleet.LimitCanceled, Duration: time.Since(start)}
 	}
-	started(req, procInput{p})
+	started(req, p) // its stdin or terminal
 	return waitProc(ctx, p, spec.Limits.Timeout, start)
 }
 
@@ -92,15 +91,6 @@ func waitProc(ctx context.Context, p *fleet.Proc, timeout time.Duration, start t
 	}
 	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, Duration: time.Since(start)}
 }
-
-// procInput is a machine's process as the target of CommandInput.
-type procInput struct{ p *fleet.Proc }
-
-func (i procInput) WriteInput(b []byte, wait time.Duration) (int, error) {
-	return i.p.WriteInput(b, wait)
-}
-func (i procInput) CloseInput() error             { return i.p.CloseInput() }
-func (i procInput) Resize(fleet.WindowSize) error { return fleet.ErrNoInput }
 
 // withVars is base with vars over it (neither is changed).
 func withVars(base, vars map[string]string) map[string]string {
