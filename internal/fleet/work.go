@@ -99,6 +99,9 @@ type Work struct {
 	// commands start inside it (Lease.Spawn), and its workspace and /tmp
 	// may hold programs.
 	Machine bool
+	// MachineRoot is a machine Session's own / on the host
+	// (jail.Spec.MachineRoot): writable, kept across its restarts.
+	MachineRoot string
 }
 
 // Spec is the sandbox the work runs in.
@@ -122,7 +125,7 @@ func (w Work) Spec() Spec {
 		spec.Limits.Timeout = w.Lifetime
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
 		spec.NetNS = w.NetNS
-		spec.Machine = w.Machine
+		spec.Machine, spec.MachineRoot = w.Machine, w.MachineRoot
 		// Its namespace (lo only) is the wall: the code may serve on
 		// ports and reach the servers of the session's commands, which
 		// share it. Spares start before their session's request, so this

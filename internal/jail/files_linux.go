@@ -27,6 +27,11 @@ type sandboxFiles struct {
 	binds []*os.File
 	// root holds what the init takes from Spec.Root (nil without one).
 	root *rootSources
+	// machineRoot is a detached mount of Spec.MachineRoot (or its path,
+	// rootless), and machineRootFD its number in the init.
+	machineRoot     *os.File
+	machineRootPath string
+	machineRootFD   int
 }
 
 func newSandboxFiles(workspace string, binds []Bind, forward, seqpacket, stdin bool) (f *sandboxFiles, err error) {
@@ -143,6 +148,7 @@ func (f *sandboxFiles) closeChildEnds() {
 	if f.root != nil {
 		closeAll(f.root.trees...)
 	}
+	closeAll(f.machineRoot)
 }
 
 // closeParentEnds closes what the supervisor keeps, except the channel,

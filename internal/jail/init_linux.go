@@ -97,6 +97,11 @@ type initConfig struct {
 	// Machine: the init starts processes beside the program on the
 	// supervisor's word (Spec.Machine, initspawn_linux.go).
 	Machine bool `json:",omitempty"`
+	// MachineRootFD is the descriptor of a detached mount of the
+	// machine's own root (Spec.MachineRoot), or MachineRootPath its path
+	// for the init to open (rootless); neither: a tmpfs.
+	MachineRootFD   int    `json:",omitempty"`
+	MachineRootPath string `json:",omitempty"`
 }
 
 // supervisorReply answers an initReport that waits for one.

@@ -51,6 +51,10 @@ func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd,
 		// Then the detached mounts of the root's entries (see fdRoot).
 		files = append(files, fds.root.trees...)
 	}
+	if fds.machineRoot != nil {
+		fds.machineRootFD = 3 + len(files)
+		files = append(files, fds.machineRoot)
+	}
 	cmd = &exec.Cmd{
 		Path:        fmt.Sprintf("/proc/self/fd/%d", fdExe),
 		Args:        []string{"codecage-init", initArg},

@@ -229,6 +229,12 @@ type Spec struct {
 	// it exits or the sandbox ends; and the workspace and /tmp may hold
 	// programs (never set-user-ID ones).
 	Machine bool
+	// MachineRoot, for a Machine, is a host directory that the sandbox's
+	// / is, writable (what the code makes at the top of its tree lands
+	// there), with the system directories, /etc, /dev, /proc, /tmp, the
+	// home and the binds placed over it at each start; the names they
+	// take are removed from it first. Empty: a read-only tmpfs.
+	MachineRoot string
 	// Terminal, if set, runs the program on a pseudo-terminal of this
 	// size: a devpts instance of the sandbox's own, whose slave is the
 	// program's stdin, stdout, stderr and controlling terminal. The

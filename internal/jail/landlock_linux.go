@@ -70,6 +70,16 @@ const (
 		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeSym
 )
 
+// rootRights are the rights on the whole tree: read, or on a machine's
+// own root, what its workspace gets (its system directories stay
+// read-only mounts, the kernel's refusal, not Landlock's).
+func (cfg *initConfig) rootRights() uint64 {
+	if cfg.hasMachineRoot() {
+		return cfg.scratchRights()
+	}
+	return readDir
+}
+
 // scratchRights are the rights in the workspace and /tmp: a machine's
 // programs may execute what they put there.
 func (cfg *initConfig) scratchRights() uint64 {
@@ -91,7 +101,7 @@ func sandboxRules(cfg *initConfig) []landlockRule {
 	rules := []landlockRule{
 		// Everything in the sandbox's root may be read: the root holds only
 		// what was put there. Execution and writes are granted below.
-		{"/", readDir},
+		{"/", cfg.rootRights()},
 		{"/proc", readDir | writeFile},
 		{"/dev", readDir},
 		{"/tmp", cfg.scratchRights()},

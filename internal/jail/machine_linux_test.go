@@ -230,3 +230,35 @@ func TestMachineProcessOnATerminal(t *testing.T) {
 		t.Fatalf("exit %+v, the terminal showed %q", exit, got)
 	}
 }
+
+// A machine's own root is its /, writable: what its processes make at the
+// top of the tree lands in the host directory and stays for the next
+// start; the skeleton (/etc, the system directories) is rebuilt over it,
+// the system directories stay read-only, and the host's files never change.
+func TestMachineRootIsWritableAndKept(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil { // the sandbox's host uid is not ours
+		t.Fatal(err)
+	}
+	hostsBefore, _ := os.ReadFile("/etc/hosts")
+	sb := startMachine(t, Spec{MachineRoot: dir})
+	exit, out, errOut := spawnAndWait(t, sb, "/bin/sh", "-c",
+		"mkdir /app && echo kept > /app/f && echo '10.9.8.7 mine' >> /etc/hosts && grep -c mine /etc/hosts && touch /usr/x; echo usr $?")
+	if exit.ExitCode != 0 || out != "1\nusr 1\n" {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "app", "f")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("the host's copy of /app/f: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile("/etc/hosts"); !bytes.Equal(b, hostsBefore) {
+		t.Fatal("the host's /etc/hosts changed")
+	}
+	sb.Kill(LimitNone)
+	sb.Wait()
+
+	again := startMachine(t, Spec{MachineRoot: dir})
+	exit, out, errOut = spawnAndWait(t, again, "/bin/sh", "-c", "cat /app/f; grep -c mine /etc/hosts")
+	if exit.ExitCode != 1 || out != "kept\n0\n" {
+		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
+	}
+}

@@ -57,6 +57,11 @@ func (cfg *initConfig) execAttrs() uint64 {
 	return 0
 }
 
+// hasMachineRoot: / is a machine's own root (Spec.MachineRoot).
+func (cfg *initConfig) hasMachineRoot() bool {
+	return cfg.MachineRootFD > 0 || cfg.MachineRootPath != ""
+}
+
 // hasTerminals: the sandbox has a devpts of its own, for the program's
 // terminal, or for those a machine's processes are started on.
 func (cfg *initConfig) hasTerminals() bool { return cfg.Terminal != nil || cfg.Machine }
@@ -78,8 +83,8 @@ func buildRoot(cfg *initConfig) error {
 		return err
 	}
 	defer src.close()
-	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
-		return fmt.Errorf("mount root tmpfs: %w", err)
+	if err := mountRootBase(cfg); err != nil {
+		return err
 	}
 	if err := placeSystem(cfg, src); err != nil {
 		return err
@@ -109,6 +114,9 @@ func buildRoot(cfg *initConfig) error {
 	}
 	if err := pivot(); err != nil {
 		return err
+	}
+	if cfg.hasMachineRoot() {
+		return nil // the machine's own, writable
 	}
 	// The root tmpfs only holds mount points and /etc: freeze it.
 	if err := unix.MountSetattr(-1, "/", 0, &unix.MountAttr{Attr_set: roFlags}); err != nil {

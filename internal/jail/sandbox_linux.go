@@ -137,6 +137,14 @@ func (s *Sandbox) openFiles() (*sandboxFiles, error) {
 		return nil, err
 	}
 	s.channel = fds.channel
+	if spec.MachineRoot != "" {
+		if fds.machineRoot, fds.machineRootPath, err = openMachineRoot(spec); err != nil {
+			fds.closeParentEnds()
+			_ = fds.channel.Close()
+			fds.closeChildEnds()
+			return nil, err
+		}
+	}
 	if spec.Root != "" {
 		if fds.root, err = openRootSources(spec.Root, spec.Programs, reservedPaths(spec.Home, spec.ReadOnlyBinds, mountedBinds(spec))); err != nil {
 			fds.closeParentEnds()
@@ -209,6 +217,9 @@ func prepareSpec(spec *Spec) error {
 	}
 	if spec.Programs != nil && spec.Programs.Root != spec.Root {
 		return fmt.Errorf("jail: the programs were resolved in root %q, the sandbox's root is %q", spec.Programs.Root, spec.Root)
+	}
+	if spec.MachineRoot != "" && !spec.Machine {
+		return errors.New("jail: a machine root needs a machine")
 	}
 	if spec.Machine && (spec.Nested || spec.NoChannel && spec.Programs != nil) {
 		return errors.New("jail: a machine runs its own processes: neither nested nor a command jail")
@@ -295,6 +306,8 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		LoopbackServers: s.spec.LoopbackServers,
 		JoinedNet:       s.spec.NetNS != nil,
 		Machine:         s.spec.Machine,
+		MachineRootFD:   fds.machineRootFD,
+		MachineRootPath: fds.machineRootPath,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)

@@ -109,6 +109,30 @@ func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	if got := machineCommand(t, svc, se.ID, "python3 -c 'import sys, pandas; print(sys.executable, pandas.__name__)'", 0); got != cfg.Interpreter+" pandas\n" {
 		t.Fatalf("python3: %q", got)
 	}
+	// Its root is its own: what a command makes at the top of the tree,
+	// the file API reads, and what the file API writes there, commands
+	// read; the system directories stay read-only, and the host's files
+	// never change.
+	hostsBefore, _ := os.ReadFile("/etc/hosts")
+	machineCommand(t, svc, se.ID, "mkdir /workspace && echo made > /workspace/f && echo '10.9.8.7 mine' >> /etc/hosts", 0)
+	if b, err := svc.ReadFile(ctx, se.ID, "o", "/workspace/f"); err != nil || string(b) != "made\n" {
+		t.Fatalf("the file API reads /workspace/f: %q %v", b, err)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/app/in.txt", []byte("written")); err != nil {
+		t.Fatal(err)
+	}
+	if got := machineCommand(t, svc, se.ID, "cat /app/in.txt; grep -c mine /etc/hosts; touch /usr/x 2>/dev/null || echo read-only", 0); got != "written1\nread-only\n" {
+		t.Fatalf("the machine's root: %q", got)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/usr/x", []byte("x")); !errors.Is(err, service.ErrPermission) {
+		t.Fatalf("the file API wrote to /usr: %v", err)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/proc/x", []byte("x")); err == nil {
+		t.Fatal("the file API wrote to /proc")
+	}
+	if b, _ := os.ReadFile("/etc/hosts"); string(b) != string(hostsBefore) {
+		t.Fatal("the host's /etc/hosts changed")
+	}
 	// No timeout: the session's lifetime; one past the command bound is
 	// taken too.
 	machineCommand(t, svc, se.ID, "true", cfg.MaxCommandTime+time.Minute)

@@ -109,6 +109,9 @@ func (t *Table) Drop(se *Session) {
 	if se.site != "" {
 		removeWorkspace(se.site)
 	}
+	if se.root != "" {
+		removeWorkspace(se.root)
+	}
 	if se.tmp != "" {
 		removeWorkspace(se.tmp)
 	}

@@ -152,7 +152,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
 		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience),
-		Machine: se.req.Machine, LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
+		Machine: se.req.Machine, MachineRoot: se.root, LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := t.opts.Egress(se.id, func(host string) {
@@ -168,10 +168,13 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	work.NetNS = se.netns.Load()
 	spec := work.Spec()
 	if se.uid != 0 {
-		// gVisor's harness starts in the workspace: it must be the
-		// session's before the sandbox starts.
-		if err := os.Chown(se.dir, se.uid, se.uid); err != nil {
-			return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+		// gVisor's harness starts in the workspace, and a machine's init
+		// builds its skeleton in its root: they must be the session's
+		// before the sandbox starts.
+		for _, d := range []string{se.dir, se.root} {
+			if err := os.Chown(d, se.uid, se.uid); d != "" && err != nil {
+				return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
+			}
 		}
 	}
 	// The sandbox outlives the request: its end must not end it. (The
@@ -240,6 +243,18 @@ func (t *Table) makeWorkspace(se *Session) error {
 		}
 		undo = append(undo, func() { removeWorkspace(tmp) })
 	}
+	var root string
+	if se.req.Machine && se.backend == fleet.Native {
+		// The machine's own /, beside its workspace, of the workspace's
+		// size (docs/sessions.md).
+		if root, _, err = newWorkspace(t.cfg.StateDir, se.id+rootSuffix, t.cfg.WorkspaceMax); err != nil {
+			return fmt.Errorf("%w: the machine's root: %v", ErrUnavailable, err)
+		}
+		undo = append(undo, func() { removeWorkspace(root) })
+		if err := os.Chmod(root, 0o755); err != nil { // a / as any computer's
+			return fmt.Errorf("%w: the machine's root: %v", ErrUnavailable, err)
+		}
+	}
 	uid := 0
 	switch {
 	case se.restore != nil && se.restore.Image != nil:
@@ -257,6 +272,7 @@ func (t *Table) makeWorkspace(se *Session) error {
 	undo = nil       // from here Drop removes them and releases the uid
 	se.lifeMu.Lock() // commands read them without mu
 	se.dir, se.site, se.tmp, se.quota, se.uid = dir, site, tmp, quota, uid
+	se.root = root
 	se.lifeMu.Unlock()
 	if se.restore != nil {
 		if err := se.restore.Workspace(se.dir, uid); err != nil {
@@ -284,8 +300,12 @@ func newTmp(stateDir, id string, size int64) (string, error) {
 	return dir, nil
 }
 
-// tmpSuffix names a session's /tmp beside its workspace.
-const tmpSuffix = ".tmp"
+// tmpSuffix names a session's /tmp beside its workspace; rootSuffix a
+// machine session's own /.
+const (
+	tmpSuffix  = ".tmp"
+	rootSuffix = ".root"
+)
 
 // newWorkspace makes a session's workspace directory. As root it is a tmpfs
 // of its own, so the kernel enforces the size quota for the code's writes

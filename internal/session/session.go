@@ -209,6 +209,8 @@ type Session struct {
 	// and its commands (native sessions; "" under gVisor, whose /tmp is
 	// its sandbox's own, kept in its memory image).
 	tmp string
+	// root is a machine session's own / on the host ("": none).
+	root string
 	// claim is the lock that marks dir and site as this process's
 	// (wsowner_linux.go), so a restart can reclaim a dead one's.
 	claim   *os.File

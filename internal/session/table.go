@@ -148,6 +148,14 @@ func (se *Session) Tmp() string {
 	return se.tmp
 }
 
+// MachineRoot is the host directory of a machine session's own / (""
+// for any other session).
+func (se *Session) MachineRoot() string {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	return se.root
+}
+
 // SandboxUID is the host uid of the session's sandbox, so that what the
 // file API creates is the code's to change; -1 before it first starts.
 func (se *Session) SandboxUID() int {

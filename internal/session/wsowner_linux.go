@@ -97,7 +97,7 @@ func reapStaleWorkspaces(stateDir string) (staleWorkspaces, error) {
 		name := e.Name()
 		switch {
 		case e.IsDir():
-			if !owners[strings.TrimSuffix(strings.TrimSuffix(name, ".site"), tmpSuffix)] {
+			if !owners[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".site"), tmpSuffix), rootSuffix)] {
 				r.Unowned++
 			}
 		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ownerSuffix+".tmp"):
@@ -109,7 +109,7 @@ func reapStaleWorkspaces(stateDir string) (staleWorkspaces, error) {
 		}
 	}
 	for id := range owners {
-		reapOwner(filepath.Join(dir, id+ownerSuffix), []string{filepath.Join(dir, id), filepath.Join(dir, id+".site"), filepath.Join(dir, id+tmpSuffix)}, &r)
+		reapOwner(filepath.Join(dir, id+ownerSuffix), []string{filepath.Join(dir, id), filepath.Join(dir, id+".site"), filepath.Join(dir, id+tmpSuffix), filepath.Join(dir, id+rootSuffix)}, &r)
 	}
 	return r, nil
 }

@@ -26,7 +26,8 @@ import (
 // link the code plants to /etc/shadow leads to the sandbox's /etc/shadow
 // (which the view does not hold), never the host's. Within a mount, wsfs
 // resolves beneath its directory, so a link swapped in later cannot lead
-// out of it either. Only the workspace and /tmp are writable.
+// out of it either. Only the workspace and /tmp are writable, and a
+// machine session's own / (what is not a system directory).
 
 // mount is a host directory shown at a path of the sandbox.
 type mount struct {
@@ -45,6 +46,9 @@ type view struct {
 	mounts []mount // longest path first
 	// noTmp says why /tmp is not reachable ("" when it is).
 	noTmp string
+	// ownRoot: a machine's own / is a mount of the view, where
+	// /workspace is a directory like any other, not the home's alias.
+	ownRoot bool
 }
 
 // systemTree is the read-only part of every view on the host's root,
@@ -113,6 +117,12 @@ func viewOf(se *session.Session) *view {
 	} else {
 		v.mounts = append(v.mounts, systemTree()...)
 	}
+	if own := se.MachineRoot(); own != "" {
+		// A machine's own /, under everything else: what its code
+		// made at the top of its tree (/workspace, /app), and its /etc.
+		v.mounts = append(v.mounts, mount{at: "/", host: own, writable: true})
+		v.ownRoot = true
+	}
 	sort.SliceStable(v.mounts, func(i, j int) bool { return len(v.mounts[i].at) > len(v.mounts[j].at) })
 	return v
 }
@@ -160,8 +170,8 @@ func (v *view) absolute(p string) (string, error) {
 	}
 	p = path.Clean(p)
 	// /workspace names the workspace wherever the home is (the file API's
-	// older name for it).
-	if rest, ok := strings.CutPrefix(p, fleet.WorkspaceDir); ok && (rest == "" || rest[0] == '/') {
+	// older name for it), but in a machine's own root.
+	if rest, ok := strings.CutPrefix(p, fleet.WorkspaceDir); ok && (rest == "" || rest[0] == '/') && !v.ownRoot {
 		p = v.home + rest
 	}
 	return p, nil
@@ -171,14 +181,28 @@ func (v *view) absolute(p string) (string, error) {
 func (v *view) lookup(abs string) (*mount, string) {
 	for i := range v.mounts {
 		m := &v.mounts[i]
+		if m.at == "/" && kernelView(abs) {
+			continue // a machine's root holds only their mount points
+		}
 		if abs == m.at {
 			return m, "."
 		}
-		if rest, ok := strings.CutPrefix(abs, m.at+"/"); ok {
+		if rest, ok := strings.CutPrefix(abs, strings.TrimSuffix(m.at, "/")+"/"); ok {
 			return m, rest
 		}
 	}
 	return nil, ""
+}
+
+// kernelView: abs is in the sandbox's /proc or /dev, which its kernel
+// shows and the file API does not reach.
+func kernelView(abs string) bool {
+	for _, d := range []string{"/proc", "/dev", "/sys"} {
+		if abs == d || strings.HasPrefix(abs, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // isParent: abs is "/" or a directory above a mount.
