@@ -207,3 +207,42 @@ print(s.recv(12).decode())
 		t.Fatalf("the background server answered %q", got)
 	}
 }
+
+// A machine's own root is kept as its workspace is: by a park, which
+// brings it back under its id, and by a snapshot, whose copies start
+// with it (and are machines too).
+func TestMachineRootIsKeptByParksAndSnapshots(t *testing.T) {
+	if testBackend(t) != config.IsolationNative {
+		return // TestMachineSessionIsOneProcessTree checks the refusal
+	}
+	svc, _ := snapshotService(t)
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	machineCommand(t, svc, se.ID, "mkdir -p /srv/data && echo kept > /srv/data/f", 0)
+	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if got := machineCommand(t, svc, se.ID, "cat /srv/data/f", 0); got != "kept\n" {
+		t.Fatalf("after a park: %q", got)
+	}
+	snap, err := svc.SnapshotSession(ctx, se.ID, "o", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", FromSnapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cp.Machine {
+		t.Fatal("a machine's copy is no machine")
+	}
+	if got := machineCommand(t, svc, cp.ID, "cat /srv/data/f; sleep 30 & echo started", 0); got != "kept\nstarted\n" {
+		t.Fatalf("in the copy: %q", got)
+	}
+}

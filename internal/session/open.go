@@ -279,7 +279,12 @@ func (t *Table) makeWorkspace(se *Session) error {
 			return err
 		}
 		if se.restore.Site != nil {
-			return se.restore.Site(se.site, uid)
+			if err := se.restore.Site(se.site, uid); err != nil {
+				return err
+			}
+		}
+		if se.restore.Root != nil && se.root != "" {
+			return se.restore.Root(se.root, uid)
 		}
 	}
 	return nil

@@ -29,6 +29,9 @@ type SnapshotTo struct {
 	// set, writes out the packages pip_install put in the session, after.
 	Workspace func(dir string) error
 	Site      func(dir string) error
+	// Root, when set, writes out a machine session's own root (its
+	// skeleton included, which a start rebuilds), after.
+	Root func(dir string) error
 }
 
 // Capture is what a snapshot of a session saved.
@@ -113,7 +116,12 @@ func (to SnapshotTo) files(se *Session) error {
 		return err
 	}
 	if to.Site != nil && se.site != "" {
-		return to.Site(se.site)
+		if err := to.Site(se.site); err != nil {
+			return err
+		}
+	}
+	if to.Root != nil && se.root != "" {
+		return to.Root(se.root)
 	}
 	return nil
 }
@@ -136,6 +144,8 @@ type RestoreFrom struct {
 	// by uid; Site, when set, its package directory.
 	Workspace func(dir string, uid int) error
 	Site      func(dir string, uid int) error
+	// Root, when set, fills a machine session's own root.
+	Root func(dir string, uid int) error
 	// State is a native session's interpreter state.
 	State     io.Reader
 	StateOpts fleet.StateOptions

@@ -36,6 +36,7 @@ const (
 	blobMemory    = "memory"
 	blobSite      = "site" // the packages pip_install put in the session
 	blobLog       = "log"  // a parked session's log (JSON)
+	blobRoot      = "root" // a machine session's own root
 )
 
 // snapshotSpec is the session a snapshot was made of, as its copies are
@@ -200,6 +201,13 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		}
 		_, err = wsfs.Archive(ctx, dir, bw, p.siteLimits())
 		return err
+	}, Root: func(dir string) error {
+		bw, err := w.Blob(blobRoot)
+		if err != nil {
+			return err
+		}
+		_, err = wsfs.Archive(ctx, dir, bw, p.workspaceLimits())
+		return err
 	}}
 	if m.Backend == fleet.GVisor {
 		// runsc writes the image into the store in place (images.go).
@@ -310,6 +318,18 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 			}
 			if err := wsfs.Unpack(ctx, dir, r, uid, p.siteLimits()); err != nil {
 				return fmt.Errorf("%w: its packages: %v", errdefs.ErrSnapshotUnusable, err)
+			}
+			return nil
+		}
+	}
+	if hasBlob(m, blobRoot) { // a machine's own root
+		from.Root = func(dir string, uid int) error {
+			r, err := snap.Blob(blobRoot)
+			if err != nil {
+				return errdefs.Snapshot(err)
+			}
+			if err := wsfs.Unpack(ctx, dir, r, uid, p.workspaceLimits()); err != nil {
+				return fmt.Errorf("%w: its root: %v", errdefs.ErrSnapshotUnusable, err)
 			}
 			return nil
 		}
