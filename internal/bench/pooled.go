@@ -51,6 +51,7 @@ func (b *bencher) pooled(ctx context.Context) error {
 		b.rep.Rows = append(b.rep.Rows, row)
 	}
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, svc, "session_lifecycle", "session: create, 2 cells, close", false))
+	b.rep.Rows = append(b.rep.Rows, b.machineRow(ctx, svc))
 	b.persistence(ctx, svc, false)
 	return ctx.Err()
 }

@@ -72,3 +72,33 @@ func (b *bencher) sessionRow(ctx context.Context, svc *service.Service, key, nam
 	}
 	return row
 }
+
+// machineJob is a machine session's start as an E2B program sees it:
+// create, its first command, close.
+func machineJob(svc *service.Service) job {
+	return func(ctx context.Context, _ int) string {
+		info, err := svc.CreateSession(ctx, service.SessionRequest{Machine: true})
+		if err != nil {
+			return err.Error()
+		}
+		defer svc.CloseSession(context.WithoutCancel(ctx), info.ID, "")
+		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Command: "echo ready"})
+		if err != nil {
+			return err.Error()
+		}
+		if !res.Success || res.Stdout != "ready\n" {
+			return fmt.Sprintf("the first command gave %q (exit %d)", res.Stdout, res.ExitCode)
+		}
+		return ""
+	}
+}
+
+// machineRow measures machine sessions' create and first command, back
+// to back (a machine starts its own sandbox: spares are not machines).
+func (b *bencher) machineRow(ctx context.Context, svc *service.Service) Row {
+	n := b.sessionRuns()
+	b.progress("machine_first_command: %d machines", n)
+	row := measureWith(ctx, "machine_first_command", "machine session: create, first command, close", n, 1, nil, machineJob(svc))
+	row.Notes = "create_session machine, run_command echo, close_session; issue #38 asks <= 60 ms native for create and first command"
+	return row
+}

@@ -24,6 +24,17 @@ type (
 // reads, in its order (a machine's python3 gets them as PYTHONPATH).
 var PythonPath = strings.Join([]string{runtime.SiteDir, runtime.EnvDir, runtime.PackagesDir}, ":")
 
+// ProxyVars are the proxy variables of a sandbox whose proxy is on port
+// of its loopback (a machine's commands get them, as its interpreter).
+func ProxyVars(port int) map[string]string {
+	out := map[string]string{}
+	for _, kv := range proxyEnv(port) {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
 // ErrNotMachine: the sandbox starts nothing beside its program (not a
 // machine, or a backend that cannot yet).
 var ErrNotMachine = errors.New("the sandbox is not a machine")

@@ -70,6 +70,9 @@ var (
 )
 
 // machineInit is the state of a machine's init.
+//
+// Lock order: mu, then encMu (the reaper sends after it lets go of mu;
+// spawn sends holding neither).
 type machineInit struct {
 	cfg *initConfig
 	ctl *os.File

@@ -37,6 +37,9 @@ type Proc struct {
 }
 
 // machine is a machine sandbox's supervisor state.
+//
+// Lock order: spawnMu, then mu or ctlMu, never both of those at once.
+// The report reader takes mu alone; Signal takes ctlMu alone.
 type machine struct {
 	// spawnMu makes spawns one at a time: each order waits for its
 	// answer, so answers need no matching.

@@ -183,8 +183,11 @@ func TestMachineSessionServesWithNetwork(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
 		return // TestMachineSessionIsOneProcessTree checks the refusal
 	}
+	allowed, allowedHits := loopbackServer(t, "127.0.0.2")
+	denied, deniedHits := loopbackServer(t, "127.0.0.3")
 	cfg := service.LeanTestConfig()
 	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{allowed}
 	cfg.AllowedImports = []string{policy.AllImports}
 	svc := newServiceWith(t, cfg)
 	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, Servers: true, Profiles: []string{"network"}})
@@ -205,6 +208,14 @@ print(s.recv(12).decode())
 '`, 0)
 	if got != "HTTP/1.0 200\n" {
 		t.Fatalf("the background server answered %q", got)
+	}
+	// Every program goes out through the session's proxy, under the
+	// operator's list: judged by the host's servers.
+	if got := machineCommand(t, svc, se.ID, "curl -sS http://"+allowed+"/; curl -fsS --max-time 10 http://"+denied+"/ >/dev/null 2>&1 || echo refused", 0); got != "okrefused\n" {
+		t.Fatalf("curl through the proxy: %q", got)
+	}
+	if allowedHits.Load() != 1 || deniedHits.Load() != 0 {
+		t.Fatalf("the host's servers counted %d (allowed) and %d (denied)", allowedHits.Load(), deniedHits.Load())
 	}
 }
 

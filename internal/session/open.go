@@ -164,6 +164,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 			return fmt.Errorf("%w: the session's egress rules: %v", ErrUnavailable, err)
 		}
 		work.Forward = fwd
+		se.proxyPort.Store(int32(fwd.Port))
 	}
 	work.NetNS = se.netns.Load()
 	spec := work.Spec()

@@ -266,6 +266,9 @@ type Session struct {
 	// request in progress.
 	proxy   *egress.Proxy
 	refused atomic.Pointer[func(host string)]
+	// proxyPort is where the sandbox reaches its proxy on its loopback
+	// (0: no proxy); atomic, for a machine's commands.
+	proxyPort atomic.Int32
 	// network are the session's egress rules in force (nil: none), under
 	// netMu, a leaf: SetNetwork changes them while code runs.
 	netMu   sync.Mutex

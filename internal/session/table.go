@@ -92,6 +92,10 @@ func (se *Session) ID() string { return se.id }
 // Backend is where the session's sandbox runs: "native" or "gvisor".
 func (se *Session) Backend() string { return se.backend }
 
+// ProxyPort is the loopback port of the session's egress proxy in its
+// sandbox (0: it has none).
+func (se *Session) ProxyPort() int { return int(se.proxyPort.Load()) }
+
 // Machine reports whether the session is a machine (Request.Machine).
 func (se *Session) Machine() bool { return se.req.Machine }
 

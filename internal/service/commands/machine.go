@@ -30,8 +30,9 @@ func inMachine(se *session.Session) bool {
 
 // machineVars are the variables a machine's commands start with: its
 // PATH, led by the directory of the session's Python so that python3 is
-// that one, and the package directories its interpreter reads.
-func machineVars(interpreter string, env envstore.Env) map[string]string {
+// that one, the package directories its interpreter reads, and its
+// proxy's variables when it has one.
+func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string]string {
 	if env.Python != "" {
 		interpreter = env.Python
 	}
@@ -39,10 +40,16 @@ func machineVars(interpreter string, env envstore.Env) map[string]string {
 	if dir := path.Dir(interpreter); interpreter != "" && !strings.Contains(":"+p+":", ":"+dir+":") {
 		p = dir + ":" + p
 	}
-	return map[string]string{
+	vars := map[string]string{
 		"PATH":       p,
 		"PYTHONPATH": fleet.PythonPath,
 	}
+	if proxyPort != 0 {
+		// Every program reaches the network as the interpreter does:
+		// through the session's egress proxy and its rules.
+		maps.Copy(vars, fleet.ProxyVars(proxyPort))
+	}
+	return vars
 }
 
 // runInMachine runs the command as a process of the session's sandbox
