@@ -126,6 +126,11 @@ func (w Work) Spec() Spec {
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
 		spec.NetNS = w.NetNS
 		spec.Machine, spec.MachineRoot = w.Machine, w.MachineRoot
+		if w.Machine {
+			// One Python: the interpreter imports what a command's pip
+			// install put in the home (the user site).
+			spec.Env = append(slices.Clone(spec.Env), "CODECAGE_USER_SITE=1")
+		}
 		// Its namespace (lo only) is the wall: the code may serve on
 		// ports and reach the servers of the session's commands, which
 		// share it. Spares start before their session's request, so this

@@ -26,7 +26,7 @@ def _harness():
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
         _zygote(os)
-    for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE"):
+    for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE", "CODECAGE_USER_SITE"):
         os.environ.pop(name, None)  # the code's environment stays minimal
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.
@@ -487,6 +487,16 @@ def _tools_namespace(specs):
     return Tools()
 
 
+_USER_SITE = None  # a machine's user site, on sys.path (see _site_paths)
+
+
+def _refresh_user_site():
+    # A command's pip install may have made it since the import system
+    # last found it missing (and cached that).
+    if _USER_SITE and _USER_SITE in sys.path_importer_cache and sys.path_importer_cache[_USER_SITE] is None:
+        del sys.path_importer_cache[_USER_SITE]
+
+
 def _site_paths(os):
     # The interpreter runs with -S: site.py and the .pth files it executes
     # cost 7 ms of every run (more with each package installed). Add the
@@ -499,6 +509,12 @@ def _site_paths(os):
     # environment's layer, then the operator's layer (codecage packages
     # install), then the system's.
     dirs = ["/opt/codecage/site", "/opt/codecage/env", "/opt/codecage/packages"]
+    if os.environ.get("CODECAGE_USER_SITE"):
+        # A machine's: what pip install put in its home from a command,
+        # before the system's, as site.py orders them.
+        global _USER_SITE
+        _USER_SITE = os.path.join(os.path.expanduser("~"), ".local", "lib", v, "site-packages")
+        sys.path.append(_USER_SITE)
     if sys.prefix == "/usr":  # Debian's layout
         dirs += ["/usr/local/lib/%s/dist-packages" % v, "/usr/lib/python3/dist-packages", "/usr/lib/%s/dist-packages" % v]
     else:
@@ -722,6 +738,7 @@ def _seed_matplotlib_cache(os):
 
 def _run(req, builtins, real_import, main):
     global _outputs
+    _refresh_user_site()
     code = _cell_code(req.get("code", ""))
     filename = "<code>"
     module_type = type(sys)

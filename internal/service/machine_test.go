@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/leftovers"
+	"github.com/codecage/codecage/internal/pipfixture"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -255,5 +257,49 @@ func TestMachineRootIsKeptByParksAndSnapshots(t *testing.T) {
 	}
 	if got := machineCommand(t, svc, cp.ID, "cat /srv/data/f; sleep 30 & echo started", 0); got != "kept\nstarted\n" {
 		t.Fatalf("in the copy: %q", got)
+	}
+}
+
+// One Python: pip install in a machine's command (through its egress
+// proxy, from an index the operator allows) puts the package where the
+// command's python3 and the session's interpreter both import it.
+func TestMachinePipInstallIsSeenByTheInterpreter(t *testing.T) {
+	if testBackend(t) != config.IsolationNative {
+		return // TestMachineSessionIsOneProcessTree checks the refusal
+	}
+	dir := t.TempDir()
+	if _, err := pipfixture.Wheel(dir, "machinegreet", "1.0", pipfixture.WheelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := pipfixture.ServeIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	u, _ := url.Parse(idx.URL)
+	cfg := service.LeanTestConfig()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{u.Host}
+	cfg.AllowedImports = []string{policy.AllImports}
+	svc := newServiceWith(t, cfg)
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The interpreter looked for it before it was there.
+	if res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "import importlib.util\nprint(importlib.util.find_spec('machinegreet'))"}); err != nil || res.Stdout != "None\n" {
+		t.Fatalf("before: %v %+v", err, res)
+	}
+	machineCommand(t, svc, se.ID, "python3 -m pip install -q --disable-pip-version-check --index-url "+idx.URL+" machinegreet", time.Minute)
+	if got := machineCommand(t, svc, se.ID, "python3 -c 'import machinegreet; print(machinegreet.VALUE)'", 0); got != "machinegreet 1.0\n" {
+		t.Fatalf("the command's python3: %q", got)
+	}
+	res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "import machinegreet\nprint(machinegreet.VALUE)"})
+	if err != nil || res.Stdout != "machinegreet 1.0\n" {
+		t.Fatalf("the interpreter: %v %+v", err, res)
+	}
+	if idx.Requests("/simple/machinegreet/") == 0 {
+		t.Fatal("the index was not asked")
 	}
 }

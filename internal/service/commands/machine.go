@@ -43,6 +43,10 @@ func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string
 	vars := map[string]string{
 		"PATH":       p,
 		"PYTHONPATH": fleet.PythonPath,
+		// pip installs into the home (the user site, which the
+		// interpreter reads too): the system's Python is read-only, not
+		// Debian's to protect from it.
+		"PIP_BREAK_SYSTEM_PACKAGES": "1",
 	}
 	if proxyPort != 0 {
 		// Every program reaches the network as the interpreter does:
