@@ -392,6 +392,17 @@ await check("commands.run: a sandbox is a machine: any program runs, and what a 
   return `curl ran; the background process wrote ${JSON.stringify(got)}; a missing program exits 127`;
 });
 
+await check("a sandbox's root is its own: the file API and commands share /workspace and /analysis", async () => {
+  await sbx.files.makeDir("/workspace/proj");
+  await sbx.files.write("/workspace/proj/a.txt", "from the file API");
+  const r = await sbx.commands.run("cat /workspace/proj/a.txt && mkdir -p /analysis && echo out > /analysis/r.txt");
+  assert.equal(r.stdout, "from the file API");
+  assert.equal(await sbx.files.read("/analysis/r.txt"), "out\n");
+  const e = await sbx.files.write("/usr/x", "no").catch((err) => err);
+  assert.ok(e instanceof Error, `a write to /usr: ${describe(e)}`);
+  return "/workspace/proj/a.txt read by cat; /analysis/r.txt read by files.read; /usr refused";
+});
+
 // --- lifecycle ------------------------------------------------------------------
 await check("Sandbox.connect from a second client sees the same state", async () => {
   const s2 = await Sandbox.connect(sbx.sandboxId);

@@ -53,14 +53,12 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	}
 	// E2B's timeout (Connect-Timeout-Ms) is the process's, not the
 	// stream's: a client that goes away leaves it running until then.
-	limit := s.cfg.MaxCommandTime
-	if s.svc.OffersMachines(false) {
-		limit = s.cfg.SessionMaxLifetime // timeoutMs 0: the sandbox's life, as on E2B
-	}
+	// timeoutMs 0: as long as the service lets it (a machine's life).
+	limit := s.cfg.SessionMaxLifetime
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl))
 	}
-	creq.Timeout = max(limit, time.Second)
+	creq.Timeout, creq.TimeoutCeiling = max(limit, time.Second), true
 	// A request the service refuses (rate limit, budget, a gone sandbox)
 	// is an error of the call, before any event.
 	p, err := s.svc.StartProcess(ctx, service.ProcessRequest{Command: creq, Tag: m.Tag, Spec: service.ProcessSpec(m.Process)})

@@ -169,6 +169,20 @@ func TestMachineSessionsAreRefusedWhereNotOffered(t *testing.T) {
 	if svc.OffersMachines(false) {
 		t.Fatal("OffersMachines with machines off")
 	}
+	// A command asking for longer than a plain session's bound is
+	// refused, unless its timeout is a ceiling (E2B's timeoutMs 0).
+	plain, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := service.CommandRequest{SessionID: plain.ID, Owner: "o", Command: "echo ran", Timeout: 4 * time.Hour}
+	if _, err := svc.RunCommand(context.Background(), long); !errors.Is(err, service.ErrInvalidRequest) {
+		t.Fatalf("a 4 h command: %v", err)
+	}
+	long.TimeoutCeiling = true
+	if res, err := svc.RunCommand(context.Background(), long); err != nil || res.Stdout != "ran\n" {
+		t.Fatalf("a 4 h ceiling: %v %+v", err, res)
+	}
 	cfg = service.LeanTestConfig()
 	cfg.Isolation = config.IsolationGVisor
 	svc = newServiceAsIs(t, cfg)

@@ -80,6 +80,9 @@ func (c *Commands) check(req CommandRequest, home string, sessionEnv map[string]
 	if machine {
 		bound, def, setting = c.cfg.SessionMaxLifetime, c.cfg.SessionMaxLifetime, "a machine session's command: SANDBOX_SESSION_MAX_LIFETIME"
 	}
+	if req.TimeoutCeiling && timeout > bound {
+		timeout = bound
+	}
 	if timeout < 0 || timeout > bound {
 		return bad("timeout %s is out of range (at most %s, %s)", timeout, bound, setting)
 	}

@@ -25,6 +25,11 @@ type CommandRequest struct {
 	Env map[string]string
 	// Timeout is the wall-clock limit (0: the default).
 	Timeout time.Duration
+	// TimeoutCeiling: Timeout is the caller's ceiling, not a demand: the
+	// command runs up to the smaller of it and the service's bound (a
+	// machine's lifetime, else SANDBOX_MAX_COMMAND_TIMEOUT) instead of
+	// being refused (E2B's timeoutMs 0, "as long as it may").
+	TimeoutCeiling bool `json:",omitempty"`
 	// SessionID runs the command in that session's workspace; empty runs
 	// it in a fresh, empty one.
 	SessionID string
