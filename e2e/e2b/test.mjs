@@ -267,8 +267,11 @@ await check("files: binary round trip (bytes 0..255)", async () => {
   assert.equal(ex.text, "True", execSummary(ex));
 });
 
-await check("files.read outside the sandbox home (/etc/passwd) fails", async () => {
-  return rejects(sbx.files.read("/etc/passwd"), null, "files.read('/etc/passwd')");
+await check("files.read of /etc/passwd is the sandbox's own, never the host's; /proc is out of reach", async () => {
+  const p = await sbx.files.read("/etc/passwd");
+  assert.match(p, /^user:x:1000:1000:/m);
+  assert.doesNotMatch(p, /^daemon:/m, "the host's accounts");
+  return rejects(sbx.files.read("/proc/1/environ"), null, "files.read('/proc/1/environ')");
 });
 
 // --- commands ----------------------------------------------------------------
@@ -357,7 +360,7 @@ await check("commands.run: the programs agents expect in a shell", async () => {
 // E2B's envd lists a symlink by its resolved target and the target's type
 // (e2b Python <= 2.34 cannot parse FILE_TYPE_SYMLINK at all).
 await check("files.list: a symlink has its resolved target and its target's type", async () => {
-  const ex = await sbx.runCode("import os\nos.makedirs('/home/user/ln/d', exist_ok=True)\nopen('/home/user/ln/t.txt', 'w').write('x')\nfor n, t in [('f', 't.txt'), ('dd', '/home/user/ln/d'), ('gone', 'nothing'), ('out', '/etc/passwd')]:\n    os.symlink(t, '/home/user/ln/' + n)");
+  const ex = await sbx.runCode("import os\nos.makedirs('/home/user/ln/d', exist_ok=True)\nopen('/home/user/ln/t.txt', 'w').write('x')\nfor n, t in [('f', 't.txt'), ('dd', '/home/user/ln/d'), ('gone', 'nothing'), ('out', '/proc/1/environ')]:\n    os.symlink(t, '/home/user/ln/' + n)");
   assert.equal(ex.error, undefined, execSummary(ex));
   const byName = Object.fromEntries((await sbx.files.list("/home/user/ln")).map((e) => [e.name, e]));
   assert.equal(byName.f.type, "file", JSON.stringify(byName.f));
