@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"io"
 	"maps"
 	"slices"
@@ -104,6 +105,10 @@ type Work struct {
 	MachineRoot string
 }
 
+// MachineBin holds a machine's other names of its programs (python for
+// its interpreter), last on its commands' PATH, so a root's own win.
+const MachineBin = "/opt/codecage/bin"
+
 // Spec is the sandbox the work runs in.
 func (w Work) Spec() Spec {
 	spec := Spec{ID: w.ID, Limits: w.Limits, Forward: w.Forward, Stdout: w.Stdout, Stderr: w.Stderr}
@@ -128,8 +133,10 @@ func (w Work) Spec() Spec {
 		spec.Machine, spec.MachineRoot = w.Machine, w.MachineRoot
 		if w.Machine {
 			// One Python: the interpreter imports what a command's pip
-			// install put in the home (the user site).
+			// install put in the home (the user site), and is python too
+			// (MachineBin, last on a machine's PATH).
 			spec.Env = append(slices.Clone(spec.Env), "CODECAGE_USER_SITE=1")
+			spec.Links = map[string]string{MachineBin + "/python": cmp.Or(w.Interpreter, runtime.DefaultInterpreter)}
 		}
 		// Its namespace (lo only) is the wall: the code may serve on
 		// ports and reach the servers of the session's commands, which

@@ -102,6 +102,8 @@ type initConfig struct {
 	// for the init to open (rootless); neither: a tmpfs.
 	MachineRootFD   int    `json:",omitempty"`
 	MachineRootPath string `json:",omitempty"`
+	// Links are Spec.Links.
+	Links map[string]string `json:",omitempty"`
 }
 
 // supervisorReply answers an initReport that waits for one.

@@ -235,6 +235,10 @@ type Spec struct {
 	// home and the binds placed over it at each start; the names they
 	// take are removed from it first. Empty: a read-only tmpfs.
 	MachineRoot string
+	// Links are symlinks the init places in a machine's root, path (absolute,
+	// under /opt/codecage) to target, such as the interpreter's usual
+	// other names (python).
+	Links map[string]string
 	// Terminal, if set, runs the program on a pseudo-terminal of this
 	// size: a devpts instance of the sandbox's own, whose slave is the
 	// program's stdin, stdout, stderr and controlling terminal. The

@@ -37,6 +37,9 @@ func skeletonNames(spec Spec) ([]string, error) {
 	for _, b := range spec.Binds {
 		add(b.Path)
 	}
+	for p := range spec.Links {
+		add(p)
+	}
 	if spec.Root != "" {
 		top, _, err := RootTopLevel(spec.Root, spec.Home)
 		if err != nil {
@@ -126,4 +129,28 @@ func mountRootBase(cfg *initConfig) error {
 		return nil
 	}
 	return unix.MountSetattr(-1, newRoot, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Attr_clr: unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR_RDONLY})
+}
+
+// placeLinks places a machine's links (Spec.Links) in its root.
+func placeLinks(links map[string]string) error {
+	for p, target := range links {
+		dst := newRoot + p
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("link %s: %w", p, err)
+		}
+		if err := os.Symlink(target, dst); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("link %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// checkLinks refuses links outside /opt/codecage, or not absolute.
+func checkLinks(links map[string]string) error {
+	for p, target := range links {
+		if !strings.HasPrefix(p, "/opt/codecage/") || filepath.Clean(p) != p || strings.Contains(p, "..") || target == "" {
+			return fmt.Errorf("jail: link %q -> %q: links go under /opt/codecage", p, target)
+		}
+	}
+	return nil
 }

@@ -95,6 +95,9 @@ func buildRoot(cfg *initConfig) error {
 	if err := placeBinds(cfg, src); err != nil {
 		return err
 	}
+	if err := placeLinks(cfg.Links); err != nil {
+		return err
+	}
 	if !cfg.SharedTmp {
 		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
 		if err := mountTmpfsFlags(newRoot+"/tmp", tmpOpts, cfg.scratchFlags()); err != nil {

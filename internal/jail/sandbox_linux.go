@@ -218,8 +218,11 @@ func prepareSpec(spec *Spec) error {
 	if spec.Programs != nil && spec.Programs.Root != spec.Root {
 		return fmt.Errorf("jail: the programs were resolved in root %q, the sandbox's root is %q", spec.Programs.Root, spec.Root)
 	}
-	if spec.MachineRoot != "" && !spec.Machine {
-		return errors.New("jail: a machine root needs a machine")
+	if (spec.MachineRoot != "" || len(spec.Links) > 0) && !spec.Machine {
+		return errors.New("jail: a machine root and links need a machine")
+	}
+	if err := checkLinks(spec.Links); err != nil {
+		return err
 	}
 	if spec.Machine && (spec.Nested || spec.NoChannel && spec.Programs != nil) {
 		return errors.New("jail: a machine runs its own processes: neither nested nor a command jail")
@@ -308,6 +311,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Machine:         s.spec.Machine,
 		MachineRootFD:   fds.machineRootFD,
 		MachineRootPath: fds.machineRootPath,
+		Links:           s.spec.Links,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,10 @@ func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	}
 	if got := machineCommand(t, svc, se.ID, "python3 -c 'import sys, pandas; print(sys.executable, pandas.__name__)'", 0); got != cfg.Interpreter+" pandas\n" {
 		t.Fatalf("python3: %q", got)
+	}
+	real, _ := filepath.EvalSymlinks(cfg.Interpreter)
+	if got := machineCommand(t, svc, se.ID, "python -c 'import os, sys, pandas; print(os.path.realpath(sys.executable))'", 0); got != real+"\n" {
+		t.Fatalf("python: %q", got)
 	}
 	// Its root is its own: what a command makes at the top of the tree,
 	// the file API reads, and what the file API writes there, commands

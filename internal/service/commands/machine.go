@@ -36,7 +36,7 @@ func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string
 	if env.Python != "" {
 		interpreter = env.Python
 	}
-	p := machinePath
+	p := machinePath + ":" + fleet.MachineBin
 	if dir := path.Dir(interpreter); interpreter != "" && !strings.Contains(":"+p+":", ":"+dir+":") {
 		p = dir + ":" + p
 	}
