@@ -187,28 +187,19 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		return m, errdefs.Snapshot(err)
 	}
 	defer w.Abort() // nothing, once committed
-	to := session.SnapshotTo{StateOpts: p.stateOptions(nil), Workspace: func(dir string) error {
-		bw, err := w.Blob(blobWorkspace)
-		if err != nil {
+	// archive writes a directory out as one of the snapshot's blobs.
+	archive := func(blob string, limits wsfs.ArchiveLimits) func(string) error {
+		return func(dir string) error {
+			bw, err := w.Blob(blob)
+			if err != nil {
+				return err
+			}
+			_, err = wsfs.Archive(ctx, dir, bw, limits)
 			return err
 		}
-		_, err = wsfs.Archive(ctx, dir, bw, p.workspaceLimits())
-		return err
-	}, Site: func(dir string) error {
-		bw, err := w.Blob(blobSite)
-		if err != nil {
-			return err
-		}
-		_, err = wsfs.Archive(ctx, dir, bw, p.siteLimits())
-		return err
-	}, Root: func(dir string) error {
-		bw, err := w.Blob(blobRoot)
-		if err != nil {
-			return err
-		}
-		_, err = wsfs.Archive(ctx, dir, bw, p.workspaceLimits())
-		return err
-	}}
+	}
+	to := session.SnapshotTo{StateOpts: p.stateOptions(nil), Workspace: archive(blobWorkspace, p.workspaceLimits()),
+		Site: archive(blobSite, p.siteLimits()), Root: archive(blobRoot, p.workspaceLimits())}
 	if m.Backend == fleet.GVisor {
 		// runsc writes the image into the store in place (images.go).
 		if to.ImageDir, err = w.Files(blobMemory); err != nil {
@@ -300,39 +291,25 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 	}
 	defer release() // the session is in the table by then, where the collector finds it
 	imports := shape.Imports
-	from := session.RestoreFrom{StateOpts: p.stateOptions(imports.Modules), Workspace: func(dir string, uid int) error {
-		r, err := snap.Blob(blobWorkspace)
-		if err != nil {
-			return errdefs.Snapshot(err)
-		}
-		if err := wsfs.Unpack(ctx, dir, r, uid, p.workspaceLimits()); err != nil {
-			return fmt.Errorf("%w: its workspace: %v", errdefs.ErrSnapshotUnusable, err)
-		}
-		return nil
-	}}
-	if hasBlob(m, blobSite) { // snapshots made before packages were kept have none
-		from.Site = func(dir string, uid int) error {
-			r, err := snap.Blob(blobSite)
+	// unpack fills a directory from one of the snapshot's blobs.
+	unpack := func(blob, what string, limits wsfs.ArchiveLimits) func(string, int) error {
+		return func(dir string, uid int) error {
+			r, err := snap.Blob(blob)
 			if err != nil {
 				return errdefs.Snapshot(err)
 			}
-			if err := wsfs.Unpack(ctx, dir, r, uid, p.siteLimits()); err != nil {
-				return fmt.Errorf("%w: its packages: %v", errdefs.ErrSnapshotUnusable, err)
+			if err := wsfs.Unpack(ctx, dir, r, uid, limits); err != nil {
+				return fmt.Errorf("%w: its %s: %v", errdefs.ErrSnapshotUnusable, what, err)
 			}
 			return nil
 		}
 	}
+	from := session.RestoreFrom{StateOpts: p.stateOptions(imports.Modules), Workspace: unpack(blobWorkspace, "workspace", p.workspaceLimits())}
+	if hasBlob(m, blobSite) { // snapshots made before packages were kept have none
+		from.Site = unpack(blobSite, "packages", p.siteLimits())
+	}
 	if hasBlob(m, blobRoot) { // a machine's own root
-		from.Root = func(dir string, uid int) error {
-			r, err := snap.Blob(blobRoot)
-			if err != nil {
-				return errdefs.Snapshot(err)
-			}
-			if err := wsfs.Unpack(ctx, dir, r, uid, p.workspaceLimits()); err != nil {
-				return fmt.Errorf("%w: its root: %v", errdefs.ErrSnapshotUnusable, err)
-			}
-			return nil
-		}
+		from.Root = unpack(blobRoot, "root", p.workspaceLimits())
 	}
 	var image *snapstore.FileSet
 	if m.Backend == fleet.GVisor && (back == nil || !back.Cold) {
