@@ -63,6 +63,7 @@ const (
 	cgFreeze                     // freezer.state (v1), cgroup.freeze (v2)
 	cgEvents                     // cgroup.events (v2 only): "frozen 1" once frozen
 	cgProcsFreezer               // v1: the freezer hierarchy's cgroup.procs
+	cgMemStat                    // memory.stat: the page cache in the memory now
 	numCgFiles
 )
 
@@ -90,6 +91,7 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		// Read and written: reading it is how v1 finishes FREEZING.
 		cgFreeze:       {"freezer", "freezer.state", unix.O_RDWR},
 		cgProcsFreezer: {"freezer", "cgroup.procs", unix.O_WRONLY},
+		cgMemStat:      {"memory", "memory.stat", unix.O_RDONLY},
 	},
 	2: {
 		cgCPU:         {"", "cpu.stat", unix.O_RDONLY},
@@ -103,6 +105,7 @@ var cgFiles = [3][numCgFiles]cgFileSpec{
 		cgCPUMax:      {"", "cpu.max", unix.O_WRONLY},
 		cgFreeze:      {"", "cgroup.freeze", unix.O_RDWR},
 		cgEvents:      {"", "cgroup.events", unix.O_RDONLY},
+		cgMemStat:     {"", "memory.stat", unix.O_RDONLY},
 	},
 }
 
@@ -298,7 +301,11 @@ func (cg *cgroup) readInt(f cgFile) int64 {
 // (memory.events, cpu.stat, memory.oom_control); 0 when it cannot.
 func (cg *cgroup) readKey(f cgFile, key string) int64 {
 	var buf [1024]byte
-	b := buf[:cg.read(f, buf[:])]
+	return keyIn(buf[:cg.read(f, buf[:])], key)
+}
+
+// keyIn is the value of key in b, lines of "key value"; 0 without it.
+func keyIn(b []byte, key string) int64 {
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {

@@ -102,6 +102,10 @@ type initConfig struct {
 	// for the init to open (rootless); neither: a tmpfs.
 	MachineRootFD   int    `json:",omitempty"`
 	MachineRootPath string `json:",omitempty"`
+	// MachineMemory is a machine's memory limit: its /proc's MemTotal.
+	MachineMemory int64 `json:",omitempty"`
+	// proc is a machine's /proc, which the init renders (mountMachineProc).
+	proc *machineProc
 	// Links are Spec.Links.
 	Links map[string]string `json:",omitempty"`
 }

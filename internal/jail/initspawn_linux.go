@@ -46,6 +46,8 @@ type signalOrder struct {
 type supervisorOrder struct {
 	Spawn  *spawnOrder  `json:",omitempty"`
 	Signal *signalOrder `json:",omitempty"`
+	// Stats refreshes the machine's /proc (machineproc_linux.go).
+	Stats *machineStats `json:",omitempty"`
 }
 
 // spawnedReport answers a spawn order: the process's pid inside, or why
@@ -144,6 +146,8 @@ func (m *machineInit) readOrders(ctl *os.File, spawns chan<- spawnRequest) {
 			spawns <- spawnRequest{order: *o.Spawn, fds: rights.takeAll()}
 		case o.Signal != nil:
 			m.signal(*o.Signal)
+		case o.Stats != nil:
+			m.cfg.proc.render(*o.Stats)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package jail
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -260,5 +261,100 @@ func TestMachineRootIsWritableAndKept(t *testing.T) {
 	exit, out, errOut = spawnAndWait(t, again, "/bin/sh", "-c", "cat /app/f; grep -c mine /etc/hosts")
 	if exit.ExitCode != 1 || out != "kept\n0\n" {
 		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
+	}
+}
+
+// TestMachineProcShowsTheMachine: ps, top, free and uptime work in a
+// machine, and show its own processes and its cgroup's memory, never the
+// host's; every other host-wide proc entry is covered, as the host sees in
+// the machine's mount table.
+func TestMachineProcShowsTheMachine(t *testing.T) {
+	const limit = 200 << 20
+	sb := startMachine(t, Spec{Limits: Limits{MemoryBytes: limit}})
+	for _, argv := range [][]string{{"/usr/bin/ps", "aux"}, {"/usr/bin/top", "-b", "-n", "1"}, {"/usr/bin/uptime"}, {"/usr/bin/free"}} {
+		exit, out, errOut := spawnAndWait(t, sb, argv...)
+		if exit.ExitCode != 0 {
+			t.Errorf("%q: exit %+v, out %q, err %q", argv, exit, out, errOut)
+		}
+		t.Logf("%s:\n%s", strings.Join(argv, " "), out)
+	}
+
+	// free: the limit is the total; 60 MB more in /tmp (a tmpfs the
+	// machine's memory pays for) shows as used.
+	free := func() (total, used int64) {
+		t.Helper()
+		exit, out, errOut := spawnAndWait(t, sb, "/usr/bin/free", "-b")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "Mem:" {
+				total, _ = strconv.ParseInt(f[1], 10, 64)
+				used, _ = strconv.ParseInt(f[2], 10, 64)
+				return total, used
+			}
+		}
+		t.Fatalf("free -b: exit %+v, out %q, err %q", exit, out, errOut)
+		return 0, 0
+	}
+	total, before := free()
+	if total != limit {
+		t.Fatalf("free's total is %d, not the machine's limit %d", total, limit)
+	}
+	if exit, _, errOut := spawnAndWait(t, sb, "/bin/sh", "-c", "head -c 60000000 /dev/urandom > /tmp/fill"); exit.ExitCode != 0 {
+		t.Fatalf("fill /tmp: %+v %s", exit, errOut)
+	}
+	if _, after := free(); sb.cg != nil && after-before < 50_000_000 {
+		t.Fatalf("60 MB more in /tmp, but free's used went from %d to %d (the cgroup holds %d)", before, after, sb.MemoryUsage())
+	}
+
+	// ps lists the machine's processes, each by its pid inside: the host
+	// finds the same ones under the machine's uid (NSpid's last field).
+	exit, out, errOut := spawnAndWait(t, sb, "/usr/bin/ps", "-e", "-o", "pid=,comm=")
+	if exit.ExitCode != 0 {
+		t.Fatalf("ps: exit %+v err %q", exit, errOut)
+	}
+	var listed []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[1] != "ps" {
+			listed = append(listed, f[0])
+		}
+	}
+	var host []string
+	for _, p := range hostProcessesOf(sb.HostUID()) {
+		pid, _, _ := strings.Cut(p, ":")
+		b, _ := os.ReadFile("/proc/" + pid + "/status")
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(v)
+				host = append(host, f[len(f)-1])
+			}
+		}
+	}
+	if strings.Join(listed, " ") != strings.Join(host, " ") {
+		t.Fatalf("ps lists pids %v; the host finds the machine's processes at %v", listed, host)
+	}
+
+	// From the host: over each host-wide entry of the machine's proc is a
+	// mount of its own (a cover), and the machine cannot write them.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", sb.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], "/proc/") {
+			covered[strings.TrimPrefix(f[4], "/proc/")] = true
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		name := e.Name()
+		if _, err := strconv.Atoi(name); err == nil || name == "self" || name == "thread-self" || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		if !covered[name] {
+			t.Errorf("/proc/%s is the kernel's in the machine, not covered", name)
+		}
+	}
+	if exit, _, _ := spawnAndWait(t, sb, "/bin/sh", "-c", "echo 1 > /proc/meminfo || echo 1 > /proc/sysrq-trigger"); exit.ExitCode == 0 {
+		t.Fatal("the machine wrote over its /proc's covers")
 	}
 }

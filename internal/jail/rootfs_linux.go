@@ -107,7 +107,11 @@ func buildRoot(cfg *initConfig) error {
 	if err := buildWorkspace(cfg, src.workspace); err != nil {
 		return err
 	}
-	if err := mountProc(); err != nil {
+	if cfg.Machine {
+		if cfg.proc, err = mountMachineProc(cfg); err != nil {
+			return err
+		}
+	} else if err := mountProc(); err != nil {
 		return err
 	}
 	if cfg.Nested {
@@ -501,7 +505,7 @@ func buildWorkspace(cfg *initConfig, wsFD int) error {
 // libc's CPU count fall back to sched_getaffinity, and joblib and loky read
 // the sandbox's limits from /proc/self/cgroup. psutil's host-wide calls
 // (virtual_memory, cpu_times) fail; a sandbox has no business reading the
-// host's load.
+// host's load. A machine's proc is another (mountMachineProc).
 const ProcOptions = "subset=pid"
 
 // pivot makes newRoot the root and detaches the old one, so no path inside

@@ -106,6 +106,7 @@ func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
 	s.handOver(fds)
 	if spec.Machine {
 		s.machine = &machine{ctl: fds.control, answers: make(chan spawnAnswer, 1), procs: map[uint64]*Proc{}}
+		go s.refreshProcs()
 	}
 	go s.supervise(ctx, fds, waited)
 	return s, nil
@@ -311,6 +312,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Machine:         s.spec.Machine,
 		MachineRootFD:   fds.machineRootFD,
 		MachineRootPath: fds.machineRootPath,
+		MachineMemory:   s.spec.Limits.MemoryBytes,
 		Links:           s.spec.Links,
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {

@@ -93,6 +93,7 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	}
 	defer closeAll(child[:]...)
 
+	s.refreshProc() // what the process reads in /proc is the machine's now
 	m.spawnMu.Lock()
 	defer m.spawnMu.Unlock()
 	m.mu.Lock()

@@ -3,9 +3,11 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,4 +173,79 @@ func copyFile(t *testing.T, from, to string) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A machine's /proc has what ps, top and free read, and shows the machine:
+// its meminfo's total is its cgroup's limit (read on the host), never the
+// host's memory, and every other host-wide entry is covered (the host
+// reads the machine's mount table).
+func TestContainment_51_MachineProcShowsTheMachineNotTheHost(t *testing.T) {
+	svc, _, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id := newMachine(t, svc)
+	machineCommand(t, svc, id, "sleep 5151 >/dev/null 2>&1 &", 0)
+	pid := waitForProcess(t, "sleep", "5151")
+	limit := hostMemoryLimit(t, pid)
+	seen := machineCommand(t, svc, id, "grep MemTotal /proc/meminfo; cat /proc/kallsyms /proc/cpuinfo /proc/version /proc/sched_debug /proc/timer_list 2>/dev/null | wc -c; ls /proc/sys | wc -l", 0)
+	want := fmt.Sprintf("MemTotal:       %14d kB\n0\n0\n", limit>>10)
+	if !strings.HasPrefix(seen, want) {
+		t.Fatalf("the machine's /proc says %q; want its limit %d and nothing of the host's: %q...", seen, limit, want)
+	}
+	if hostMem, _ := os.ReadFile("/proc/meminfo"); strings.Fields(string(hostMem))[1] == strconv.FormatInt(limit>>10, 10) {
+		t.Fatalf("the machine's limit is the host's memory: the test proves nothing")
+	}
+	mounts, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			if name, ok := strings.CutPrefix(f[4], "/proc/"); ok {
+				covered[name] = true
+			}
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		name := e.Name()
+		if _, err := strconv.Atoi(name); err == nil || name == "self" || name == "thread-self" || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		if !covered[name] {
+			t.Errorf("/proc/%s in the machine is the kernel's, not a cover", name)
+		}
+	}
+}
+
+// hostMemoryLimit is the memory limit of a host process's cgroup, read on
+// the host (v1's memory hierarchy, or v2's).
+func hostMemoryLimit(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			file = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
+		case parts[0] == "0" && file == "":
+			file = filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")
+		}
+	}
+	v, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the memory limit of pid %d: %v", pid, err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+	if err != nil {
+		t.Fatalf("the memory limit of pid %d in %s: %q", pid, file, v)
+	}
+	return n
 }
