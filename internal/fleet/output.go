@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,10 @@ type stream struct {
 	// chunks passes on what comes as it comes, lines or not: an
 	// interactive program's prompt has no newline after it.
 	chunks bool
+	// keep, when not 0, bounds what is kept of what onLine was given:
+	// the first keep bytes; dropped says something was (Collector.Keep).
+	keep    int
+	dropped bool
 }
 
 func newStream(name, marker string, onLine func(stream, line string)) *stream {
@@ -105,8 +110,33 @@ func (s *stream) Write(p []byte) (int, error) {
 			s.onLine(s.name, string(rest))
 			s.emitted += len(rest)
 		}
+		s.dropPassed()
 	}
 	return len(p), nil
+}
+
+// dropPassed forgets what onLine was given past the first keep bytes:
+// the unfinished line after it stays (at most maxPartialLine).
+func (s *stream) dropPassed() {
+	if s.keep == 0 || s.emitted <= s.keep {
+		return
+	}
+	b := s.buf.Bytes()
+	n := copy(b[s.keep:], b[s.emitted:])
+	s.buf.Truncate(s.keep + n)
+	s.emitted, s.dropped = s.keep, true
+}
+
+// flush passes on an unfinished last line.
+func (s *stream) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onLine == nil || s.emitted >= s.buf.Len() {
+		return
+	}
+	s.onLine(s.name, string(s.buf.Bytes()[s.emitted:]))
+	s.emitted = s.buf.Len()
+	s.dropPassed()
 }
 
 // finish stops collecting: what comes later is not this run's.
@@ -201,3 +231,32 @@ func (c *Collector) Stderr() string { return c.out.stderr.text() }
 
 // Writers are the writers to give a jail.Spec.
 func (c *Collector) Writers() (stdout, stderr io.Writer) { return c.out.stdout, c.out.stderr }
+
+// Keep makes the collector keep the first n bytes of each stream alone
+// (n > 0; call it before the first write): everything still goes to
+// onLine, so that a program's whole output streams while what is kept
+// for Stdout and Stderr stays bounded.
+func (c *Collector) Keep(n int64) {
+	c.out.stdout.keep, c.out.stderr.keep = int(min(n, math.MaxInt32)), int(min(n, math.MaxInt32))
+}
+
+// Dropped reports whether Keep's bound dropped output from Stdout or
+// Stderr.
+func (c *Collector) Dropped() bool {
+	for _, s := range []*stream{c.out.stdout, c.out.stderr} {
+		s.mu.Lock()
+		d := s.dropped
+		s.mu.Unlock()
+		if d {
+			return true
+		}
+	}
+	return false
+}
+
+// Flush passes an unfinished last line of each stream to onLine, once the
+// program has ended.
+func (c *Collector) Flush() {
+	c.out.stdout.flush()
+	c.out.stderr.flush()
+}

@@ -322,3 +322,45 @@ func TestMachinePipInstallIsSeenByTheInterpreter(t *testing.T) {
 		t.Fatal("the index was not asked")
 	}
 }
+
+// A process's output streams whole, however much of it there is: a
+// server that logs past the output limit is not killed for it (the host
+// still finds it running), and a live follower gets every byte.
+func TestMachineProcessOutputStreamsWhole(t *testing.T) {
+	cfg := service.LeanTestConfig()
+	cfg.Isolation = config.IsolationNative
+	svc := newServiceAsIs(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 3_000_000 // three times the output limit
+	p, err := svc.StartProcess(context.Background(), service.ProcessRequest{Command: service.CommandRequest{SessionID: se.ID, Owner: "o",
+		Command: "head -c " + strconv.Itoa(size) + " /dev/zero | tr '\\0' x; echo; echo logged-all; exec sleep 6161"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	n, tail := 0, ""
+	_, err = svc.FollowProcess(ctx, se.ID, "o", service.ProcessSelector{PID: &p.PID}, true, time.Minute, func(ev service.ProcessEvent) error {
+		n += strings.Count(string(ev.Data), "x")
+		if tail = (tail + string(ev.Data)); len(tail) > 64 {
+			tail = tail[len(tail)-64:]
+		}
+		if strings.Contains(tail, "logged-all") {
+			stop()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the process ended (%v) before it logged all", err)
+	}
+	if n != size {
+		t.Fatalf("the follower got %d of %d bytes", n, size)
+	}
+	waitFor(t, "the process to run on, past its output", func() bool { return hostProcessNamed("sleep", "6161") != nil })
+	if err := svc.CloseSession(context.Background(), se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -121,21 +121,29 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		inSession(&work, se, in, backend)
 	}
 	spec := work.Spec()
+	var exit fleet.Exit
 	if machine {
-		exit := c.runInMachine(ctx, req, in, spec, out, daemon)
-		return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
+		exit = c.runInMachine(ctx, req, in, spec, out, daemon)
+	} else {
+		lease, err := c.o.Fleet.Start(ctx, backend, spec)
+		if err != nil {
+			return nil, c.o.FleetError(ctx, err)
+		}
+		if se != nil {
+			in.Attach(lease) // a pause of the session pauses it too
+		}
+		started(req, lease)
+		exit = lease.WaitProgram()
 	}
-	lease, err := c.o.Fleet.Start(ctx, backend, spec)
-	if err != nil {
-		return nil, c.o.FleetError(ctx, err)
+	if streamed(req) {
+		out.Flush()
+		exit.Truncated = exit.Truncated || out.Dropped()
 	}
-	if se != nil {
-		in.Attach(lease) // a pause of the session pauses it too
-	}
-	started(req, lease)
-	exit := lease.WaitProgram()
 	return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
 }
+
+// streamed reports whether req's whole output streams (Streamed).
+func streamed(req CommandRequest) bool { return req.Streamed && req.OnOutput != nil }
 
 // lastWords is the result's stderr: a daemon's last words (for
 // commandError), or the command's.
@@ -157,6 +165,11 @@ func (c *Commands) work(req CommandRequest, ok checked, home string, env envstor
 	work := fleet.Work{Kind: fleet.Command, ID: fleet.NewID(), Argv: argv, Env: ok.env, Home: home, Programs: programs,
 		Root: env.RootDir, EnvLayer: env.LayerDir, Limits: c.o.Caps.Command(ok.timeout)}
 	work.Stdout, work.Stderr = out.Writers()
+	if streamed(req) {
+		// The output limit bounds what the result keeps, not the command.
+		out.Keep(work.Limits.OutputBytes)
+		work.Limits.OutputBytes = unboundedOutput
+	}
 	if daemon != nil {
 		daemonWork(&work, daemon, c.cfg.SessionMaxLifetime)
 	}
@@ -185,8 +198,12 @@ func inSession(work *fleet.Work, se *session.Session, in session.Command, backen
 func daemonWork(work *fleet.Work, tail Daemon, lifetime time.Duration) {
 	work.Stdout, work.Stderr = tail, tail
 	work.Limits.Timeout, work.Limits.CPUTime = lifetime, lifetime
-	work.Limits.OutputBytes = math.MaxInt64 / 4
+	work.Limits.OutputBytes = unboundedOutput
 }
+
+// unboundedOutput is the output budget of a program whose output is not
+// kept whole (a daemon's, a streamed command's): none the program reaches.
+const unboundedOutput = math.MaxInt64 / 4
 
 // started hands the running command its input, and tells the caller.
 func started(req CommandRequest, lease inputTarget) {

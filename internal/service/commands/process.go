@@ -71,10 +71,18 @@ type Process struct {
 	owner  string
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// events is its output's last historyBytes or so, for followers from
+	// its start, and what its live followers have yet to send, up to
+	// lagBytes; first counts the events dropped before it.
 	events []ProcessEvent
-	end    *CommandResult
-	ended  bool
+	first  int
+	kept   int
+	// following holds each live follower's next event (counted from the
+	// process's first).
+	following map[*int]struct{}
+	end       *CommandResult
+	ended     bool
 	// gone: it ended with its session (closed, or at its end of life):
 	// it has no end, its followers get ErrSessionGone.
 	gone bool
@@ -187,6 +195,7 @@ func (ps *Processes) Run(session string, p *Process, req CommandRequest, run fun
 		p.add(ProcessEvent{Stream: stream, Data: []byte(line)})
 	}
 	req.OnStart = func() { p.markStarted(nil) }
+	req.Streamed = true // as envd's: a process's output streams whole
 	res, err := run(req)
 	if err != nil {
 		ps.Forget(session, p)
@@ -232,10 +241,30 @@ func (p *Process) markStarted(refused error) {
 	})
 }
 
+// A process's output streams whole to whoever follows it live, however
+// long it runs (a server's log): what a live follower has yet to send is
+// kept, up to lagBytes (one that falls further behind skips the oldest).
+// A follower from the start that comes later gets the last historyBytes.
+const (
+	historyBytes = 1 << 20
+	lagBytes     = 8 << 20
+)
+
 func (p *Process) add(ev ProcessEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.events = append(p.events, ev)
+	p.kept += len(ev.Data)
+	behind := p.first + len(p.events) // the slowest live follower's next event
+	for pos := range p.following {
+		behind = min(behind, *pos)
+	}
+	for len(p.events) > 1 && (p.kept > lagBytes || p.kept > historyBytes && p.first < behind) {
+		p.kept -= len(p.events[0].Data)
+		p.events[0] = ProcessEvent{}
+		p.events = p.events[1:]
+		p.first++
+	}
 	p.wakeLocked()
 }
 
@@ -266,7 +295,7 @@ func (p *Process) Ended() bool {
 // ErrSessionGone.
 func (p *Process) Follow(ctx context.Context, fromStart bool, keepalive time.Duration, send func(ProcessEvent) error) (*CommandResult, error) {
 	p.mu.Lock()
-	from := len(p.events)
+	from := p.first + len(p.events) // counted from the process's first event
 	if fromStart {
 		from = 0
 	}
@@ -276,16 +305,30 @@ func (p *Process) Follow(ctx context.Context, fromStart bool, keepalive time.Dur
 	}
 	t := time.NewTimer(keepalive)
 	defer t.Stop()
+	p.mu.Lock()
+	if p.following == nil {
+		p.following = map[*int]struct{}{}
+	}
+	p.following[&from] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.following, &from)
+		p.mu.Unlock()
+	}()
 	for {
 		p.mu.Lock()
-		batch, wake, ended, end, gone := p.events[from:], p.wake, p.ended, p.end, p.gone
+		from = max(from, p.first) // what fell out of the history is skipped
+		batch, wake, ended, end, gone := p.events[from-p.first:], p.wake, p.ended, p.end, p.gone
 		p.mu.Unlock()
 		for _, ev := range batch {
 			if err := send(ev); err != nil {
 				return nil, err
 			}
 		}
+		p.mu.Lock()
 		from += len(batch)
+		p.mu.Unlock()
 		switch {
 		case len(batch) > 0:
 			continue // the end may be in a later batch

@@ -76,3 +76,54 @@ func TestProcessFollowersSeeItsOutputAndEnd(t *testing.T) {
 		t.Fatalf("a process gone with its session: %v", err)
 	}
 }
+
+// TestProcessHistoryIsBounded: a live follower gets a process's whole
+// output, however long; what is kept for a follower from the start is
+// its last historyBytes or so, ending with its last line.
+func TestProcessHistoryIsBounded(t *testing.T) {
+	ps := NewProcesses()
+	_, cancel := context.WithCancel(context.Background())
+	p := ps.Add("s1", "alice", nil, ProcessSpec{Cmd: "server"}, cancel)
+	line := strings.Repeat("x", 1023) + "\n"
+	const lines = 3 * historyBytes / 1024
+	following := make(chan struct{})
+	live := make(chan int, 1)
+	go func() {
+		n := 0
+		_, err := p.Follow(context.Background(), true, time.Minute, func(ev ProcessEvent) error {
+			if ev.Stream == "start" {
+				close(following)
+			}
+			n += len(ev.Data)
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		live <- n
+	}()
+	ps.Run("s1", p, CommandRequest{}, func(req CommandRequest) (*CommandResult, error) {
+		req.OnStart()
+		<-following
+		for i := 0; i < lines; i++ {
+			req.OnOutput("stdout", line)
+		}
+		req.OnOutput("stdout", "last\n")
+		return &CommandResult{Success: true}, nil
+	}, func() bool { return false })
+	if n := <-live; n != lines*len(line)+len("last\n") {
+		t.Fatalf("the live follower got %d bytes of %d", n, lines*len(line)+len("last\n"))
+	}
+	var late []string
+	n := 0
+	if _, err := p.Follow(context.Background(), true, time.Minute, func(ev ProcessEvent) error {
+		n += len(ev.Data)
+		late = append(late, string(ev.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n > historyBytes || n < historyBytes-len(line) || late[len(late)-1] != "last\n" {
+		t.Fatalf("a late follower from the start got %d bytes (history %d), ending %q", n, historyBytes, late[len(late)-1])
+	}
+}

@@ -36,6 +36,11 @@ type CommandRequest struct {
 	Owner     string
 	// OnOutput: as an execution request's.
 	OnOutput func(stream, line string) `json:"-"`
+	// Streamed, with OnOutput, streams the command's whole output: no
+	// amount of it ends the command (a server's log, E2B's processes),
+	// and the result keeps the output limit's worth of each stream
+	// (Truncated beyond it).
+	Streamed bool `json:",omitempty"`
 	// OnStart, if set, is called once the command's sandbox runs it (a
 	// refused request never calls it).
 	OnStart func() `json:"-"`
