@@ -45,7 +45,7 @@ func (p *player) do(ctx context.Context, st step) string {
 		if from := st.args["from"]; from != "" {
 			answer, id = p.openFrom(ctx, on, key, p.resolve(from))
 		} else {
-			answer, id = p.openSession(ctx, on, key, st.args["environment"])
+			answer, id = p.openSession(ctx, on, key, st.args["environment"], st.args["machine"] == "true")
 		}
 		if id != "" {
 			as := cmp.Or(st.args["as"], "$s")
@@ -115,22 +115,25 @@ func (p *player) do(ctx context.Context, st step) string {
 // openSession opens a session as key, in environment ("": none; on E2B,
 // the code interpreter's template, else the environment's name as the
 // template, as the SDK's Sandbox.create(name) sends it).
-func (p *player) openSession(ctx context.Context, on, key, environment string) (answer, id string) {
+// openSession opens a session on surface on; machine asks REST and MCP
+// for a machine session (every E2B sandbox is one where the server
+// offers them).
+func (p *player) openSession(ctx context.Context, on, key, environment string, machine bool) (answer, id string) {
 	var body map[string]any
+	args := map[string]any{}
+	if environment != "" {
+		args["environment"] = environment
+	}
+	if machine {
+		args["machine"] = true
+	}
 	switch on {
 	case "rest":
-		req := "{}"
-		if environment != "" {
-			req = `{"environment": ` + rawJSON(environment) + `}`
-		}
-		answer, body = p.call(ctx, "POST", p.rest+"/sessions", []byte(req), bearer(key))
+		req, _ := json.Marshal(args)
+		answer, body = p.call(ctx, "POST", p.rest+"/sessions", req, bearer(key))
 		id, _ = body["session_id"].(string)
 	case "mcp":
 		var res *mcp.CallToolResult
-		args := map[string]any{}
-		if environment != "" {
-			args["environment"] = environment
-		}
 		answer, res = p.tool(ctx, key, "create_session", args)
 		if res != nil {
 			m, _ := res.StructuredContent.(map[string]any)
@@ -192,7 +195,7 @@ func (p *player) box(ctx context.Context, key, environment string) string {
 	if p.boxes[key+" "+environment] != "" {
 		return ""
 	}
-	answer, id := p.openSession(ctx, "e2b", key, environment)
+	answer, id := p.openSession(ctx, "e2b", key, environment, false)
 	if id == "" {
 		return answer
 	}
