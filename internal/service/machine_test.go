@@ -364,3 +364,58 @@ func TestMachineProcessOutputStreamsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A command that cannot start in a machine says why: here the session's
+// process limit is spent by what earlier commands left running (the host
+// counts them), and the next command's error names the fork's failure,
+// not a cancellation.
+func TestMachineCommandThatCannotStartSaysWhy(t *testing.T) {
+	cfg := service.LeanTestConfig()
+	cfg.Isolation = config.IsolationNative
+	cfg.MaxProcesses = 24
+	cfg.AllowedImports = []string{policy.AllImports}
+	svc := newServiceAsIs(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The interpreter starts sleeps until the limit refuses one, and
+	// stays: nothing of the machine ends, so the limit stays spent (the
+	// host counts the sleeps).
+	res, err := svc.Execute(context.Background(), service.Request{SessionID: se.ID, Owner: "o", Code: `
+import subprocess
+kept = []
+while True:
+    try:
+        kept.append(subprocess.Popen(["sleep", "8181"]))
+    except OSError as e:
+        print(e.strerror)
+        break`})
+	if err != nil || res.Stdout != "Resource temporarily unavailable\n" {
+		t.Fatalf("filling the process limit: %v %+v", err, res)
+	}
+	if n := len(leftoversOf("sleep", "8181")); n == 0 || n >= cfg.MaxProcesses {
+		t.Fatalf("the host counts %d sleeps under a limit of %d", n, cfg.MaxProcesses)
+	}
+	_, err = svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "true"})
+	if err == nil || !strings.Contains(err.Error(), "could not start") || !strings.Contains(err.Error(), "SANDBOX_MAX_PROCESSES") {
+		t.Fatalf("a command past the process limit: %v", err)
+	}
+	t.Log(err)
+	if err := svc.CloseSession(context.Background(), se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leftoversOf lists the host's processes named name whose command line
+// has marker.
+func leftoversOf(name, marker string) []int {
+	var out []int
+	for _, p := range leftovers.HostProcesses() {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
+		if p.Name == name && strings.Contains(string(b), marker) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}

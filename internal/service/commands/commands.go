@@ -123,7 +123,9 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	spec := work.Spec()
 	var exit fleet.Exit
 	if machine {
-		exit = c.runInMachine(ctx, req, in, spec, out, daemon)
+		if exit, err = c.runInMachine(ctx, req, in, spec, out, daemon); err != nil {
+			return nil, err
+		}
 	} else {
 		lease, err := c.o.Fleet.Start(ctx, backend, spec)
 		if err != nil {

@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"path"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/errdefs"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -58,8 +61,10 @@ func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string
 
 // runInMachine runs the command as a process of the session's sandbox
 // (in.Spawn), within its time limit and ctx (canceled as the session
-// closes); its output goes to out, or to daemon.
-func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, out *fleet.Collector, daemon Daemon) fleet.Exit {
+// closes); its output goes to out, or to daemon. A process that cannot
+// start is an error that says why: the sandbox has ended, or the init
+// could not fork it (the session's process limit, say).
+func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, out *fleet.Collector, daemon Daemon) (fleet.Exit, error) {
 	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, Terminal: spec.Terminal, OutputBytes: spec.Limits.OutputBytes}
 	proc.Stdout, proc.Stderr = out.Writers()
 	if daemon != nil {
@@ -67,13 +72,17 @@ func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in sess
 	}
 	start := time.Now()
 	p, err := in.Spawn(proc)
-	if err != nil {
-		// The session's sandbox ended under it (or the program could
-		// not start: sh is in every root, so that is the sandbox too).
-		return fleet.Exit{ExitCode: -1, Limit: fleet.LimitCanceled, Duration: time.Since(start)}
+	switch {
+	case errors.Is(err, fleet.ErrEnded):
+		return fleet.Exit{}, fmt.Errorf("%w: the session's sandbox has ended (its interpreter was killed, or the session is closing)", errdefs.ErrSessionEnded)
+	case err != nil && strings.Contains(err.Error(), "temporarily unavailable"):
+		return fleet.Exit{}, fmt.Errorf("%w: the command could not start in the session's sandbox: %v: its processes are at the limit (SANDBOX_MAX_PROCESSES=%d); end some first",
+			errdefs.ErrInvalidRequest, err, c.cfg.MaxProcesses)
+	case err != nil:
+		return fleet.Exit{}, fmt.Errorf("the command could not start in the session's sandbox: %v", err)
 	}
 	started(req, p) // its stdin or terminal
-	return waitProc(ctx, p, spec.Limits.Timeout, start)
+	return waitProc(ctx, p, spec.Limits.Timeout, start), nil
 }
 
 // waitProc waits for p's end, killing it (and its process group) at its
