@@ -48,6 +48,7 @@ type Sandbox struct {
 	enforcer *jail.Enforcer
 	done     chan struct{}
 	exit     jail.Exit
+	finished bool // exit is set (finish), under mu; the cgroup may be gone
 }
 
 // joinCgroup is the shell that starts runsc: it moves itself into the
@@ -355,7 +356,7 @@ func (s *Sandbox) finish() {
 	if e.Limit == jail.LimitNone && e.OOMKilled {
 		e.Limit = jail.LimitMemory
 	}
-	s.exit = e
+	s.exit, s.finished = e, true
 }
 
 // Kill ends the sandbox at once: every process of its cgroup (runsc, the
@@ -420,8 +421,12 @@ func (s *Sandbox) CPUUsage() time.Duration {
 // the sandbox (its cgroup), so far.
 func (s *Sandbox) Usage() (cpu time.Duration, peakMemory int64) {
 	s.mu.Lock()
-	cg := s.cg
+	cg, finished, exit := s.cg, s.finished, s.exit
 	s.mu.Unlock()
+	if finished {
+		// Its cgroup may be gone already: what finish read before.
+		return exit.CPUTime, exit.PeakMemoryBytes
+	}
 	if cg == nil {
 		return 0, 0
 	}

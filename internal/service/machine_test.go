@@ -419,3 +419,31 @@ func leftoversOf(name, marker string) []int {
 	}
 	return out
 }
+
+// npm install -g and pip's scripts land in the home's ~/.local, which
+// leads a machine's PATH: the installed program runs by its name, and the
+// host finds it in the session's workspace (the system stays read-only).
+func TestMachineGlobalInstallsLandInTheHome(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/npm"); err != nil {
+		t.Fatalf("npm is not installed (scripts/setup.sh installs it): %v", err)
+	}
+	cfg := service.LeanTestConfig()
+	cfg.Isolation = config.IsolationNative
+	svc := newServiceAsIs(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := `{"name": "machine-greet", "version": "1.0.0", "bin": {"machine-greet": "greet.js"}}`
+	machineCommand(t, svc, se.ID, "mkdir -p greet && printf '%s' '"+pkg+"' > greet/package.json && "+
+		"printf '#!/usr/bin/env node\\nconsole.log(\"greetings from\", process.argv[1])\\n' > greet/greet.js", 0)
+	machineCommand(t, svc, se.ID, "npm install -g --offline --no-audit --no-fund ./greet >/dev/null 2>&1", time.Minute)
+	out := machineCommand(t, svc, se.ID, "machine-greet", 0)
+	if !strings.HasPrefix(out, "greetings from") || !strings.Contains(out, "/.local/") {
+		t.Fatalf("the installed program says %q", out)
+	}
+	found, _ := filepath.Glob(filepath.Join(cfg.StateDir, "sessions", "*", ".local", "lib", "node_modules", "machine-greet"))
+	if len(found) != 1 {
+		t.Fatalf("the host finds no machine-greet in the session's ~/.local: %v", found)
+	}
+}

@@ -95,7 +95,7 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	}
 	machine := inMachine(se)
 	if machine {
-		sessionEnv = withVars(machineVars(c.cfg.Interpreter, env, se.ProxyPort()), sessionEnv)
+		sessionEnv = withVars(machineVars(home, c.cfg.Interpreter, env, se.ProxyPort()), sessionEnv)
 	}
 	ok, err := c.check(req, home, sessionEnv, machine)
 	if err != nil {

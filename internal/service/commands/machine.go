@@ -32,10 +32,11 @@ func inMachine(se *session.Session) bool {
 }
 
 // machineVars are the variables a machine's commands start with: its
-// PATH, led by the directory of the session's Python so that python3 is
-// that one, the package directories its interpreter reads, and its
-// proxy's variables when it has one.
-func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string]string {
+// PATH, led by the home's ~/.local/bin (what pip and npm install there,
+// as on Debian) and the directory of the session's Python so that
+// python3 is that one, the package directories its interpreter reads,
+// and its proxy's variables when it has one.
+func machineVars(home, interpreter string, env envstore.Env, proxyPort int) map[string]string {
 	if env.Python != "" {
 		interpreter = env.Python
 	}
@@ -43,13 +44,17 @@ func machineVars(interpreter string, env envstore.Env, proxyPort int) map[string
 	if dir := path.Dir(interpreter); interpreter != "" && !strings.Contains(":"+p+":", ":"+dir+":") {
 		p = dir + ":" + p
 	}
+	local := path.Join(home, ".local")
 	vars := map[string]string{
-		"PATH":       p,
+		"PATH":       local + "/bin:" + p,
 		"PYTHONPATH": fleet.PythonPath,
 		// pip installs into the home (the user site, which the
 		// interpreter reads too): the system's Python is read-only, not
 		// Debian's to protect from it.
 		"PIP_BREAK_SYSTEM_PACKAGES": "1",
+		// npm install -g, likewise: its packages in ~/.local/lib, its
+		// programs in ~/.local/bin (the system's /usr/local is read-only).
+		"NPM_CONFIG_PREFIX": local,
 	}
 	if proxyPort != 0 {
 		// Every program reaches the network as the interpreter does:
