@@ -106,6 +106,10 @@ type Config struct {
 	// ahead of create_session (default profiles and memory), natively and
 	// under gVisor (when it is in use).
 	SessionPoolSize, GVisorSessionPoolSize int
+	// MachinePoolSize is the machine sessions started ahead of create,
+	// natively, in the shape machines are asked for most: E2B's
+	// sandboxes when E2BListen is set, else machine: true sessions.
+	MachinePoolSize int
 	// SessionIdleTTL closes a session nobody used for that long.
 	SessionIdleTTL time.Duration
 	// SessionMaxLifetime closes a session that old, used or not.
@@ -342,6 +346,7 @@ func DefaultConfig() Config {
 		SessionMaxWatches:     4,
 		WatchMaxDirs:          1024,
 		SessionPoolSize:       1,
+		MachinePoolSize:       1,
 		GVisorSessionPoolSize: 1,
 		SessionIdleTTL:        15 * time.Minute,
 		SessionMaxLifetime:    4 * time.Hour,
@@ -460,6 +465,9 @@ func (c Config) readySandboxes() (int, []string) {
 		}
 		if c.MaxSessions > 0 {
 			add("SANDBOX_SESSION_POOL_SIZE", c.SessionPoolSize)
+			if c.MachineSessions {
+				add("SANDBOX_MACHINE_POOL_SIZE", c.MachinePoolSize)
+			}
 		}
 	}
 	if c.GVisorInUse() {

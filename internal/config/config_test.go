@@ -115,13 +115,14 @@ func TestRateLimitDependsOnKeys(t *testing.T) {
 func TestReadySandboxesWithinTheBudget(t *testing.T) {
 	c := DefaultConfig()
 	c.EnableDataScience = true
-	c.MaxSandboxes = c.PoolSize + c.DataPoolSize + c.SessionPoolSize
+	c.MaxSandboxes = c.PoolSize + c.DataPoolSize + c.SessionPoolSize + c.MachinePoolSize
 	if err := c.validate(); err != nil {
 		t.Fatalf("pools that fit: %v", err)
 	}
 	c.MaxSandboxes--
 	err := c.validate()
-	if err == nil || !strings.Contains(err.Error(), "SANDBOX_SESSION_POOL_SIZE") || !strings.Contains(err.Error(), "SANDBOX_MAX_SANDBOXES") {
+	if err == nil || !strings.Contains(err.Error(), "SANDBOX_SESSION_POOL_SIZE") || !strings.Contains(err.Error(), "SANDBOX_MACHINE_POOL_SIZE") ||
+		!strings.Contains(err.Error(), "SANDBOX_MAX_SANDBOXES") {
 		t.Fatalf("pools over the budget: %v", err)
 	}
 	c.MaxSessions = 0 // no sessions, no spares

@@ -118,6 +118,8 @@ var settings = []setting{
 		doc("directories one recursive watch may cover; the watch ends with an error past that"),
 	countSetting("session_pool_size", "SANDBOX_SESSION_POOL_SIZE", "sessions started ahead of create_session (default profiles and memory)", func(c *Config) *int { return &c.SessionPoolSize }).
 		doc("sessions started ahead of `create_session` (default profiles and memory), replaced once taken"),
+	countSetting("machine_pool_size", "SANDBOX_MACHINE_POOL_SIZE", "machine sessions started ahead of create, natively, when machine sessions are on", func(c *Config) *int { return &c.MachinePoolSize }).
+		doc("machine sessions started ahead of create, natively, when machine sessions are on (`SANDBOX_MACHINE_SESSIONS`), in the shape asked for most: E2B's sandboxes when `SANDBOX_E2B_LISTEN` is set, else `machine: true` sessions with the default home; replaced once taken"),
 	countSetting("gvisor_session_pool_size", "SANDBOX_GVISOR_SESSION_POOL_SIZE", "gVisor sessions started ahead of create_session, when the gVisor backend is in use", func(c *Config) *int { return &c.GVisorSessionPoolSize }),
 	durationSetting("session_idle_ttl", "SANDBOX_SESSION_IDLE_TTL", "close a session idle this long, seconds", func(c *Config) *time.Duration { return &c.SessionIdleTTL }),
 	durationSetting("session_max_lifetime", "SANDBOX_SESSION_MAX_LIFETIME", "close a session this old, seconds", func(c *Config) *time.Duration { return &c.SessionMaxLifetime }),

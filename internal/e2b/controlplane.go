@@ -20,8 +20,9 @@ import (
 	"github.com/codecage/codecage/internal/service"
 )
 
-// Home is where an E2B sandbox's workspace is, as in E2B's VMs.
-const Home = "/home/user"
+// Home is where an E2B sandbox's workspace is, as in E2B's VMs (the
+// service's: its machine spares are started there).
+const Home = service.E2BHome
 
 // defaultTimeout is E2B's sandbox lifetime when create names none.
 const defaultTimeout = 300 * time.Second

@@ -447,3 +447,92 @@ func TestMachineGlobalInstallsLandInTheHome(t *testing.T) {
 		t.Fatalf("the host finds no machine-greet in the session's ~/.local: %v", found)
 	}
 }
+
+// A machine session of the machine spares' shape is one of them: its
+// sandbox was running before the create (the host reads its init's start
+// time), it is a machine (what a command leaves lives on), and the fleet
+// starts a new spare in its place.
+func TestMachineSessionsComeFromSpares(t *testing.T) {
+	cfg := service.LeanTestConfig()
+	cfg.Isolation = config.IsolationNative
+	cfg.MachinePoolSize = 1
+	svc := newServiceAsIs(t, cfg)
+	const class = "machine/native"
+	waitFor(t, "a machine spare", func() bool { return svc.PoolStats()[class].Ready == 1 })
+	created := bootTicks(t)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := svc.PoolStats()[class]; st.Hits != 1 {
+		t.Fatalf("the create took no spare: %+v", st)
+	}
+	machineCommand(t, svc, se.ID, "sleep 9292 >/dev/null 2>&1 &", 0)
+	var init int
+	waitFor(t, "the background sleep to be the init's", func() bool {
+		p := hostProcessNamed("sleep", "9292")
+		if p == nil {
+			return false
+		}
+		init = p.PPID
+		return lastNSpid(init) == "1" // reparented to the machine's init
+	})
+	if started := startTicks(t, init); started >= created {
+		t.Fatalf("the session's init started at %d ticks after boot, not before the create (%d)", started, created)
+	}
+	waitFor(t, "the spare to be replaced", func() bool { return svc.PoolStats()[class].Ready == 1 })
+	// A machine asked in another shape (a home of its own) starts its own.
+	other, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, Home: "/home/user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := svc.PoolStats()[class]; st.Hits != 1 {
+		t.Fatalf("a machine of another shape took a spare: %+v", st)
+	}
+	if out := machineCommand(t, svc, other.ID, "pwd", 0); out != "/home/user\n" {
+		t.Fatalf("the other machine's home: %q", out)
+	}
+}
+
+// bootTicks is the time since boot in clock ticks, as /proc/<pid>/stat
+// counts a process's start.
+func bootTicks(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(up * 100)
+}
+
+// startTicks is when host process pid started, in ticks since boot.
+func startTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	n, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// lastNSpid is host process pid's pid in its own pid namespace.
+func lastNSpid(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			return f[len(f)-1]
+		}
+	}
+	return ""
+}

@@ -3,6 +3,7 @@ package service
 import (
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/session"
 )
 
 // startSpares has the session table keep spare sessions, per backend in
@@ -30,4 +31,14 @@ func (s *Service) startSpares() {
 		want[config.IsolationGVisor] = c.GVisorSessionPoolSize
 	}
 	s.sessions.StartSpares(imports, limits, want)
+	if c.MachineSessions && c.Isolation != config.IsolationGVisor {
+		shape := session.MachineShape{}
+		if c.E2BListen != "" {
+			shape = session.MachineShape{Home: E2BHome, Servers: true} // as the E2B surface creates them
+		}
+		s.sessions.StartMachineSpares(shape, c.MachinePoolSize)
+	}
 }
+
+// E2BHome is the home of E2B's sandboxes, /home/user as on E2B.
+const E2BHome = "/home/user"

@@ -21,8 +21,13 @@ func (t *Table) Create(ctx context.Context, req Request, shape Shape) (Info, err
 	imports, limits, backend := shape.Imports, shape.Limits, shape.Backend
 	var spare *Session
 	// Spares are started at /workspace with the default variables, on
-	// the host's root.
-	if req.Home == "" && len(req.Env) == 0 && req.Environment == "" && !req.Machine && t.spares.fits(imports, limits) {
+	// the host's root; machine spares in their own shape.
+	switch {
+	case req.Machine:
+		if t.spares.fitsMachine(req, backend, imports, limits) {
+			spare = takeKept(t.spares.machines)
+		}
+	case req.Home == "" && len(req.Env) == 0 && req.Environment == "" && t.spares.fits(imports, limits):
 		spare = t.takeSpare(backend)
 	}
 	t.mu.Lock()

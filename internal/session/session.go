@@ -106,8 +106,8 @@ type Request struct {
 	// Machine makes the session a small computer: its interpreter and
 	// every command run in one process tree (fleet.Work.Machine), where
 	// what a command leaves running lives on, and its commands may run
-	// any program of its root unless the operator keeps a list. Spares
-	// are not machines: a machine session starts its own sandbox.
+	// any program of its root unless the operator keeps a list. Machine
+	// spares (StartMachineSpares) serve those of their shape.
 	Machine bool `json:",omitempty"`
 }
 

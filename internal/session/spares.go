@@ -23,6 +23,24 @@ type spares struct {
 	byBackend map[string]*fleet.Kept[*Session]
 	imports   policy.ImportPolicy // the spares' shape
 	limits    fleet.Limits
+	// machines are native machine sessions of the same shape, started at
+	// machine's home, for the machine sessions one surface asks for most
+	// (StartMachineSpares).
+	machines *fleet.Kept[*Session]
+	machine  MachineShape
+}
+
+// MachineShape is what the machine spares are started as, besides the
+// spares' imports and limits: a request fits them with this home and
+// this servers setting, no variables of its own and the host's root.
+type MachineShape struct {
+	Home    string
+	Servers bool
+}
+
+// request is the start of a machine spare.
+func (m MachineShape) request() Request {
+	return Request{Home: m.Home, Servers: m.Servers, Machine: true}
 }
 
 // StartSpares starts keeping spare sessions of this import policy and
@@ -36,25 +54,55 @@ func (t *Table) StartSpares(imports policy.ImportPolicy, limits fleet.Limits, wa
 		if n <= 0 {
 			continue
 		}
-		create := func(ctx context.Context, launch fleet.Launch) (*Session, error) {
-			se, err := t.newSpare(backend, launch)
-			if err != nil {
-				t.log.Warn("a spare session did not start", "backend", backend, "error", err)
-			}
-			return se, err
-		}
-		alive := func(se *Session) bool {
-			select {
-			case <-se.sandbox().Done():
-				return false // it died waiting (its lifetime, or killed)
-			default:
-				return true
-			}
-		}
-		if k, err := fleet.Keep(t.opts.Fleet, spareClass(backend), n, create, t.Drop, alive); err == nil {
+		if k := t.keepSpares(backend, spareClass(backend), Request{}, n); k != nil {
 			sp.byBackend[backend] = k
 		}
 	}
+}
+
+// StartMachineSpares starts keeping n native machine sessions of shape
+// (and of StartSpares' imports and limits), for machine sessions asked
+// for in that shape. Call once, after StartSpares, before the table is
+// shared.
+func (t *Table) StartMachineSpares(shape MachineShape, n int) {
+	if n <= 0 {
+		return
+	}
+	t.spares.machine = shape
+	t.spares.machines = t.keepSpares(fleet.Native, "machine/"+fleet.Native, shape.request(), n)
+}
+
+// keepSpares has the fleet keep n spares of backend started as req (its
+// shape's fields alone), or returns nil.
+func (t *Table) keepSpares(backend, class string, req Request, n int) *fleet.Kept[*Session] {
+	create := func(ctx context.Context, launch fleet.Launch) (*Session, error) {
+		se, err := t.newSpare(backend, req, launch)
+		if err != nil {
+			t.log.Warn("a spare session did not start", "backend", backend, "class", class, "error", err)
+		}
+		return se, err
+	}
+	alive := func(se *Session) bool {
+		select {
+		case <-se.sandbox().Done():
+			return false // it died waiting (its lifetime, or killed)
+		default:
+			return true
+		}
+	}
+	k, err := fleet.Keep(t.opts.Fleet, class, n, create, t.Drop, alive)
+	if err != nil {
+		return nil
+	}
+	return k
+}
+
+// fitsMachine reports whether a session of req on backend, in these
+// imports and limits, starts as a machine spare does: every field of the
+// request that its sandbox's start reads is the spare's.
+func (sp *spares) fitsMachine(req Request, backend string, imports policy.ImportPolicy, limits fleet.Limits) bool {
+	return sp.machines != nil && req.Machine && backend == fleet.Native && req.Home == sp.machine.Home &&
+		req.Servers == sp.machine.Servers && len(req.Env) == 0 && req.Environment == "" && sp.fits(imports, limits)
 }
 
 // fits reports whether a session of this import policy and limits
@@ -68,7 +116,11 @@ func (sp *spares) fits(imports policy.ImportPolicy, limits fleet.Limits) bool {
 // takeSpare returns a spare session of backend that is still alive, or
 // nil; the fleet starts a replacement either way.
 func (t *Table) takeSpare(backend string) *Session {
-	k := t.spares.byBackend[backend]
+	return takeKept(t.spares.byBackend[backend])
+}
+
+// takeKept returns a spare of k that is still alive, or nil.
+func takeKept(k *fleet.Kept[*Session]) *Session {
 	if k == nil {
 		return nil
 	}
@@ -83,10 +135,11 @@ func (t *Table) takeSpare(backend string) *Session {
 // returnSpare ends a spare that Create could not use.
 func (t *Table) returnSpare(se *Session) { t.Drop(se) }
 
-// newSpare starts a session of the spares' shape on backend.
-func (t *Table) newSpare(backend string, launch fleet.Launch) (*Session, error) {
+// newSpare starts a session of the spares' shape on backend, started
+// as req (a machine spare's shape; nothing else of it is read).
+func (t *Table) newSpare(backend string, req Request, launch fleet.Launch) (*Session, error) {
 	now := time.Now()
-	se := &Session{id: "s" + fleet.NewID(), imports: t.spares.imports, limits: t.spares.limits, created: now, used: now, backend: backend}
+	se := &Session{id: "s" + fleet.NewID(), req: req, imports: t.spares.imports, limits: t.spares.limits, created: now, used: now, backend: backend}
 	if err := t.start(context.Background(), se, launch); err != nil {
 		t.Drop(se)
 		return nil, err
