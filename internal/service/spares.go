@@ -1,8 +1,8 @@
 package service
 
 import (
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/sizing"
 	"github.com/codecage/codecage/internal/session"
 )
 
@@ -23,22 +23,10 @@ func (s *Service) startSpares() {
 		s.log().Warn("no spare sessions: the default shape does not resolve", "error", err)
 		return
 	}
-	want := map[string]int{}
-	if c.Isolation != config.IsolationGVisor {
-		want[config.IsolationNative] = c.SessionPoolSize
-	}
-	if c.GVisorInUse() {
-		want[config.IsolationGVisor] = c.GVisorSessionPoolSize
-	}
-	s.sessions.StartSpares(imports, limits, want)
-	if c.MachineSessions && c.Isolation != config.IsolationGVisor {
-		shape := session.MachineShape{}
-		if c.E2BListen != "" {
-			shape = session.MachineShape{Home: E2BHome, Servers: true} // as the E2B surface creates them
-		}
-		s.sessions.StartMachineSpares(shape, c.MachinePoolSize)
-	}
+	s.sessions.StartSpares(imports, limits, sizing.Spares(c))
+	n, home, servers := sizing.MachineSpares(c)
+	s.sessions.StartMachineSpares(session.MachineShape{Home: home, Servers: servers}, n)
 }
 
-// E2BHome is the home of E2B's sandboxes, /home/user as on E2B.
-const E2BHome = "/home/user"
+// E2BHome is the home of E2B's sandboxes (the E2B surface's).
+const E2BHome = sizing.E2BHome
