@@ -67,7 +67,7 @@ func auditRows(t *testing.T, path string) int {
 }
 
 func auditServe(t *testing.T, db string) *server {
-	return startServe(t, "SANDBOX_AUDIT_DB="+db, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0")
+	return startServe(t, "SANDBOX_AUDIT_DB="+db, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0")
 }
 
 // TestAuditDatabaseDeletedWhileServing: the database file removed under a
@@ -201,7 +201,7 @@ func TestServeRefusesAnAuditTableOfAnotherShape(t *testing.T) {
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "serve", "--listen", "127.0.0.1:0")
-		cmd.Env = append(os.Environ(), cliMainEnv+"=1", "SANDBOX_AUDIT_DB="+db, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0")
+		cmd.Env = append(os.Environ(), cliMainEnv+"=1", "SANDBOX_AUDIT_DB="+db, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0")
 		out, err := cmd.CombinedOutput()
 		timedOut := ctx.Err() != nil
 		cancel()

@@ -29,7 +29,7 @@ func drainServer(t *testing.T, state string, env ...string) (*server, string) {
 	l.Close()
 	s := startServe(t, append([]string{"SANDBOX_E2B_LISTEN=" + e2bAddr, "SANDBOX_STATE_DIR=" + state,
 		"SANDBOX_AUDIT_DB=" + filepath.Join(t.TempDir(), "audit.db"), "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
-		"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_RATE_LIMIT=0", "SANDBOX_KEY_CONCURRENCY=32"}, env...)...)
+		"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_RATE_LIMIT=0", "SANDBOX_KEY_CONCURRENCY=32"}, env...)...)
 	s.state = state
 	return s, "http://" + e2bAddr
 }

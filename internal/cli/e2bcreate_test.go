@@ -39,7 +39,7 @@ func startE2BReplicas(t *testing.T, dsn string) ([]*server, []string) {
 	for i := range rs {
 		// One at a time: each with its own E2B listener.
 		rs[i] = startReplicas(t, dsn, 1, "SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
-			"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_E2B_LISTEN="+e2bAddr[i], fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i))[0]
+			"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_E2B_LISTEN="+e2bAddr[i], fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i))[0]
 	}
 	return rs, e2bAddr
 }

@@ -27,7 +27,7 @@ func shareServer(t *testing.T, env ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	return startServe(t, append([]string{"SANDBOX_API_KEYS=alice:" + shareAliceKey + ",bob:" + shareBobKey, "SANDBOX_RATE_LIMIT=0",
-		"SANDBOX_E2B_LISTEN=127.0.0.1:0", "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0",
+		"SANDBOX_E2B_LISTEN=127.0.0.1:0", "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0",
 		"SANDBOX_MAX_SESSIONS=6", "SANDBOX_MAX_WATCHES=4", "SANDBOX_SESSION_MAX_WATCHES=4",
 		"SANDBOX_STATE_DIR=" + filepath.Join(dir, "state"), "SANDBOX_AUDIT_DB=" + filepath.Join(dir, "audit.db")}, env...)...)
 }
@@ -196,7 +196,7 @@ func TestKeyShareOfWatches(t *testing.T) {
 // fork fills every session the server has.
 func TestNoKeysNoShare(t *testing.T) {
 	dir := t.TempDir()
-	s := startServe(t, "SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MAX_SESSIONS=4",
+	s := startServe(t, "SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_MAX_SESSIONS=4",
 		"SANDBOX_STATE_DIR="+filepath.Join(dir, "state"), "SANDBOX_AUDIT_DB="+filepath.Join(dir, "audit.db"))
 	code, created := call(t, "POST", s.url+"/sessions", "", map[string]any{})
 	if code != 201 {

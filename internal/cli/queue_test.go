@@ -45,7 +45,7 @@ func burst(t *testing.T, url string, n int, code string) (statuses []int, bodies
 // one succeeds, none refused for a per-key limit.
 func TestServeWithoutKeysQueuesABurst(t *testing.T) {
 	s := startServe(t, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_MAX_CONCURRENT=4", "SANDBOX_QUEUE_SIZE=128", "SANDBOX_QUEUE_TIMEOUT=80",
-		"SANDBOX_POOL_SIZE=2", "SANDBOX_SESSION_POOL_SIZE=0")
+		"SANDBOX_POOL_SIZE=2", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0")
 	statuses, bodies, _ := burst(t, s.url, 100, "print(6*7)")
 	failed := 0
 	for i, st := range statuses {
@@ -65,7 +65,7 @@ func TestServeWithoutKeysQueuesABurst(t *testing.T) {
 // that names the limits; nothing is refused before the queue is full.
 func TestServeWithoutKeysBoundsTheQueue(t *testing.T) {
 	s := startServe(t, "SANDBOX_STATE_DIR="+t.TempDir(), "SANDBOX_MAX_CONCURRENT=2", "SANDBOX_QUEUE_SIZE=6", "SANDBOX_QUEUE_TIMEOUT=60",
-		"SANDBOX_POOL_SIZE=2", "SANDBOX_SESSION_POOL_SIZE=0")
+		"SANDBOX_POOL_SIZE=2", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0")
 	start := time.Now()
 	statuses, bodies, retry := burst(t, s.url, 30, "import time\ntime.sleep(2)\nprint('done')")
 	ok, busy := 0, 0

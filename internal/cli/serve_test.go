@@ -61,7 +61,7 @@ func startServeBinary(t testing.TB, exe string, args []string, env ...string) *s
 	// One ready sandbox and no spare session unless the test asks (its env
 	// comes after, and the last of a name wins): the default four cells
 	// and a spare session are work no test of one run uses.
-	cmd.Env = append(os.Environ(), append([]string{"SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0"}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"SANDBOX_POOL_SIZE=1", "SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0"}, env...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

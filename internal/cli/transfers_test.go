@@ -75,7 +75,7 @@ func e2bServer(t *testing.T, env ...string) (*server, string) {
 	l.Close()
 	s := startServe(t, append([]string{"SANDBOX_E2B_LISTEN=" + e2bAddr, "SANDBOX_STATE_DIR=" + t.TempDir(),
 		"SANDBOX_AUDIT_DB=" + t.TempDir() + "/audit.db", "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
-		"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_RATE_LIMIT=0"}, env...)...)
+		"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_RATE_LIMIT=0"}, env...)...)
 	return s, "http://" + e2bAddr
 }
 

@@ -38,6 +38,7 @@ func TestAKeySeesItsE2BSandboxOverRESTAndMCP(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

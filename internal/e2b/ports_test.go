@@ -25,6 +25,7 @@ func newHostServer(t *testing.T, tune ...func(*config.Config)) (*httptest.Server
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
 	for _, f := range tune {
 		f(&cfg)

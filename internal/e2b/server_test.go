@@ -42,6 +42,7 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands) // as serve does with --e2b-listen
 	if tune != nil {
 		tune(&cfg)

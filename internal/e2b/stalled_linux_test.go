@@ -28,6 +28,7 @@ func TestStalledRunCodeDoesNotBlockTheSandbox(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.MaxTimeout = limit // runCode's limit: min(60 s, this)
 	cfg.StreamWriteTimeout = time.Second
 	// Output larger than the kernel's socket buffers, so that the server's
@@ -109,6 +110,7 @@ func TestStalledProcessStreamIsClosed(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.StreamWriteTimeout = time.Second
 	cfg.OutputSize, cfg.MaxOutput = 8<<20, 8<<20 // more than the socket buffers hold
 	svc, err := service.New(cfg, nil)

@@ -25,6 +25,7 @@ func newOperatorServer(t *testing.T) *httptest.Server {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
 	svc, err := service.New(cfg, nil)
 	if err != nil {

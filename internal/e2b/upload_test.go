@@ -73,6 +73,7 @@ func TestMultipartUploadIsAllOrNothing(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.WorkspaceMax = 2 << 20
 	svc, err := service.New(cfg, nil)
 	if err != nil {

@@ -67,6 +67,7 @@ func startServerOpts(t testing.TB, keys string, edit func(*config.Config), opts 
 	// on: each is a sandbox (under gVisor a boot) started with the server
 	// that most tests never use. Tests of spares set their own.
 	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize, cfg.GVisorPoolSize = 0, 0, 1
+	cfg.MachinePoolSize = 0
 	cfg.StateDir = t.TempDir()
 	if edit != nil {
 		edit(&cfg)

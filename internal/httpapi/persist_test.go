@@ -29,7 +29,9 @@ type snapshotInfo struct {
 }
 
 // noPools keeps the only sandboxes of a test its sessions' own.
-func noPools(c *config.Config) { c.PoolSize, c.DataPoolSize, c.SessionPoolSize = 0, 0, 0 }
+func noPools(c *config.Config) {
+	c.PoolSize, c.DataPoolSize, c.SessionPoolSize, c.MachinePoolSize = 0, 0, 0, 0
+}
 
 // openSession opens a session as key with body, failing the test if it
 // is not created.

@@ -402,11 +402,11 @@ func startProgram(cfg *initConfig, term *terminal) (int, error) {
 // (the program, or a machine's process), or kills it.
 func limitProcess(pid int, cfg *initConfig) error {
 	// The init's threads run as the same uid and count against
-	// RLIMIT_NPROC too; a machine's init may start a few more later.
+	// RLIMIT_NPROC too. A machine's init may start a few more later: its
+	// pids.max leaves room for them (machineThreads) that this limit keeps
+	// its processes from, or a machine at its limit would take the init
+	// down (the Go runtime dies when it cannot start a thread).
 	threads := ownThreads()
-	if cfg.Machine {
-		threads += machineThreads
-	}
 	for _, r := range cfg.Rlimits {
 		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
 		if r.Resource == unix.RLIMIT_NPROC {

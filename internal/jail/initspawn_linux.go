@@ -20,7 +20,8 @@ import (
 
 // machineThreads is a margin for the threads a machine's init may start
 // after its program (the order reader, the reaper, the runtime's own):
-// they run as the sandbox's uid and count against RLIMIT_NPROC.
+// the sandbox's pids.max holds it beyond what its processes' RLIMIT_NPROC
+// lets them take.
 const machineThreads = 8
 
 // spawnOrder asks the init to start a process; its stdin, stdout and

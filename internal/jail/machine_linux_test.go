@@ -3,6 +3,7 @@ package jail
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startMachine starts a machine whose program waits for ever (the
@@ -356,5 +359,71 @@ func TestMachineProcShowsTheMachine(t *testing.T) {
 	}
 	if exit, _, _ := spawnAndWait(t, sb, "/bin/sh", "-c", "echo 1 > /proc/meminfo || echo 1 > /proc/sysrq-trigger"); exit.ExitCode == 0 {
 		t.Fatal("the machine wrote over its /proc's covers")
+	}
+}
+
+// A machine whose processes take every process they may keeps its init:
+// the host finds room left in its cgroup's pids.max for the init's
+// threads, the machine lives through orders while its limit is spent, and
+// it starts processes again once the host has killed the bomb's.
+func TestMachineAtItsProcessLimitKeepsItsInit(t *testing.T) {
+	sb := startMachine(t, Spec{Limits: Limits{MaxProcesses: 16}})
+	bomb, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sh", "-c", "while :; do sleep 1000 & done"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: WorkspaceDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From the host: the bomb fills what its processes may take, and
+	// the cgroup still has room for the init's threads.
+	if sb.cg == nil {
+		t.Fatal("no cgroup: the host cannot count the machine's tasks")
+	}
+	waitFor(t, "the bomb to reach the process limit", func() bool { return sb.cg.readInt(cgPidsCurrent) >= 16 })
+	for stable, last := 0, int64(-1); stable < 5; time.Sleep(20 * time.Millisecond) {
+		if n := sb.cg.readInt(cgPidsCurrent); n == last {
+			stable++
+		} else {
+			stable, last = 0, n
+		}
+	}
+	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); room < machineThreads/2 {
+		t.Fatalf("the machine's processes left %d tasks of pids.max to its init", room)
+	}
+	// Orders keep the init's threads busy while the limit is spent:
+	// spawns that fail, and signals.
+	refused := 0
+	for i := 0; i < 50; i++ {
+		p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sleep", "1000"}, Dir: WorkspaceDir})
+		if err == nil {
+			defer p.Signal(syscall.SIGKILL)
+			continue
+		}
+		if !errors.Is(err, unix.EAGAIN) && !strings.Contains(err.Error(), "temporarily unavailable") {
+			t.Fatalf("a spawn at the limit: %v", err)
+		}
+		refused++
+	}
+	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); refused == 0 || room < machineThreads/2 {
+		t.Fatalf("spawns at the limit: %d of 50 refused, and %d tasks of pids.max left to the init", refused, room)
+	}
+	select {
+	case <-sb.Done():
+		t.Fatalf("the machine ended at its process limit: %+v", sb.Wait())
+	default:
+	}
+	// The loop ended when a fork failed; its sleeps are the init's now.
+	// The host kills them, and the machine starts processes again.
+	bomb.Wait()
+	pids, err := sb.cg.procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasSuffix(string(b), "sleep\x001000\x00") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	waitFor(t, "the bomb's processes to be reaped", func() bool { return sb.cg.readInt(cgPidsCurrent) < 12 })
+	if exit, _, _ := spawnAndWait(t, sb, "/bin/sh", "-c", "true"); exit.ExitCode != 0 {
+		t.Fatalf("after the bomb: %+v", exit)
 	}
 }

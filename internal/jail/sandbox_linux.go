@@ -348,7 +348,14 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 			s.input = in
 			return nil
 		case rep.Forking:
-			if err := s.cg.settlePids(s.spec.Limits.MaxProcesses); err != nil {
+			program := s.spec.Limits.MaxProcesses
+			if s.spec.Machine {
+				// Room the machine's processes cannot take (their
+				// RLIMIT_NPROC stops them first): its init's threads,
+				// which it may need any time it serves them.
+				program += machineThreads
+			}
+			if err := s.cg.settlePids(program); err != nil {
 				return fmt.Errorf("%w: %v", ErrSetup, err)
 			}
 			if err := json.NewEncoder(fds.control).Encode(supervisorReply{Fork: true}); err != nil {

@@ -81,6 +81,9 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	if s.killed.Load() {
 		return nil, ErrEnded
 	}
+	if err := s.roomToSpawn(); err != nil {
+		return nil, fmt.Errorf("jail: start %s: %w", spec.Argv[0], err)
+	}
 	budget := spec.OutputBytes
 	if budget <= 0 {
 		budget = s.spec.Limits.OutputBytes
@@ -134,6 +137,22 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	}
 	go p.finish()
 	return p, nil
+}
+
+// roomToSpawn refuses a spawn when the machine's processes hold all the
+// tasks they may (its cgroup's pids.max but the init's room): the init
+// forks a spawn without RLIMIT_NPROC's check, so without this, spawns
+// would take the room its own threads need, and a Go runtime that cannot
+// start a thread ends the machine.
+func (s *Sandbox) roomToSpawn() error {
+	if s.cg == nil {
+		return nil
+	}
+	limit := s.cg.readInt(cgPidsMax)
+	if limit > 0 && s.cg.readInt(cgPidsCurrent) >= limit-machineThreads {
+		return fmt.Errorf("the machine's processes are at their limit: %w", unix.EAGAIN)
+	}
+	return nil
 }
 
 // takeTerminal makes the master the init sent the process's input; what

@@ -22,6 +22,7 @@ func twoClients(t *testing.T) (alice, bob *mcp.ClientSession) {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.DataPoolSize, cfg.SessionPoolSize = 0, 0, 0
+	cfg.MachinePoolSize = 0
 	svc, err := service.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,7 @@ func start(t *testing.T) *env {
 	cfg.EnvironmentsDir = filepath.Join(cfg.StateDir, "environments")
 	commitEnvironment(t, cfg.EnvironmentsDir)
 	cfg.PoolSize, cfg.SessionPoolSize, cfg.EnvPoolSize = 0, 0, 0 // sandboxes seen in /metrics are the scenario's own
+	cfg.MachinePoolSize = 0
 	cfg.Timeout, cfg.MaxTimeout = runLimit, runLimit
 	cfg.AllowedCommands = append(cfg.AllowedCommands, "bash")  // as serve does with --e2b-listen
 	cfg.Kernels = []string{"javascript", "typescript", "bash"} // likewise

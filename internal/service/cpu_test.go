@@ -268,6 +268,7 @@ func TestSessionIdleAllowance(t *testing.T) {
 		c.AllowedImports = []string{policy.AllImports}
 		c.CPULimit, c.IdleCPU = 1, idleCores
 		c.DataPoolSize, c.SessionPoolSize, c.GVisorPoolSize, c.GVisorDataPoolSize, c.GVisorSessionPoolSize = 0, 0, 0, 0, 0
+		c.MachinePoolSize = 0
 	})
 	id := newSession(t, svc, "alice")
 	res := inSession(t, svc, id, "alice", `import threading, time

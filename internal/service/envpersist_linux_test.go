@@ -78,6 +78,7 @@ func testEnvironmentFollowsSavedSessions(t *testing.T, gvisor bool) {
 	svc := containerService(t, func(c *config.Config) {
 		c.StateDir, c.EnvironmentsDir = stateDir, envDir
 		c.PoolSize, c.GVisorPoolSize, c.SessionPoolSize = 0, 0, 0
+		c.MachinePoolSize = 0
 	})
 	ctx := context.Background()
 	envA := commitEnv(t, envDir, "persist", "A")

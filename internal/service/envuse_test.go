@@ -20,6 +20,7 @@ func TestEnvironmentInUseSurvivesCollection(t *testing.T) {
 	}
 	cfg := config.DefaultConfig()
 	cfg.PoolSize, cfg.DataPoolSize, cfg.SessionPoolSize = 0, 0, 0
+	cfg.MachinePoolSize = 0
 	cfg.StateDir = t.TempDir()
 	cfg.PipFindLinks = wh
 	s, err := New(cfg, nil)

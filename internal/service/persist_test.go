@@ -147,6 +147,7 @@ func TestSessionPauseManualResumeAndOwners(t *testing.T) {
 func TestSessionPauseWithoutMemoryFreesTheSlot(t *testing.T) {
 	svc := sessionService(t, func(c *config.Config) { // nothing kept ready refills the budget
 		c.SessionPoolSize, c.GVisorSessionPoolSize, c.GVisorPoolSize, c.GVisorDataPoolSize, c.DataPoolSize = 0, 0, 0, 0, 0
+		c.MachinePoolSize = 0
 	})
 	ctx := context.Background()
 	id := newSession(t, svc, "alice")

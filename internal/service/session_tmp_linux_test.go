@@ -26,6 +26,7 @@ func TestSessionTmpIsSharedAndPrivate(t *testing.T) {
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.StateDir = t.TempDir()
 	cfg.SessionPoolSize = 0
+	cfg.MachinePoolSize = 0
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 	a, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o"})

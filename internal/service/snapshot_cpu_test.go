@@ -24,6 +24,7 @@ func TestSessionSnapshotRunsAtFullCPU(t *testing.T) {
 		c.AllowedImports = []string{policy.AllImports}
 		c.CPULimit, c.IdleCPU = 1, idleCores
 		c.DataPoolSize, c.SessionPoolSize, c.GVisorPoolSize, c.GVisorDataPoolSize, c.GVisorSessionPoolSize = 0, 0, 0, 0, 0
+		c.MachinePoolSize = 0
 	})
 	id := newSession(t, svc, "alice")
 	mustSucceed(t, inSession(t, svc, id, "alice", "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(1)\n        return (int, (7,))\ns = Slow()"))

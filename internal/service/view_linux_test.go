@@ -30,6 +30,7 @@ func TestFileAPIReachesTmpAndSystemTree(t *testing.T) {
 	cfg.EnableFilesystem = true
 	cfg.StateDir = t.TempDir()
 	cfg.SessionPoolSize = 0
+	cfg.MachinePoolSize = 0
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 	s, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Home: "/home/user"})

@@ -69,6 +69,7 @@ func watchService(t *testing.T, mut func(*config.Config)) *service.Service {
 	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.SessionPoolSize, cfg.GVisorSessionPoolSize = 0, 0
+	cfg.MachinePoolSize = 0
 	if mut != nil {
 		mut(&cfg)
 	}

@@ -47,6 +47,7 @@ func BenchmarkZygoteThroughput(t *testing.B) {
 	var profiles []string
 	cfg := config.DefaultConfig()
 	cfg.SessionPoolSize = 0 // stateless runs only
+	cfg.MachinePoolSize = 0
 	if os.Getenv("CODECAGE_PERF_NUMPY") != "" {
 		cfg.EnableDataScience = true
 		code = "import numpy; numpy.arange(10**6).sum()"

@@ -81,7 +81,7 @@ func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in sess
 	case errors.Is(err, fleet.ErrEnded):
 		return fleet.Exit{}, fmt.Errorf("%w: the session's sandbox has ended (its interpreter was killed, or the session is closing)", errdefs.ErrSessionEnded)
 	case err != nil && strings.Contains(err.Error(), "temporarily unavailable"):
-		return fleet.Exit{}, fmt.Errorf("%w: the command could not start in the session's sandbox: %v: its processes are at the limit (SANDBOX_MAX_PROCESSES=%d); end some first",
+		return fleet.Exit{}, fmt.Errorf("%w: the command could not start in the session's sandbox: %v (SANDBOX_MAX_PROCESSES=%d: end some of its processes first)",
 			errdefs.ErrInvalidRequest, err, c.cfg.MaxProcesses)
 	case err != nil:
 		return fleet.Exit{}, fmt.Errorf("the command could not start in the session's sandbox: %v", err)
