@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codecage/codecage/internal/hostproc"
 )
 
 // startMachine starts a machine whose program waits for ever (the
@@ -337,25 +339,9 @@ func TestMachineProcShowsTheMachine(t *testing.T) {
 
 	// From the host: over each host-wide entry of the machine's proc is a
 	// mount of its own (a cover), and the machine cannot write them.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", sb.cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	covered := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], "/proc/") {
-			covered[strings.TrimPrefix(f[4], "/proc/")] = true
-		}
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		name := e.Name()
-		if _, err := strconv.Atoi(name); err == nil || name == "self" || name == "thread-self" || e.Type()&os.ModeSymlink != 0 {
-			continue
-		}
-		if !covered[name] {
-			t.Errorf("/proc/%s is the kernel's in the machine, not covered", name)
-		}
+	uncovered, err := hostproc.Uncovered(sb.cmd.Process.Pid)
+	if err != nil || len(uncovered) > 0 {
+		t.Fatalf("host-wide /proc entries the kernel's in the machine, not covered: %v (%v)", uncovered, err)
 	}
 	if exit, _, _ := spawnAndWait(t, sb, "/bin/sh", "-c", "echo 1 > /proc/meminfo || echo 1 > /proc/sysrq-trigger"); exit.ExitCode == 0 {
 		t.Fatal("the machine wrote over its /proc's covers")

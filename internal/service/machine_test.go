@@ -327,13 +327,7 @@ func TestMachinePipInstallIsSeenByTheInterpreter(t *testing.T) {
 // server that logs past the output limit is not killed for it (the host
 // still finds it running), and a live follower gets every byte.
 func TestMachineProcessOutputStreamsWhole(t *testing.T) {
-	cfg := service.LeanTestConfig()
-	cfg.Isolation = config.IsolationNative
-	svc := newServiceAsIs(t, cfg)
-	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, _, se := nativeMachine(t, nil)
 	const size = 3_000_000 // three times the output limit
 	p, err := svc.StartProcess(context.Background(), service.ProcessRequest{Command: service.CommandRequest{SessionID: se.ID, Owner: "o",
 		Command: "head -c " + strconv.Itoa(size) + " /dev/zero | tr '\\0' x; echo; echo logged-all; exec sleep 6161"}})
@@ -370,15 +364,10 @@ func TestMachineProcessOutputStreamsWhole(t *testing.T) {
 // counts them), and the next command's error names the fork's failure,
 // not a cancellation.
 func TestMachineCommandThatCannotStartSaysWhy(t *testing.T) {
-	cfg := service.LeanTestConfig()
-	cfg.Isolation = config.IsolationNative
-	cfg.MaxProcesses = 24
-	cfg.AllowedImports = []string{policy.AllImports}
-	svc := newServiceAsIs(t, cfg)
-	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, cfg, se := nativeMachine(t, func(c *config.Config) {
+		c.MaxProcesses = 24
+		c.AllowedImports = []string{policy.AllImports}
+	})
 	// The interpreter starts sleeps until the limit refuses one, and
 	// stays: nothing of the machine ends, so the limit stays spent (the
 	// host counts the sleeps).
@@ -427,13 +416,7 @@ func TestMachineGlobalInstallsLandInTheHome(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/npm"); err != nil {
 		t.Fatalf("npm is not installed (scripts/setup.sh installs it): %v", err)
 	}
-	cfg := service.LeanTestConfig()
-	cfg.Isolation = config.IsolationNative
-	svc := newServiceAsIs(t, cfg)
-	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, cfg, se := nativeMachine(t, nil)
 	pkg := `{"name": "machine-greet", "version": "1.0.0", "bin": {"machine-greet": "greet.js"}}`
 	machineCommand(t, svc, se.ID, "mkdir -p greet && printf '%s' '"+pkg+"' > greet/package.json && "+
 		"printf '#!/usr/bin/env node\\nconsole.log(\"greetings from\", process.argv[1])\\n' > greet/greet.js", 0)
@@ -535,4 +518,21 @@ func lastNSpid(pid int) string {
 		}
 	}
 	return ""
+}
+
+// nativeMachine starts a lean native service, edited by edit (when not
+// nil), and a machine session of owner "o" in it.
+func nativeMachine(t *testing.T, edit func(*config.Config)) (*service.Service, config.Config, *service.SessionInfo) {
+	t.Helper()
+	cfg := service.LeanTestConfig()
+	cfg.Isolation = config.IsolationNative
+	if edit != nil {
+		edit(&cfg)
+	}
+	svc := newServiceAsIs(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, cfg, se
 }
