@@ -87,6 +87,9 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	}
+	if r := rep.Row("machine_first_command"); r != nil && r.PoolHits != int64(r.Runs) {
+		t.Errorf("machine_first_command: %d of %d creates took a machine spare", r.PoolHits, r.Runs)
+	}
 	if r := rep.Row("print1_sequential"); r != nil && r.Runs != 6 {
 		t.Errorf("print1_sequential ran %d times, want 6", r.Runs)
 	}
@@ -167,7 +170,7 @@ func TestQuickRun(t *testing.T) {
 // latencyOnly: rows that time one step between untimed ones, and
 // report no throughput.
 func latencyOnly(key string) bool {
-	for _, s := range []string{"_warm", "session_lifecycle", "_pause", "_resume", "_park", "_unpark", "_snapshot", "_snapshot_cold", "_fork10"} {
+	for _, s := range []string{"_warm", "session_lifecycle", "machine_first_command", "_pause", "_resume", "_park", "_unpark", "_snapshot", "_snapshot_cold", "_fork10"} {
 		if strings.HasSuffix(key, s) {
 			return true
 		}
