@@ -3,8 +3,8 @@
 # (OpenAI Agents SDK's E2BSandboxClient, @mastra/e2b, @computesdk/e2b,
 # @e2b/cli), pinned in e2e/clients, driven through their own public APIs
 # against `codecage serve --e2b-listen` by e2e/clients/run.mjs. It reports
-# how many steps pass per client and exits 0 whatever that count is: it is
-# not a gate yet, so scripts/test.sh does not run it.
+# how many steps pass per client, and fails unless every step passed: no
+# step needs more than this host (scripts/test.sh runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"

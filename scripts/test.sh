@@ -95,6 +95,9 @@ suite gvisor-image "CODECAGE_TEST_BACKEND=gvisor CODECAGE_TEST_ENVIRONMENT=image
 suite race "CGO_ENABLED=1 go test $gt -race -timeout 15m $* ./internal/fleet ./internal/runtime \
 	$(echo $raceonly | sed 's|internal/|./internal/|g') && \
 	CGO_ENABLED=1 go test $gt -race $* -run '^Test(BuildResult|SpareFitting)' ./internal/service"
+# Third-party E2B clients (OpenAI Agents SDK, Mastra, ComputeSDK, the E2B
+# CLI) driven through their own APIs, as their users would (npm registry).
+suite e2e-clients scripts/e2e-clients.sh
 # The official MCP conformance suite against codecage serve (npm registry).
 suite conformance scripts/conformance.sh
 # The official MCP TypeScript client, end to end, over stdio and HTTP.

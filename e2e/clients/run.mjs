@@ -1,8 +1,9 @@
 // Issue #38's yardstick: drives each third-party E2B client in this
 // directory through its own public API against a running codecage
 // (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY), prints one line per step and
-// "N of M steps passed" per client. A failing step is a finding, not a
-// harness error: the exit status is 0 unless the harness itself broke.
+// "N of M steps passed" per client. Every step needs only this host, so
+// each must pass: the exit status is 1 when one failed (2: the harness
+// itself broke).
 // Usage: node run.mjs [client ...]   (default: every client)
 import { Sandbox } from "e2b";
 import * as openai from "./openai.mjs";
@@ -106,4 +107,4 @@ for (const [name, passed, total] of summary) {
   all += total;
 }
 console.log(`all clients: ${allPassed} of ${all} steps passed`);
-process.exit(0);
+process.exit(allPassed === all ? 0 : 1);

@@ -119,6 +119,10 @@ type planner struct {
 	suite        string   // of baseDebian
 	apt          []string // Debian packages asked for so far
 	debianFamily bool
+	// e2bBase: the base is E2B's own (the host's root stands for it), so
+	// a Debian root built in its place has what E2B's has and the host's
+	// root gives: pip and Node.js (Mastra's code mode runs node).
+	e2bBase bool
 	// open is "docker" while steps go to the last stage's Dockerfile;
 	// dockerfile is that Dockerfile so far.
 	open       string
@@ -155,6 +159,10 @@ func Untagged(id string) string { return strings.TrimSuffix(id, ":default") }
 // ValidFilesHash reports whether h is a copy step's files hash, the name
 // its upload is kept under: 64 lowercase hex digits.
 func ValidFilesHash(h string) bool { return filesHashRE.MatchString(h) }
+
+// e2bBasePackages are what a Debian root standing for E2B's base image
+// has beyond python3: what programs written for E2B expect of it.
+var e2bBasePackages = []string{"python3-pip", "nodejs"}
 
 // BuiltinBase reports whether an image or template is one codecage's host
 // root stands for: E2B's base image and its own templates.
@@ -202,7 +210,7 @@ func (p *planner) base(spec Spec, exists Lookup) error {
 		t := Untagged(spec.FromTemplate)
 		switch {
 		case BuiltinBase(t):
-			p.kind = baseHost
+			p.kind, p.e2bBase = baseHost, true
 		default:
 			e, ok := exists(t)
 			if ok {
@@ -229,7 +237,7 @@ func (p *planner) base(spec Spec, exists Lookup) error {
 		return nil
 	}
 	if BuiltinBase(ref) {
-		p.kind = baseHost
+		p.kind, p.e2bBase = baseHost, true
 		return nil
 	}
 	if e, ok := exists(ref); ok {
@@ -520,6 +528,9 @@ func (p *planner) close() string {
 		p.add(stage{Step: "base", What: "image " + p.ref, Build: service.EnvironmentBuild{Image: p.ref}})
 	case baseDebian:
 		pkgs := append([]string{"python3"}, p.apt...)
+		if p.e2bBase {
+			pkgs = append(pkgs, e2bBasePackages...)
+		}
 		if p.needPip {
 			pkgs = append(pkgs, "python3-pip")
 		}

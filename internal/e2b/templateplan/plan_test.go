@@ -53,6 +53,10 @@ func TestTemplatePlans(t *testing.T) {
 	twin := debianStageName("", []string{"python3"})
 	// The root a packages layer goes on has pip, which installs it.
 	aptPip := []string{"curl", "jq", "python3", "python3-pip"}
+	// E2B's base has pip and Node.js, as the host's root it stands for:
+	// a Debian root built in its place has them too.
+	e2bTwin := []string{"nodejs", "python3", "python3-pip"}
+	mastra := []string{"fuse", "nodejs", "python3", "python3-pip", "s3fs"}
 	exists := lookupOf(envstore.Env{Name: "mybase", RootDir: "/r"})
 	for name, want := range map[string][]service.EnvironmentBuild{
 		"debian-pip-env": {{Name: "mytpl", Requirements: []string{"cagetplprobe==1.0"}, Vars: map[string]string{"A": "1"}}},
@@ -75,8 +79,12 @@ func TestTemplatePlans(t *testing.T) {
 		},
 		"template-pip": {{Name: "mytpl", Requirements: []string{"y"}, Base: "mybase"}},
 		"base-env": {
-			{Name: twin, Debian: []string{"python3"}},
-			{Name: "mytpl", Dockerfile: "FROM " + twin + "\n", ReadyCmd: "true", Vars: map[string]string{"C": "3"}},
+			{Name: debianStageName("", e2bTwin), Debian: e2bTwin},
+			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", e2bTwin) + "\n", ReadyCmd: "true", Vars: map[string]string{"C": "3"}},
+		},
+		"base-apt": {
+			{Name: debianStageName("", mastra), Debian: mastra},
+			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", mastra) + "\n"},
 		},
 	} {
 		stages, err := Plan(readTemplate(t, name), "mytpl", pre, exists)

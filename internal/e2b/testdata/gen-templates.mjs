@@ -17,6 +17,8 @@ const samples = {
   "image-pip": T().fromImage("ghcr.io/example/img:1").pipInstall(["x"]),
   "template-pip": T().fromTemplate("mybase").pipInstall(["y"], { g: false }),
   "base-env": T().fromTemplate("base").setEnvs({ C: "3" }).setReadyCmd("true"),
+  // @mastra/e2b's default template.
+  "base-apt": T().fromTemplate("base").aptInstall(["s3fs", "fuse"]),
   "npm": T().fromDebianImage().npmInstall(["left-pad"]),
   "user-root": T().fromDebianImage().setUser("root"),
   "apt-after-run": T().fromDebianImage().runCmd("true").aptInstall("curl"),
