@@ -15,7 +15,9 @@ func harnessPython(tb testing.TB, script string) string {
 	if i < 0 {
 		tb.Fatal("the harness source does not end by starting the harness")
 	}
-	cmd := exec.Command(DefaultInterpreter, "-I", "-S", "-B", "-X", "utf8", "-c", harnessSource[:i]+"\n"+script)
+	argv := Argv("")
+	argv[harnessArg] = harnessSource[:i] + "\n" + script
+	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.Output()
 	if err != nil {
 		msg := ""

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"strconv"
 	"strings"
 )
 
@@ -43,9 +42,4 @@ func KernelFamily(lang string) string {
 		return LangJavaScript
 	}
 	return lang
-}
-
-// pyString is s as a Python string literal.
-func pyString(s string) string {
-	return strconv.Quote(s)
 }

@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 )
 
 //go:embed harness.py
@@ -39,21 +38,24 @@ var kernelJS string
 //go:embed notebook.py
 var notebookFile string
 
-// harnessSource is the harness as it runs: cell.py, which the validator
-// shares, kernels.py and the JavaScript kernel it starts, notebook.py as
-// the string _NOTEBOOK, then harness.py (which starts serving at its end).
-var harnessSource = cellSource + "\n" + kernelsSource + "\n_KERNEL_JS = " + pyString(kernelJS) + "\n" +
-	pyRawString("_NOTEBOOK", notebookFile) + harnessFile
+// harnessSource is the harness as it runs: its prologue, cell.py (which
+// the validator shares), kernels.py, then harness.py (which starts serving
+// at its end). The JavaScript kernel and notebook.py, text the harness
+// holds as strings, are the two arguments after it (Argv): one argument
+// holds at most 128 KiB (the kernel's MAX_ARG_STRLEN), and the harness
+// with them in it had reached that.
+var harnessSource = harnessPrologue + cellSource + "\n" + kernelsSource + "\n" + harnessFile
 
-// pyRawString is a Python assignment of text as a raw triple-quoted
-// string; the embedded files are ours, so a text that cannot be one is
-// a build mistake.
-func pyRawString(name, text string) string {
-	if strings.Contains(text, "'''") || strings.HasSuffix(text, "\\") {
-		panic("runtime: " + name + " cannot be embedded as a raw string")
-	}
-	return name + " = r'''" + text + "'''\n"
-}
+// harnessPrologue takes the two texts from the command line and leaves
+// sys.argv as python -c leaves it, ['-c'], for the code.
+const harnessPrologue = "import sys\n_KERNEL_JS, _NOTEBOOK = sys.argv[1:3]\ndel sys.argv[1:]\n"
+
+// harnessArg is where Argv puts the harness source.
+const harnessArg = 7
+
+// maxArgBytes is how long one argument of the command line may be
+// (MAX_ARG_STRLEN, 32 pages), terminating NUL included.
+const maxArgBytes = 128 << 10
 
 // DefaultInterpreter is the Python the harness runs on. Debian's own
 // interpreter, not whatever python3 is first on PATH.
@@ -76,7 +78,7 @@ func Argv(interpreter string) []string {
 	if interpreter == "" {
 		interpreter = DefaultInterpreter
 	}
-	return []string{interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", harnessSource}
+	return []string{interpreter, "-I", "-S", "-B", "-X", "utf8", "-c", harnessSource, kernelJS, notebookFile}
 }
 
 // Package directories the harness puts on sys.path when they exist, in

@@ -81,12 +81,29 @@ func TestReadFrameRejectsBadInput(t *testing.T) {
 
 func TestArgvIsolatesTheInterpreter(t *testing.T) {
 	argv := Argv("")
-	if argv[0] != DefaultInterpreter || argv[1] != "-I" || argv[len(argv)-1] != harnessSource {
-		t.Fatalf("argv %q", argv[:len(argv)-1])
+	if argv[0] != DefaultInterpreter || argv[1] != "-I" || argv[harnessArg-1] != "-c" || argv[harnessArg] != harnessSource {
+		t.Fatalf("argv %q", argv[:harnessArg])
 	}
 	for _, kv := range Env() {
 		if strings.HasPrefix(kv, "PYTHON") || strings.HasPrefix(kv, "LD_") {
 			t.Errorf("environment carries %s", kv)
+		}
+	}
+}
+
+// Each argument of each command line fits the kernel's bound on one
+// argument, with room to grow: past it, every sandbox fails to start
+// ("argument list too long"), which the zygote's (its code and the
+// harness in one argument) once came within a few hundred bytes of.
+func TestArgumentsFitTheKernelsBound(t *testing.T) {
+	for name, argv := range map[string][]string{"harness": Argv(""), "zygote": ZygoteArgv(""), "validator": ValidatorArgv("")} {
+		for i, a := range argv {
+			if len(a)+1 > maxArgBytes*7/8 {
+				t.Errorf("%s argument %d: %d bytes, over 7/8 of the %d a command line's argument may hold", name, i, len(a), maxArgBytes)
+			}
+			if strings.ContainsRune(a, 0) {
+				t.Errorf("%s argument %d holds a NUL", name, i)
+			}
 		}
 	}
 }

@@ -18,7 +18,7 @@ var zygoteSource string
 // ZygoteArgv starts a zygote: the harness with the zygote code before it.
 func ZygoteArgv(interpreter string) []string {
 	argv := Argv(interpreter)
-	argv[len(argv)-1] = zygoteSource + "\n" + harnessSource
+	argv[harnessArg] = zygoteSource + "\n" + harnessSource
 	return argv
 }
 
