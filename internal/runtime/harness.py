@@ -8,6 +8,7 @@
 # that the interpreter has not loaded already: marshal and _ast are built in,
 # and the reply's JSON is written by hand (json and ast pull in re and enum,
 # about 15 ms).
+import _thread  # built in, loaded with the interpreter
 import sys
 
 
@@ -356,12 +357,21 @@ def _receive_fd(os, chan):
 
 
 _calls = [0]
+# One call at a time: code may call tools from several threads, and each
+# call writes a frame and reads frames until its own answer, which another
+# thread's read would otherwise take (and that call would wait forever).
+_call_lock = _thread.allocate_lock()
 
 
 def _supervisor_call(tool, args):
     # One call to the supervisor during a run (a frame out, its answer
     # in): an upstream tool (code mode), or a magic's "!shell" and "!pip",
     # which the service runs under its policy. Returns the tool_result.
+    with _call_lock:
+        return _call_once(tool, args)
+
+
+def _call_once(tool, args):
     read_frame, write_frame = _channel
     _calls[0] += 1
     # Bounded by what the supervisor reads in one frame (MaxReplyBytes),

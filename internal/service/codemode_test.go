@@ -146,6 +146,25 @@ except ToolError as e:
 	if n := rec.count(service.EventToolCall, "success"); n != 50 {
 		t.Fatalf("%d successful tool-call events, want 50", n)
 	}
+	// Calls from several threads at once each get their own answer (they
+	// share one channel: without taking turns, one thread read another's
+	// answer and the other waited for it until the run's time limit).
+	res = run(service.Request{Code: `
+import threading
+sums = [None] * 8
+def add(i):
+    for _ in range(4):
+        sums[i] = tools.calc.add(i, b=100)["sum"]
+threads = [threading.Thread(target=add, args=(i,)) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sums)
+`})
+	if !res.Success || res.Stdout != "[100, 101, 102, 103, 104, 105, 106, 107]\n" {
+		t.Fatalf("threads: %q %+v", res.Stdout, res.Error)
+	}
 	// Upstream errors raise ToolError; text results come back as str;
 	// help() shows the signature; tools.call works too.
 	res = run(service.Request{Code: `
