@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/codecage/codecage/internal/jail/seccomp"
 	"github.com/codecage/codecage/internal/loopback"
@@ -152,6 +153,7 @@ func MaybeRunInit() {
 		return
 	}
 	runtime.LockOSThread() // credentials, Landlock and the fork all stay on this thread
+	nameInit()
 	ctl := os.NewFile(fdControl, "control")
 	enc := json.NewEncoder(ctl)
 	code, err := runInit(ctl, enc)
@@ -160,6 +162,16 @@ func MaybeRunInit() {
 		os.Exit(1)
 	}
 	os.Exit(code)
+}
+
+// nameInit names the process as ps and top show it: executed through a
+// descriptor (/proc/self/fd/N), its name would be that number. The name
+// is the thread group leader's, which this thread is unless the runtime
+// moved main before it was locked.
+func nameInit() {
+	if unix.Gettid() == os.Getpid() {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("codecage-init\x00")[0])), 0, 0, 0)
+	}
 }
 
 func runInit(ctl *os.File, enc *json.Encoder) (int, error) {

@@ -317,10 +317,19 @@ func TestMachineProcShowsTheMachine(t *testing.T) {
 		t.Fatalf("ps: exit %+v err %q", exit, errOut)
 	}
 	var listed []string
+	initName := ""
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[1] != "ps" {
 			listed = append(listed, f[0])
+			if f[0] == "1" {
+				initName = f[1]
+			}
 		}
+	}
+	// The init has a name (executed through a descriptor, it was "5"),
+	// inside and on the host.
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sb.cmd.Process.Pid)); initName != "codecage-init" || strings.TrimSpace(string(comm)) != "codecage-init" {
+		t.Errorf("the init is %q to ps inside, %q on the host", initName, comm)
 	}
 	var host []string
 	for _, p := range hostProcessesOf(sb.HostUID()) {
