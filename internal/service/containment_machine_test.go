@@ -141,6 +141,18 @@ func TestContainment_50_MachinesDoNotSeeEachOther(t *testing.T) {
 	if strings.Contains(seen, "4848") || !strings.Contains(seen, "4949") {
 		t.Fatalf("machine b's /proc shows %q", seen)
 	}
+	// Nor its root: what a writes at the top of its tree is in a's root
+	// and not in b's, as the host sees each through its process's root.
+	machineCommand(t, svc, a, "echo a > /only-in-a-5050", 0)
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pa) + "/root/only-in-a-5050"); err != nil {
+		t.Fatalf("a's file is not in a's root: %v", err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pb) + "/root/only-in-a-5050"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a's file in b's root: %v", err)
+	}
+	if out := machineCommand(t, svc, b, "ls -a / | tr '\\n' ' '; test -e /only-in-a-5050 || echo absent", 0); strings.Contains(out, "only-in-a") || !strings.HasSuffix(out, "absent\n") {
+		t.Fatalf("machine b sees a's root: %q", out)
+	}
 }
 
 // waitForProcess waits for the host's process named name whose command
