@@ -62,7 +62,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "mbpp", "bare_python_sequential", "bare_python_concurrent",
-		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle", "machine_first_command",
+		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle", "machine_first_command", "session_command", "machine_command",
 		"session_pause", "session_resume", "session_park", "session_unpark", "gvisor_session_park", "gvisor_session_unpark", "session_snapshot", "session_from_snapshot", "session_fork10", "gvisor_session_pause", "gvisor_numpy250_from_snapshot", "gvisor_session_fork10"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)
@@ -81,7 +81,7 @@ func TestQuickRun(t *testing.T) {
 		if row.P50 > row.P95 || row.P95 > row.P99 || row.P99 > row.Max {
 			t.Errorf("%s: percentiles out of order: %+v", row.Key, row)
 		}
-		if strings.HasPrefix(row.Key, "print1_") || strings.HasPrefix(row.Key, "numpy_") || strings.HasPrefix(row.Key, "bare_") || strings.HasPrefix(row.Key, "gvisor_") || strings.HasPrefix(row.Key, "session_") {
+		if strings.HasPrefix(row.Key, "print1_") || strings.HasPrefix(row.Key, "numpy_") || strings.HasPrefix(row.Key, "bare_") || strings.HasPrefix(row.Key, "gvisor_") || strings.HasPrefix(row.Key, "session_") || strings.HasPrefix(row.Key, "machine_") {
 			if row.Errors != 0 {
 				t.Errorf("%s: %d errors, first: %s", row.Key, row.Errors, row.FirstError)
 			}

@@ -142,3 +142,28 @@ func (b *bencher) machineRow(ctx context.Context, svc *service.Service) Row {
 	row.Notes = "create_session machine, run_command echo (closed untimed); latency only: each waits, untimed, for a machine spare (SANDBOX_MACHINE_POOL_SIZE); issue #38 asks <= 60 ms native"
 	return row
 }
+
+// commandRow measures commands in one open session, one after another:
+// in a machine each is a process of the session's one sandbox, in its pid
+// namespace; otherwise each is a jail of its own (namespaces, cgroup,
+// seccomp), which is what a machine saves per command.
+func (b *bencher) commandRow(ctx context.Context, svc *service.Service, key, name string, machine bool) Row {
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Machine: machine})
+	if err != nil {
+		return Row{Key: key, Case: name, Skipped: err.Error()}
+	}
+	defer svc.CloseSession(context.WithoutCancel(ctx), info.ID, "")
+	b.progress("%s: %d commands", key, b.n)
+	row := measureWith(ctx, key, name, b.n, 1, nil, func(ctx context.Context, _ int) string {
+		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Command: "echo ready"})
+		if err != nil {
+			return err.Error()
+		}
+		if !res.Success || res.Stdout != "ready\n" {
+			return fmt.Sprintf("the command gave %q (exit %d)", res.Stdout, res.ExitCode)
+		}
+		return ""
+	})
+	row.Notes = "run_command echo in one open session, one after another"
+	return row
+}
