@@ -536,3 +536,41 @@ func nativeMachine(t *testing.T, edit func(*config.Config)) (*service.Service, c
 	}
 	return svc, cfg, se
 }
+
+// A listing of a machine's / shows its tree as its code sees it: below a
+// mount point (/usr, /tmp, the home) what is mounted there, not the empty
+// directory under it in the machine's own root, and each path once, with
+// one leading slash.
+func TestMachineListingShowsWhatTheSandboxSees(t *testing.T) {
+	svc, _, se := nativeMachine(t, func(c *config.Config) { c.EnableFilesystem = true })
+	machineCommand(t, svc, se.ID, "mkdir -p /app/x && echo a > /app/x/f && echo t > /tmp/listed-tmp && echo w > listed-home", 0)
+	ctx := context.Background()
+	l, err := svc.ListDir(ctx, se.ID, "o", "/", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, f := range l.Files {
+		seen[f.Path]++
+		if strings.HasPrefix(f.Path, "//") || seen[f.Path] > 1 {
+			t.Errorf("listed as %q (%d times)", f.Path, seen[f.Path])
+		}
+	}
+	for _, want := range []string{"/usr", "/usr/bin", "/app/x", "/tmp/listed-tmp", se.Home} {
+		if seen[want] == 0 {
+			t.Errorf("%s is not in the listing of / two deep: %v", want, l.Files)
+		}
+	}
+	// The home's own files, three deep (its entries are named as the
+	// file API names the workspace's).
+	if l, err = svc.ListDir(ctx, se.ID, "o", "/", strings.Count(se.Home, "/")+1); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range l.Files {
+		found = found || strings.HasSuffix(f.Path, "listed-home")
+	}
+	if !found {
+		t.Errorf("the home's file is not in the listing of /: %v", l.Files)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sort"
+	"strings"
 
 	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/service/errdefs"
@@ -112,79 +114,129 @@ func (o *opened) list(ctx context.Context, depth int) (*FileList, error) {
 	return out, err
 }
 
-// listInto adds what is below sp (whose mount r has open) to out.
+// listInto adds what is below sp (whose mount r has open) to out. A
+// mount below sp (a machine's /usr, its home, under its own /) hides what
+// its mount point holds, as in the sandbox: its own tree is listed there.
 func (v *view) listInto(ctx context.Context, out *FileList, sp spot, r *wsfs.Root, lim wsfs.ListLimits) error {
-	if !sp.virtual() {
-		l, err := r.List(ctx, sp.rel, lim)
-		if err != nil {
-			return fileError(sp.abs, err)
-		}
-		out.Truncated = out.Truncated || l.Truncated
-		metaBytes := 0
-		for _, e := range l.Entries {
-			info := fileInfo(e)
-			info.Path = sp.m.shown(e.Path)
-			abs := path.Join(sp.m.at, e.Path)
-			if info.Symlink {
-				info.Link = v.linkEnd(abs)
-			} else if sp.m.writable && metaBytes < MaxListBytes {
-				info.Metadata, _ = r.Metadata(e.Path, metaLimits)
-				for k, val := range info.Metadata {
-					metaBytes += len(k) + len(val)
-				}
+	if sp.virtual() {
+		for _, m := range v.children(sp.abs) {
+			if err := v.addMount(ctx, out, m, lim); err != nil {
+				return err
 			}
-			out.Files = append(out.Files, info)
 		}
 		return nil
 	}
-	for _, m := range v.children(sp.abs) {
-		if err := ctx.Err(); err != nil {
+	l, err := r.List(ctx, sp.rel, lim)
+	if err != nil {
+		return fileError(sp.abs, err)
+	}
+	out.Truncated = out.Truncated || l.Truncated
+	subs := v.mountsBelow(sp, lim.Depth)
+	metaBytes := 0
+	for _, e := range l.Entries {
+		abs := path.Join(sp.m.at, e.Path)
+		if coveredBy(abs, subs) {
+			continue
+		}
+		info := fileInfo(e)
+		info.Path = sp.m.shown(e.Path)
+		if info.Symlink {
+			info.Link = v.linkEnd(abs)
+		} else if sp.m.writable && metaBytes < MaxListBytes {
+			info.Metadata, _ = r.Metadata(e.Path, metaLimits)
+			for k, val := range info.Metadata {
+				metaBytes += len(k) + len(val)
+			}
+		}
+		out.Files = append(out.Files, info)
+	}
+	for _, m := range subs {
+		// m's entry is that many levels below sp: list as deep below it
+		// as the rest of the depth allows.
+		at := lim
+		at.Depth -= strings.Count(strings.TrimPrefix(m.at, strings.TrimSuffix(sp.abs, "/")+"/"), "/")
+		if err := v.addMount(ctx, out, m, at); err != nil {
 			return err
-		}
-		if len(out.Files) >= lim.Entries {
-			out.Truncated = true
-			return nil
-		}
-		child := spot{m: m, rel: ".", abs: m.at}
-		switch {
-		case m.host == "" && m.link == "": // another virtual directory
-			child.m = nil
-			out.Files = append(out.Files, FileInfo{Path: m.at, Dir: true, Mode: 0o755})
-		case m.link != "":
-			out.Files = append(out.Files, FileInfo{Path: m.at, Symlink: true, Mode: 0o777, Target: m.link, Link: v.linkEnd(m.at)})
-			continue
-		default:
-			cr, err := wsfs.Open(m.host)
-			if err != nil {
-				continue
-			}
-			e, err := cr.Lstat(".")
-			if err == nil {
-				info := fileInfo(e)
-				info.Path = m.at
-				out.Files = append(out.Files, info)
-			}
-			if lim.Depth > 1 && err == nil {
-				sub := lim
-				sub.Depth--
-				sub.Entries = lim.Entries - len(out.Files)
-				err = v.listInto(ctx, out, child, cr, sub)
-			}
-			cr.Close()
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if lim.Depth > 1 {
-			sub := lim
-			sub.Depth--
-			if err := v.listInto(ctx, out, child, nil, sub); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
+}
+
+// addMount adds m's own entry to out and, lim.Depth > 1, what is below it.
+func (v *view) addMount(ctx context.Context, out *FileList, m *mount, lim wsfs.ListLimits) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(out.Files) >= lim.Entries {
+		out.Truncated = true
+		return nil
+	}
+	sub := lim
+	sub.Depth--
+	sub.Entries = lim.Entries - len(out.Files) - 1
+	child := spot{m: m, rel: ".", abs: m.at}
+	switch {
+	case m.host == "" && m.link == "": // another virtual directory
+		out.Files = append(out.Files, FileInfo{Path: m.at, Dir: true, Mode: 0o755})
+		if lim.Depth > 1 {
+			child.m = nil
+			return v.listInto(ctx, out, child, nil, sub)
+		}
+		return nil
+	case m.link != "":
+		out.Files = append(out.Files, FileInfo{Path: m.at, Symlink: true, Mode: 0o777, Target: m.link, Link: v.linkEnd(m.at)})
+		return nil
+	}
+	cr, err := wsfs.Open(m.host)
+	if err != nil {
+		return nil
+	}
+	defer cr.Close()
+	e, err := cr.Lstat(".")
+	if err != nil {
+		return nil
+	}
+	info := fileInfo(e)
+	info.Path = m.at
+	out.Files = append(out.Files, info)
+	if lim.Depth > 1 {
+		return v.listInto(ctx, out, child, cr, sub)
+	}
+	return nil
+}
+
+// mountsBelow are the mounts strictly below sp's path, within depth
+// levels of it, that no other of them holds (those are listed with the
+// one that does).
+func (v *view) mountsBelow(sp spot, depth int) []*mount {
+	prefix := strings.TrimSuffix(sp.abs, "/") + "/"
+	var below []*mount
+	for i := range v.mounts {
+		m := &v.mounts[i]
+		rest, ok := strings.CutPrefix(m.at, prefix)
+		if !ok || m == sp.m || strings.Count(rest, "/")+1 > depth {
+			continue
+		}
+		below = append(below, m)
+	}
+	var out []*mount
+	for _, m := range below {
+		if !coveredBy(path.Dir(m.at), below) {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at < out[j].at })
+	return out
+}
+
+// coveredBy: abs is at or below one of the mounts.
+func coveredBy(abs string, mounts []*mount) bool {
+	for _, m := range mounts {
+		if abs == m.at || strings.HasPrefix(abs, strings.TrimSuffix(m.at, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // describe is the FileInfo of rel in o's mount, for answers after a

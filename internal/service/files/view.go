@@ -151,7 +151,7 @@ func (m *mount) shown(rel string) string {
 	if rel == "." || rel == "" {
 		return m.at
 	}
-	return m.at + "/" + rel
+	return path.Join(m.at, rel) // a machine's own / is "/"
 }
 
 // absolute turns what a caller gives ("data.csv", "/home/user/a",
