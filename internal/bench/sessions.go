@@ -84,15 +84,21 @@ func machineJob(svc *service.Service, done *openSessions) job {
 			return err.Error()
 		}
 		done.add(info.ID)
-		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Command: "echo ready"})
-		if err != nil {
-			return err.Error()
-		}
-		if !res.Success || res.Stdout != "ready\n" {
-			return fmt.Sprintf("the first command gave %q (exit %d)", res.Stdout, res.ExitCode)
-		}
-		return ""
+		return echoReady(ctx, svc, info.ID)
 	}
+}
+
+// echoReady runs `echo ready` in a session: "" when it said so, else why
+// not.
+func echoReady(ctx context.Context, svc *service.Service, id string) string {
+	res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: id, Command: "echo ready"})
+	if err != nil {
+		return err.Error()
+	}
+	if !res.Success || res.Stdout != "ready\n" {
+		return fmt.Sprintf("the command gave %q (exit %d)", res.Stdout, res.ExitCode)
+	}
+	return ""
 }
 
 // openSessions are sessions a row closes between its timed runs.
@@ -155,14 +161,7 @@ func (b *bencher) commandRow(ctx context.Context, svc *service.Service, key, nam
 	defer svc.CloseSession(context.WithoutCancel(ctx), info.ID, "")
 	b.progress("%s: %d commands", key, b.n)
 	row := measureWith(ctx, key, name, b.n, 1, nil, func(ctx context.Context, _ int) string {
-		res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: info.ID, Command: "echo ready"})
-		if err != nil {
-			return err.Error()
-		}
-		if !res.Success || res.Stdout != "ready\n" {
-			return fmt.Sprintf("the command gave %q (exit %d)", res.Stdout, res.ExitCode)
-		}
-		return ""
+		return echoReady(ctx, svc, info.ID)
 	})
 	row.Notes = "run_command echo in one open session, one after another"
 	return row
