@@ -27,6 +27,20 @@ func Untagged(id string) string { return strings.TrimSuffix(id, ":default") }
 // has beyond python3: what programs written for E2B expect of it.
 var e2bBasePackages = []string{"python3-pip", "nodejs"}
 
+// codeInterpreterPackages are what one standing for E2B's code
+// interpreter has beyond those: the data-science packages its runCode
+// imports, Debian's, as the host's root that stands for it has them.
+var codeInterpreterPackages = []string{"python3-numpy", "python3-pandas", "python3-scipy", "python3-matplotlib", "python3-sympy", "python3-sklearn", "python3-requests"}
+
+// e2bPackages is what a Debian root standing for E2B's template or image
+// ref (one BuiltinBase names) has beyond python3.
+func e2bPackages(ref string) []string {
+	if strings.HasPrefix(ref, "code-interpreter") {
+		return append(slices.Clone(e2bBasePackages), codeInterpreterPackages...)
+	}
+	return e2bBasePackages
+}
+
 // BuiltinBase reports whether an image or template is one codecage's host
 // root stands for: E2B's base image and its own templates.
 func BuiltinBase(ref string) bool {
@@ -73,7 +87,7 @@ func (p *planner) base(spec Spec, exists Lookup) error {
 		t := Untagged(spec.FromTemplate)
 		switch {
 		case BuiltinBase(t):
-			p.kind, p.e2bBase = baseHost, true
+			p.kind, p.e2bExtra = baseHost, e2bPackages(t)
 		default:
 			e, ok := exists(t)
 			if ok {
@@ -100,7 +114,7 @@ func (p *planner) base(spec Spec, exists Lookup) error {
 		return nil
 	}
 	if BuiltinBase(ref) {
-		p.kind, p.e2bBase = baseHost, true
+		p.kind, p.e2bExtra = baseHost, e2bPackages(ref)
 		return nil
 	}
 	if e, ok := exists(ref); ok {

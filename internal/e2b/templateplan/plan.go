@@ -119,10 +119,11 @@ type planner struct {
 	suite        string   // of baseDebian
 	apt          []string // Debian packages asked for so far
 	debianFamily bool
-	// e2bBase: the base is E2B's own (the host's root stands for it), so
-	// a Debian root built in its place has what E2B's has and the host's
-	// root gives: pip and Node.js (Mastra's code mode runs node).
-	e2bBase bool
+	// e2bExtra: the base is E2B's own (the host's root stands for it), so
+	// a Debian root built in its place has these too, as E2B's has and the
+	// host's root gives: pip and Node.js (Mastra's code mode runs node),
+	// and for the code interpreter its data-science packages.
+	e2bExtra []string
 	// open is "docker" while steps go to the last stage's Dockerfile;
 	// dockerfile is that Dockerfile so far.
 	open       string
@@ -404,9 +405,7 @@ func (p *planner) close() string {
 		p.add(stage{Step: "base", What: "image " + p.ref, Build: service.EnvironmentBuild{Image: p.ref}})
 	case baseDebian:
 		pkgs := append([]string{"python3"}, p.apt...)
-		if p.e2bBase {
-			pkgs = append(pkgs, e2bBasePackages...)
-		}
+		pkgs = append(pkgs, p.e2bExtra...)
 		if p.needPip {
 			pkgs = append(pkgs, "python3-pip")
 		}

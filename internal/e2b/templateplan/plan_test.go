@@ -57,6 +57,8 @@ func TestTemplatePlans(t *testing.T) {
 	// a Debian root built in its place has them too.
 	e2bTwin := []string{"nodejs", "python3", "python3-pip"}
 	mastra := []string{"fuse", "nodejs", "python3", "python3-pip", "s3fs"}
+	// E2B's code interpreter has the data-science packages too.
+	interp := []string{"curl", "nodejs", "python3", "python3-matplotlib", "python3-numpy", "python3-pandas", "python3-pip", "python3-requests", "python3-scipy", "python3-sklearn", "python3-sympy"}
 	exists := lookupOf(envstore.Env{Name: "mybase", RootDir: "/r"})
 	for name, want := range map[string][]service.EnvironmentBuild{
 		"debian-pip-env": {{Name: "mytpl", Requirements: []string{"cagetplprobe==1.0"}, Vars: map[string]string{"A": "1"}}},
@@ -85,6 +87,10 @@ func TestTemplatePlans(t *testing.T) {
 		"base-apt": {
 			{Name: debianStageName("", mastra), Debian: mastra},
 			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", mastra) + "\n"},
+		},
+		"code-interpreter-apt": {
+			{Name: debianStageName("", interp), Debian: interp},
+			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", interp) + "\n"},
 		},
 	} {
 		stages, err := Plan(readTemplate(t, name), "mytpl", pre, exists)

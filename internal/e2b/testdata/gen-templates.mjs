@@ -19,6 +19,7 @@ const samples = {
   "base-env": T().fromTemplate("base").setEnvs({ C: "3" }).setReadyCmd("true"),
   // @mastra/e2b's default template.
   "base-apt": T().fromTemplate("base").aptInstall(["s3fs", "fuse"]),
+  "code-interpreter-apt": T().fromTemplate("code-interpreter-v1").aptInstall(["curl"]),
   "npm": T().fromDebianImage().npmInstall(["left-pad"]),
   "user-root": T().fromDebianImage().setUser("root"),
   "apt-after-run": T().fromDebianImage().runCmd("true").aptInstall("curl"),
