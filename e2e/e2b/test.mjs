@@ -406,6 +406,18 @@ await check("a sandbox's root is its own: the file API and commands share /works
   return "/workspace/proj/a.txt read by cat; /analysis/r.txt read by files.read; /usr refused";
 });
 
+await check("commands.run({user: 'root'}): root inside the sandbox, user by default", async () => {
+  const me = await sbx.commands.run("whoami && id -u");
+  assert.equal(me.stdout, "user\n1000\n");
+  const r = await sbx.commands.run("whoami && pwd && mkdir -p /srv/e2b && chown user /srv/e2b && stat -c %U /srv/e2b", { user: "root" });
+  assert.equal(r.stdout, "root\n/root\nuser\n", r.stderr);
+  const home = await sbx.commands.run("pwd", { user: "root", cwd: "~" });
+  assert.equal(home.stdout, "/root\n");
+  const e = await sbx.commands.run("id -u", { user: "nobody-here" }).catch((err) => err);
+  assert.ok(e instanceof Error && /user/.test(e.message), `an unknown user: ${describe(e)}`);
+  return `whoami: ${me.stdout.split("\n")[0]}, as root: ${r.stdout.split("\n")[0]} in ${r.stdout.split("\n")[1]}; an unknown user is refused`;
+});
+
 // --- lifecycle ------------------------------------------------------------------
 await check("Sandbox.connect from a second client sees the same state", async () => {
   const s2 = await Sandbox.connect(sbx.sandboxId);

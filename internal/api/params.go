@@ -63,6 +63,7 @@ type CommandParams struct {
 	Env        map[string]string `json:"env,omitempty" jsonschema:"Environment variables to add (LD_* and PYTHON* are refused)." doc:"Environment variables to add (LD_* and PYTHON* are refused)."`
 	Timeout    float64           `json:"timeout,omitempty" jsonschema:"Wall-clock limit in seconds (default 120, at most 300)." doc:"Wall-clock limit in seconds (default 120, at most 300)."`
 	SessionID  string            `json:"session_id,omitempty" jsonschema:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace." doc:"Run in this session's workspace (its files, and the files the command writes, are shared with its code); default: a fresh, empty workspace."`
+	User       string            `json:"user,omitempty" jsonschema:"Who the command runs as: user (the default) or root, which only a machine session's commands may be (root of the sandbox's own user namespace: no host privilege)." doc:"Who the command runs as: user (the default) or root, which only a machine session's commands may be (root of the sandbox's own user namespace: no host privilege)."`
 	Stdin      string            `json:"stdin,omitempty" jsonschema:"Text given to the command's standard input, which is then closed (default: an empty stdin)." doc:"Text given to the command's standard input, which is then closed (default: an empty stdin)."`
 }
 
@@ -72,7 +73,7 @@ func (p CommandParams) Request(owner string) (service.CommandRequest, error) {
 		return service.CommandRequest{}, fmt.Errorf("%w: timeout %g is out of range", service.ErrInvalidRequest, p.Timeout)
 	}
 	return service.CommandRequest{Command: p.Command, WorkingDir: p.WorkingDir, Env: p.Env,
-		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner, Input: p.Stdin}, nil
+		Timeout: time.Duration(p.Timeout * float64(time.Second)), SessionID: p.SessionID, Owner: owner, Input: p.Stdin, User: p.User}, nil
 }
 
 // InstallParams are the arguments of pip_install and POST /pip_install.

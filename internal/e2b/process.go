@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,8 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	if m.Process.Cmd == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
-	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs}
+	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs,
+		User: envdUser(req.Header().Get("Authorization"))}
 	creq.Stdin = m.Stdin != nil && *m.Stdin
 	if len(m.PTY) > 0 && string(m.PTY) != "null" {
 		var pty wire.PTYConfig
@@ -39,8 +41,12 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	}
 	if m.Process.Cwd != nil && *m.Process.Cwd != "" {
 		cwd := *m.Process.Cwd
-		if strings.HasPrefix(cwd, "~") {
-			cwd = Home + strings.TrimPrefix(cwd, "~")
+		if rest, ok := strings.CutPrefix(cwd, "~"); ok {
+			home := Home
+			if creq.User == "root" {
+				home = service.RootHome
+			}
+			cwd = home + rest
 		}
 		if !strings.HasPrefix(cwd, "/") || cwd == Home || strings.HasPrefix(cwd, Home+"/") {
 			creq.WorkingDir = cwd
@@ -87,6 +93,22 @@ func (s *Server) follow(ctx context.Context, h interface{ Get(string) string }, 
 		return rpcError(err)
 	}
 	return stream.Send(&wire.ProcessEvent{Event: wire.Event{End: endOf(res)}})
+}
+
+// envdUser is the user an envd call runs as: the SDKs name it in
+// HTTP basic authentication ("Basic base64(user:)"), the sandbox's user
+// when they name none. The service refuses a user it does not know.
+func envdUser(auth string) string {
+	b64, ok := strings.CutPrefix(auth, "Basic ")
+	if !ok {
+		return ""
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil {
+		return "\x00" // refused as a user, naming no secret
+	}
+	user, _, _ := strings.Cut(string(b), ":")
+	return user
 }
 
 // eventOf is a piece of a process's output as envd sends it.

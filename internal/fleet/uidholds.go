@@ -17,7 +17,40 @@ import (
 var uidHolds = struct {
 	sync.Mutex
 	n map[int]int // uid -> holders
-}{n: map[int]int{}}
+	// blocks are the owners with root inside: their uid is the user's of
+	// a whole block of ids, from the first on (ReserveMachineIDs).
+	blocks map[int]int // uid -> the block's first id
+}{n: map[int]int{}, blocks: map[int]int{}}
+
+// ReserveMachineIDs reserves a block of jail.MachineIDs host ids for a
+// machine with root inside and returns the uid its user runs as
+// (jail.SandboxUID inside); it is held once, and ReleaseUID lets go of the
+// whole block. ok is false when a block is too many ids for this host's
+// span (a container's small id map): the caller reserves one uid instead.
+func ReserveMachineIDs() (uid int, ok bool, err error) {
+	if !jail.BlocksFit(jail.MachineIDs) {
+		return 0, false, nil
+	}
+	first, err := jail.ReserveUIDs(jail.MachineIDs)
+	if err != nil {
+		return 0, true, err
+	}
+	uid = first + jail.SandboxUID
+	uidHolds.Lock()
+	uidHolds.n[uid]++
+	uidHolds.blocks[uid] = first
+	uidHolds.Unlock()
+	return uid, true, nil
+}
+
+// RootInside reports whether uid is the user of a block from
+// ReserveMachineIDs: its sandboxes may map root inside.
+func RootInside(uid int) bool {
+	uidHolds.Lock()
+	defer uidHolds.Unlock()
+	_, ok := uidHolds.blocks[uid]
+	return ok
+}
 
 // ReserveUID reserves one host uid for the sandboxes of one owner; it is
 // held once, and ReleaseUID lets go of it.
@@ -59,6 +92,11 @@ func ReleaseUID(uid int) {
 		return
 	case 1:
 		delete(uidHolds.n, uid)
+		if first, ok := uidHolds.blocks[uid]; ok {
+			delete(uidHolds.blocks, uid)
+			jail.ReleaseUIDs(first, jail.MachineIDs)
+			return
+		}
 		jail.ReleaseUID(uid)
 	default:
 		uidHolds.n[uid]--

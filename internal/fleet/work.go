@@ -103,6 +103,10 @@ type Work struct {
 	// MachineRoot is a machine Session's own / on the host
 	// (jail.Spec.MachineRoot): writable, kept across its restarts.
 	MachineRoot string
+	// RootInside: the machine's HostUID is the user's of a block of ids
+	// (ReserveMachineIDs), and its processes may run as root inside
+	// (jail.Spec.RootInside).
+	RootInside bool
 }
 
 // MachineBin holds a machine's other names of its programs (python for
@@ -131,6 +135,7 @@ func (w Work) Spec() Spec {
 		spec.Limits.CPUTime = w.Lifetime // per-process rlimit; each request arms its own budget
 		spec.NetNS = w.NetNS
 		spec.Machine, spec.MachineRoot = w.Machine, w.MachineRoot
+		spec.RootInside = w.Machine && w.RootInside
 		if w.Machine {
 			// One Python: the interpreter imports what a command's pip
 			// install put in the home (the user site), and is python too

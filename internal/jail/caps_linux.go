@@ -2,6 +2,7 @@ package jail
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,4 +57,78 @@ func dropCapabilities() error {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
+}
+
+// rootCaps are what root inside a machine with root inside (Spec.RootInside)
+// may do, and only to what its own user namespace maps (its block of ids,
+// its files): change owners and modes, read and write past the modes, take
+// its other ids, signal its processes, bind low ports. No mount, no
+// namespace, no device, no raw socket, no ptrace: those stay out of the
+// bounding set, and seccomp refuses their calls anyway.
+var rootCaps = []uintptr{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
+	unix.CAP_FSETID, unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_NET_BIND_SERVICE}
+
+// spawnerCaps are what the init of such a machine keeps on its forking
+// thread. Permitted: rootCaps, since under no_new_privs an exec never
+// gains a capability its caller did not hold, and its own rlimit right.
+// Effective: what it needs itself, a process's ids (root or the user) and
+// rlimits; a child exec'ed as the user keeps none (no file or ambient
+// capability), one exec'ed as root gets rootCaps.
+var spawnerCaps = append(slices.Clone(rootCaps), unix.CAP_SYS_RESOURCE)
+
+// spawnerEffective are the capabilities the forking thread uses; others
+// it raises for one call (withCapability).
+var spawnerEffective = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SYS_RESOURCE}
+
+// rootInsideSecurebits lock what cannot be regained (ambient raises,
+// keep-caps) but leave uid 0 its meaning: root's programs get rootCaps.
+const rootInsideSecurebits = 1<<5 | // KEEP_CAPS_LOCKED (KEEP_CAPS stays off)
+	1<<6 | 1<<7 // NO_CAP_AMBIENT_RAISE
+
+// keepRootCapabilities is dropCapabilities for a machine with root
+// inside: the bounding set keeps rootCaps, the thread spawnerCaps
+// (spawnerEffective of them effective), nothing ambient or inheritable.
+func keepRootCapabilities() error {
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, rootInsideSecurebits, 0, 0, 0); err != nil {
+		return fmt.Errorf("set securebits: %w", err)
+	}
+	for c := 0; c <= 63; c++ {
+		if slices.Contains(rootCaps, uintptr(c)) {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop bounding capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	return setCaps(spawnerCaps, spawnerEffective)
+}
+
+// setCaps sets the calling thread's permitted and effective sets; the
+// inheritable set is emptied.
+func setCaps(permitted, effective []uintptr) error {
+	var data [2]unix.CapUserData
+	for _, c := range permitted {
+		data[c/32].Permitted |= 1 << (c % 32)
+	}
+	for _, c := range effective {
+		data[c/32].Effective |= 1 << (c % 32)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// withCapability runs f with c raised in the calling thread's effective
+// set (it must be permitted), and lowers it after.
+func withCapability(c uintptr, f func() error) error {
+	if err := setCaps(spawnerCaps, append(slices.Clone(spawnerEffective), c)); err != nil {
+		return err
+	}
+	defer func() { _ = setCaps(spawnerCaps, spawnerEffective) }()
+	return f()
 }

@@ -103,6 +103,9 @@ type initConfig struct {
 	// for the init to open (rootless); neither: a tmpfs.
 	MachineRootFD   int    `json:",omitempty"`
 	MachineRootPath string `json:",omitempty"`
+	// RootInside: the user namespace maps ids 0 to MachineIDs-1, and the
+	// init keeps spawnerCaps to start processes as root (Spec.RootInside).
+	RootInside bool `json:",omitempty"`
 	// MachineMemory is a machine's memory limit: its /proc's MemTotal.
 	MachineMemory int64 `json:",omitempty"`
 	// proc is a machine's /proc, which the init renders (mountMachineProc).
@@ -340,7 +343,11 @@ func restrictSelf(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := dropCapabilities(); err != nil {
+	drop := dropCapabilities
+	if cfg.RootInside {
+		drop = keepRootCapabilities
+	}
+	if err := drop(); err != nil {
 		return err
 	}
 	prog, err := seccomp.Build(seccomp.Options{})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -36,11 +37,17 @@ func (s *Sandbox) command(fds *sandboxFiles) (allocated, uid int, cmd *exec.Cmd,
 		gid = uid
 	}
 	attr := userNSAttr(uid, gid, ids)
+	if s.rootInside() {
+		attr = rootInsideAttr(uid - SandboxUID)
+	}
 	attr.Cloneflags |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
 	if s.spec.NetNS == nil {
 		attr.Cloneflags |= unix.CLONE_NEWNET // else the one startInit's thread is in
 	}
 	attr.AmbientCaps = capsOf(s.cellUIDs())
+	if s.rootInside() {
+		attr.AmbientCaps = append(slices.Clone(attr.AmbientCaps), rootCaps...) // spawnerCaps, kept past the exec
+	}
 	attr.Pdeathsig = syscall.SIGKILL
 	attr.Setsid = true
 	// Positions are the init's descriptor numbers from 3 on; nil closes one.
@@ -79,6 +86,26 @@ func userNSAttr(uid, gid, n int) *syscall.SysProcAttr {
 		GidMappingsEnableSetgroups: false,
 		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, NoSetGroups: true},
 	}
+}
+
+// rootInsideAttr maps the ids 0 to MachineIDs-1 onto the host's from
+// first on (uid and gid alike), lets the sandbox's own root set groups of
+// those ids, and starts the init as SandboxUID with no supplementary
+// group (the supervisor's would otherwise come along).
+func rootInsideAttr(first int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: first, Size: MachineIDs}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: first, Size: MachineIDs}},
+		GidMappingsEnableSetgroups: true,
+		Credential:                 &syscall.Credential{Uid: SandboxUID, Gid: SandboxUID, Groups: []uint32{}},
+	}
+}
+
+// rootInside reports whether the machine maps root and its block of ids
+// (Spec.RootInside; a caller's reservation, root on the host only).
+func (s *Sandbox) rootInside() bool {
+	return s.spec.RootInside && s.spec.Machine && !s.host.Rootless && s.spec.HostUID != 0
 }
 
 // cellUIDs is how many uids the nested program's cells have, one each

@@ -235,6 +235,14 @@ type Spec struct {
 	// home and the binds placed over it at each start; the names they
 	// take are removed from it first. Empty: a read-only tmpfs.
 	MachineRoot string
+	// RootInside, for a Machine with a HostUID (root on the host), maps
+	// the ids 0 to MachineIDs-1 inside onto the host ids from
+	// HostUID-SandboxUID on (a block from ReserveUIDs(MachineIDs)): the
+	// program still runs as SandboxUID, and processes spawned with
+	// ProcSpec.Root run as root inside, with rootCaps in the sandbox's own
+	// user namespace (on the host: the block's first uid, no capability).
+	// Files may then belong to any of those ids. Ignored rootless.
+	RootInside bool
 	// Links are symlinks the init places in a machine's root, path (absolute,
 	// under /opt/codecage) to target, such as the interpreter's usual
 	// other names (python).

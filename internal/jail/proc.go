@@ -20,6 +20,9 @@ type ProcSpec struct {
 	// terminal. What it shows goes to Stdout; WriteInput types into it,
 	// Resize changes its size.
 	Terminal *WindowSize
+	// Root runs it as root inside (uid and gid 0), in a machine with
+	// Spec.RootInside; refused in any other.
+	Root bool
 }
 
 // ProcExit is how a process of a machine ended.

@@ -385,8 +385,21 @@ func buildEtc(cfg *initConfig) error {
 	}
 	uid := strconv.Itoa(SandboxUID)
 	user := UserOf(cfg.Home)
+	rootShell := "/usr/sbin/nologin"
+	if cfg.RootInside {
+		// Root is someone here: a shell, and a home of its own (kept in
+		// a machine's own root; one the code made is left as it is).
+		rootShell = "/bin/sh"
+		if err := os.Mkdir(newRoot+"/root", 0o700); err == nil {
+			if err := os.Lchown(newRoot+"/root", 0, 0); err != nil {
+				return fmt.Errorf("root's home: %w", err)
+			}
+		} else if !os.IsExist(err) {
+			return fmt.Errorf("root's home: %w", err)
+		}
+	}
 	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
+		"passwd": "root:x:0:0:root:/root:" + rootShell + "\n" +
 			user + ":x:" + uid + ":" + uid + ":" + user + ":" + cfg.Home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\n" + user + ":x:" + uid + ":\nnogroup:x:65534:\n",

@@ -228,6 +228,9 @@ func prepareSpec(spec *Spec) error {
 	if spec.Machine && (spec.Nested || spec.NoChannel && spec.Programs != nil) {
 		return errors.New("jail: a machine runs its own processes: neither nested nor a command jail")
 	}
+	if spec.RootInside && (!spec.Machine || spec.HostUID != 0 && spec.HostUID-SandboxUID < HostUIDBase) {
+		return errors.New("jail: root inside needs a machine, and its host uid the user's of a block of ids (ReserveUIDs(MachineIDs)+SandboxUID)")
+	}
 	if spec.Nested && spec.NetNS != nil {
 		return errors.New("jail: a nested program's cells make network namespaces of their own: it joins none")
 	}
@@ -314,6 +317,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		MachineRootPath: fds.machineRootPath,
 		MachineMemory:   s.spec.Limits.MemoryBytes,
 		Links:           s.spec.Links,
+		RootInside:      s.rootInside(),
 	}
 	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)

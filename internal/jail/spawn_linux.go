@@ -78,6 +78,9 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 		}
 		spec.Stdin = false // the terminal is its input
 	}
+	if spec.Root && !s.rootInside() {
+		return nil, fmt.Errorf("jail: Spawn: sandbox %s has no root inside (Spec.RootInside, root on the host)", s.id)
+	}
 	if s.killed.Load() {
 		return nil, ErrEnded
 	}
@@ -104,7 +107,7 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	p.id = m.next
 	m.procs[p.id] = p
 	m.mu.Unlock()
-	order := supervisorOrder{Spawn: &spawnOrder{ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Terminal: spec.Terminal}}
+	order := supervisorOrder{Spawn: &spawnOrder{ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Terminal: spec.Terminal, Root: spec.Root}}
 	err = m.send(order, int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd()))
 	var ans spawnAnswer
 	if err == nil {

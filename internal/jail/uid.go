@@ -38,6 +38,12 @@ const uidBlockSize = 1024
 // their own: its range (one uid for itself, one per cell) fits in a block.
 const MaxCellUIDs = uidBlockSize - 1
 
+// MachineIDs is how many ids a machine with root inside maps
+// (Spec.RootInside): a whole block, so that root, the system's own users
+// (_apt, nobody's neighbours) and the users code adds all have host ids of
+// the sandbox's own.
+const MachineIDs = uidBlockSize
+
 // ErrNoUIDs means no host uid could be had for a sandbox: every block is
 // leased by other processes, or the lease directory is unusable. A
 // sandbox never shares a uid instead.
@@ -165,6 +171,13 @@ func ReleaseUID(uid int) { releaseUIDs(uid, 1) }
 // ReserveUIDs holds n consecutive host uids (a zygote's: its own, then
 // one per cell, see Spec.CellUIDs). Release them with ReleaseUIDs.
 func ReserveUIDs(n int) (int, error) { return allocateUIDs(n) }
+
+// BlocksFit reports whether n consecutive uids fit in a block of this
+// host's span (ReserveUIDs(n) can succeed).
+func BlocksFit(n int) bool {
+	size, count := uidBlocks()
+	return count > 0 && n <= size
+}
 
 // ReleaseUIDs frees the n uids from first on, from ReserveUIDs.
 func ReleaseUIDs(first, n int) { releaseUIDs(first, n) }

@@ -36,6 +36,8 @@ const (
 	MaxArgTotal   = commands.MaxArgTotal
 	MaxInputChunk = commands.MaxInputChunk
 	InputWait     = commands.InputWait
+	// RootHome is root's home in a machine with root inside.
+	RootHome = commands.RootHome
 )
 
 // ShellQuote is s as one word for sh.

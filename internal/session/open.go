@@ -157,7 +157,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	work := fleet.Work{Kind: fleet.Session, ID: fleet.NewID(), Interpreter: t.cfg.Interpreter,
 		Workspace: se.dir, Site: se.site, Tmp: se.tmp, Layer: t.opts.Layer, HostUID: se.uid, Home: se.req.Home, Vars: se.req.Env,
 		Limits: se.limits, Lifetime: t.cfg.SessionMaxLifetime, DataScience: se.imports.Uses(policy.DataScience),
-		Machine: se.req.Machine, MachineRoot: se.root, LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
+		Machine: se.req.Machine, MachineRoot: se.root, RootInside: fleet.RootInside(se.uid), LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
 		proxy, fwd := t.opts.Egress(se.id, func(host string) {
@@ -267,6 +267,13 @@ func (t *Table) makeWorkspace(se *Session) error {
 		// Every sandbox restored from a memory image runs as its uid.
 		uid = se.restore.Image.UID
 		err = fleet.HoldUID(uid)
+	case os.Geteuid() == 0 && se.req.Machine && se.backend == fleet.Native:
+		// A machine's user, of a block of ids of its own: root and the
+		// users its programs add are its ids too (root inside).
+		var ok bool
+		if uid, ok, err = fleet.ReserveMachineIDs(); !ok {
+			uid, err = fleet.ReserveUID()
+		}
 	case os.Geteuid() == 0:
 		// One identity for the session's interpreters and commands:
 		// each can change the files the others wrote.

@@ -99,6 +99,14 @@ func (se *Session) ProxyPort() int { return int(se.proxyPort.Load()) }
 // Machine reports whether the session is a machine (Request.Machine).
 func (se *Session) Machine() bool { return se.req.Machine }
 
+// RootInside reports whether the session's processes may run as root
+// inside its sandbox: a native machine's, on a block of ids of its own.
+func (se *Session) RootInside() bool {
+	se.lifeMu.Lock()
+	defer se.lifeMu.Unlock()
+	return se.req.Machine && se.backend == fleet.Native && fleet.RootInside(se.uid)
+}
+
 // Created is when the session started; it never changes.
 func (se *Session) Created() time.Time { return se.created }
 

@@ -93,13 +93,23 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		env = se.Environment()
 		home, sessionEnv = se.Home(), withEnvVars(env, se.Env())
 	}
+	root, err := asRoot(req, se)
+	if err != nil {
+		return nil, err
+	}
 	machine := inMachine(se)
 	if machine {
 		sessionEnv = withVars(machineVars(home, c.cfg.Interpreter, env, se.ProxyPort()), sessionEnv)
 	}
+	if root {
+		sessionEnv = rootVars(sessionEnv)
+	}
 	ok, err := c.check(req, home, sessionEnv, machine)
 	if err != nil {
 		return nil, err
+	}
+	if root && req.WorkingDir == "" {
+		ok.dir = RootHome
 	}
 	var programs *fleet.Programs // a machine runs any program of its root
 	if !machine {
@@ -123,7 +133,7 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	spec := work.Spec()
 	var exit fleet.Exit
 	if machine {
-		if exit, err = c.runInMachine(ctx, req, in, spec, out, daemon); err != nil {
+		if exit, err = c.runInMachine(ctx, req, in, spec, root, out, daemon); err != nil {
 			return nil, err
 		}
 	} else {

@@ -65,12 +65,12 @@ func machineVars(home, interpreter string, env envstore.Env, proxyPort int) map[
 }
 
 // runInMachine runs the command as a process of the session's sandbox
-// (in.Spawn), within its time limit and ctx (canceled as the session
+// (in.Spawn), as root inside if root, within its time limit and ctx (canceled as the session
 // closes); its output goes to out, or to daemon. A process that cannot
 // start is an error that says why: the sandbox has ended, or the init
 // could not fork it (the session's process limit, say).
-func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, out *fleet.Collector, daemon Daemon) (fleet.Exit, error) {
-	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, Terminal: spec.Terminal, OutputBytes: spec.Limits.OutputBytes}
+func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in session.Command, spec fleet.Spec, root bool, out *fleet.Collector, daemon Daemon) (fleet.Exit, error) {
+	proc := fleet.ProcSpec{Argv: spec.Argv, Env: spec.Env, Dir: "/", Stdin: spec.Stdin, Terminal: spec.Terminal, OutputBytes: spec.Limits.OutputBytes, Root: root}
 	proc.Stdout, proc.Stderr = out.Writers()
 	if daemon != nil {
 		proc.Stdout, proc.Stderr = daemon, daemon

@@ -54,6 +54,10 @@ type CommandRequest struct {
 	// OnInput, with Stdin or Terminal, is given the command's input just
 	// before OnStart.
 	OnInput func(*CommandInput) `json:"-"`
+	// User is who the command runs as: "" or "user" (the sandbox's user,
+	// or the name of its home), or "root": root inside a machine session
+	// that has it (RootHome is then its home and working directory).
+	User string `json:",omitempty"`
 	// Input, when not empty, is written to the command's stdin, which is
 	// then closed: Stdin in one piece, for a caller with no stream of
 	// input (it travels with a request forwarded to another replica).

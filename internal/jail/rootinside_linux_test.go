@@ -1,0 +1,192 @@
+package jail
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// startRootInside starts a machine with root inside on a block of ids of
+// its own, with dir (made writable for it) as its workspace.
+func startRootInside(t *testing.T, dir string) (*Sandbox, int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("root inside needs the tests to run as root (scripts/test.sh does)")
+	}
+	first, err := ReserveUIDs(MachineIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ReleaseUIDs(first, MachineIDs) })
+	root := t.TempDir()
+	for _, d := range []string{dir, root} {
+		if err := os.Chown(d, first+SandboxUID, first+SandboxUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb := startMachine(t, Spec{Workspace: dir, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true})
+	return sb, first
+}
+
+// spawnAs runs a shell command in the machine, as root inside or not.
+func spawnAs(t *testing.T, sb *Sandbox, root bool, script string) (ProcExit, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+		Dir: WorkspaceDir, Stdout: &out, Stderr: &errOut, Root: root})
+	if err != nil {
+		t.Fatalf("Spawn %q: %v", script, err)
+	}
+	return p.Wait(), out.String(), errOut.String()
+}
+
+// hostStatus reads fields of a host process's status: Uid, Gid, CapEff...
+func hostStatus(t *testing.T, pid string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// Root inside a machine is uid 0 of the machine's own user namespace: on
+// the host it is the first id of the machine's block, in a user namespace
+// not the host's, with no_new_privs and seccomp; it changes owners within
+// its block, and reads nothing the host's root owns.
+func TestMachineRootInsideGainsNothingOnTheHost(t *testing.T) {
+	dir := t.TempDir()
+	// What the host's root keeps in the workspace: root inside may not
+	// read it, write it or take it, whatever its capabilities there.
+	if err := os.WriteFile(filepath.Join(dir, "host-secret"), []byte("canary-8d1f"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "host-dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sb, first := startRootInside(t, dir)
+
+	exit, out, errOut := spawnAs(t, sb, false, "id -u; id -g; id -G")
+	if exit.ExitCode != 0 || out != "1000\n1000\n1000\n" {
+		t.Fatalf("the user: exit %+v out %q err %q", exit, out, errOut)
+	}
+	exit, out, errOut = spawnAs(t, sb, true, `id -u; id -g; id -G
+touch mine && chown 1001:1002 mine && stat -c %u:%g mine
+mkdir -p /srv/app && chown 1000 /srv/app && stat -c %u /srv/app
+cat host-secret; echo read $?
+echo x > host-secret; echo write $?
+ls host-dir; echo list $?
+chown 0 host-secret; echo chown $?`)
+	if exit.ExitCode != 0 || !strings.HasPrefix(out, "0\n0\n0\n1001:1002\n1000\n") {
+		t.Fatalf("root inside: exit %+v out %q err %q", exit, out, errOut)
+	}
+	for _, op := range []string{"read", "write", "list", "chown"} {
+		if !strings.Contains(out, "\n"+op+" ") || strings.Contains(out, "\n"+op+" 0\n") {
+			t.Errorf("root inside could %s the host's file: %q (err %q)", op, out, errOut)
+		}
+	}
+	if strings.Contains(out, "canary") {
+		t.Errorf("root inside read the host's file: %q", out)
+	}
+	// The host sees the block's ids, never its own root's.
+	fi, err := os.Stat(filepath.Join(dir, "mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != first+1001 || int(st.Gid) != first+1002 {
+		t.Errorf("chown 1001:1002 inside is %d:%d on the host, want %d:%d", st.Uid, st.Gid, first+1001, first+1002)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "host-secret")); err != nil || string(b) != "canary-8d1f" {
+		t.Errorf("the host's file after root inside tried it: %q %v", b, err)
+	}
+
+	// A process left running as root inside, judged from the host.
+	p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: WorkspaceDir, Root: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Signal(9)
+	var pid string
+	waitFor(t, "root's sleep on the host", func() bool {
+		ps := hostProcessesOf(first)
+		for _, e := range ps {
+			if n, name, _ := strings.Cut(e, ":"); name == "sleep" {
+				pid = n
+			}
+		}
+		return pid != ""
+	})
+	st := hostStatus(t, pid)
+	if f := strings.Fields(st["Uid"]); len(f) != 4 || f[0] != strconv.Itoa(first) || f[1] != strconv.Itoa(first) {
+		t.Errorf("root inside runs as %q on the host, want %d", st["Uid"], first)
+	}
+	if st["NoNewPrivs"] != "1" || st["Seccomp"] != "2" {
+		t.Errorf("root inside: NoNewPrivs %q Seccomp %q", st["NoNewPrivs"], st["Seccomp"])
+	}
+	// Its capabilities are rootCaps, and they hold in its own user
+	// namespace only: that namespace is not the host's.
+	var want uint64
+	for _, c := range rootCaps {
+		want |= 1 << c
+	}
+	if got, _ := strconv.ParseUint(st["CapEff"], 16, 64); got != want {
+		t.Errorf("CapEff %s, want %x", st["CapEff"], want)
+	}
+	if st["CapAmb"] != "0000000000000000" || st["CapInh"] != "0000000000000000" {
+		t.Errorf("ambient %s inheritable %s", st["CapAmb"], st["CapInh"])
+	}
+	hostNS, _ := os.Readlink("/proc/self/ns/user")
+	if ns, _ := os.Readlink("/proc/" + pid + "/ns/user"); ns == "" || ns == hostNS {
+		t.Errorf("root inside is in user namespace %q, the host's is %q", ns, hostNS)
+	}
+	if groups := st["Groups"]; groups != "" {
+		t.Errorf("root inside has supplementary groups %q", groups)
+	}
+}
+
+// A set-user-ID program root inside makes does not raise the user: the
+// kernel runs it as the user (no_new_privs, nosuid), as the host sees.
+func TestMachineRootInsideSetUIDDoesNotRaise(t *testing.T) {
+	sb, first := startRootInside(t, t.TempDir())
+	exit, out, errOut := spawnAs(t, sb, true, "cp /bin/sleep ./rootsleep && chmod 4755 ./rootsleep && stat -c %u:%a rootsleep")
+	if exit.ExitCode != 0 || out != "0:4755\n" {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	p, err := sb.Spawn(ProcSpec{Argv: []string{WorkspaceDir + "/rootsleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: WorkspaceDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Signal(9)
+	var pid string
+	waitFor(t, "the user's rootsleep on the host", func() bool {
+		for _, e := range hostProcessesOf(first + SandboxUID) {
+			if n, name, _ := strings.Cut(e, ":"); name == "rootsleep" {
+				pid = n
+			}
+		}
+		return pid != ""
+	})
+	st := hostStatus(t, pid)
+	user := strconv.Itoa(first + SandboxUID)
+	if st["Uid"] != strings.Repeat(user+"\t", 3)+user || st["CapEff"] != "0000000000000000" {
+		t.Errorf("the set-user-ID program runs as %q with CapEff %s, want the user %s with none", st["Uid"], st["CapEff"], user)
+	}
+}
+
+// A machine without root inside refuses a process as root.
+func TestMachineWithoutRootInsideRefusesRoot(t *testing.T) {
+	sb := startMachine(t, Spec{})
+	if _, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/true"}, Dir: WorkspaceDir, Root: true}); err == nil || !strings.Contains(err.Error(), "no root inside") {
+		t.Fatalf("Spawn as root: %v", err)
+	}
+}

@@ -1,0 +1,163 @@
+package service_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/codecage/codecage/internal/service"
+)
+
+// rootCommand runs a command line as root inside a machine session and
+// returns its result (a failed command is not an error here).
+func rootCommand(t *testing.T, svc *service.Service, id, line string) *service.CommandResult {
+	t.Helper()
+	res, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: id, Owner: "o", User: "root", Command: line})
+	if err != nil {
+		t.Fatalf("as root: %q: %v", line, err)
+	}
+	return res
+}
+
+// newMachineHome starts a machine session and returns its id and home.
+func newMachineHome(t *testing.T, svc *service.Service) (string, string) {
+	t.Helper()
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return se.ID, se.Home
+}
+
+// machineWorkspace is a machine session's workspace on the host, found by
+// a file the test writes there.
+func machineWorkspace(t *testing.T, svc *service.Service, stateDir, id string) string {
+	t.Helper()
+	mark := "mark-" + randomToken(t)
+	if _, err := svc.WriteFile(context.Background(), id, "o", mark, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	found, _ := filepath.Glob(filepath.Join(stateDir, "sessions", "*", mark))
+	if len(found) != 1 {
+		t.Fatalf("the machine's workspace: %v", found)
+	}
+	return filepath.Dir(found[0])
+}
+
+// Root inside a machine session is uid 0 of the session's own user
+// namespace and nothing more: on the host its processes run as the first
+// id of the session's block, in a user namespace that is not the host's,
+// with no_new_privs, seccomp and only the capabilities root inside has
+// there; what the host's root owns (a 0600 file and a 0700 directory
+// the host left in the workspace) it can neither read, write, list nor
+// take. Judged from the host.
+func TestContainment_52_RootInsideGainsNothingOnTheHost(t *testing.T) {
+	svc, cfg, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id, home := newMachineHome(t, svc)
+	ws := machineWorkspace(t, svc, cfg.StateDir, id)
+	secret := "canary-" + randomToken(t)
+	if err := os.WriteFile(filepath.Join(ws, "host-secret"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "host-dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Each try in Python (an image's root may lack chmod): the errno it
+	// got, 13 (EACCES) or 1 (EPERM), or "done".
+	res := rootCommand(t, svc, id, "cd "+home+` && id -u && python3 -c '
+import os
+tries = {"read": lambda: print(open("host-secret").read()), "write": lambda: open("host-secret", "a").write("x"),
+         "list": lambda: os.listdir("host-dir"), "chown": lambda: os.chown("host-secret", 0, 0),
+         "chmod": lambda: os.chmod("host-secret", 0o666), "enter": lambda: os.chdir("host-dir")}
+for name, f in tries.items():
+    try:
+        f(); print(name, "done")
+    except OSError as e:
+        print(name, e.errno)
+' && (sleep 5252 >/dev/null 2>&1 &)`)
+	if !strings.HasPrefix(res.Stdout, "0\n") {
+		t.Fatalf("not root inside: %q %q", res.Stdout, res.Stderr)
+	}
+	for _, op := range []string{"read", "write", "list", "chown", "chmod", "enter"} {
+		if !strings.Contains(res.Stdout, "\n"+op+" 13\n") && !strings.Contains(res.Stdout, "\n"+op+" 1\n") {
+			t.Errorf("root inside could %s what the host's root owns (or failed otherwise): %q (stderr %q)", op, res.Stdout, res.Stderr)
+		}
+	}
+	if strings.Contains(res.Stdout, secret) {
+		t.Fatalf("root inside read the host's file: %q", res.Stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "host-secret")); err != nil || string(b) != secret {
+		t.Fatalf("the host's file after root inside: %q %v", b, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "host-secret")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the host's file's mode is now %v", fi.Mode())
+	}
+
+	pid := waitForProcess(t, "sleep", "5252")
+	st := hostStatus(t, pid)
+	first := workspaceUIDOf(t, ws) - 1000
+	if want := strings.Repeat(strconv.Itoa(first)+" ", 3) + strconv.Itoa(first); st["Uid"] != want || st["Gid"] != want {
+		t.Errorf("root inside runs as Uid %q Gid %q on the host, want the block's first id %d", st["Uid"], st["Gid"], first)
+	}
+	if first < 1_000_000 {
+		t.Errorf("the block starts at %d: among the host's accounts", first)
+	}
+	if st["NoNewPrivs"] != "1" || st["Seccomp"] != "2" || st["Groups"] != "" || st["CapAmb"] != "0000000000000000" {
+		t.Errorf("root inside: NoNewPrivs %q Seccomp %q Groups %q CapAmb %q", st["NoNewPrivs"], st["Seccomp"], st["Groups"], st["CapAmb"])
+	}
+	// Its capabilities: changing owners and modes, passing modes, its
+	// ids, signals and low ports, nothing else (no SYS_ADMIN, no
+	// NET_ADMIN, no ptrace, no mknod, no raw sockets).
+	const rootCaps = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<10
+	if eff, _ := strconv.ParseUint(st["CapEff"], 16, 64); eff != rootCaps {
+		t.Errorf("root inside has CapEff %s, want %x", st["CapEff"], uint64(rootCaps))
+	}
+	if bnd, _ := strconv.ParseUint(st["CapBnd"], 16, 64); bnd != rootCaps {
+		t.Errorf("root inside has CapBnd %s, want %x", st["CapBnd"], uint64(rootCaps))
+	}
+	hostNS, _ := os.Readlink("/proc/self/ns/user")
+	if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/user"); ns == "" || ns == hostNS {
+		t.Errorf("root inside is in user namespace %q; the host's is %q", ns, hostNS)
+	}
+	if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "root's process to end with its session", func() bool { return hostProcessNamed("sleep", "5252") == nil })
+	assertNoLeftovers(t)
+}
+
+// A set-user-ID root program that root inside makes in the machine's
+// workspace raises no one: the user who starts it runs it as the user,
+// with no capability (no_new_privs, nosuid), as the host sees.
+func TestContainment_53_SetUIDByRootInsideRaisesNoOne(t *testing.T) {
+	svc, cfg, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id, home := newMachineHome(t, svc)
+	ws := machineWorkspace(t, svc, cfg.StateDir, id)
+	// In Python: an image's root may have no chmod or stat.
+	res := rootCommand(t, svc, id, `python3 -c '
+import os, shutil, sys
+for p in sys.argv[1:]:
+    shutil.copy("/bin/sleep", p); os.chmod(p, 0o4755); st = os.stat(p)
+    print("%d:%o" % (st.st_uid, st.st_mode & 0o7777))
+' /tmp/rootsleep `+home+"/rootsleep")
+	if res.Stdout != "0:4755\n0:4755\n" {
+		t.Fatalf("root's set-user-ID program: %q %q", res.Stdout, res.Stderr)
+	}
+	machineCommand(t, svc, id, "/tmp/rootsleep 5353 >/dev/null 2>&1 & ./rootsleep 5354 >/dev/null 2>&1 &", 0)
+	user := strconv.Itoa(workspaceUIDOf(t, ws))
+	for _, mark := range []string{"5353", "5354"} {
+		st := hostStatus(t, waitForProcess(t, "rootsleep", mark))
+		if st["Uid"] != strings.Repeat(user+" ", 3)+user || st["CapEff"] != "0000000000000000" || st["CapPrm"] != "0000000000000000" {
+			t.Errorf("rootsleep %s runs with Uid %q CapEff %q CapPrm %q; want the user %s, no capability", mark, st["Uid"], st["CapEff"], st["CapPrm"], user)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/codecage/codecage/internal/leftovers"
+	"github.com/codecage/codecage/internal/service"
+)
+
+// blockProcesses are the host's processes running as any id of the block
+// [first, first+1024).
+func blockProcesses(first int) []leftovers.Process {
+	var out []leftovers.Process
+	for _, p := range leftovers.HostProcesses() {
+		if uid := p.UID(); uid >= first && uid < first+1024 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// A machine session's commands run as its user by default and as root
+// inside when asked: root owns what it makes and gives files to the
+// machine's other ids, which the host sees as the ids of the machine's
+// own block; nothing of the block runs once the session is closed.
+// Elsewhere root is refused, and so is a user the sandbox does not have.
+func TestMachineCommandsAsRoot(t *testing.T) {
+	svc, cfg, se := nativeMachine(t, nil)
+	ctx := context.Background()
+	if out := machineCommand(t, svc, se.ID, "id -u; id -g; whoami", 0); !strings.HasPrefix(out, "1000\n1000\n") {
+		t.Fatalf("the default user: %q", out)
+	}
+	res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", User: "root",
+		Command: "id -u; pwd; echo $HOME; whoami; mkdir -p /srv/made/by && chown -R 1000:1000 /srv/made && stat -c %u /srv/made/by; touch /root/kept; " +
+			"cd " + se.Home + " && echo x > given && chown 1001:1002 given && stat -c %u:%g given; chown 5000 given 2>/dev/null; echo unmapped $?"})
+	if err != nil || !res.Success {
+		t.Fatalf("as root: %v %+v", err, res)
+	}
+	if want := "0\n/root\n/root\nroot\n1000\n1001:1002\nunmapped 1\n"; res.Stdout != want {
+		t.Fatalf("as root: stdout %q, want %q (stderr %q)", res.Stdout, want, res.Stderr)
+	}
+	// Judged from the host: the file is the block's, the workspace its user's.
+	found, _ := filepath.Glob(filepath.Join(cfg.StateDir, "sessions", se.ID, "given"))
+	if len(found) != 1 {
+		t.Fatalf("the host's copy of given: %v", found)
+	}
+	var ws, given syscall.Stat_t
+	if err := syscall.Stat(filepath.Dir(found[0]), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(found[0], &given); err != nil {
+		t.Fatal(err)
+	}
+	first := int(ws.Uid) - 1000
+	if first < 1_000_000 || int(given.Uid) != first+1001 || int(given.Gid) != first+1002 {
+		t.Fatalf("on the host: workspace %d, given %d:%d (want %d:%d)", ws.Uid, given.Uid, given.Gid, first+1001, first+1002)
+	}
+	// The user cannot take root's file back: root inside is someone else.
+	if out := machineCommand(t, svc, se.ID, "echo y >> /root/kept 2>/dev/null; echo $?", 0); out == "0\n" {
+		t.Fatal("the user wrote into root's home")
+	}
+
+	for _, bad := range []service.CommandRequest{
+		{Owner: "o", User: "root", Command: "id -u"},                  // a stateless command
+		{SessionID: se.ID, Owner: "o", User: "bob", Command: "id -u"}, // no such user
+	} {
+		_, err := svc.RunCommand(ctx, bad)
+		if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "user") {
+			t.Errorf("user %q, session %q: %v", bad.User, bad.SessionID, err)
+		}
+	}
+	plain, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: plain.ID, Owner: "o", User: "root", Command: "id -u"}); !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "machine session") {
+		t.Errorf("root in a session that is no machine: %v", err)
+	}
+
+	// A process root leaves running ends with the session, on the host.
+	if _, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", User: "root", Command: "nohup sleep 300 >/dev/null 2>&1 &"}); err != nil {
+		t.Fatal(err)
+	}
+	if ps := blockProcesses(first); !hasRootSleep(ps, first) {
+		t.Fatalf("root's sleep is not running as the block's first id: %+v", ps)
+	}
+	if err := svc.CloseSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the block's processes to end", func() bool { return len(blockProcesses(first)) == 0 })
+	if _, err := os.Stat(found[0]); !os.IsNotExist(err) {
+		t.Errorf("the closed session's workspace is still there: %v", err)
+	}
+}
+
+func hasRootSleep(ps []leftovers.Process, first int) bool {
+	for _, p := range ps {
+		if p.Name == "sleep" && p.UID() == first {
+			return true
+		}
+	}
+	return false
+}
