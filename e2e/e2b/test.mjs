@@ -353,7 +353,8 @@ await check("commands.run: one /tmp for every command and runCode, as a VM's", a
 await check("commands.run: the programs agents expect in a shell", async () => {
   const r = await sbx.commands.run("sleep 0.1; printenv HOME; whoami; id -u; realpath .; nproc >/dev/null && ln -sf /tmp/f l && realpath l && rm l; env | grep -c ^PATH=");
   assert.equal(r.stdout, "/home/user\nuser\n1000\n/home/user\n/tmp/f\n1\n");
-  const p = await sbx.commands.run("sleep 30 & ps -e -o comm= | grep -c ^sleep; kill -9 $!");
+  // The background sleep is a shell until it has exec'ed: wait for it.
+  const p = await sbx.commands.run("sleep 30 & for i in $(seq 200); do ps -e -o comm= | grep -q ^sleep && break; sleep 0.05; done; ps -e -o comm= | grep -c ^sleep; kill -9 $!");
   assert.equal(p.stdout, "1\n", "ps and kill");
 });
 
@@ -406,11 +407,13 @@ await check("a sandbox's root is its own: the file API and commands share /works
   return "/workspace/proj/a.txt read by cat; /analysis/r.txt read by files.read; /usr refused";
 });
 
-await check("commands.run({user: 'root'}): root inside the sandbox, user by default", async () => {
+await check("commands.run({user: 'root'}) and sudo: root inside the sandbox, user by default", async () => {
   const me = await sbx.commands.run("whoami && id -u");
   assert.equal(me.stdout, "user\n1000\n");
   const r = await sbx.commands.run("whoami && pwd && mkdir -p /srv/e2b && chown user /srv/e2b && stat -c %U /srv/e2b", { user: "root" });
   assert.equal(r.stdout, "root\n/root\nuser\n", r.stderr);
+  const viaSudo = await sbx.commands.run("sudo whoami && sudo -n mkdir -p /srv/sudo && stat -c %U /srv/sudo");
+  assert.equal(viaSudo.stdout, "root\nroot\n", viaSudo.stderr);
   const home = await sbx.commands.run("pwd", { user: "root", cwd: "~" });
   assert.equal(home.stdout, "/root\n");
   const e = await sbx.commands.run("id -u", { user: "nobody-here" }).catch((err) => err);

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/codecage/codecage/internal/envstore"
+	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/runtime"
 )
 
@@ -112,6 +114,11 @@ type Work struct {
 // MachineBin holds a machine's other names of its programs (python for
 // its interpreter), last on its commands' PATH, so a root's own win.
 const MachineBin = "/opt/codecage/bin"
+
+// MachineSudoDir holds the sudo of a machine with root inside
+// (jail.SudoPath): first on its commands' PATH, before any root's own
+// set-user-ID one, which cannot work under no_new_privs.
+var MachineSudoDir = path.Dir(jail.SudoPath)
 
 // Spec is the sandbox the work runs in.
 func (w Work) Spec() Spec {

@@ -3,6 +3,7 @@ package jail
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -110,6 +111,8 @@ type initConfig struct {
 	MachineMemory int64 `json:",omitempty"`
 	// proc is a machine's /proc, which the init renders (mountMachineProc).
 	proc *machineProc
+	// sudo is where a machine with root inside serves its sudo.
+	sudo *net.UnixListener
 	// Links are Spec.Links.
 	Links map[string]string `json:",omitempty"`
 }
@@ -196,6 +199,13 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	}
 	if err := unix.Close(fdExe); err != nil {
 		return 0, err
+	}
+	if cfg.RootInside {
+		l, err := listenSudo()
+		if err != nil {
+			return 0, err
+		}
+		cfg.sudo = l
 	}
 	if cfg.HasWorkspace {
 		_ = unix.Close(fdWorkspace)

@@ -91,6 +91,9 @@ type machineInit struct {
 	mu    sync.Mutex
 	byPID map[int]uint64
 	byID  map[uint64]int
+	// sudoEnds are the processes sudo started (sudo_linux.go), by pid:
+	// their end goes to the caller, not the supervisor.
+	sudoEnds map[int]chan<- procExited
 }
 
 // spawnRequest is an order with its descriptors.
@@ -110,12 +113,18 @@ func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig)
 	m := &machineInit{cfg: cfg, ctl: ctl, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
 	spawns := make(chan spawnRequest)
 	go m.readOrders(ctl, spawns)
+	sudos := make(chan sudoFork)
+	if cfg.sudo != nil {
+		go m.serveSudo(cfg.sudo, sudos)
+	}
 	ended := make(chan programExit, 1)
 	go m.reap(program, ended)
 	for {
 		select {
 		case req := <-spawns:
 			m.spawn(req)
+		case f := <-sudos:
+			m.forkSudo(f)
 		case exit := <-ended:
 			return exit
 		}
@@ -167,7 +176,7 @@ func (m *machineInit) spawn(req spawnRequest) {
 	o := req.order
 	rep := spawnedReport{ID: o.ID}
 	var term *terminal
-	pid, err := m.fork(o, req.fds, &term)
+	pid, err := m.fork(o, req.fds, &term, nil)
 	if err != nil {
 		rep.Error = err.Error()
 	} else {
@@ -187,8 +196,9 @@ func (m *machineInit) spawn(req spawnRequest) {
 }
 
 // fork starts the order's process; with a terminal asked for, *term is
-// the terminal it runs on.
-func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal) (int, error) {
+// the terminal it runs on. The end of one sudo started goes to ended, not
+// to the supervisor.
+func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal, ended chan<- procExited) (int, error) {
 	if len(fds) != 3 {
 		return 0, errSpawnFDs
 	}
@@ -225,7 +235,14 @@ func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal) (int, error
 	}
 	m.mu.Lock()
 	pid, err := syscall.ForkExec(o.Argv[0], o.Argv, attr)
-	if err == nil {
+	switch {
+	case err != nil:
+	case ended != nil:
+		if m.sudoEnds == nil {
+			m.sudoEnds = map[int]chan<- procExited{}
+		}
+		m.sudoEnds[pid] = ended
+	default:
 		m.byPID[pid], m.byID[o.ID] = o.ID, pid
 	}
 	m.mu.Unlock()
@@ -282,15 +299,20 @@ func (m *machineInit) reap(program int, ended chan<- programExit) {
 		id, ok := m.byPID[got]
 		delete(m.byPID, got)
 		delete(m.byID, id)
+		sudo := m.sudoEnds[got]
+		delete(m.sudoEnds, got)
 		m.mu.Unlock()
-		if !ok {
-			continue // an orphan a command left behind
-		}
 		rep := procExited{ID: id, Code: ws.ExitStatus()}
 		if ws.Signaled() {
 			rep.Code, rep.Signal = -1, int(ws.Signal())
 		}
-		m.send(initReport{ProcExited: &rep})
+		switch {
+		case sudo != nil:
+			sudo <- rep // buffered: the caller may be gone
+		case ok:
+			m.send(initReport{ProcExited: &rep})
+		}
+		// else an orphan a command left behind
 	}
 }
 

@@ -40,6 +40,9 @@ func skeletonNames(spec Spec) ([]string, error) {
 	for p := range spec.Links {
 		add(p)
 	}
+	if spec.RootInside {
+		add(SudoPath)
+	}
 	if spec.Root != "" {
 		top, _, err := RootTopLevel(spec.Root, spec.Home)
 		if err != nil {

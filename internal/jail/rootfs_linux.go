@@ -98,6 +98,11 @@ func buildRoot(cfg *initConfig) error {
 	if err := placeLinks(cfg.Links); err != nil {
 		return err
 	}
+	if cfg.RootInside {
+		if err := placeSudo(sudoPython(cfg.Links)); err != nil {
+			return err
+		}
+	}
 	if !cfg.SharedTmp {
 		tmpOpts := fmt.Sprintf("size=%d,nr_inodes=65536,mode=1777", cfg.TmpBytes)
 		if err := mountTmpfsFlags(newRoot+"/tmp", tmpOpts, cfg.scratchFlags()); err != nil {

@@ -190,3 +190,69 @@ func TestMachineWithoutRootInsideRefusesRoot(t *testing.T) {
 		t.Fatalf("Spawn as root: %v", err)
 	}
 }
+
+// sudo in a machine with root inside runs the command as root inside,
+// in the caller's directory, on the caller's stdin, stdout and stderr,
+// with its exit status; the caller's signals reach it. Judged from the
+// host too: the process runs as the block's first id.
+func TestMachineSudo(t *testing.T) {
+	sb, first := startRootInside(t, t.TempDir())
+	sudo := func(script string) (ProcExit, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		p, err := sb.Spawn(ProcSpec{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=" + filepath.Dir(SudoPath) + ":/usr/bin:/bin", "USER=user"},
+			Dir: WorkspaceDir, Stdout: &out, Stderr: &errOut})
+		if err != nil {
+			t.Fatalf("Spawn %q: %v", script, err)
+		}
+		return p.Wait(), out.String(), errOut.String()
+	}
+	exit, out, errOut := sudo("sudo id -u; sudo -u root pwd; echo fed | sudo cat; sudo sh -c 'echo $HOME $USER $SUDO_USER'; sudo -u \"$(id -un)\" id -u; sudo -n -E id -g")
+	want := "0\n" + WorkspaceDir + "\nfed\n/root root user\n1000\n0\n"
+	if exit.ExitCode != 0 || out != want {
+		t.Fatalf("sudo: exit %+v out %q want %q err %q", exit, out, want, errOut)
+	}
+	exit, _, errOut = sudo("sudo sh -c 'exit 7'")
+	if exit.ExitCode != 7 {
+		t.Errorf("sudo sh -c 'exit 7': exit %+v err %q", exit, errOut)
+	}
+	exit, _, errOut = sudo("sudo no-such-program-here")
+	if exit.ExitCode == 0 || !strings.Contains(errOut, "command not found") {
+		t.Errorf("sudo of a missing program: exit %+v err %q", exit, errOut)
+	}
+
+	// A signal to sudo reaches its root process.
+	p, err := sb.Spawn(ProcSpec{Argv: []string{filepath.Dir(SudoPath) + "/sudo", "/bin/sleep", "5656"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: WorkspaceDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	waitFor(t, "sudo's sleep on the host", func() bool {
+		for _, e := range hostProcessesOf(first) {
+			if n, name, _ := strings.Cut(e, ":"); name == "sleep" {
+				pid = n
+			}
+		}
+		return pid != ""
+	})
+	if st := hostStatus(t, pid); st["NoNewPrivs"] != "1" || st["Seccomp"] != "2" {
+		t.Errorf("sudo's process: NoNewPrivs %q Seccomp %q", st["NoNewPrivs"], st["Seccomp"])
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if e := p.Wait(); e.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("sudo after SIGTERM: %+v, want exit %d", e, 128+int(syscall.SIGTERM))
+	}
+	waitFor(t, "sudo's sleep to end", func() bool {
+		_, err := os.Stat("/proc/" + pid)
+		return err != nil
+	})
+}
+
+// The sudo script talks to the socket the init listens on.
+func TestSudoScriptNamesTheSocket(t *testing.T) {
+	if !strings.Contains(sudoScript, `SOCKET = "`+SudoSocket+`"`) {
+		t.Fatalf("sudo.py does not name %s", SudoSocket)
+	}
+}

@@ -21,8 +21,10 @@ import (
 // process started them. Sandboxes, sessions, zygotes and the cells of a
 // zygote each get uids of their own from the blocks this process holds.
 var (
-	HostUIDBase  = 1_500_000_000
-	HostUIDCount = 65536
+	HostUIDBase = 1_500_000_000
+	// HostUIDCount holds 1024 blocks: a machine with root inside takes a
+	// whole one (MachineIDs), beside each process's blocks of single uids.
+	HostUIDCount = 1 << 20
 	// UIDLeaseDir holds one lock file per leased block. Every codecage of
 	// a host must see the same directory (a container running as root on
 	// the host's ids needs the host's mounted there).

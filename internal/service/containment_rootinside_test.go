@@ -99,14 +99,32 @@ for name, f in tries.items():
 		t.Fatalf("the host's file's mode is now %v", fi.Mode())
 	}
 
-	pid := waitForProcess(t, "sleep", "5252")
-	st := hostStatus(t, pid)
+	// The same root, reached through sudo from the user's command.
+	machineCommand(t, svc, id, "sudo sleep 5253 >/dev/null 2>&1 &", 0)
 	first := workspaceUIDOf(t, ws) - 1000
-	if want := strings.Repeat(strconv.Itoa(first)+" ", 3) + strconv.Itoa(first); st["Uid"] != want || st["Gid"] != want {
-		t.Errorf("root inside runs as Uid %q Gid %q on the host, want the block's first id %d", st["Uid"], st["Gid"], first)
-	}
 	if first < 1_000_000 {
 		t.Errorf("the block starts at %d: among the host's accounts", first)
+	}
+	for _, mark := range []string{"5252", "5253"} {
+		checkRootInside(t, waitForProcess(t, "sleep", mark), first)
+	}
+	if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "root's processes to end with their session", func() bool {
+		return hostProcessNamed("sleep", "5252") == nil && hostProcessNamed("sleep", "5253") == nil
+	})
+	assertNoLeftovers(t)
+}
+
+// checkRootInside judges a process of root inside from the host: the
+// block's first id, no_new_privs, seccomp, no group, root inside's
+// capabilities alone, a user namespace not the host's.
+func checkRootInside(t *testing.T, pid, first int) {
+	t.Helper()
+	st := hostStatus(t, pid)
+	if want := strings.Repeat(strconv.Itoa(first)+" ", 3) + strconv.Itoa(first); st["Uid"] != want || st["Gid"] != want {
+		t.Errorf("root inside runs as Uid %q Gid %q on the host, want the block's first id %d", st["Uid"], st["Gid"], first)
 	}
 	if st["NoNewPrivs"] != "1" || st["Seccomp"] != "2" || st["Groups"] != "" || st["CapAmb"] != "0000000000000000" {
 		t.Errorf("root inside: NoNewPrivs %q Seccomp %q Groups %q CapAmb %q", st["NoNewPrivs"], st["Seccomp"], st["Groups"], st["CapAmb"])
@@ -125,11 +143,6 @@ for name, f in tries.items():
 	if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/user"); ns == "" || ns == hostNS {
 		t.Errorf("root inside is in user namespace %q; the host's is %q", ns, hostNS)
 	}
-	if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "root's process to end with its session", func() bool { return hostProcessNamed("sleep", "5252") == nil })
-	assertNoLeftovers(t)
 }
 
 // A set-user-ID root program that root inside makes in the machine's

@@ -61,6 +61,14 @@ func TestMachineCommandsAsRoot(t *testing.T) {
 	if first < 1_000_000 || int(given.Uid) != first+1001 || int(given.Gid) != first+1002 {
 		t.Fatalf("on the host: workspace %d, given %d:%d (want %d:%d)", ws.Uid, given.Uid, given.Gid, first+1001, first+1002)
 	}
+	// sudo, from the user's command: root inside too, on the command's
+	// own output and exit status.
+	if out := machineCommand(t, svc, se.ID, "sudo id -u && sudo sh -c 'echo $HOME; whoami' && echo piped | sudo tee /srv/made/sudo.txt >/dev/null && stat -c %U /srv/made/sudo.txt", 0); out != "0\n/root\nroot\nroot\n" {
+		t.Fatalf("sudo: %q", out)
+	}
+	if res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "sudo sh -c 'exit 3'"}); err != nil || res.ExitCode != 3 {
+		t.Fatalf("sudo's exit status: %v %+v", err, res)
+	}
 	// The user cannot take root's file back: root inside is someone else.
 	if out := machineCommand(t, svc, se.ID, "echo y >> /root/kept 2>/dev/null; echo $?", 0); out == "0\n" {
 		t.Fatal("the user wrote into root's home")

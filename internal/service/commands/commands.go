@@ -100,6 +100,10 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 	machine := inMachine(se)
 	if machine {
 		sessionEnv = withVars(machineVars(home, c.cfg.Interpreter, env, se.ProxyPort()), sessionEnv)
+		if se.RootInside() {
+			// Before an environment's own PATH too.
+			sessionEnv["PATH"] = fleet.MachineSudoDir + ":" + sessionEnv["PATH"]
+		}
 	}
 	if root {
 		sessionEnv = rootVars(sessionEnv)
