@@ -407,13 +407,16 @@ await check("a sandbox's root is its own: the file API and commands share /works
   return "/workspace/proj/a.txt read by cat; /analysis/r.txt read by files.read; /usr refused";
 });
 
-await check("commands.run({user: 'root'}) and sudo: root inside the sandbox, user by default", async () => {
+await check("commands.run({user: 'root'}) and sudo: root inside the sandbox, user by default, /usr/local root's", async () => {
   const me = await sbx.commands.run("whoami && id -u");
   assert.equal(me.stdout, "user\n1000\n");
   const r = await sbx.commands.run("whoami && pwd && mkdir -p /srv/e2b && chown user /srv/e2b && stat -c %U /srv/e2b", { user: "root" });
   assert.equal(r.stdout, "root\n/root\nuser\n", r.stderr);
   const viaSudo = await sbx.commands.run("sudo whoami && sudo -n mkdir -p /srv/sudo && stat -c %U /srv/sudo");
   assert.equal(viaSudo.stdout, "root\nroot\n", viaSudo.stderr);
+  await sbx.commands.run("printf '#!/bin/sh\\necho from usr-local\\n' > /usr/local/bin/e2b-hi && chmod 755 /usr/local/bin/e2b-hi", { user: "root" });
+  const tool = await sbx.commands.run("e2b-hi");
+  assert.equal(tool.stdout, "from usr-local\n", tool.stderr);
   const home = await sbx.commands.run("pwd", { user: "root", cwd: "~" });
   assert.equal(home.stdout, "/root\n");
   const e = await sbx.commands.run("id -u", { user: "nobody-here" }).catch((err) => err);

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -61,9 +62,11 @@ func skeletonNames(spec Spec) ([]string, error) {
 
 // clearSkeleton removes the skeleton's names from the machine's root
 // dir on the host (what the last start placed there, or what the code
-// made under those names). The directory is the sandbox's to write: it
-// must be a directory, not a link, and nothing below it is followed.
-func clearSkeleton(dir string, names []string) error {
+// made under those names), but for the entries keep names below a
+// directory (a writable /usr/local's layers). The directory is the
+// sandbox's to write: it must be a directory, not a link, and nothing
+// below it is followed.
+func clearSkeleton(dir string, names []string, keep map[string][]string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("jail: machine root %s: %w", dir, err)
@@ -72,9 +75,41 @@ func clearSkeleton(dir string, names []string) error {
 		return fmt.Errorf("jail: machine root %s is not a directory", dir)
 	}
 	for _, n := range names {
+		if kept := keep[n]; len(kept) > 0 {
+			if err := clearBut(filepath.Join(dir, n), kept); err != nil {
+				return err
+			}
+			continue
+		}
 		// RemoveAll unlinks a link itself and opens nothing through one.
 		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
 			return fmt.Errorf("jail: clear the machine root's %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// clearBut empties dir but for the entries kept; dir itself goes unless
+// it is a directory (a link is never followed).
+func clearBut(dir string, kept []string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("jail: clear the machine root's %s: %w", filepath.Base(dir), err)
+	case !fi.IsDir():
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("jail: clear the machine root's %s: %w", filepath.Base(dir), err)
+	}
+	for _, e := range entries {
+		if !slices.Contains(kept, e.Name()) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("jail: clear the machine root's %s: %w", filepath.Base(dir), err)
+			}
 		}
 	}
 	return nil
@@ -88,7 +123,11 @@ func openMachineRoot(spec Spec) (*os.File, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := clearSkeleton(spec.MachineRoot, names); err != nil {
+	keep := map[string][]string{}
+	if spec.RootInside {
+		keep["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork)} // usrlocal_linux.go
+	}
+	if err := clearSkeleton(spec.MachineRoot, names, keep); err != nil {
 		return nil, "", err
 	}
 	fd, err := unix.Open(spec.MachineRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)

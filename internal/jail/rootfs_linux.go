@@ -86,8 +86,19 @@ func buildRoot(cfg *initConfig) error {
 	if err := mountRootBase(cfg); err != nil {
 		return err
 	}
+	var usrLocal *usrLocal
+	if cfg.hasUsrLocal() {
+		if usrLocal, err = openUsrLocal(); err != nil {
+			return err
+		}
+	}
 	if err := placeSystem(cfg, src); err != nil {
 		return err
+	}
+	if usrLocal != nil {
+		if err := usrLocal.mount(); err != nil {
+			return err
+		}
 	}
 	if err := buildDev(cfg); err != nil {
 		return err

@@ -256,3 +256,93 @@ func TestSudoScriptNamesTheSocket(t *testing.T) {
 		t.Fatalf("sudo.py does not name %s", SudoSocket)
 	}
 }
+
+// hostFileUnder is a regular file below dir on the host, to depth 3.
+func hostFileUnder(t *testing.T, dir string) string {
+	t.Helper()
+	var found string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || found != "" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && strings.Count(strings.TrimPrefix(p, dir), "/") >= 3 {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			found = p
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("the host's %s holds no file to try (this kind of machine keeps Go there)", dir)
+	}
+	return found
+}
+
+// A machine with root inside and a root of its own has a writable
+// /usr/local for root: what root puts there lands in the machine's own
+// root, stays across a restart, shows beside the host's /usr/local, and
+// is nosuid; the user cannot write there, and nobody changes the host's
+// files, as the host sees.
+func TestMachineUsrLocalIsRootsToWrite(t *testing.T) {
+	first, err := ReserveUIDs(MachineIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ReleaseUIDs(first, MachineIDs) })
+	ws, root := t.TempDir(), t.TempDir()
+	for _, d := range []string{ws, root} {
+		if err := os.Chown(d, first+SandboxUID, first+SandboxUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostFile := hostFileUnder(t, "/usr/local")
+	hostBefore, err := os.ReadFile(hostFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true}
+	sb := startMachine(t, spec)
+	exit, out, errOut := spawnAs(t, sb, true, `printf '#!/bin/sh\necho mine\n' > /usr/local/bin/cage-tool && chmod 4755 /usr/local/bin/cage-tool &&
+mkdir -p /usr/local/lib/cage-pkg && stat -c %U /usr/local/bin /usr/local/bin/cage-tool && test -e `+hostFile+` && echo host-file-seen
+echo x >> `+hostFile+` 2>/dev/null; echo change $?`)
+	if exit.ExitCode != 0 || !strings.HasPrefix(out, "root\nroot\nhost-file-seen\n") || strings.Contains(out, "change 0") {
+		t.Fatalf("root in /usr/local: exit %+v out %q err %q", exit, out, errOut)
+	}
+	exit, out, errOut = spawnAs(t, sb, false, "/usr/local/bin/cage-tool; echo y > /usr/local/bin/user-tool; echo user $?")
+	if out != "mine\nuser 2\n" {
+		t.Fatalf("the user and /usr/local: exit %+v out %q err %q", exit, out, errOut)
+	}
+	// Judged from the host: the tool is in the machine's root, root
+	// inside's, not set-user-ID in effect; the host's /usr/local is as it was.
+	fi, err := os.Lstat(filepath.Join(root, "usr/local/bin/cage-tool"))
+	if err != nil {
+		t.Fatalf("the machine's root on the host: %v", err)
+	}
+	if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
+		t.Errorf("the tool is %d's on the host, want root inside's %d", uid, first)
+	}
+	if _, err := os.Lstat("/usr/local/bin/cage-tool"); !os.IsNotExist(err) {
+		t.Fatalf("the host's /usr/local/bin has the tool: %v", err)
+	}
+	if b, _ := os.ReadFile(hostFile); !bytes.Equal(b, hostBefore) {
+		t.Fatalf("the host's %s changed", hostFile)
+	}
+	if mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo"); !strings.Contains(string(mounts), " /usr/local ") {
+		t.Errorf("no /usr/local mount in the machine: %s", mounts)
+	} else {
+		for _, l := range strings.Split(string(mounts), "\n") {
+			if strings.Contains(l, " /usr/local ") && !strings.Contains(l, "nosuid") {
+				t.Errorf("/usr/local is not nosuid: %s", l)
+			}
+		}
+	}
+	sb.Kill(LimitNone)
+	sb.Wait()
+
+	again := startMachine(t, spec)
+	exit, out, errOut = spawnAs(t, again, false, "/usr/local/bin/cage-tool && test -d /usr/local/lib/cage-pkg && echo kept")
+	if out != "mine\nkept\n" {
+		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
+	}
+}

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -172,5 +173,66 @@ for p in sys.argv[1:]:
 		if st["Uid"] != strings.Repeat(user+" ", 3)+user || st["CapEff"] != "0000000000000000" || st["CapPrm"] != "0000000000000000" {
 			t.Errorf("rootsleep %s runs with Uid %q CapEff %q CapPrm %q; want the user %s, no capability", mark, st["Uid"], st["CapEff"], st["CapPrm"], user)
 		}
+	}
+}
+
+// Root inside writes to a machine's /usr/local, which is its to write:
+// what it adds lands in the machine's own root, never in the host's
+// /usr/local; a file of the host's there can be neither changed nor
+// removed for the host (a removal hides it in this machine alone); and
+// the mount is nosuid. Judged from the host.
+func TestContainment_54_RootInsideUsrLocalLeavesTheHostsAlone(t *testing.T) {
+	svc, _, ok := machineService(t)
+	if !ok {
+		return
+	}
+	id := newMachine(t, svc)
+	var hostFile string
+	_ = filepath.WalkDir("/usr/local", func(p string, d os.DirEntry, err error) error {
+		if err != nil || hostFile != "" || d.IsDir() && strings.Count(p, "/") > 4 {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			hostFile = p
+		}
+		return nil
+	})
+	if hostFile == "" {
+		t.Fatal("the host's /usr/local holds no file to try (this kind of machine keeps Go there)")
+	}
+	before, err := os.ReadFile(hostFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rootCommand(t, svc, id, "echo new > /usr/local/bin/cage-5454 && echo added; echo x >> "+hostFile+"; echo change $?; "+
+		"rm -f "+hostFile+"; test -e "+hostFile+"; echo gone $?; sleep 5454 >/dev/null 2>&1 &")
+	if !strings.HasPrefix(res.Stdout, "added\n") || strings.Contains(res.Stdout, "change 0") {
+		t.Fatalf("root inside in /usr/local: %q %q", res.Stdout, res.Stderr)
+	}
+	if b, err := os.ReadFile(hostFile); err != nil || !bytes.Equal(b, before) {
+		t.Fatalf("the host's %s after root inside changed or removed it: %v", hostFile, err)
+	}
+	if _, err := os.Lstat("/usr/local/bin/cage-5454"); !os.IsNotExist(err) {
+		t.Fatalf("the host's /usr/local/bin has the machine's file: %v", err)
+	}
+	pid := waitForProcess(t, "sleep", "5454")
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/root/usr/local/bin/cage-5454"); err != nil {
+		t.Fatalf("the file is not in the machine's /usr/local: %v", err)
+	}
+	mounts, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen bool
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 5 && f[4] == "/usr/local" {
+			seen = true
+			if !strings.Contains(f[5], "nosuid") || !strings.Contains(f[5], "nodev") {
+				t.Errorf("/usr/local is mounted %s", f[5])
+			}
+		}
+	}
+	if !seen {
+		t.Fatalf("no /usr/local mount in the machine:\n%s", mounts)
 	}
 }

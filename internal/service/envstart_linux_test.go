@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/fleet"
+
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/envstore"
 	"github.com/codecage/codecage/internal/leftovers"
@@ -56,7 +58,10 @@ func processesWith(marker string) map[int]int {
 	return out
 }
 
-func isSandboxUID(uid int) bool { return uid >= 1500000000 && uid < 1500000000+65536 }
+func isSandboxUID(uid int) bool {
+	base, count, _ := fleet.UIDSpan()
+	return uid >= base && uid < base+count
+}
 
 // A session from an environment with a start command (a web server) and
 // a ready command (a fetch of it) is handed out with the server

@@ -66,6 +66,14 @@ func TestMachineCommandsAsRoot(t *testing.T) {
 	if out := machineCommand(t, svc, se.ID, "sudo id -u && sudo sh -c 'echo $HOME; whoami' && echo piped | sudo tee /srv/made/sudo.txt >/dev/null && stat -c %U /srv/made/sudo.txt", 0); out != "0\n/root\nroot\nroot\n" {
 		t.Fatalf("sudo: %q", out)
 	}
+	// /usr/local is root's to write, and everyone's to run.
+	machineCommand(t, svc, se.ID, `sudo sh -c 'printf "#!/bin/sh\necho hello from usr-local\n" > /usr/local/bin/cage-hello && chmod 755 /usr/local/bin/cage-hello'`, 0)
+	if out := machineCommand(t, svc, se.ID, "cage-hello; touch /usr/local/bin/mine 2>/dev/null || echo refused", 0); out != "hello from usr-local\nrefused\n" {
+		t.Fatalf("/usr/local: %q", out)
+	}
+	if _, err := os.Stat("/usr/local/bin/cage-hello"); !os.IsNotExist(err) {
+		t.Fatalf("the host's /usr/local/bin has the machine's file: %v", err)
+	}
 	if res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "sudo sh -c 'exit 3'"}); err != nil || res.ExitCode != 3 {
 		t.Fatalf("sudo's exit status: %v %+v", err, res)
 	}
