@@ -139,17 +139,21 @@ type Config struct {
 	// own process tree, any program of its root), and every E2B sandbox
 	// on the native backend is one; off, commands keep to the allow-list.
 	MachineSessions bool
-	APIKeys         string // "name:key,..."; never printed
-	APIKeysFile     string
-	MaxBodySize     int64
-	ReadTimeout     time.Duration
-	WriteTimeout    time.Duration
-	ShutdownGrace   time.Duration
-	AuditDB         string // "" = the default path
-	AuditCode       bool   // store the code itself, not only its hash
-	AuditBuffer     int
-	LogFormat       string // text or json
-	LogLevel        string // debug, info, warn, error
+	// MachineRoot: a native machine session has root inside (its own
+	// block of ids, user: root, sudo, a writable /usr/local); off, its
+	// processes all run as its user, on one uid.
+	MachineRoot   bool
+	APIKeys       string // "name:key,..."; never printed
+	APIKeysFile   string
+	MaxBodySize   int64
+	ReadTimeout   time.Duration
+	WriteTimeout  time.Duration
+	ShutdownGrace time.Duration
+	AuditDB       string // "" = the default path
+	AuditCode     bool   // store the code itself, not only its hash
+	AuditBuffer   int
+	LogFormat     string // text or json
+	LogLevel      string // debug, info, warn, error
 
 	// Every listener's door (codecage serve): a keep-alive connection idle
 	// IdleTimeout is closed; at most MaxConnections are open on a listener,
@@ -336,6 +340,7 @@ func DefaultConfig() Config {
 		PoolMaxIdle:        10 * time.Minute,
 		Zygote:             true,
 		MachineSessions:    true,
+		MachineRoot:        true,
 		EnvPoolSize:        1,
 		EnvPoolIdle:        10 * time.Minute,
 

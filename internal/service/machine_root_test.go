@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -122,4 +123,17 @@ func hasRootSleep(ps []leftovers.Process, first int) bool {
 		}
 	}
 	return false
+}
+
+// SANDBOX_MACHINE_ROOT off: a machine's processes all run as its user;
+// root is refused, naming the setting, and there is no sudo.
+func TestMachineRootOff(t *testing.T) {
+	svc, _, se := nativeMachine(t, func(c *config.Config) { c.MachineRoot = false })
+	_, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", User: "root", Command: "id -u"})
+	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "SANDBOX_MACHINE_ROOT") {
+		t.Fatalf("root with SANDBOX_MACHINE_ROOT off: %v", err)
+	}
+	if out := machineCommand(t, svc, se.ID, "id -u; command -v sudo || echo no sudo; touch /usr/local/x 2>/dev/null || echo read-only", 0); out != "1000\nno sudo\nread-only\n" {
+		t.Fatalf("a machine without root: %q", out)
+	}
 }

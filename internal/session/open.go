@@ -267,7 +267,7 @@ func (t *Table) makeWorkspace(se *Session) error {
 		// Every sandbox restored from a memory image runs as its uid.
 		uid = se.restore.Image.UID
 		err = fleet.HoldUID(uid)
-	case os.Geteuid() == 0 && se.req.Machine && se.backend == fleet.Native:
+	case os.Geteuid() == 0 && se.req.Machine && se.backend == fleet.Native && t.cfg.MachineRoot:
 		// A machine's user, of a block of ids of its own: root and the
 		// users its programs add are its ids too (root inside).
 		var ok bool

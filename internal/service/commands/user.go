@@ -27,7 +27,7 @@ func asRoot(req CommandRequest, se *session.Session) (bool, error) {
 		return false, nil
 	case "root":
 		if se == nil || !inMachine(se) || !se.RootInside() {
-			return false, fmt.Errorf("%w: user root: only a machine session's commands run as root inside (native backend, a server running as root); this command's sandbox has no root", errdefs.ErrInvalidRequest)
+			return false, fmt.Errorf("%w: user root: only a machine session's commands run as root inside (native backend, a server running as root, SANDBOX_MACHINE_ROOT on); this command's sandbox has no root", errdefs.ErrInvalidRequest)
 		}
 		return true, nil
 	}
