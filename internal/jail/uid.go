@@ -136,7 +136,8 @@ func (b *uidBlock) take(n int) (int, bool) {
 
 // releaseUIDs frees n uids from first on; uids this process does not hold
 // (0 among them) are ignored. A block emptied is given back to the host,
-// except the first one, which a busy process would only lease again.
+// except the first one and up to maxIdleBlocks others, which a busy process
+// would only lease again.
 func releaseUIDs(first, n int) {
 	uids.Lock()
 	defer uids.Unlock()
@@ -150,12 +151,32 @@ func releaseUIDs(first, n int) {
 				b.free++
 			}
 		}
-		if k > 0 && b.free == len(b.used) {
+		if k > 0 && b.free == len(b.used) && idleBlocks() > maxIdleBlocks {
 			_ = b.lease.Close()
 			uids.blocks = append(uids.blocks[:k], uids.blocks[k+1:]...)
 		}
 		return
 	}
+}
+
+// maxIdleBlocks is how many emptied blocks a process keeps leased beside
+// its first: a machine with root inside takes a whole block and gives it
+// back at its close, and leasing one anew scans every host process
+// (uidsRunning). Its uids are free to hand out at once: a sandbox's uids
+// are released only once its init is reaped, and the kernel reaps every
+// process of a pid namespace before its init.
+const maxIdleBlocks = 4
+
+// idleBlocks counts the held blocks, but the first, that hold no uid.
+// The caller holds uids.
+func idleBlocks() int {
+	n := 0
+	for _, b := range uids.blocks[1:] {
+		if b.free == len(b.used) {
+			n++
+		}
+	}
+	return n
 }
 
 func allocateUID() (int, error) { return allocateUIDs(1) }

@@ -104,6 +104,9 @@ func run(t *testing.T, svc *service.Service, code string, opts ...func(*service.
 	for _, o := range opts {
 		o(&req)
 	}
+	if machineRootMode() {
+		return runAsMachineRoot(t, svc, req)
+	}
 	res, err := svc.Execute(context.Background(), req)
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
