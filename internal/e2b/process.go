@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -133,6 +134,11 @@ func endOf(res *service.CommandResult) *wire.EndEvent {
 			msg += " (" + *res.Error + ")"
 		}
 		return &wire.EndEvent{ExitCode: -1, Exited: false, Status: "signal: killed", Error: &msg}
+	}
+	if res.Signal > 0 && res.Signal < 65 {
+		// As envd says it (Go's os/exec): "signal: segmentation fault".
+		status := "signal: " + syscall.Signal(res.Signal).String()
+		return &wire.EndEvent{ExitCode: -1, Exited: false, Status: status, Error: &status}
 	}
 	status := "exit status " + strconv.Itoa(res.ExitCode)
 	end := &wire.EndEvent{ExitCode: int32(res.ExitCode), Exited: true, Status: status}

@@ -137,3 +137,18 @@ func TestMachineRootOff(t *testing.T) {
 		t.Fatalf("a machine without root: %q", out)
 	}
 }
+
+// A command that dies of a signal says which, in a machine and in a
+// command jail of its own: E2B's end event says "signal: ..." from it.
+func TestCommandSignalIsReported(t *testing.T) {
+	svc, _, se := nativeMachine(t, nil)
+	for _, id := range []string{se.ID, ""} {
+		res, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: id, Owner: "o", Command: "kill -SEGV $$"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Success || res.ExitCode != -1 || res.Signal != 11 || res.Error == nil || !strings.Contains(*res.Error, "signal 11 (segmentation fault)") {
+			t.Errorf("session %q: exit %d signal %d error %v", id, res.ExitCode, res.Signal, res.Error)
+		}
+	}
+}

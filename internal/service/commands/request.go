@@ -75,9 +75,12 @@ func (req CommandRequest) Interactive() bool { return req.Stdin || req.Terminal 
 // CommandResult is run_command's result: the seed's fields, and those of an
 // execution's result that apply.
 type CommandResult struct {
-	Success       bool             `json:"success"`
-	ExecutionID   string           `json:"execution_id"`
-	ExitCode      int              `json:"exit_code"`
+	Success     bool   `json:"success"`
+	ExecutionID string `json:"execution_id"`
+	ExitCode    int    `json:"exit_code"`
+	// Signal is the signal that ended the command's process (ExitCode is
+	// then -1): a crash (11, SIGSEGV) or a kill from inside the sandbox.
+	Signal        int              `json:"signal,omitempty"`
 	Stdout        string           `json:"stdout"`
 	Stderr        string           `json:"stderr"`
 	ExecutionTime float64          `json:"execution_time"`

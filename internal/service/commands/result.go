@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/codecage/codecage/internal/bounded"
@@ -14,7 +15,7 @@ import (
 // result is a finished command's result.
 func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr string, idle time.Duration, backend, home string) *CommandResult {
 	r := &CommandResult{
-		ExecutionID: spec.ID, ExitCode: exit.ExitCode,
+		ExecutionID: spec.ID, ExitCode: exit.ExitCode, Signal: exit.Signal,
 		Stdout:        stdout,
 		Stderr:        stderr,
 		ExecutionTime: exit.Duration.Seconds(), TimedOut: exit.Limit == fleet.LimitTimeout,
@@ -62,6 +63,9 @@ func commandError(r *CommandResult, allowed []string, home string) string {
 		if m := cannotEnter.FindStringSubmatch(r.Stderr); m != nil {
 			return "working_dir does not exist: " + bounded.String(strings.TrimPrefix(m[1], home+"/"), bounded.QuoteMax)
 		}
+	}
+	if r.Signal > 0 && r.Signal < 65 {
+		return fmt.Sprintf("the command was killed by signal %d (%s)", r.Signal, syscall.Signal(r.Signal))
 	}
 	if r.ExitCode != 0 {
 		return fmt.Sprintf("the command exited with status %d", r.ExitCode)
