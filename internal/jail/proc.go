@@ -34,4 +34,8 @@ type ProcExit struct {
 	Truncated bool
 	// SandboxEnded: the machine ended under it.
 	SandboxEnded bool
+	// OOMKilled: SIGKILL ended it, or it exited 137 (a shell whose child
+	// SIGKILL ended), while the OOM killer ended processes of the
+	// machine's cgroup (the machine's memory limit).
+	OOMKilled bool
 }

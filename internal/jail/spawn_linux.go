@@ -28,6 +28,7 @@ type Proc struct {
 	id     uint64
 	pid    int
 	out    *Output
+	ooms   int64       // the machine's OOM kills when it started
 	pipes  [2]*os.File // stdout, stderr read ends
 	input  *Input
 	ended  chan ProcExit // the init's report, or the sandbox's end
@@ -92,6 +93,9 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 		budget = s.spec.Limits.OutputBytes
 	}
 	p := &Proc{s: s, ended: make(chan ProcExit, 1), done: make(chan struct{})}
+	if s.cg != nil {
+		p.ooms = s.cg.oomKills()
+	}
 	p.out = NewOutput(budget, func() { _ = p.Signal(syscall.SIGKILL) })
 	child, err := p.openPipes(spec.Stdin)
 	if err != nil {
@@ -235,6 +239,12 @@ func (p *Proc) finish() {
 	}
 	p.input.Close()
 	exit.Truncated = p.out.Truncated()
+	// Killed, itself or (137, a shell's word for it) its child, while the
+	// OOM killer ended processes of the machine.
+	killed := exit.Signal == int(syscall.SIGKILL) || exit.ExitCode == 128+int(syscall.SIGKILL)
+	if killed && !exit.SandboxEnded && p.s.cg != nil && p.s.cg.oomKills() > p.ooms {
+		exit.OOMKilled = true
+	}
 	p.exit = exit
 	close(p.done)
 }

@@ -152,3 +152,19 @@ func TestCommandSignalIsReported(t *testing.T) {
 		}
 	}
 }
+
+// A machine's command that the OOM killer ends (the session's memory
+// limit) says so: oom_killed and the memory limit, as a run's would.
+func TestMachineCommandOOMIsReported(t *testing.T) {
+	svc, _, se := nativeMachine(t, func(c *config.Config) { c.MemoryLimit = 128 << 20 })
+	res, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", Command: `python3 -c "b = b'x' * (1 << 30)"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Success || !res.OOMKilled || res.Limit == nil || *res.Limit != "memory" {
+		t.Fatalf("a command past the machine's memory: success %v oom %v limit %v exit %d signal %d error %v stderr %q", res.Success, res.OOMKilled, res.Limit, res.ExitCode, res.Signal, *res.Error, res.Stderr)
+	}
+	if out := machineCommand(t, svc, se.ID, "echo still here", 0); out != "still here\n" {
+		t.Fatalf("the machine after its command's OOM: %q", out)
+	}
+}

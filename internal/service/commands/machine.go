@@ -113,8 +113,10 @@ func waitProc(ctx context.Context, p *fleet.Proc, timeout time.Duration, start t
 		limit = fleet.LimitOutput
 	case e.SandboxEnded:
 		limit = fleet.LimitCanceled // it ended with its session
+	case e.OOMKilled:
+		limit = fleet.LimitMemory // the session's memory limit
 	}
-	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, Duration: time.Since(start)}
+	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, OOMKilled: e.OOMKilled, Duration: time.Since(start)}
 }
 
 // withVars is base with vars over it (neither is changed).
