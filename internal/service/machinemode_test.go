@@ -36,7 +36,11 @@ func runAsMachineRoot(t *testing.T, svc *service.Service, req service.Request) *
 	res := &service.Result{Success: cres.Success, ExecutionID: cres.ExecutionID, Stdout: cres.Stdout, Stderr: cres.Stderr,
 		ExitCode: cres.ExitCode, ExecutionTime: cres.ExecutionTime, TimedOut: cres.TimedOut, OOMKilled: cres.OOMKilled,
 		Truncated: cres.Truncated, Limit: cres.Limit, Backend: cres.Backend, Isolation: cres.Isolation}
-	if !cres.Success && cres.Error != nil {
+	switch {
+	case cres.Signal != 0 && cres.Limit == nil:
+		// As a run's: a crash names its signal.
+		res.Error = &service.ErrorInfo{Type: "Crash", Message: *cres.Error}
+	case !cres.Success && cres.Error != nil:
 		res.Error = &service.ErrorInfo{Type: "CommandError", Message: *cres.Error}
 	}
 	return res
