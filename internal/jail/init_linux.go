@@ -200,13 +200,7 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	if err := unix.Close(fdExe); err != nil {
 		return 0, err
 	}
-	if cfg.RootInside {
-		l, err := listenSudo()
-		if err != nil {
-			return 0, err
-		}
-		cfg.sudo = l
-	}
+
 	if cfg.HasWorkspace {
 		_ = unix.Close(fdWorkspace)
 	}
@@ -216,6 +210,9 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 			return 0, err
 		}
 		go serveForward(l)
+	}
+	if cfg.Machine {
+		warmThreads(machineThreads)
 	}
 	term, err := lockDown(&cfg)
 	if err != nil {

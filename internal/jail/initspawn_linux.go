@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -23,6 +24,35 @@ import (
 // the sandbox's pids.max holds it beyond what its processes' RLIMIT_NPROC
 // lets them take.
 const machineThreads = 8
+
+// warmThreads makes the Go runtime start n threads now and keep them idle
+// for later. A machine's processes may run as several uids (root inside,
+// the users it adds), each with an RLIMIT_NPROC of its own, so together
+// they can fill pids.max; an init that then needed a new thread would die
+// (the runtime cannot go on without one), taking the machine with it. With
+// threads made ahead, counted in pids.max (the supervisor sets it from the
+// tasks there when the init settles), the init reuses them instead. Each
+// goroutine holds a thread of its own while locked to it; unlocked, the
+// threads wait in the runtime's idle list, which it never shrinks.
+func warmThreads(n int) {
+	var locked sync.WaitGroup
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	for range n {
+		locked.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	close(release)
+	done.Wait()
+}
 
 // spawnOrder asks the init to start a process; its stdin, stdout and
 // stderr come with it (SCM_RIGHTS, in that order).

@@ -235,7 +235,8 @@ type Spec struct {
 	// home and the binds placed over it at each start; the names they
 	// take are removed from it first. Empty: a read-only tmpfs.
 	MachineRoot string
-	// RootInside, for a Machine with a HostUID (root on the host), maps
+	// RootInside, for a Machine with a MachineRoot and a HostUID (root on
+	// the host), maps
 	// the ids 0 to MachineIDs-1 inside onto the host ids from
 	// HostUID-SandboxUID on (a block from ReserveUIDs(MachineIDs)): the
 	// program still runs as SandboxUID, and processes spawned with

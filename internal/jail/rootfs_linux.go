@@ -110,7 +110,7 @@ func buildRoot(cfg *initConfig) error {
 		return err
 	}
 	if cfg.RootInside {
-		if err := placeSudo(sudoPython(cfg.Links)); err != nil {
+		if cfg.sudo, err = placeSudo(sudoPython(cfg.Links)); err != nil {
 			return err
 		}
 	}

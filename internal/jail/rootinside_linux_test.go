@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -344,5 +345,19 @@ echo x >> `+hostFile+` 2>/dev/null; echo change $?`)
 	exit, out, errOut = spawnAs(t, again, false, "/usr/local/bin/cage-tool && test -d /usr/local/lib/cage-pkg && echo kept")
 	if out != "mine\nkept\n" {
 		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
+	}
+}
+
+// Root inside needs a root of its own (sudo and /usr/local live there):
+// a machine on a read-only tmpfs / with root inside is refused, saying so.
+func TestMachineRootInsideNeedsItsOwnRoot(t *testing.T) {
+	first, err := ReserveUIDs(MachineIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ReleaseUIDs(first, MachineIDs) })
+	_, err = Start(context.Background(), Spec{Argv: []string{"/bin/true"}, Machine: true, HostUID: first + SandboxUID, RootInside: true})
+	if err == nil || !strings.Contains(err.Error(), "a root of its own") {
+		t.Fatalf("root inside on a tmpfs root: %v", err)
 	}
 }

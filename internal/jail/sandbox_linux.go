@@ -228,8 +228,8 @@ func prepareSpec(spec *Spec) error {
 	if spec.Machine && (spec.Nested || spec.NoChannel && spec.Programs != nil) {
 		return errors.New("jail: a machine runs its own processes: neither nested nor a command jail")
 	}
-	if spec.RootInside && (!spec.Machine || spec.HostUID != 0 && spec.HostUID-SandboxUID < HostUIDBase) {
-		return errors.New("jail: root inside needs a machine, and its host uid the user's of a block of ids (ReserveUIDs(MachineIDs)+SandboxUID)")
+	if spec.RootInside && (!spec.Machine || spec.MachineRoot == "" || spec.HostUID != 0 && spec.HostUID-SandboxUID < HostUIDBase) {
+		return errors.New("jail: root inside needs a machine with a root of its own (sudo and /usr/local live there), and its host uid the user's of a block of ids (ReserveUIDs(MachineIDs)+SandboxUID)")
 	}
 	if spec.Nested && spec.NetNS != nil {
 		return errors.New("jail: a nested program's cells make network namespaces of their own: it joins none")

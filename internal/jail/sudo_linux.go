@@ -55,20 +55,32 @@ type sudoFork struct {
 }
 
 // placeSudo writes the script, run by python (the machine's interpreter),
-// before the root is pivoted into.
-func placeSudo(python string) error {
+// and listens on SudoSocket, both before the root is pivoted into (and,
+// without a machine root of its own, made read-only). The socket's inode
+// is the one the sandbox's path names after the pivot.
+func placeSudo(python string) (*net.UnixListener, error) {
 	dst := newRoot + SudoPath
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("sudo: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(newRoot+SudoSocket), 0o755); err != nil {
-		return fmt.Errorf("sudo: %w", err)
+	for _, d := range []string{filepath.Dir(dst), filepath.Dir(newRoot + SudoSocket)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("sudo: %w", err)
+		}
 	}
 	script := "#!" + python + " -I\n" + sudoScript
 	if err := os.WriteFile(dst, []byte(script), 0o755); err != nil {
-		return fmt.Errorf("sudo: %w", err)
+		return nil, fmt.Errorf("sudo: %w", err)
 	}
-	return nil
+	sock := newRoot + SudoSocket
+	_ = os.Remove(sock) // one the last start left in a kept root
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("sudo: %w", err)
+	}
+	l.SetUnlinkOnClose(false) // the path is the sandbox's, gone with it
+	if err := os.Chmod(sock, 0o666); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("sudo: %w", err)
+	}
+	return l, nil
 }
 
 // sudoPython is the interpreter sudo runs on: the machine's own (its
@@ -80,21 +92,6 @@ func sudoPython(links map[string]string) string {
 		}
 	}
 	return "/usr/bin/python3"
-}
-
-// listenSudo listens on SudoSocket, from inside the built root (the
-// path is the sandbox's), before the init restricts itself.
-func listenSudo() (*net.UnixListener, error) {
-	_ = os.Remove(SudoSocket) // one the last start left in a kept root
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: SudoSocket, Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("sudo: %w", err)
-	}
-	if err := os.Chmod(SudoSocket, 0o666); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("sudo: %w", err)
-	}
-	return l, nil
 }
 
 // serveSudo answers the machine's sudo commands; forks go to the
