@@ -55,9 +55,9 @@ type sudoFork struct {
 }
 
 // placeSudo writes the script, run by python (the machine's interpreter),
-// and listens on SudoSocket, both before the root is pivoted into (and,
-// without a machine root of its own, made read-only). The socket's inode
-// is the one the sandbox's path names after the pivot.
+// and listens on SudoSocket, both while the root is being built, before
+// the pivot: the socket's inode is the one the sandbox's path names after
+// it, and the listener is made before the init restricts itself.
 func placeSudo(python string) (*net.UnixListener, error) {
 	dst := newRoot + SudoPath
 	for _, d := range []string{filepath.Dir(dst), filepath.Dir(newRoot + SudoSocket)} {
