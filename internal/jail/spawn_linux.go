@@ -67,20 +67,8 @@ type spawnAnswer struct {
 // could not start). ErrEnded: the machine has ended.
 func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	m := s.machine
-	if m == nil {
-		return nil, fmt.Errorf("jail: Spawn: sandbox %s is not a machine", s.id)
-	}
-	if len(spec.Argv) == 0 {
-		return nil, fmt.Errorf("jail: Spawn: empty argv")
-	}
-	if spec.Terminal != nil {
-		if err := spec.Terminal.Check(); err != nil {
-			return nil, err
-		}
-		spec.Stdin = false // the terminal is its input
-	}
-	if spec.Root && !s.rootInside() {
-		return nil, fmt.Errorf("jail: Spawn: sandbox %s has no root inside (Spec.RootInside, root on the host)", s.id)
+	if err := s.checkSpawn(&spec); err != nil {
+		return nil, err
 	}
 	if s.killed.Load() {
 		return nil, ErrEnded
@@ -144,6 +132,26 @@ func (s *Sandbox) Spawn(spec ProcSpec) (*Proc, error) {
 	}
 	go p.finish()
 	return p, nil
+}
+
+// checkSpawn refuses a spec the machine cannot start; a terminal is the
+// process's input.
+func (s *Sandbox) checkSpawn(spec *ProcSpec) error {
+	switch {
+	case s.machine == nil:
+		return fmt.Errorf("jail: Spawn: sandbox %s is not a machine", s.id)
+	case len(spec.Argv) == 0:
+		return fmt.Errorf("jail: Spawn: empty argv")
+	case spec.Root && !s.rootInside():
+		return fmt.Errorf("jail: Spawn: sandbox %s has no root inside (Spec.RootInside, root on the host)", s.id)
+	}
+	if spec.Terminal != nil {
+		if err := spec.Terminal.Check(); err != nil {
+			return err
+		}
+		spec.Stdin = false
+	}
+	return nil
 }
 
 // roomToSpawn refuses a spawn when the machine's processes hold all the

@@ -261,24 +261,7 @@ func (t *Table) makeWorkspace(se *Session) error {
 			return fmt.Errorf("%w: the machine's root: %v", ErrUnavailable, err)
 		}
 	}
-	uid := 0
-	switch {
-	case se.restore != nil && se.restore.Image != nil:
-		// Every sandbox restored from a memory image runs as its uid.
-		uid = se.restore.Image.UID
-		err = fleet.HoldUID(uid)
-	case os.Geteuid() == 0 && se.req.Machine && se.backend == fleet.Native && t.cfg.MachineRoot:
-		// A machine's user, of a block of ids of its own: root and the
-		// users its programs add are its ids too (root inside).
-		var ok bool
-		if uid, ok, err = fleet.ReserveMachineIDs(); !ok {
-			uid, err = fleet.ReserveUID()
-		}
-	case os.Geteuid() == 0:
-		// One identity for the session's interpreters and commands:
-		// each can change the files the others wrote.
-		uid, err = fleet.ReserveUID()
-	}
+	uid, err := t.holdUID(se)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -301,6 +284,26 @@ func (t *Table) makeWorkspace(se *Session) error {
 		}
 	}
 	return nil
+}
+
+// holdUID holds the host uid se's sandboxes run as (0 rootless).
+func (t *Table) holdUID(se *Session) (uid int, err error) {
+	switch {
+	case se.restore != nil && se.restore.Image != nil:
+		// Every sandbox restored from a memory image runs as its uid.
+		return se.restore.Image.UID, fleet.HoldUID(se.restore.Image.UID)
+	case os.Geteuid() != 0:
+		return 0, nil
+	case se.req.Machine && se.backend == fleet.Native && t.cfg.MachineRoot:
+		// A machine's user, of a block of ids of its own: root and the
+		// users its programs add are its ids too (root inside).
+		if uid, ok, err := fleet.ReserveMachineIDs(); ok {
+			return uid, err
+		}
+	}
+	// One identity for the session's interpreters and commands: each
+	// can change the files the others wrote.
+	return fleet.ReserveUID()
 }
 
 // newTmp makes a session's /tmp, <id>.tmp beside its workspace: a tmpfs

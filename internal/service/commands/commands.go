@@ -87,27 +87,19 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		}
 		defer done()
 	}
-	home, sessionEnv := fleet.WorkspaceDir, map[string]string(nil)
-	var env envstore.Env // a session's environment (commands alone: the host's root)
+	home, env, sessionEnv := fleet.WorkspaceDir, envstore.Env{}, map[string]string(nil)
 	if se != nil {
-		env = se.Environment()
-		home, sessionEnv = se.Home(), withEnvVars(env, se.Env())
+		env = se.Environment() // a session's (commands alone: the host's root)
+		home, sessionEnv = se.Home(), c.sessionVars(se, env)
 	}
 	root, err := asRoot(req, se)
 	if err != nil {
 		return nil, err
 	}
-	machine := inMachine(se)
-	if machine {
-		sessionEnv = withVars(machineVars(home, c.cfg.Interpreter, env, se.ProxyPort()), sessionEnv)
-		if se.RootInside() {
-			// Before an environment's own PATH too.
-			sessionEnv["PATH"] = fleet.MachineSudoDir + ":" + sessionEnv["PATH"]
-		}
-	}
 	if root {
 		sessionEnv = rootVars(sessionEnv)
 	}
+	machine := inMachine(se)
 	ok, err := c.check(req, home, sessionEnv, machine)
 	if err != nil {
 		return nil, err
@@ -156,6 +148,21 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		exit.Truncated = exit.Truncated || out.Dropped()
 	}
 	return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
+}
+
+// sessionVars are the variables a command of session se starts with: its
+// environment's and its own, and a machine's (its PATH, led by sudo's
+// directory when it has root inside, before an environment's PATH too).
+func (c *Commands) sessionVars(se *session.Session, env envstore.Env) map[string]string {
+	vars := withEnvVars(env, se.Env())
+	if !inMachine(se) {
+		return vars
+	}
+	vars = withVars(machineVars(se.Home(), c.cfg.Interpreter, env, se.ProxyPort()), vars)
+	if se.RootInside() {
+		vars["PATH"] = fleet.MachineSudoDir + ":" + vars["PATH"]
+	}
+	return vars
 }
 
 // streamed reports whether req's whole output streams (Streamed).
