@@ -91,6 +91,10 @@ def main():
             fail("%s: command not found" % cmd[0])
         argv = [os.path.abspath(prog)] + cmd[1:]
     cwd = "/root" if login else os.getcwd()
+    # Signals wait until the command has started and can be forwarded: the
+    # caller may signal sudo as soon as it sees the root process.
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         s.connect(SOCKET)
@@ -108,8 +112,9 @@ def main():
         except OSError:
             pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in forwarded:
         signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     while True:
         try:
             msg = s.recv(1 << 16)
