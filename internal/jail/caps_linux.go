@@ -68,6 +68,16 @@ func dropCapabilities() error {
 var rootCaps = []uintptr{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
 	unix.CAP_FSETID, unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_NET_BIND_SERVICE}
 
+// RootInsideCapabilities is rootCaps as a mask, as /proc/<pid>/status
+// shows a capability set.
+func RootInsideCapabilities() uint64 {
+	var mask uint64
+	for _, c := range rootCaps {
+		mask |= 1 << c
+	}
+	return mask
+}
+
 // spawnerCaps are what the init of such a machine keeps on its forking
 // thread. Permitted: rootCaps, since under no_new_privs an exec never
 // gains a capability its caller did not hold, and its own rlimit right.

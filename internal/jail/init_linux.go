@@ -212,7 +212,7 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		go serveForward(l)
 	}
 	if cfg.Machine {
-		warmThreads(machineThreads)
+		warmThreads(MachineThreads)
 	}
 	term, err := lockDown(&cfg)
 	if err != nil {
@@ -429,7 +429,7 @@ func startProgram(cfg *initConfig, term *terminal) (int, error) {
 func limitProcess(pid int, cfg *initConfig) error {
 	// The init's threads run as the same uid and count against
 	// RLIMIT_NPROC too. A machine's init may start a few more later: its
-	// pids.max leaves room for them (machineThreads) that this limit keeps
+	// pids.max leaves room for them (MachineThreads) that this limit keeps
 	// its processes from, or a machine at its limit would take the init
 	// down (the Go runtime dies when it cannot start a thread).
 	threads := ownThreads()

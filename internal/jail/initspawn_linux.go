@@ -19,12 +19,6 @@ import (
 // reports the end of each it started, and ends, taking the namespace
 // with it, when the program does.
 
-// machineThreads is a margin for the threads a machine's init may start
-// after its program (the order reader, the reaper, the runtime's own):
-// the sandbox's pids.max holds it beyond what its processes' RLIMIT_NPROC
-// lets them take.
-const machineThreads = 8
-
 // warmThreads makes the Go runtime start n threads now and keep them idle
 // for later. A machine's processes may run as several uids (root inside,
 // the users it adds), each with an RLIMIT_NPROC of its own, so together

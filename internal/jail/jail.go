@@ -344,6 +344,12 @@ func NewID() string {
 // (see Spec.CellUIDs); inside its own, the cell is SandboxUID.
 func CellUID(i int) int { return SandboxUID + 1 + i }
 
+// MachineThreads is a margin for the threads a machine's init may start
+// after its program (the order reader, the reaper, the runtime's own):
+// the sandbox's pids.max holds it beyond what its processes' RLIMIT_NPROC
+// lets them take.
+const MachineThreads = 8
+
 // CellNproc is the RLIMIT_NPROC of a cell with limits l and a uid of its
 // own: the code's processes and the cell's init, which runs as that uid.
 func CellNproc(l Limits) int { return l.WithDefaults().MaxProcesses + 1 }

@@ -257,3 +257,6 @@ func (p *Proc) CloseInput() error { return ErrUnsupported }
 
 // Resize is unsupported off Linux.
 func (p *Proc) Resize(WindowSize) error { return ErrUnsupported }
+
+// RootInsideCapabilities is empty here: there is no root inside.
+func RootInsideCapabilities() uint64 { return 0 }

@@ -384,7 +384,7 @@ func TestMachineAtItsProcessLimitKeepsItsInit(t *testing.T) {
 			stable, last = 0, n
 		}
 	}
-	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); room < machineThreads/2 {
+	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); room < MachineThreads/2 {
 		t.Fatalf("the machine's processes left %d tasks of pids.max to its init", room)
 	}
 	// Orders keep the init's threads busy while the limit is spent:
@@ -401,7 +401,7 @@ func TestMachineAtItsProcessLimitKeepsItsInit(t *testing.T) {
 		}
 		refused++
 	}
-	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); refused == 0 || room < machineThreads/2 {
+	if room := sb.cg.readInt(cgPidsMax) - sb.cg.readInt(cgPidsCurrent); refused == 0 || room < MachineThreads/2 {
 		t.Fatalf("spawns at the limit: %d of 50 refused, and %d tasks of pids.max left to the init", refused, room)
 	}
 	select {

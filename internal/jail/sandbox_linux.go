@@ -357,7 +357,7 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 				// Room the machine's processes cannot take (their
 				// RLIMIT_NPROC stops them first): its init's threads,
 				// which it may need any time it serves them.
-				program += machineThreads
+				program += MachineThreads
 			}
 			if err := s.cg.settlePids(program); err != nil {
 				return fmt.Errorf("%w: %v", ErrSetup, err)

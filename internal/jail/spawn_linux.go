@@ -164,7 +164,7 @@ func (s *Sandbox) roomToSpawn() error {
 		return nil
 	}
 	limit := s.cg.readInt(cgPidsMax)
-	if limit > 0 && s.cg.readInt(cgPidsCurrent) >= limit-machineThreads {
+	if limit > 0 && s.cg.readInt(cgPidsCurrent) >= limit-MachineThreads {
 		return fmt.Errorf("the machine's processes are at their limit: %w", unix.EAGAIN)
 	}
 	return nil

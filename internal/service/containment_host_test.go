@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,14 @@ for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
 	}
 	m := results(res)
 	allowed := map[string]bool{"PATH": true, "HOME": true, "LANG": true, "TMPDIR": true, "MPLBACKEND": true, "LC_CTYPE": true}
+	if machineRootMode() {
+		// A machine's command gets what programs of a computer expect:
+		// its user, a terminal type, the shell's directories, and where
+		// pip and npm install (the machine's own root and home).
+		for _, k := range []string{"USER", "LOGNAME", "TERM", "PWD", "OLDPWD", "PYTHONPATH", "PIP_BREAK_SYSTEM_PACKAGES", "NPM_CONFIG_PREFIX"} {
+			allowed[k] = true
+		}
+	}
 	for _, k := range strings.Split(m["env_keys"], ",") {
 		if !allowed[k] {
 			t.Errorf("sandbox environment has unexpected variable %q (all: %s)", k, m["env_keys"])
@@ -70,12 +79,18 @@ for fd in range(4096):
     except OSError:
         pass
 R("fds", ",".join(map(str, fds)))
-R("fd3_socket", stat.S_ISSOCK(os.fstat(3).st_mode))
+R("fd3_socket", stat.S_ISSOCK(os.fstat(3).st_mode) if 3 in fds else "absent")
 R("fd0_null", os.path.samestat(os.fstat(0), os.stat("/dev/null")))
 R("leaked", attempt(lambda: os.fstat(@@FD@@)))
 `, "FD", strconv.Itoa(fd)))
-	expectOneOf(t, m, "fds", "0,1,2,3")
-	expectOneOf(t, m, "fd3_socket", "True")
+	if machineRootMode() {
+		// A machine's command has no harness socket: its stdio alone.
+		expectOneOf(t, m, "fds", "0,1,2")
+		expectOneOf(t, m, "fd3_socket", "absent")
+	} else {
+		expectOneOf(t, m, "fds", "0,1,2,3")
+		expectOneOf(t, m, "fd3_socket", "True")
+	}
 	expectOneOf(t, m, "fd0_null", "True")
 	expectOneOf(t, m, "leaked", "EBADF")
 }
@@ -109,8 +124,16 @@ R("root_dir", attempt(lambda: print(os.listdir("/root"))))
 	if strings.Contains(res.Stdout, token) || strings.Contains(res.Stderr, token) {
 		t.Fatalf("canary token leaked into the output:\nstdout=%q\nstderr=%q", res.Stdout, res.Stderr)
 	}
-	expectAll(t, results(res), []string{"tmp_canary", "root_canary", "proc1_root_canary", "etc_shadow",
-		"root_ssh_dir", "root_ssh_key", "root_ssh_authorized", "root_dir"}, "ENOENT", "EACCES")
+	m := results(res)
+	expectAll(t, m, []string{"tmp_canary", "root_canary", "proc1_root_canary", "etc_shadow",
+		"root_ssh_dir", "root_ssh_key", "root_ssh_authorized"}, "ENOENT", "EACCES")
+	if machineRootMode() {
+		// Root inside a machine has a /root of its own: the machine's,
+		// never the host's (no canary above came through it).
+		expectOneOf(t, m, "root_dir", "OK")
+	} else {
+		expectOneOf(t, m, "root_dir", "ENOENT", "EACCES")
+	}
 }
 
 // hostFileState is what must not change on the host.
@@ -168,9 +191,17 @@ R("unlink_python", attempt(lambda: os.unlink("/usr/bin/python3.11")))
 R("rename_os_py", attempt(lambda: os.rename("/usr/lib/python3.11/os.py", "/usr/lib/python3.11/os.py.bak")))
 R("chmod_python", attempt(lambda: os.chmod("/usr/bin/python3.11", 0o4777)))
 `, "TOK", tok))
-	expectAll(t, m, []string{"create_usr", "create_root", "create_stdlib", "create_dist_packages",
+	refused := []string{"create_usr", "create_root", "create_stdlib", "create_dist_packages",
 		"create_local_dist_packages", "mkdir_stdlib", "write_os_py", "write_dist_packages_pth",
-		"unlink_python", "rename_os_py"}, "EROFS", "EACCES")
+		"unlink_python", "rename_os_py"}
+	if machineRootMode() {
+		// A machine's root and /usr/local are its own to write (its
+		// root directory, an overlay): the files land there, never on the
+		// host, as the checks below prove from the host.
+		expectAll(t, m, []string{"create_root", "create_local_dist_packages"}, "OK")
+		refused = slices.DeleteFunc(refused, func(k string) bool { return k == "create_root" || k == "create_local_dist_packages" })
+	}
+	expectAll(t, m, refused, "EROFS", "EACCES")
 	// Debian's stdlib sitecustomize.py is a symlink into /etc/python3.11,
 	// which the sandbox's generated /etc lacks: creating its target fails
 	// with ENOENT.

@@ -259,8 +259,19 @@ R("proc1_exe_write", attempt(lambda: open("/proc/1/exe", "r+b")))
 R("proc1_exe_read", attempt(lambda: open("/proc/1/exe", "rb").read(4)))
 R("proc1_cwd", attempt(lambda: os.listdir("/proc/1/cwd")))
 R("proc1_fd", attempt(lambda: os.listdir("/proc/1/fd")))
+R("proc1_fd0_link", attempt(lambda: os.readlink("/proc/1/fd/0")))
+R("proc1_fd0_open", attempt(lambda: open("/proc/1/fd/0", "rb")))
 `)
-	expectAll(t, m, []string{"proc1_mem", "proc1_root", "proc1_exe_write", "proc1_cwd"}, "EACCES", "EPERM")
+	expectAll(t, m, []string{"proc1_mem", "proc1_root", "proc1_exe_write", "proc1_cwd", "proc1_fd0_link", "proc1_fd0_open"}, "EACCES", "EPERM", "ENOENT")
+	if machineRootMode() {
+		// Root inside owns the proc files of its namespace's init (not
+		// dumpable: they belong to the namespace's root), so it may list
+		// the descriptor numbers; following or opening one needs ptrace
+		// access, refused above.
+		expectAll(t, m, []string{"proc1_environ", "proc1_exe_read"}, "EACCES", "EPERM")
+		expectOneOf(t, m, "proc1_fd", "OK")
+		return
+	}
 	// gVisor shows a non-dumpable init's environment, executable and
 	// descriptor list anyway. Its init is the harness's fork: the code's
 	// own environment and interpreter, and no descriptor at all.

@@ -144,7 +144,11 @@ type cgroupUse struct {
 	first, last   time.Duration
 	firstT, lastT time.Time
 	quota         float64
+	grew          bool // quota was read while the usage grew
 }
+
+// wider says whether bandwidth a (in cores, -1 for none) exceeds b.
+func wider(a, b float64) bool { return b >= 0 && (a < 0 || a > b) }
 
 func (u cgroupUse) cores() float64 {
 	span := u.lastT.Sub(u.firstT).Seconds()
@@ -156,7 +160,7 @@ func (u cgroupUse) cores() float64 {
 
 // sample reads every sandbox cgroup's usage every 100 ms until stop is
 // closed; it returns the cgroup that used the most CPU meanwhile, with
-// its bandwidth as last read while it used CPU.
+// the highest bandwidth read while it used CPU.
 func (h hostCgroups) sample(t *testing.T, stop <-chan struct{}) (string, cgroupUse) {
 	seen := map[string]*cgroupUse{}
 	for {
@@ -168,10 +172,12 @@ func (h hostCgroups) sample(t *testing.T, stop <-chan struct{}) (string, cgroupU
 			}
 			if s, ok := seen[n]; ok {
 				if u > s.last {
-					// Its bandwidth while it runs: a warm cell seen before
-					// the run got it has none yet (-1); seen once in CI.
-					if q, err := h.readQuota(n); err == nil {
-						s.quota = q
+					// Its bandwidth while it runs, the highest seen: a warm
+					// cell seen before the run got it has none yet (-1;
+					// seen once in CI), and a machine's drops to the idle
+					// allowance once its command has ended.
+					if q, err := h.readQuota(n); err == nil && (!s.grew || wider(q, s.quota)) {
+						s.quota, s.grew = q, true
 					}
 				}
 				s.last, s.lastT = u, now
