@@ -28,7 +28,7 @@ func (b *bencher) gvisorRuns() int { return max(5, b.n/10) }
 // for a full pool before each run, and back to back) and cold (no pool),
 // and the idle memory of a ready gVisor sandbox.
 func (b *bencher) gvisor(ctx context.Context) error {
-	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle", "gvisor_numpy_cold"}
+	keys := []string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_session_lifecycle", "gvisor_numpy_cold", "gvisor_machine_command"}
 	persist := GVisorPersistKeys()
 	info := fleet.ProbeGVisor(b.cfg.Runsc, b.cfg.GVisorPlatform)
 	if !info.Available {
@@ -97,6 +97,7 @@ func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, p
 	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))
+	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, cold, "gvisor_machine_command", "use_container machine session: a command, runsc exec'd into its sandbox", true, true))
 	b.persistence(ctx, cold, true)
 	return ctx.Err()
 }

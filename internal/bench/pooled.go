@@ -52,8 +52,8 @@ func (b *bencher) pooled(ctx context.Context) error {
 	}
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, svc, "session_lifecycle", "session: create, 2 cells, close", false))
 	b.rep.Rows = append(b.rep.Rows, b.machineRow(ctx, svc))
-	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, svc, "session_command", "session: a command, each in a jail of its own", false))
-	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, svc, "machine_command", "machine session: a command, a process of its sandbox", true))
+	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, svc, "session_command", "session: a command, each in a jail of its own", false, false))
+	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, svc, "machine_command", "machine session: a command, a process of its sandbox", true, false))
 	b.persistence(ctx, svc, false)
 	return ctx.Err()
 }

@@ -153,8 +153,8 @@ func (b *bencher) machineRow(ctx context.Context, svc *service.Service) Row {
 // in a machine each is a process of the session's one sandbox, in its pid
 // namespace; otherwise each is a jail of its own (namespaces, cgroup,
 // seccomp), which is what a machine saves per command.
-func (b *bencher) commandRow(ctx context.Context, svc *service.Service, key, name string, machine bool) Row {
-	info, err := svc.CreateSession(ctx, service.SessionRequest{Machine: machine})
+func (b *bencher) commandRow(ctx context.Context, svc *service.Service, key, name string, machine, useContainer bool) Row {
+	info, err := svc.CreateSession(ctx, service.SessionRequest{Machine: machine, UseContainer: useContainer})
 	if err != nil {
 		return Row{Key: key, Case: name, Skipped: err.Error()}
 	}

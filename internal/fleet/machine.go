@@ -3,7 +3,10 @@ package fleet
 import (
 	"errors"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/codecage/codecage/internal/gvisor"
 	"github.com/codecage/codecage/internal/jail"
 	"github.com/codecage/codecage/internal/runtime"
 )
@@ -16,9 +19,25 @@ type (
 	ProcSpec = jail.ProcSpec
 	// ProcExit is how a process of a machine ended.
 	ProcExit = jail.ProcExit
-	// Proc is a process started in a machine.
-	Proc = jail.Proc
 )
+
+// Proc is a process started in a machine, by either backend: the native
+// machine's init forks it, gVisor's runsc execs it.
+type Proc interface {
+	// PID is its pid inside the machine.
+	PID() int
+	// Done is closed once it has ended and its output is in.
+	Done() <-chan struct{}
+	// Wait waits for its end.
+	Wait() ProcExit
+	// Signal sends sig to it and its process group.
+	Signal(sig syscall.Signal) error
+	// WriteInput writes to its stdin or terminal; CloseInput ends it.
+	WriteInput(b []byte, wait time.Duration) (int, error)
+	CloseInput() error
+	// Resize changes the size of its terminal.
+	Resize(size WindowSize) error
+}
 
 // PythonPath lists the package directories a session's interpreter
 // reads, in its order (a machine's python3 gets them as PYTHONPATH).
@@ -39,23 +58,40 @@ func ProxyVars(port int) map[string]string {
 // machine, or a backend that cannot yet).
 var ErrNotMachine = errors.New("the sandbox is not a machine")
 
-// spawner is a sandbox that starts processes beside its program.
-type spawner interface {
-	Spawn(jail.ProcSpec) (*jail.Proc, error)
-}
+// The sandboxes that start processes beside their program: each
+// backend's Spawn returns its own kind of process.
+type (
+	nativeSpawner interface {
+		Spawn(jail.ProcSpec) (*jail.Proc, error)
+	}
+	gvisorSpawner interface {
+		Spawn(jail.ProcSpec) (*gvisor.Proc, error)
+	}
+)
 
 // Spawn starts a process in the lease's sandbox, a machine; it is
 // counted in the sandbox's cgroup and limits, and takes no slot of the
 // budget. A paused sandbox is resumed first, as a run resumes it.
-func (l *Lease) Spawn(spec ProcSpec) (*Proc, error) {
+func (l *Lease) Spawn(spec ProcSpec) (Proc, error) {
 	l.used.Store(true)
 	b := l.current()
-	s, ok := b.(spawner)
-	if !ok {
-		return nil, ErrNotMachine
-	}
 	if p, ok := b.(pauser); ok && p.Paused() {
 		_ = p.Resume()
 	}
-	return s.Spawn(spec)
+	// Each branch returns a nil Proc on error, never a typed nil.
+	switch s := b.(type) {
+	case nativeSpawner:
+		p, err := s.Spawn(spec)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case gvisorSpawner:
+		p, err := s.Spawn(spec)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	return nil, ErrNotMachine
 }

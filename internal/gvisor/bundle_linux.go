@@ -106,9 +106,21 @@ func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 			return nil, err
 		}
 	}
+	if spec.Machine && spec.Workspace != "" {
+		if spec.Workspace, err = execBind(dir, spec.Workspace); err != nil {
+			return nil, err
+		}
+	}
 	mounts = append(mounts, sandboxMounts(dir, spec, uid, relay)...)
 	for _, m := range mounts {
 		if err := mountPoint(root, m); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Machine {
+		// A machine's / is its user's, as a native machine's own root:
+		// it makes /workspace or /app there (in the overlay).
+		if err := os.Chown(root, uid, uid); err != nil {
 			return nil, err
 		}
 	}
@@ -170,6 +182,16 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 			ro(d, d)
 		}
 	}
+	if spec.Machine {
+		// A machine's other names of its programs (python), in its root,
+		// and root's home.
+		if err := placeLinks(root, spec.Links); err != nil {
+			return nil, err
+		}
+		if err := os.Mkdir(filepath.Join(root, "root"), 0o700); err != nil && !os.IsExist(err) {
+			return nil, err
+		}
+	}
 	if p := spec.Programs; p != nil {
 		if err := placeLinks(root, p.Links); err != nil {
 			return nil, err
@@ -229,9 +251,15 @@ func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	l := spec.Limits
-	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}}
+	// A machine runs its own programs from its home and /tmp (./run.sh, a
+	// compiled binary); every other sandbox executes nothing there.
+	exe := "noexec"
+	if spec.Machine {
+		exe = "exec"
+	}
+	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", exe, "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}}
 	if spec.Tmp != "" {
-		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: spec.Tmp, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}}
+		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: spec.Tmp, Options: []string{"rbind", "rw", "nosuid", "nodev", exe}}
 	}
 	mounts = append(mounts,
 		ociMount{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -244,9 +272,9 @@ func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount
 		ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=000", "size=4k"}},
 	)
 	if spec.Workspace != "" {
-		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
+		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "bind", Source: spec.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev", exe}})
 	} else {
-		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=0700", "uid=" + strconv.Itoa(uid), "gid=" + strconv.Itoa(uid), "size=" + strconv.FormatInt(l.WorkspaceBytes, 10)}})
+		mounts = append(mounts, ociMount{Destination: jail.HomeOf(spec.Home), Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", exe, "mode=0700", "uid=" + strconv.Itoa(uid), "gid=" + strconv.Itoa(uid), "size=" + strconv.FormatInt(l.WorkspaceBytes, 10)}})
 	}
 	for _, p := range spec.ReadOnlyBinds {
 		ro(p, p)
@@ -288,7 +316,9 @@ func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *
 				limit("RLIMIT_CORE", 0),
 			},
 		},
-		Root:     ociRoot{Path: root, Readonly: true},
+		// A machine's root is writable: runsc overlays it with memory
+		// (globalFlags), so the bundle's root on the host never changes.
+		Root:     ociRoot{Path: root, Readonly: !spec.Machine},
 		Hostname: hostname,
 		Mounts:   mounts,
 		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/codecage/codecage/internal/jail"
@@ -87,3 +88,34 @@ func (s *Sandbox) Resume() error { return ErrUnavailable }
 
 // Paused is false.
 func (s *Sandbox) Paused() bool { return false }
+
+// Proc is never started here.
+type Proc struct{}
+
+// Spawn fails: gVisor needs Linux.
+func (s *Sandbox) Spawn(jail.ProcSpec) (*Proc, error) { return nil, ErrUnavailable }
+
+// PID is zero.
+func (p *Proc) PID() int { return 0 }
+
+// Done is closed.
+func (p *Proc) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Wait returns at once.
+func (p *Proc) Wait() jail.ProcExit { return jail.ProcExit{} }
+
+// Signal fails.
+func (p *Proc) Signal(syscall.Signal) error { return ErrUnavailable }
+
+// WriteInput fails.
+func (p *Proc) WriteInput([]byte, time.Duration) (int, error) { return 0, ErrUnavailable }
+
+// CloseInput fails.
+func (p *Proc) CloseInput() error { return ErrUnavailable }
+
+// Resize fails.
+func (p *Proc) Resize(jail.WindowSize) error { return ErrUnavailable }

@@ -2,7 +2,10 @@ package gvisor
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,4 +75,30 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// execBind binds a machine's workspace (src) at <dir>/workspace with
+// noexec cleared, nosuid and nodev kept: the gofer maps its files for gVisor's kernel, and a
+// host mount that is noexec (a workspace's tmpfs) makes every executable
+// mapping of them fail, so a program built there would crash at its
+// start. The bind lives in the bundle, removed with it (removeBundle).
+// Where binding is refused (rootless: the workspace is a plain directory,
+// without noexec), src itself serves.
+func execBind(dir, src string) (string, error) {
+	dst := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return "", fmt.Errorf("gvisor: workspace bind: %w", err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return src, nil
+		}
+		return "", fmt.Errorf("gvisor: workspace bind: %w", err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Attr_clr: unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(-1, dst, 0, attr); err != nil {
+		_ = unix.Unmount(dst, unix.MNT_DETACH)
+		return "", fmt.Errorf("gvisor: workspace bind: %w", err)
+	}
+	return dst, nil
 }

@@ -154,13 +154,19 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 // command on it (run, restore, checkpoint) but the log file: its state
 // root and platform, and how it is confined.
 func (s *Sandbox) globalFlags(log string) []string {
+	// A machine's root takes writes, in an overlay of the sandbox's
+	// memory (counted in its cgroup, kept by a checkpoint).
+	overlay := "none"
+	if s.spec.Machine {
+		overlay = "root:memory"
+	}
 	return []string{
 		"--root=" + s.stateRoot(),
 		"--log=" + filepath.Join(s.dir, log),
 		"--platform=" + s.platform,
 		"--network=none",
 		"--ignore-cgroups",
-		"--overlay2=none",
+		"--overlay2=" + overlay,
 		"--oci-seccomp",
 		"--host-uds=" + hostUDS(s.forward != nil),
 	}

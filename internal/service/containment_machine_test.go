@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/hostproc"
@@ -23,23 +24,15 @@ import (
 // hold in that mode, judged from the host. Machines run on the native
 // backend: under gVisor each row checks that none is given.
 
-// machineService is the suite's service, and whether it gives machines
-// (false: the row has checked the refusal and is done).
-func machineService(t *testing.T) (*service.Service, config.Config, bool) {
+// machineService is the suite's service, on the suite's backend (both
+// give machines).
+func machineService(t *testing.T) (*service.Service, config.Config) {
 	t.Helper()
 	cfg := service.LeanTestConfig()
 	cfg.AllowedImports = []string{policy.AllImports}
 	applyTestEnvironment(t, &cfg)
 	cfg.Isolation = testBackend(t)
-	svc := newServiceAsIs(t, cfg)
-	if cfg.Isolation == config.IsolationNative {
-		return svc, cfg, true
-	}
-	_, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "native backend") {
-		t.Fatalf("a machine on %s: %v", cfg.Isolation, err)
-	}
-	return nil, cfg, false
+	return newServiceAsIs(t, cfg), cfg
 }
 
 func newMachine(t *testing.T, svc *service.Service) string {
@@ -72,10 +65,7 @@ func hostStatus(t *testing.T, pid int) map[string]string {
 // nosuid, and root is not even mapped. Judged from the host by the
 // process's own credentials and capabilities.
 func TestContainment_48_SetUIDBinaryInAMachineGivesNothing(t *testing.T) {
-	svc, cfg, ok := machineService(t)
-	if !ok {
-		return
-	}
+	svc, cfg := machineService(t)
 	id := newMachine(t, svc)
 	mark := "mark-" + randomToken(t)
 	if _, err := svc.WriteFile(context.Background(), id, "o", mark, []byte("x")); err != nil {
@@ -93,10 +83,22 @@ func TestContainment_48_SetUIDBinaryInAMachineGivesNothing(t *testing.T) {
 	if err := os.Chmod(planted, 0o4755|0o111); err != nil {
 		t.Fatal(err)
 	}
+	uid := strconv.Itoa(workspaceUIDOf(t, filepath.Dir(found[0])))
+	if onGVisor() {
+		// The process is one of gVisor's kernel, which the host does not
+		// see: that kernel's account of it, once it has exec'ed.
+		st := machineCommand(t, svc, id, `./suid-sleep 4646 >/dev/null 2>&1 & p=$!
+until grep -q suid-sleep /proc/$p/comm 2>/dev/null; do sleep 0.02; done
+grep -E '^(Uid|CapEff|NoNewPrivs):' /proc/$p/status | tr -s '\t ' ' '`, time.Minute)
+		want := "Uid: " + strings.Repeat(uid+" ", 3) + uid + "\nCapEff: 0000000000000000\nNoNewPrivs: 1\n"
+		if st != want {
+			t.Fatalf("the planted binary runs with %q; want %q", st, want)
+		}
+		return
+	}
 	machineCommand(t, svc, id, "./suid-sleep 4646 >/dev/null 2>&1 &", 0)
 	var p = waitForProcess(t, "suid-sleep", "4646")
 	st := hostStatus(t, p)
-	uid := strconv.Itoa(workspaceUIDOf(t, filepath.Dir(found[0])))
 	if st["Uid"] != strings.Repeat(uid+" ", 3)+uid || st["CapEff"] != "0000000000000000" || st["NoNewPrivs"] != "1" {
 		t.Fatalf("the planted binary runs with Uid %q CapEff %q NoNewPrivs %q; want the sandbox's uid %s everywhere, no capability", st["Uid"], st["CapEff"], st["NoNewPrivs"], uid)
 	}
@@ -105,13 +107,20 @@ func TestContainment_48_SetUIDBinaryInAMachineGivesNothing(t *testing.T) {
 // A process a machine's command leaves in the background cannot outlive
 // its session: closing it ends the process, as the host sees.
 func TestContainment_49_MachineBackgroundEndsWithItsSession(t *testing.T) {
-	svc, _, ok := machineService(t)
-	if !ok {
-		return
-	}
+	svc, _ := machineService(t)
 	id := newMachine(t, svc)
 	// Deaf to the signals a session's end might send first.
 	machineCommand(t, svc, id, "sh -c 'trap \"\" HUP INT TERM; sleep 4747' >/dev/null 2>&1 &", 0)
+	if onGVisor() {
+		// A process of gVisor's kernel: its machine sees it; on close,
+		// nothing of the sandbox is left on the host (below).
+		machineCommand(t, svc, id, "until pgrep -f 'sleep 4747' >/dev/null; do sleep 0.02; done", time.Minute)
+		if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
+			t.Fatal(err)
+		}
+		assertNoLeftovers(t)
+		return
+	}
 	waitForProcess(t, "sleep", "4747")
 	if err := svc.CloseSession(context.Background(), id, "o"); err != nil {
 		t.Fatal(err)
@@ -124,13 +133,14 @@ func TestContainment_49_MachineBackgroundEndsWithItsSession(t *testing.T) {
 // namespace (the host compares them), and one's /proc lists nothing of
 // the other's.
 func TestContainment_50_MachinesDoNotSeeEachOther(t *testing.T) {
-	svc, _, ok := machineService(t)
-	if !ok {
-		return
-	}
+	svc, _ := machineService(t)
 	a, b := newMachine(t, svc), newMachine(t, svc)
 	machineCommand(t, svc, a, "sleep 4848 >/dev/null 2>&1 &", 0)
 	machineCommand(t, svc, b, "sleep 4949 >/dev/null 2>&1 &", 0)
+	if onGVisor() {
+		machinesApartOnGVisor(t, svc, a, b)
+		return
+	}
 	pa, pb := waitForProcess(t, "sleep", "4848"), waitForProcess(t, "sleep", "4949")
 	nsA, _ := os.Readlink("/proc/" + strconv.Itoa(pa) + "/ns/pid")
 	nsB, _ := os.Readlink("/proc/" + strconv.Itoa(pb) + "/ns/pid")
@@ -193,11 +203,12 @@ func copyFile(t *testing.T, from, to string) {
 // host's memory, and every other host-wide entry is covered (the host
 // reads the machine's mount table).
 func TestContainment_51_MachineProcShowsTheMachineNotTheHost(t *testing.T) {
-	svc, _, ok := machineService(t)
-	if !ok {
+	svc, _ := machineService(t)
+	id := newMachine(t, svc)
+	if onGVisor() {
+		gvisorProcIsItsKernels(t, svc, id)
 		return
 	}
-	id := newMachine(t, svc)
 	machineCommand(t, svc, id, "sleep 5151 >/dev/null 2>&1 &", 0)
 	pid := waitForProcess(t, "sleep", "5151")
 	limit := hostMemoryLimit(t, pid)
@@ -243,4 +254,43 @@ func hostMemoryLimit(t *testing.T, pid int) int64 {
 		t.Fatalf("the memory limit of pid %d in %s: %q", pid, file, v)
 	}
 	return n
+}
+
+// machinesApartOnGVisor is row 50 for two gVisor machines, each its own
+// kernel: one's processes and root are not in the other, and what one
+// writes at the top of its tree is not on the host either.
+func machinesApartOnGVisor(t *testing.T, svc *service.Service, a, b string) {
+	t.Helper()
+	machineCommand(t, svc, a, "until pgrep -f 'sleep 4848' >/dev/null; do sleep 0.02; done", time.Minute)
+	seen := machineCommand(t, svc, b, "until pgrep -f 'sleep 4949' >/dev/null; do sleep 0.02; done; cat /proc/[0-9]*/cmdline | tr '\\0' ' '", time.Minute)
+	if strings.Contains(seen, "4848") || !strings.Contains(seen, "4949") {
+		t.Fatalf("machine b's /proc shows %q", seen)
+	}
+	machineCommand(t, svc, a, "echo a > /only-in-a-5050 && test -e /only-in-a-5050", time.Minute)
+	if out := machineCommand(t, svc, b, "test -e /only-in-a-5050 || echo absent", time.Minute); out != "absent\n" {
+		t.Fatalf("machine b sees a's root: %q", out)
+	}
+	if _, err := os.Lstat("/only-in-a-5050"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a's file is on the host: %v", err)
+	}
+}
+
+// gvisorProcIsItsKernels is row 51 for a gVisor machine, whose /proc is
+// gVisor's kernel's own: ps, top and free work, and its kernel's version
+// and symbols are not the host's. (Its MemTotal is the host's memory:
+// runsc sizes it from a cgroup it is told to ignore here.)
+func gvisorProcIsItsKernels(t *testing.T, svc *service.Service, id string) {
+	t.Helper()
+	seen := machineCommand(t, svc, id, "ps -e >/dev/null && free >/dev/null && top -bn1 >/dev/null && echo tools; cat /proc/version; grep MemTotal /proc/meminfo; grep -c . /proc/kallsyms 2>/dev/null || true", time.Minute)
+	lines := strings.Split(strings.TrimSpace(seen), "\n")
+	if len(lines) < 3 || lines[0] != "tools" {
+		t.Fatalf("ps, free and top in a gVisor machine: %q", seen)
+	}
+	hostVersion, _ := os.ReadFile("/proc/version")
+	if strings.TrimSpace(string(hostVersion)) == lines[1] {
+		t.Errorf("the machine's /proc/version is the host's: %q", lines[1])
+	}
+	if len(lines) > 3 && lines[3] != "0" {
+		t.Errorf("the machine's /proc/kallsyms has %s lines", lines[3])
+	}
 }

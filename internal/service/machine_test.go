@@ -58,15 +58,7 @@ func hostProcessNamed(name, marker string) *leftovers.Process {
 // with its packages, and on close nothing of it is left on the host.
 func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	cfg := service.LeanTestConfig()
-	if testBackend(t) != config.IsolationNative {
-		// Not yet on gVisor: there, asking is refused, saying why.
-		cfg.Isolation = testBackend(t)
-		_, err := newServiceAsIs(t, cfg).CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-		if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "native backend") {
-			t.Fatalf("a machine on gVisor: %v", err)
-		}
-		return
-	}
+	cfg.Isolation = config.IsolationNative // gVisor's: TestGVisorMachineIsOneProcessTree
 	cfg.EnableDataScience = true
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.AllowedCommands = []string{"sh", "echo"} // a machine's commands are not bound by it
@@ -187,13 +179,6 @@ func TestMachineSessionsAreRefusedWhereNotOffered(t *testing.T) {
 	long.TimeoutCeiling = true
 	if res, err := svc.RunCommand(context.Background(), long); err != nil || res.Stdout != "ran\n" {
 		t.Fatalf("a 4 h ceiling: %v %+v", err, res)
-	}
-	cfg = service.LeanTestConfig()
-	cfg.Isolation = config.IsolationGVisor
-	svc = newServiceAsIs(t, cfg)
-	_, err = svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
-	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "native backend") {
-		t.Fatalf("gVisor: %v", err)
 	}
 }
 

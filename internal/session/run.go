@@ -88,11 +88,11 @@ type Command struct {
 	// Spawn starts the command inside the session's own sandbox, a
 	// machine's (Request.Machine): in its cgroup, so its pauses, limits
 	// and end are the session's.
-	Spawn func(fleet.ProcSpec) (*fleet.Proc, error)
+	Spawn func(fleet.ProcSpec) (fleet.Proc, error)
 }
 
 // spawn starts a process in the session's current sandbox.
-func (se *Session) spawn(p fleet.ProcSpec) (*fleet.Proc, error) {
+func (se *Session) spawn(p fleet.ProcSpec) (fleet.Proc, error) {
 	l := se.sandbox()
 	if l == nil {
 		return nil, fleet.ErrEnded

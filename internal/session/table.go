@@ -101,6 +101,8 @@ func (se *Session) Machine() bool { return se.req.Machine }
 
 // RootInside reports whether the session's processes may run as root
 // inside its sandbox: a native machine's, on a block of ids of its own.
+// Not a gVisor machine's yet: its sandbox has no user namespace, so its
+// root would be the host's root to the files it shares (its workspace).
 func (se *Session) RootInside() bool {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()

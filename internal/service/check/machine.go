@@ -9,15 +9,15 @@ import (
 
 // Machine refuses a machine session (session.Request.Machine) this
 // server does not give: machines turned off, or a backend whose
-// sandboxes cannot yet start processes beside their interpreter.
+// sandboxes cannot start processes beside their interpreter.
 func Machine(machine bool, backend string, enabled bool) error {
 	switch {
 	case !machine:
 		return nil
 	case !enabled:
 		return fmt.Errorf("%w: machine sessions are turned off on this server (SANDBOX_MACHINE_SESSIONS)", errdefs.ErrInvalidRequest)
-	case backend != config.IsolationNative:
-		return fmt.Errorf("%w: machine sessions run on the native backend; this session would run on %s (use_container, or SANDBOX_ISOLATION=gvisor)", errdefs.ErrInvalidRequest, backend)
+	case backend != config.IsolationNative && backend != config.IsolationGVisor:
+		return fmt.Errorf("%w: machine sessions run on the native or gVisor backend, not %s", errdefs.ErrInvalidRequest, backend)
 	}
 	return nil
 }

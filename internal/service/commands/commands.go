@@ -118,6 +118,9 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		return nil, fmt.Errorf("the command jail cannot be built from SANDBOX_ALLOWED_COMMANDS: %v", err)
 	}
 	backend := c.backend(se)
+	if machine {
+		backend = se.Backend() // its own sandbox's
+	}
 	out := fleet.NewCollector(req.OnOutput)
 	if req.Interactive() {
 		out = fleet.NewInteractiveCollector(req.OnOutput)

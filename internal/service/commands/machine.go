@@ -25,10 +25,10 @@ import (
 // machinePath is a machine's PATH, as a Debian computer's.
 const machinePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// inMachine reports whether req runs inside se's sandbox (a machine's,
-// native: gVisor gives none yet).
+// inMachine reports whether req runs inside se's sandbox, a machine's
+// (native: its init forks it; gVisor: runsc execs it).
 func inMachine(se *session.Session) bool {
-	return se != nil && se.Machine() && se.Backend() == fleet.Native
+	return se != nil && se.Machine()
 }
 
 // machineVars are the variables a machine's commands start with: its
@@ -92,7 +92,7 @@ func (c *Commands) runInMachine(ctx context.Context, req CommandRequest, in sess
 
 // waitProc waits for p's end, killing it (and its process group) at its
 // time limit or when ctx ends.
-func waitProc(ctx context.Context, p *fleet.Proc, timeout time.Duration, start time.Time) fleet.Exit {
+func waitProc(ctx context.Context, p fleet.Proc, timeout time.Duration, start time.Time) fleet.Exit {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	limit := fleet.LimitNone

@@ -1,0 +1,139 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/service"
+)
+
+// gvisorMachine is a machine session of owner "o" under gVisor.
+func gvisorMachine(t *testing.T) (*service.Service, *service.SessionInfo) {
+	t.Helper()
+	svc := containerService(t)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, UseContainer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se.Backend != "gvisor" {
+		t.Fatalf("the machine runs on %q, want gvisor", se.Backend)
+	}
+	return svc, se
+}
+
+// A gVisor machine is one process tree of gVisor's kernel: what a command
+// leaves in the background lives on and the next command sees it, any
+// program of the root runs, a script in the workspace runs, the code and
+// the commands share one /tmp, and none of it is a process of the host's.
+func TestGVisorMachineIsOneProcessTree(t *testing.T) {
+	svc, se := gvisorMachine(t)
+	ctx := context.Background()
+	marker := "gvm-" + randomToken(t)[:8]
+	nap := fmt.Sprintf("3600.%d", time.Now().UnixNano()%1000000) // this test's alone
+	machineCommand(t, svc, se.ID, "nohup sleep "+nap+" >/dev/null 2>&1 &", time.Minute)
+	// The background sleep is the machine's process, not the host's.
+	ps := machineCommand(t, svc, se.ID, "ps -eo pid,args", time.Minute)
+	if !strings.Contains(ps, "sleep "+nap) {
+		t.Errorf("ps in the machine does not show the background sleep:\n%s", ps)
+	}
+	if p := hostProcessNamed("sleep", nap); p != nil {
+		t.Errorf("the machine's sleep is a host process: %+v", *p)
+	}
+	// A background job writes later, after its command has ended.
+	machineCommand(t, svc, se.ID, "(sleep 0.5; echo alive > later.txt) &", time.Minute)
+	waitFor(t, "the background job's file", func() bool {
+		out, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "cat later.txt", Timeout: time.Minute})
+		return err == nil && out.Success && strings.TrimSpace(out.Stdout) == "alive"
+	})
+	// A script of the workspace runs; any program of the root too.
+	machineCommand(t, svc, se.ID, "printf '#!/bin/sh\\necho from-script\\n' > run.sh && chmod +x run.sh", time.Minute)
+	if out := machineCommand(t, svc, se.ID, "./run.sh && dirname /a/b && readlink -f .", time.Minute); !strings.Contains(out, "from-script\n/a\n") {
+		t.Errorf("script and programs: %q", out)
+	}
+	// The code sees what the commands wrote in /tmp, and the reverse.
+	machineCommand(t, svc, se.ID, "echo shared > /tmp/"+marker, time.Minute)
+	res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "print(open('/tmp/" + marker + "').read().strip())"})
+	if err != nil || !res.Success || strings.TrimSpace(res.Stdout) != "shared" {
+		t.Fatalf("the code reads the command's /tmp file: %v %+v", err, res)
+	}
+	// A new top-level directory: the machine's root takes it.
+	if out := machineCommand(t, svc, se.ID, "mkdir -p /workspace/x && echo ok > /workspace/x/f && cat /workspace/x/f", time.Minute); out != "ok\n" {
+		t.Errorf("mkdir /workspace: %q", out)
+	}
+	if _, err := os.Stat("/workspace/x/f"); err == nil {
+		t.Errorf("the machine's /workspace/x/f is on the host")
+	}
+	if err := svc.CloseSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeftovers(t)
+}
+
+// A gVisor machine has no root inside yet: its sandbox has no user
+// namespace of its own, so root of its kernel would be the host's root to
+// the files it shares. Asking is refused, saying so; the user runs.
+func TestGVisorMachineHasNoRootYet(t *testing.T) {
+	svc, se := gvisorMachine(t)
+	_, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", User: "root", Command: "id -u"})
+	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "gVisor machine has no root inside") {
+		t.Fatalf("root in a gVisor machine: %v", err)
+	}
+	if out := machineCommand(t, svc, se.ID, "id -u", time.Minute); strings.TrimSpace(out) == "0" || strings.TrimSpace(out) == "" {
+		t.Errorf("the machine's user: %q", out)
+	}
+}
+
+// A gVisor machine's command gets its input, its terminal, its exit
+// status and signal, and its time limit, which ends what it started in
+// its process group (judged inside: the host has no such process).
+func TestGVisorMachineCommandIO(t *testing.T) {
+	svc, se := gvisorMachine(t)
+	ctx := context.Background()
+	res, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "tr a-z A-Z", Input: "fed\n"})
+	if err != nil || res.Stdout != "FED\n" {
+		t.Fatalf("stdin: %v %+v", err, res)
+	}
+	onTerm, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "test -t 0 && test -t 1 && echo isatty; stty size",
+		Terminal: &service.TerminalSize{Cols: 91, Rows: 23}})
+	if err != nil || !strings.Contains(onTerm.Stdout, "isatty") || !strings.Contains(onTerm.Stdout, "23 91") {
+		t.Fatalf("on a terminal: %v %+v", err, onTerm)
+	}
+	res, err = svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "echo out; echo err >&2; exit 7"})
+	if err != nil || res.ExitCode != 7 || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Fatalf("exit status and streams: %v %+v", err, res)
+	}
+	start := time.Now()
+	res, err = svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "sleep 4141 & sleep 4242", Timeout: time.Second})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("a command past its time limit: %v %+v", err, res)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the 1 s command took %v", d)
+	}
+	left := machineCommand(t, svc, se.ID, "for i in $(seq 200); do pgrep -f 'sleep 4[12]4[12]' >/dev/null || break; sleep 0.05; done; pgrep -fa 'sleep 4[12]4[12]' || echo none", time.Minute)
+	if left != "none\n" {
+		t.Errorf("the timed-out command's processes live on: %q", left)
+	}
+}
+
+// A parked gVisor machine comes back whole: its root's writes (the
+// overlay, in its memory image) and what it left running.
+func TestGVisorMachineParkKeepsItsRootAndProcesses(t *testing.T) {
+	svc, se := gvisorMachine(t)
+	ctx := context.Background()
+	machineCommand(t, svc, se.ID, "mkdir -p /app && echo kept > /app/state && (sleep 3939 >/dev/null 2>&1 &)", time.Minute)
+	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if out := machineCommand(t, svc, se.ID, "cat /app/state; pgrep -f 'sleep 3939' >/dev/null && echo running", time.Minute); out != "kept\nrunning\n" {
+		t.Fatalf("after a park: %q", out)
+	}
+}
