@@ -87,7 +87,7 @@ func (p *player) read(ctx context.Context, st step) string {
 }
 
 func (p *player) command(ctx context.Context, st step) string {
-	key, cmd := st.args["key"], st.args["cmd"]
+	key, cmd, user := st.args["key"], st.args["cmd"], st.args["user"]
 	id, failed := p.sessionOf(ctx, st)
 	if failed != "" {
 		return failed
@@ -98,6 +98,9 @@ func (p *player) command(ctx context.Context, st step) string {
 		if id != "" {
 			body += `, "session_id": ` + rawJSON(id)
 		}
+		if user != "" {
+			body += `, "user": ` + rawJSON(user)
+		}
 		body += "}"
 		if p.on == "mcp" {
 			answer, _ := p.tool(ctx, key, "run_command", json.RawMessage(body))
@@ -107,7 +110,7 @@ func (p *player) command(ctx context.Context, st step) string {
 		return answer
 	}
 	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", cmd}}})
-	resp, failed := p.stream(ctx, key, id, "Start", msg)
+	resp, failed := p.streamAs(ctx, key, id, user, "Start", msg)
 	if resp == nil {
 		return failed
 	}
@@ -119,9 +122,18 @@ func (p *player) command(ctx context.Context, st step) string {
 // id with msg, as the SDK's Connect client does; without a response, it
 // returns why.
 func (p *player) stream(ctx context.Context, key, id, method string, msg []byte) (*http.Response, string) {
+	return p.streamAs(ctx, key, id, "", method, msg)
+}
+
+// streamAs is stream as user ("": the default), named as the SDKs name
+// it: Basic authentication, the user and an empty password.
+func (p *player) streamAs(ctx context.Context, key, id, user, method string, msg []byte) (*http.Response, string) {
 	h, failed := p.envd(ctx, key, id)
 	if failed != "" {
 		return nil, failed
+	}
+	if user != "" {
+		h["Authorization"] = "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))
 	}
 	h["Content-Type"], h["Connect-Protocol-Version"] = "application/connect+json", "1"
 	req, err := http.NewRequestWithContext(ctx, "POST", p.e2b+"/process.Process/"+method, bytes.NewReader(frame(0, msg)))
