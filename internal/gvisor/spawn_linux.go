@@ -300,30 +300,17 @@ func (p *Proc) finish(waited <-chan struct{}, state func() *os.ProcessState, spe
 	default:
 		exit.ExitCode = code
 	}
-	// The process's own writers are gone with it; what is left behind in
-	// the background and still holds the pipes is not waited for.
-	copied := make(chan struct{})
-	go func() { p.copied.Wait(); close(copied) }()
-	select {
-	case <-copied:
-	case <-time.After(outputGrace):
-		for _, r := range p.pipes {
-			_ = r.SetReadDeadline(time.Unix(1, 0))
-		}
-		if t := p.input.Terminal(); t != nil {
-			_ = t.SetReadDeadline(time.Unix(1, 0))
-		}
-		<-copied
+	// What is left behind in the background and still holds the pipes
+	// is not waited for.
+	jail.AwaitCopies(&p.copied, p.pipes[0], p.pipes[1], p.input.Terminal())
+	for _, r := range p.pipes {
+		go jail.DropOutput(r) // never a closed pipe for what it left running
 	}
-	p.closePipes()
+	p.input.Close()
 	exit.Truncated = p.out.Truncated()
 	p.exit = exit
 	close(p.done)
 }
-
-// outputGrace is how long a process's output is waited for after its
-// end, while something it left behind may still hold its pipes.
-const outputGrace = 200 * time.Millisecond
 
 func (p *Proc) closePipes() {
 	closeAll(p.pipes[:]...)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Output caps a sandbox's stdout and stderr, each at a budget that the
@@ -95,4 +96,35 @@ func (o *Output) Truncated() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.truncated[0] || o.truncated[1]
+}
+
+// OutputGrace is how long the output of a machine's ended process is
+// awaited: what it wrote is in its pipes at once, but a process it left
+// in the background may hold them open for as long as it lives.
+const OutputGrace = 100 * time.Millisecond
+
+// AwaitCopies waits for copiers, the copies of an ended process's output
+// from readers (nil ones skipped); past OutputGrace, what the readers hold
+// now is read at once and the writers left behind are not waited for.
+func AwaitCopies(copiers *sync.WaitGroup, readers ...*os.File) {
+	copied := make(chan struct{})
+	go func() { copiers.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(OutputGrace):
+		for _, r := range readers {
+			if r != nil {
+				_ = r.SetReadDeadline(time.Unix(1, 0))
+			}
+		}
+		<-copied
+	}
+}
+
+// DropOutput reads r to its end and closes it: a process left behind that
+// still writes there is not killed by a closed pipe.
+func DropOutput(r *os.File) {
+	_ = r.SetReadDeadline(time.Time{})
+	_, _ = io.Copy(io.Discard, r)
+	_ = r.Close()
 }

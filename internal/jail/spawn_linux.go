@@ -2,7 +2,6 @@ package jail
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -15,12 +14,6 @@ import (
 // init to start a process beside the program, in the same namespaces,
 // cgroup and restrictions; the process's output comes back on pipes of
 // its own, under a budget of its own.
-
-// outputGrace is how long the output of an ended process is awaited:
-// what it left in its pipes is read at once; a process it left behind
-// and that still holds them is not waited for (its later output is read
-// and dropped, so that it never dies of a closed pipe).
-const outputGrace = 100 * time.Millisecond
 
 // Proc is a process started in a machine.
 type Proc struct {
@@ -227,23 +220,12 @@ func (p *Proc) finish() {
 	case <-p.s.done:
 		exit = ProcExit{ExitCode: -1, Signal: int(syscall.SIGKILL), SandboxEnded: true}
 	}
-	copied := make(chan struct{})
-	go func() { p.copied.Wait(); close(copied) }()
-	select {
-	case <-copied:
-	case <-time.After(outputGrace):
-		// What is in the pipes now is read at once; the writers left
-		// behind are not waited for.
-		for _, r := range p.pipes {
-			_ = r.SetReadDeadline(time.Unix(1, 0))
-		}
-		if t := p.input.Terminal(); t != nil {
-			_ = t.SetReadDeadline(time.Unix(1, 0))
-		}
-		<-copied
-	}
+	// A process left behind that still holds the pipes is not waited
+	// for: its later output is read and dropped (drop), so that it never
+	// dies of a closed pipe.
+	AwaitCopies(&p.copied, p.pipes[0], p.pipes[1], p.input.Terminal())
 	for _, r := range p.pipes {
-		go drop(r)
+		go DropOutput(r)
 	}
 	p.input.Close()
 	exit.Truncated = p.out.Truncated()
@@ -255,14 +237,6 @@ func (p *Proc) finish() {
 	}
 	p.exit = exit
 	close(p.done)
-}
-
-// drop reads r to its end and closes it: a process left behind that still
-// writes there is not killed by a closed pipe.
-func drop(r *os.File) {
-	_ = r.SetReadDeadline(time.Time{})
-	_, _ = io.Copy(io.Discard, r)
-	_ = r.Close()
 }
 
 // PID is the process's pid inside the machine.

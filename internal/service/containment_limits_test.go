@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -274,18 +273,8 @@ func machineSpinIsBounded(t *testing.T) {
 	cfg.AllowedImports = []string{policy.AllImports}
 	cfg.CPULimit, cfg.IdleCPU = cores, 0.05
 	svc := newServiceWith(t, cfg)
-	stop := make(chan struct{})
-	var name string
-	var use cgroupUse
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		name, use = h.sample(t, stop)
-	}()
-	res := run(t, svc, fill(spinThreads, "SECS", "3"), withTimeout(60*time.Second))
-	close(stop)
-	wg.Wait()
+	var res *service.Result
+	name, use := h.sampleWhile(t, func() { res = run(t, svc, fill(spinThreads, "SECS", "3"), withTimeout(60*time.Second)) })
 	mustSucceed(t, res)
 	t.Logf("machine cgroup %s: %.2fs of CPU in %.2fs seen from the host (%.2f cores), quota %.2f",
 		name, (use.last - use.first).Seconds(), use.lastT.Sub(use.firstT).Seconds(), use.cores(), use.quota)

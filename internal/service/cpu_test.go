@@ -210,6 +210,23 @@ func (h hostCgroups) sample(t *testing.T, stop <-chan struct{}) (string, cgroupU
 	}
 }
 
+// sampleWhile samples the cgroups while do runs (see sample).
+func (h hostCgroups) sampleWhile(t *testing.T, do func()) (string, cgroupUse) {
+	stop := make(chan struct{})
+	var name string
+	var use cgroupUse
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		name, use = h.sample(t, stop)
+	}()
+	do()
+	close(stop)
+	wg.Wait()
+	return name, use
+}
+
 // spinThreads keeps two threads busy for secs seconds; hashing a large
 // buffer releases the GIL, so unthrottled they take two cores.
 const spinThreads = `import hashlib, threading, time
@@ -234,18 +251,8 @@ func TestCPULimitBoundsARun(t *testing.T) {
 	svc := newServiceWith(t, cfg)
 	expectResponsive(t, svc) // pools and zygotes up before the measured run
 
-	stop := make(chan struct{})
-	var name string
-	var use cgroupUse
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		name, use = h.sample(t, stop)
-	}()
-	res := run(t, svc, fill(spinThreads, "SECS", "4"))
-	close(stop)
-	wg.Wait()
+	var res *service.Result
+	name, use := h.sampleWhile(t, func() { res = run(t, svc, fill(spinThreads, "SECS", "4")) })
 	mustSucceed(t, res)
 	cores := use.cores()
 	t.Logf("cgroup %s: %.2fs of CPU in %.2fs seen from the host (%.2f cores), quota %.2f; the result says %.2fs in %.2fs",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,15 @@ func TestGVisorMachineCommandIO(t *testing.T) {
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("the 1 s command took %v", d)
 	}
+	// What a command leaves running may write to the command's output
+	// after its end: it is read and dropped, never a closed pipe.
+	machineCommand(t, svc, se.ID, "(n=0; while :; do echo tick; n=$((n+1)); echo $n > /tmp/ticks; sleep 0.05; done) &", time.Minute)
+	tick := func() int {
+		n, _ := strconv.Atoi(strings.TrimSpace(machineCommand(t, svc, se.ID, "cat /tmp/ticks", time.Minute)))
+		return n
+	}
+	first := tick()
+	waitFor(t, "the background writer to tick on after its command", func() bool { return tick() > first+5 })
 	left := machineCommand(t, svc, se.ID, "for i in $(seq 200); do pgrep -f 'sleep 4[12]4[12]' >/dev/null || break; sleep 0.05; done; pgrep -fa 'sleep 4[12]4[12]' || echo none", time.Minute)
 	if left != "none\n" {
 		t.Errorf("the timed-out command's processes live on: %q", left)
