@@ -559,3 +559,16 @@ func TestMachineListingShowsWhatTheSandboxSees(t *testing.T) {
 		t.Errorf("the home's file is not in the listing of /: %v", l.Files)
 	}
 }
+
+// A program a machine lacks is named as missing from the machine, not as
+// refused by an allow-list the machine does not have.
+func TestMachineMissingProgramSaysSo(t *testing.T) {
+	svc, _, se := nativeMachine(t, nil)
+	res, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "no-such-program-here --x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 127 || res.Error == nil || !strings.Contains(*res.Error, `"no-such-program-here" is not installed in this machine`) || strings.Contains(*res.Error, "SANDBOX_ALLOWED_COMMANDS") {
+		t.Fatalf("a missing program in a machine: exit %d error %v", res.ExitCode, res.Error)
+	}
+}

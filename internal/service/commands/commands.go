@@ -150,7 +150,7 @@ func (c *Commands) run(ctx context.Context, se *session.Session, req CommandRequ
 		out.Flush()
 		exit.Truncated = exit.Truncated || out.Dropped()
 	}
-	return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home), nil
+	return c.result(spec, exit, out.Stdout(), lastWords(out, daemon), in.Idle, backend, home, machine), nil
 }
 
 // sessionVars are the variables a command of session se starts with: its

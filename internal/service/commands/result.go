@@ -13,7 +13,7 @@ import (
 )
 
 // result is a finished command's result.
-func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr string, idle time.Duration, backend, home string) *CommandResult {
+func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr string, idle time.Duration, backend, home string, machine bool) *CommandResult {
 	r := &CommandResult{
 		ExecutionID: spec.ID, ExitCode: exit.ExitCode, Signal: exit.Signal,
 		Stdout:        stdout,
@@ -28,7 +28,7 @@ func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr strin
 		r.Limit = &name
 		msg := c.o.LimitMessage(exit.Limit, spec.Limits.WithDefaults())
 		r.Error = &msg
-	} else if msg := commandError(r, c.cfg.AllowedCommands, home); msg != "" {
+	} else if msg := commandError(r, c.cfg.AllowedCommands, home, machine); msg != "" {
 		r.Error = &msg
 	}
 	r.Success = exit.Limit == fleet.LimitNone && r.ExitCode == 0
@@ -51,12 +51,17 @@ func NotAllowed(msg string) (program string, ok bool) {
 }
 
 // commandError explains a failure the shell reported: a program that is
-// not there to run (not allowed), or a working directory that is missing.
-func commandError(r *CommandResult, allowed []string, home string) string {
+// not there to run (not allowed, or in a machine, which runs any program
+// of its root, not installed), or a working directory that is missing.
+func commandError(r *CommandResult, allowed []string, home string, machine bool) string {
 	if r.ExitCode == 127 || r.ExitCode == 126 {
 		if m := shNotFound.FindStringSubmatch(r.Stderr); m != nil {
 			// The shell's line is the sandbox's to write: quoted, capped.
-			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", bounded.String(m[1], bounded.QuoteMax), strings.Join(allowed, " "))
+			program := bounded.String(m[1], bounded.QuoteMax)
+			if machine {
+				return fmt.Sprintf("program %q is not installed in this machine, or not on its PATH, or not executable", program)
+			}
+			return fmt.Sprintf("program %q is not allowed or not installed (allowed: %s; SANDBOX_ALLOWED_COMMANDS)", program, strings.Join(allowed, " "))
 		}
 	}
 	if r.ExitCode == 2 {
