@@ -131,19 +131,40 @@ func TestGVisorMachineCommandIO(t *testing.T) {
 	}
 }
 
-// A parked gVisor machine comes back whole: its root's writes (the
-// overlay, in its memory image) and what it left running.
-func TestGVisorMachineParkKeepsItsRootAndProcesses(t *testing.T) {
+// A parked gVisor machine comes back with its root's writes (the overlay,
+// in its memory image). What its commands left running does not come
+// back (as natively): those processes hold descriptors of the host's,
+// which no memory image carries.
+func TestGVisorMachineParkKeepsItsRoot(t *testing.T) {
 	svc, se := gvisorMachine(t)
 	ctx := context.Background()
-	machineCommand(t, svc, se.ID, "mkdir -p /app && echo kept > /app/state && (sleep 3939 >/dev/null 2>&1 &)", time.Minute)
+	machineCommand(t, svc, se.ID, "mkdir -p /app && echo kept > /app/state", time.Minute)
 	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
 		t.Fatal(err)
 	}
-	if out := machineCommand(t, svc, se.ID, "cat /app/state; pgrep -f 'sleep 3939' >/dev/null && echo running", time.Minute); out != "kept\nrunning\n" {
+	if out := machineCommand(t, svc, se.ID, "cat /app/state", time.Minute); out != "kept\n" {
 		t.Fatalf("after a park: %q", out)
+	}
+}
+
+// A fork of a gVisor machine starts from its memory image: the copy has
+// the machine's root writes, and what the copy writes at / stays its own.
+func TestGVisorMachineForkCopiesItsRoot(t *testing.T) {
+	svc, se := gvisorMachine(t)
+	ctx := context.Background()
+	machineCommand(t, svc, se.ID, "mkdir -p /app && echo original > /app/state", time.Minute)
+	forks, err := svc.ForkSession(ctx, se.ID, "o", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("fork: %v %+v", err, forks)
+	}
+	copyID := forks[0].Session.ID
+	if out := machineCommand(t, svc, copyID, "cat /app/state; echo copy > /app/state", time.Minute); out != "original\n" {
+		t.Fatalf("the fork: %q", out)
+	}
+	if out := machineCommand(t, svc, se.ID, "cat /app/state", time.Minute); out != "original\n" {
+		t.Fatalf("the original after its fork wrote: %q", out)
 	}
 }
