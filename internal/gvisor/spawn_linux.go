@@ -48,7 +48,8 @@ const spawnWait = 60 * time.Second
 // spawnSeq names each spawn's files in the bundle.
 var spawnSeq atomic.Uint64
 
-// Spawn starts a process in the machine, as root inside if spec.Root.
+// Spawn starts a process in the machine, as its user (root is refused:
+// see below).
 func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 	if !s.spec.Machine {
 		return nil, errors.New("gvisor: the sandbox is not a machine")
