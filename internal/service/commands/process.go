@@ -255,6 +255,16 @@ func (p *Process) add(ev ProcessEvent) {
 	defer p.mu.Unlock()
 	p.events = append(p.events, ev)
 	p.kept += len(ev.Data)
+	p.trimLocked()
+	p.wakeLocked()
+}
+
+// trimLocked drops the oldest events past historyBytes that every live
+// follower has read (past lagBytes, whether read or not). It runs on
+// each event and as followers read on or leave: history a lagging
+// follower held past historyBytes is dropped once it has read it, not
+// kept for a later follower from the start.
+func (p *Process) trimLocked() {
 	behind := p.first + len(p.events) // the slowest live follower's next event
 	for pos := range p.following {
 		behind = min(behind, *pos)
@@ -265,7 +275,6 @@ func (p *Process) add(ev ProcessEvent) {
 		p.events = p.events[1:]
 		p.first++
 	}
-	p.wakeLocked()
 }
 
 // finish ends p with res (nil: refused, or gone with its session).
@@ -314,6 +323,7 @@ func (p *Process) Follow(ctx context.Context, fromStart bool, keepalive time.Dur
 	defer func() {
 		p.mu.Lock()
 		delete(p.following, &from)
+		p.trimLocked()
 		p.mu.Unlock()
 	}()
 	for {
@@ -328,6 +338,7 @@ func (p *Process) Follow(ctx context.Context, fromStart bool, keepalive time.Dur
 		}
 		p.mu.Lock()
 		from += len(batch)
+		p.trimLocked()
 		p.mu.Unlock()
 		switch {
 		case len(batch) > 0:
