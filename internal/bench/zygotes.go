@@ -11,8 +11,11 @@ import (
 )
 
 // zygotes finds this process's zygotes on the host: sandbox processes
-// whose environment marks them (CODECAGE_ZYGOTE=1) and whose parent is
-// not marked (the cells it forked inherit the mark), with their memory.
+// whose environment marks them (CODECAGE_ZYGOTE=1), with their memory.
+// The cells a zygote forks inherit the mark. A cell's code has a marked
+// parent (the cell's init); the cell's init is the first process of a
+// pid namespace of its own, and may outlive the zygote that forked it
+// (then its parent is the jail's init, not marked).
 func zygotes() []ZygoteMemory {
 	marked := map[int][]byte{}
 	for _, p := range SandboxProcesses() {
@@ -28,7 +31,7 @@ func zygotes() []ZygoteMemory {
 		if err != nil {
 			continue
 		}
-		if _, cell := marked[statusInt(status, "PPid:")]; cell {
+		if _, cell := marked[statusInt(status, "PPid:")]; cell || namespaceInit(status) {
 			continue
 		}
 		z := ZygoteMemory{PID: pid, Class: policy.Basic, Preload: varValue(env, "CODECAGE_PRELOAD")}
@@ -66,6 +69,18 @@ func varValue(env []byte, name string) string {
 		}
 	}
 	return ""
+}
+
+// namespaceInit reports whether a process is the first of its pid
+// namespace: the last of its NSpid ids is 1.
+func namespaceInit(status []byte) bool {
+	for _, line := range bytes.Split(status, []byte{'\n'}) {
+		if rest, ok := bytes.CutPrefix(line, []byte("NSpid:")); ok {
+			ids := bytes.Fields(rest)
+			return len(ids) > 1 && string(ids[len(ids)-1]) == "1"
+		}
+	}
+	return false
 }
 
 // statusInt reads a "Key:\t123" line of /proc/<pid>/status, 0 if absent.
