@@ -140,7 +140,7 @@ type Config struct {
 	// on the native backend is one; off, commands keep to the allow-list.
 	MachineSessions bool
 	// MachineRoot: a native machine session has root inside (its own
-	// block of ids, user: root, sudo, a writable /usr/local); off, its
+	// block of ids, user: root, sudo, a writable /usr); off, its
 	// processes all run as its user, on one uid.
 	MachineRoot   bool
 	APIKeys       string // "name:key,..."; never printed

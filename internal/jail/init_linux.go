@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -107,6 +108,14 @@ type initConfig struct {
 	// RootInside: the user namespace maps ids 0 to MachineIDs-1, and the
 	// init keeps spawnerCaps to start processes as root (Spec.RootInside).
 	RootInside bool `json:",omitempty"`
+	// UsrTree: the supervisor sent, with this configuration, an idmapped
+	// mount of the host's /usr for a writable /usr (usroverlay_linux.go);
+	// usrTree is its descriptor here.
+	UsrTree bool `json:",omitempty"`
+	usrTree int
+	// UsrHidden are the entries of the host's /usr, relative to it, that
+	// the machine's /usr hides (usroverlay_linux.go).
+	UsrHidden []string `json:",omitempty"`
 	// MachineMemory is a machine's memory limit: its /proc's MemTotal.
 	MachineMemory int64 `json:",omitempty"`
 	// proc is a machine's /proc, which the init renders (mountMachineProc).
@@ -185,9 +194,14 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 		return 0, err
 	}
 	var cfg initConfig
-	dec := json.NewDecoder(ctl)
+	rights := newRightsReader(ctl)
+	dec := json.NewDecoder(rights)
 	if err := dec.Decode(&cfg); err != nil {
 		return 0, fmt.Errorf("read config: %w", err)
+	}
+	cfg.usrTree = rights.take()
+	if cfg.UsrTree && cfg.usrTree < 0 {
+		return 0, errors.New("read config: no /usr came with it")
 	}
 	// Descriptors this process inherited without close-on-exec would
 	// otherwise reach the program; only the ones listed below are passed.

@@ -125,7 +125,8 @@ func openMachineRoot(spec Spec) (*os.File, string, error) {
 	}
 	keep := map[string][]string{}
 	if spec.RootInside {
-		keep["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork)} // usrlocal_linux.go
+		// usrlocal_linux.go's layers, and usroverlay_linux.go's.
+		keep["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork), filepath.Base(usrUpper), filepath.Base(usrWork)}
 	}
 	if err := clearSkeleton(spec.MachineRoot, names, keep); err != nil {
 		return nil, "", err

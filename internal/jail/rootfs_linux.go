@@ -92,7 +92,14 @@ func buildRoot(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := placeSystem(cfg, src); err != nil {
+	var usr *usrOverlay
+	if cfg.UsrTree {
+		if usr, err = openUsrOverlay(cfg.usrTree, cfg.UsrHidden); err != nil {
+			return err
+		}
+		cfg.usrTree = -1 // usr closes it
+	}
+	if err := placeSystem(cfg, src, usr); err != nil {
 		return err
 	}
 	if usrLocal != nil {
@@ -151,14 +158,23 @@ func buildRoot(cfg *initConfig) error {
 // placeSystem places what the sandbox runs from: the host's system
 // directories, or the resolved programs, or an environment's root (with
 // the programs over it), and the generated /etc.
-func placeSystem(cfg *initConfig, src *hostSources) error {
+func placeSystem(cfg *initConfig, src *hostSources, usr *usrOverlay) error {
 	hasRoot := cfg.HasRoot
 	if cfg.Programs == nil && !hasRoot {
 		for _, dir := range hostSystemDirs {
+			if dir == "/usr" && usr != nil {
+				if err := usr.mount(); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := placeSystemDir(dir); err != nil {
 				return err
 			}
 		}
+	}
+	if usr != nil && (cfg.Programs != nil || hasRoot) {
+		usr.close() // not the host's system directories: never asked for
 	}
 	if err := buildEtc(cfg); err != nil {
 		return err

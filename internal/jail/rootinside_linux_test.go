@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -280,12 +282,12 @@ func hostFileUnder(t *testing.T, dir string) string {
 	return found
 }
 
-// A machine with root inside and a root of its own has a writable
-// /usr/local for root: what root puts there lands in the machine's own
-// root, stays across a restart, shows beside the host's /usr/local, and
-// is nosuid; the user cannot write there, and nobody changes the host's
-// files, as the host sees.
-func TestMachineUsrLocalIsRootsToWrite(t *testing.T) {
+// A machine with root inside and a root of its own has a writable /usr
+// for root, as a computer has: what root puts there or changes there
+// lands in the machine's own root, stays across a restart, and is nosuid;
+// the host's files show as root inside's. The user cannot write there,
+// and nobody changes the host's files, as the host sees.
+func TestMachineUsrIsRootsToWrite(t *testing.T) {
 	first, err := ReserveUIDs(MachineIDs)
 	if err != nil {
 		t.Fatal(err)
@@ -297,53 +299,61 @@ func TestMachineUsrLocalIsRootsToWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hostFile := hostFileUnder(t, "/usr/local")
-	hostBefore, err := os.ReadFile(hostFile)
+	changed, removed := hostFileUnder(t, "/usr/local"), hostFileUnder(t, "/usr/share/doc")
+	changedBefore, err := os.ReadFile(changed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true}
 	sb := startMachine(t, spec)
 	exit, out, errOut := spawnAs(t, sb, true, `printf '#!/bin/sh\necho mine\n' > /usr/local/bin/cage-tool && chmod 4755 /usr/local/bin/cage-tool &&
-mkdir -p /usr/local/lib/cage-pkg && stat -c %U /usr/local/bin /usr/local/bin/cage-tool && test -e `+hostFile+` && echo host-file-seen
-echo x >> `+hostFile+` 2>/dev/null; echo change $?`)
-	if exit.ExitCode != 0 || !strings.HasPrefix(out, "root\nroot\nhost-file-seen\n") || strings.Contains(out, "change 0") {
-		t.Fatalf("root in /usr/local: exit %+v out %q err %q", exit, out, errOut)
+mkdir -p /usr/local/lib/cage-pkg && cp /usr/local/bin/cage-tool /usr/bin/cage-sys-tool &&
+stat -c %U /usr/bin /usr/bin/ls /usr/local/bin/cage-tool && echo changed >> `+changed+` && rm `+removed+` && echo done`)
+	if exit.ExitCode != 0 || out != "root\nroot\nroot\ndone\n" {
+		t.Fatalf("root in /usr: exit %+v out %q err %q", exit, out, errOut)
 	}
-	exit, out, errOut = spawnAs(t, sb, false, "/usr/local/bin/cage-tool; echo y > /usr/local/bin/user-tool; echo user $?")
-	if out != "mine\nuser 2\n" {
-		t.Fatalf("the user and /usr/local: exit %+v out %q err %q", exit, out, errOut)
+	exit, out, errOut = spawnAs(t, sb, false, "/usr/local/bin/cage-tool; echo y > /usr/bin/user-tool; echo user $?; rm -f /usr/bin/cage-sys-tool; echo rm $?")
+	if out != "mine\nuser 2\nrm 1\n" {
+		t.Fatalf("the user and /usr: exit %+v out %q err %q", exit, out, errOut)
 	}
-	// Judged from the host: the tool is in the machine's root, root
-	// inside's, not set-user-ID in effect; the host's /usr/local is as it was.
-	fi, err := os.Lstat(filepath.Join(root, "usr/local/bin/cage-tool"))
-	if err != nil {
-		t.Fatalf("the machine's root on the host: %v", err)
-	}
-	if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
-		t.Errorf("the tool is %d's on the host, want root inside's %d", uid, first)
-	}
-	if _, err := os.Lstat("/usr/local/bin/cage-tool"); !os.IsNotExist(err) {
-		t.Fatalf("the host's /usr/local/bin has the tool: %v", err)
-	}
-	if b, _ := os.ReadFile(hostFile); !bytes.Equal(b, hostBefore) {
-		t.Fatalf("the host's %s changed", hostFile)
-	}
-	if mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo"); !strings.Contains(string(mounts), " /usr/local ") {
-		t.Errorf("no /usr/local mount in the machine: %s", mounts)
-	} else {
-		for _, l := range strings.Split(string(mounts), "\n") {
-			if strings.Contains(l, " /usr/local ") && !strings.Contains(l, "nosuid") {
-				t.Errorf("/usr/local is not nosuid: %s", l)
-			}
+	// Judged from the host: the tools are in the machine's root, root
+	// inside's, not set-user-ID in effect; the host's /usr is as it was.
+	for _, p := range []string{"usr/.upper/local/bin/cage-tool", "usr/.upper/bin/cage-sys-tool"} {
+		fi, err := os.Lstat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatalf("the machine's root on the host: %v", err)
 		}
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
+			t.Errorf("%s is %d's on the host, want root inside's %d", p, uid, first)
+		}
+	}
+	for _, p := range []string{"/usr/local/bin/cage-tool", "/usr/bin/cage-sys-tool"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("the host has %s: %v", p, err)
+		}
+	}
+	if b, _ := os.ReadFile(changed); !bytes.Equal(b, changedBefore) {
+		t.Fatalf("the host's %s changed", changed)
+	}
+	if _, err := os.Lstat(removed); err != nil {
+		t.Fatalf("the host's %s: %v", removed, err)
+	}
+	mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo")
+	usr := ""
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == "/usr" {
+			usr = l // the last: the overlay, over the host's /usr
+		}
+	}
+	if !strings.Contains(usr, " - overlay ") || !strings.Contains(usr, "nosuid") {
+		t.Errorf("/usr is not a nosuid overlay: %q", usr)
 	}
 	sb.Kill(LimitNone)
 	sb.Wait()
 
 	again := startMachine(t, spec)
-	exit, out, errOut = spawnAs(t, again, false, "/usr/local/bin/cage-tool && test -d /usr/local/lib/cage-pkg && echo kept")
-	if out != "mine\nkept\n" {
+	exit, out, errOut = spawnAs(t, again, false, "/usr/local/bin/cage-tool && /usr/bin/cage-sys-tool && test -d /usr/local/lib/cage-pkg && tail -n1 "+changed+" && test ! -e "+removed+" && echo kept")
+	if out != "mine\nmine\nchanged\nkept\n" {
 		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
 	}
 }
@@ -359,5 +369,121 @@ func TestMachineRootInsideNeedsItsOwnRoot(t *testing.T) {
 	_, err = Start(context.Background(), Spec{Argv: []string{"/bin/true"}, Machine: true, HostUID: first + SandboxUID, RootInside: true})
 	if err == nil || !strings.Contains(err.Error(), "a root of its own") {
 		t.Fatalf("root inside on a tmpfs root: %v", err)
+	}
+}
+
+// Root inside installs a Debian package with dpkg, as on a computer: its
+// program lands in the machine's /usr (its own root, on the host), runs
+// for the user, and the host's /usr and package database never change.
+// The machine's package database starts empty (its own /var).
+func TestMachineRootInstallsADebianPackage(t *testing.T) {
+	ws := t.TempDir()
+	pkg := filepath.Join(t.TempDir(), "cage-hello")
+	if err := os.MkdirAll(filepath.Join(pkg, "DEBIAN"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(pkg, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	control := "Package: cage-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: codecage tests <tests@codecage.invalid>\nDescription: what the machine tests install\n"
+	if err := os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte(control), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "usr/bin/cage-hello"), []byte("#!/bin/sh\necho hello from a package\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", pkg, filepath.Join(ws, "cage-hello.deb")).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v: %s", err, out)
+	}
+	hostStatus, err := os.ReadFile("/var/lib/dpkg/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, first := startRootInside(t, ws)
+	exit, out, errOut := spawnAs(t, sb, true, "PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg -i /workspace/cage-hello.deb >/dev/null && dpkg-query -W -f '${Status}\\n' cage-hello")
+	if exit.ExitCode != 0 || out != "install ok installed\n" {
+		t.Fatalf("dpkg -i as root: exit %+v out %q err %q", exit, out, errOut)
+	}
+	if exit, out, errOut = spawnAs(t, sb, false, "cage-hello; stat -c %U /usr/bin/cage-hello"); out != "hello from a package\nroot\n" {
+		t.Fatalf("the package's program for the user: exit %+v out %q err %q", exit, out, errOut)
+	}
+	// Judged from the host: the program is in the machine's root, root
+	// inside's; the host has neither it nor a word of it in its database.
+	fi, err := os.Lstat(filepath.Join(sb.spec.MachineRoot, "usr/.upper/bin/cage-hello"))
+	if err != nil {
+		t.Fatalf("the machine's root on the host: %v", err)
+	}
+	if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
+		t.Errorf("the program is %d's on the host, want root inside's %d", uid, first)
+	}
+	if _, err := os.Lstat("/usr/bin/cage-hello"); !os.IsNotExist(err) {
+		t.Fatalf("the host has /usr/bin/cage-hello: %v", err)
+	}
+	if now, _ := os.ReadFile("/var/lib/dpkg/status"); !bytes.Equal(now, hostStatus) {
+		t.Fatal("the host's package database changed")
+	}
+}
+
+// What others may not read in the host's /usr, root inside may not read
+// in its machine either, though the idmapped /usr shows the host's root
+// as root inside: each such entry is hidden there (a file of the host's
+// root with mode 0600, a directory of the host's root with mode 0700).
+// Judged by planting them in the host's /usr.
+func TestMachineUsrHidesWhatOthersMayNotRead(t *testing.T) {
+	tok := strconv.Itoa(os.Getpid())
+	file, dir := "/usr/share/codecage-secret-"+tok, "/usr/share/codecage-private-"+tok
+	t.Cleanup(func() {
+		os.Remove(file)
+		os.RemoveAll(dir)
+		usrHidden = sync.OnceValues(func() ([]string, error) { return scanHidden("/usr", maxUsrEntries, maxUsrHidden) })
+	})
+	if err := os.WriteFile(file, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/inside", []byte("host secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh scan, as a new server's first machine makes.
+	usrHidden = sync.OnceValues(func() ([]string, error) { return scanHidden("/usr", maxUsrEntries, maxUsrHidden) })
+	sb, _ := startRootInside(t, t.TempDir())
+	script := "cat " + file + " " + dir + "/inside 2>&1; ls /usr/share | grep -c codecage-; stat -c %U /usr/share; echo mine > " + file + " && cat " + file
+	exit, out, errOut := spawnAs(t, sb, true, script)
+	want := "cat: " + file + ": No such file or directory\ncat: " + dir + "/inside: No such file or directory\n0\nroot\nmine\n"
+	if out != want {
+		t.Fatalf("root inside and the host's unreadable entries: exit %+v out %q err %q, want %q", exit, out, errOut, want)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "host secret\n" {
+		t.Fatalf("the host's %s: %q %v", file, b, err)
+	}
+}
+
+// scanHidden lists what others may not read, and not what lies below a
+// hidden directory; it never follows a link.
+func TestScanHidden(t *testing.T) {
+	dir := t.TempDir()
+	for p, mode := range map[string]os.FileMode{"open": 0o644, "secret": 0o600, "exec-only": 0o711, "sub/deep-secret": 0o640} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, p), nil, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "closed/inner"), 0o755)
+	os.Chmod(filepath.Join(dir, "closed"), 0o750)
+	os.Symlink("/etc/shadow", filepath.Join(dir, "link"))
+	got, err := scanHidden(dir, 100, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"closed", "exec-only", "secret", "sub/deep-secret"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("hidden %q, want %q", got, want)
+	}
+	if _, err := scanHidden(dir, 100, 2); err == nil {
+		t.Fatal("more hidden entries than the bound: no error")
+	}
+	if _, err := scanHidden(dir, 3, 10); err == nil {
+		t.Fatal("more entries than the bound: no error")
 	}
 }

@@ -319,7 +319,18 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 		Links:           s.spec.Links,
 		RootInside:      s.rootInside(),
 	}
-	if err := json.NewEncoder(fds.control).Encode(&cfg); err != nil {
+	var usr []int
+	if s.wantsUsrOverlay() {
+		// Without it the machine keeps a read-only /usr (and a writable
+		// /usr/local): not a reason to fail its start.
+		if hidden, err := usrHidden(); err == nil {
+			if tree, err := idmappedUsr(s.cmd.Process.Pid); err == nil {
+				defer tree.Close()
+				cfg.UsrTree, cfg.UsrHidden, usr = true, hidden, []int{int(tree.Fd())}
+			}
+		}
+	}
+	if err := sendWithFDs(fds.control, &cfg, usr...); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
 	}
 	// The init passes a terminal's master with its start report.

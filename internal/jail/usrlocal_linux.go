@@ -45,7 +45,9 @@ type usrLocal struct {
 }
 
 // hasUsrLocal reports whether the machine gets a writable /usr/local.
-func (cfg *initConfig) hasUsrLocal() bool { return cfg.RootInside && cfg.hasMachineRoot() }
+func (cfg *initConfig) hasUsrLocal() bool {
+	return cfg.RootInside && cfg.hasMachineRoot() && !cfg.UsrTree // a writable /usr holds it
+}
 
 // openUsrLocal makes (as root inside's) and opens the upper and work
 // directories in the machine's root, before the system directories cover

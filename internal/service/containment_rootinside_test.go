@@ -180,12 +180,12 @@ for p in sys.argv[1:]:
 	}
 }
 
-// Root inside writes to a machine's /usr/local, which is its to write:
-// what it adds lands in the machine's own root, never in the host's
-// /usr/local; a file of the host's there can be neither changed nor
-// removed for the host (a removal hides it in this machine alone); and
-// the mount is nosuid. Judged from the host.
-func TestContainment_54_RootInsideUsrLocalLeavesTheHostsAlone(t *testing.T) {
+// Root inside writes to a machine's /usr (on an environment's root, its
+// /usr/local), which is its to write: what it adds lands in the machine's
+// own root, never in the host's /usr; a file of the host's there, changed
+// or removed, is changed or removed in this machine alone (the host's is
+// as it was); and the mount is nosuid and nodev. Judged from the host.
+func TestContainment_54_RootInsideUsrLeavesTheHostsAlone(t *testing.T) {
 	svc, _ := machineService(t)
 	if onGVisor() {
 		rootRefusedOnGVisor(t, svc)
@@ -213,23 +213,28 @@ func TestContainment_54_RootInsideUsrLocalLeavesTheHostsAlone(t *testing.T) {
 	// root is not the host's either: the host's file is then not there
 	// to change, and the try would make a new one, which is root's to do.)
 	onHostRoot := os.Getenv(testEnvironmentVar) == ""
-	script := "mkdir -p /usr/local/bin && echo new > /usr/local/bin/cage-5454 && echo added; "
+	script, want, added := "mkdir -p /usr/local/bin && echo new > /usr/local/bin/cage-5454 && echo added; ", "added\n", []string{"/usr/local/bin/cage-5454"}
+	writable := "/usr/local"
 	if onHostRoot {
-		script += "echo x >> " + hostFile + "; echo change $?; rm -f " + hostFile + "; test -e " + hostFile + "; echo gone $?; "
+		script += "echo new > /usr/bin/cage-5454 && echo added; echo x >> " + hostFile + "; echo change $?; tail -c 2 " + hostFile +
+			"; rm -f " + hostFile + "; test -e " + hostFile + "; echo gone $?; "
+		want, added, writable = "added\nadded\nchange 0\nx\ngone 1\n", append(added, "/usr/bin/cage-5454"), "/usr"
 	}
 	res := rootCommand(t, svc, id, script+"sleep 5454 >/dev/null 2>&1 &")
-	if !strings.HasPrefix(res.Stdout, "added\n") || onHostRoot && (!strings.Contains(res.Stdout, "change ") || strings.Contains(res.Stdout, "change 0")) {
-		t.Fatalf("root inside in /usr/local: %q %q", res.Stdout, res.Stderr)
+	if res.Stdout != want {
+		t.Fatalf("root inside in %s: %q %q, want %q", writable, res.Stdout, res.Stderr, want)
 	}
 	if b, err := os.ReadFile(hostFile); err != nil || !bytes.Equal(b, before) {
 		t.Fatalf("the host's %s after root inside changed or removed it: %v", hostFile, err)
 	}
-	if _, err := os.Lstat("/usr/local/bin/cage-5454"); !os.IsNotExist(err) {
-		t.Fatalf("the host's /usr/local/bin has the machine's file: %v", err)
-	}
 	pid := waitForProcess(t, "sleep", "5454")
-	if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/root/usr/local/bin/cage-5454"); err != nil {
-		t.Fatalf("the file is not in the machine's /usr/local: %v", err)
+	for _, p := range added {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("the host has the machine's %s: %v", p, err)
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/root" + p); err != nil {
+			t.Fatalf("%s is not in the machine: %v", p, err)
+		}
 	}
 	mounts, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
 	if err != nil {
@@ -237,15 +242,15 @@ func TestContainment_54_RootInsideUsrLocalLeavesTheHostsAlone(t *testing.T) {
 	}
 	var seen bool
 	for _, l := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(l); len(f) > 5 && f[4] == "/usr/local" {
+		if f := strings.Fields(l); len(f) > 5 && f[4] == writable && strings.Contains(l, " - overlay ") {
 			seen = true
 			if !strings.Contains(f[5], "nosuid") || !strings.Contains(f[5], "nodev") {
-				t.Errorf("/usr/local is mounted %s", f[5])
+				t.Errorf("%s is mounted %s", writable, f[5])
 			}
 		}
 	}
 	if !seen {
-		t.Fatalf("no /usr/local mount in the machine:\n%s", mounts)
+		t.Fatalf("no %s overlay in the machine:\n%s", writable, mounts)
 	}
 }
 
