@@ -297,6 +297,9 @@ type Exit struct {
 	OOMKilled bool
 	// Truncated is true when stdout or stderr was cut at the output limit.
 	Truncated bool
+	// SandboxEnded: a process of a machine (Spawn) ended because its
+	// sandbox did, under it.
+	SandboxEnded bool
 	// PeakMemoryBytes is the peak memory of the sandbox (cgroup) or of its
 	// largest process (rusage) when no memory cgroup is available.
 	PeakMemoryBytes int64

@@ -201,3 +201,47 @@ func TestMachineForkBombAsRootIsContained(t *testing.T) {
 	}
 	assertNoLeftovers(t)
 }
+
+// A machine's command whose sandbox ends under it (here its interpreter
+// is killed from the host, as root's kill -9 -1 does from inside) says
+// so, not merely "canceled".
+func TestMachineCommandSaysItsSandboxEnded(t *testing.T) {
+	svc, _, se := nativeMachine(t, nil)
+	done := make(chan *service.CommandResult, 1)
+	go func() {
+		res, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", Command: "sleep 7373"})
+		if err != nil {
+			t.Errorf("RunCommand: %v", err)
+		}
+		done <- res
+	}()
+	sleep := waitForProcess(t, "sleep", "7373")
+	// The machine's init is the sleep's nearest ancestor whose child is
+	// the interpreter (python3): its program, whose end is the machine's.
+	procs := leftovers.HostProcesses()
+	parent := map[int]int{}
+	for _, p := range procs {
+		parent[p.PID] = p.PPID
+	}
+	interpreter := 0
+	for pid := parent[sleep]; pid > 1 && interpreter == 0; pid = parent[pid] {
+		for _, p := range procs {
+			if p.PPID == pid && p.Name == "python3" {
+				interpreter = p.PID
+			}
+		}
+	}
+	if interpreter == 0 {
+		t.Fatal("no interpreter beside the command on the host")
+	}
+	if err := syscall.Kill(interpreter, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res == nil {
+		return
+	}
+	if res.Success || res.Limit == nil || *res.Limit != "canceled" || res.Error == nil || !strings.Contains(*res.Error, "sandbox ended under the command") {
+		t.Fatalf("the command whose machine ended: success %v limit %v error %v", res.Success, res.Limit, res.Error)
+	}
+}

@@ -107,16 +107,18 @@ func waitProc(ctx context.Context, p fleet.Proc, timeout time.Duration, start ti
 		_ = p.Signal(syscall.SIGKILL)
 	}
 	e := p.Wait()
+	ended := false
 	switch {
 	case limit != fleet.LimitNone:
 	case e.Truncated:
 		limit = fleet.LimitOutput
 	case e.SandboxEnded:
-		limit = fleet.LimitCanceled // it ended with its session
+		limit, ended = fleet.LimitCanceled, true // it ended with its session
 	case e.OOMKilled:
 		limit = fleet.LimitMemory // the session's memory limit
 	}
-	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, OOMKilled: e.OOMKilled, Duration: time.Since(start)}
+	return fleet.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Limit: limit, Truncated: e.Truncated, OOMKilled: e.OOMKilled,
+		SandboxEnded: ended, Duration: time.Since(start)}
 }
 
 // withVars is base with vars over it (neither is changed).

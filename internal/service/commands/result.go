@@ -27,6 +27,9 @@ func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr strin
 		name := string(exit.Limit)
 		r.Limit = &name
 		msg := c.o.LimitMessage(exit.Limit, spec.Limits.WithDefaults())
+		if exit.SandboxEnded {
+			msg = sandboxEnded
+		}
 		r.Error = &msg
 	} else if msg := commandError(r, c.cfg.AllowedCommands, home, machine); msg != "" {
 		r.Error = &msg
@@ -34,6 +37,11 @@ func (c *Commands) result(spec fleet.Spec, exit fleet.Exit, stdout, stderr strin
 	r.Success = exit.Limit == fleet.LimitNone && r.ExitCode == 0
 	return r
 }
+
+// sandboxEnded is the error of a machine's command whose sandbox ended
+// under it ("canceled" as its limit: it did not end by itself).
+const sandboxEnded = "the session's sandbox ended under the command: its init or interpreter is gone " +
+	"(killed from inside, as kill -9 -1 as root does, or at its memory limit), or the session was closed or restarted"
 
 var (
 	shNotFound  = regexp.MustCompile(`(?m)^(?:/bin/)?(?:ba)?sh: (?:line )?\d+: (?:exec: )?([^:\n]+): (?:command )?(?:not found|Permission denied)$`)
