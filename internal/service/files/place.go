@@ -131,6 +131,9 @@ func (v *view) listInto(ctx context.Context, out *FileList, sp spot, r *wsfs.Roo
 		return fileError(sp.abs, err)
 	}
 	out.Truncated = out.Truncated || l.Truncated
+	if sp.m.system() {
+		l.Entries = readableByOthers(l.Entries)
+	}
 	subs := v.mountsBelow(sp, lim.Depth)
 	metaBytes := 0
 	for _, e := range l.Entries {
@@ -199,7 +202,7 @@ func (v *view) addMount(ctx context.Context, out *FileList, m *mount, lim wsfs.L
 	info := fileInfo(e)
 	info.Path = m.at
 	out.Files = append(out.Files, info)
-	if lim.Depth > 1 {
+	if lim.Depth > 1 && othersMay(m, ".", true) == nil {
 		return v.listInto(ctx, out, child, cr, sub)
 	}
 	return nil

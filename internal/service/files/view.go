@@ -284,7 +284,13 @@ func (v *view) resolve(p string, follow bool) (spot, error) {
 				return spot{}, fileError(p, err)
 			}
 			if link == "" || (link == rel && !follow) {
+				if err := othersMay(m, rel, true); err != nil {
+					return spot{}, fileError(p, err)
+				}
 				return spot{m: m, rel: rel, abs: abs, throughLast: last}, nil
+			}
+			if err := othersMay(m, link, false); err != nil {
+				return spot{}, fileError(p, err)
 			}
 		}
 		// The link's parents are real directories: its target, joined to
