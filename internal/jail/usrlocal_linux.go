@@ -54,27 +54,34 @@ func (cfg *initConfig) hasUsrLocal() bool {
 // its usr. The supervisor kept them from the last start (keepUsrLocal).
 func openUsrLocal() (*usrLocal, error) {
 	u := &usrLocal{upper: -1, work: -1}
-	for _, d := range []struct {
-		rel string
-		fd  *int
-	}{{usrLocalUpper, &u.upper}, {usrLocalWork, &u.work}} {
-		p := newRoot + "/" + d.rel
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			u.close()
-			return nil, fmt.Errorf("/usr/local: %w", err)
-		}
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			u.close()
-			return nil, fmt.Errorf("/usr/local: %w", err)
-		}
-		*d.fd = fd
-		if err := unix.Fchownat(fd, "", 0, 0, unix.AT_EMPTY_PATH); err != nil {
-			u.close()
-			return nil, fmt.Errorf("/usr/local: %w", err)
-		}
+	var err error
+	if u.upper, err = rootsDir(usrLocalUpper); err != nil {
+		return nil, fmt.Errorf("/usr/local: %w", err)
+	}
+	if u.work, err = rootsDir(usrLocalWork); err != nil {
+		u.close()
+		return nil, fmt.Errorf("/usr/local: %w", err)
 	}
 	return u, nil
+}
+
+// rootsDir makes rel (relative to the machine's root) a directory of root
+// inside's and opens it (O_PATH), never through a link at its end: an
+// overlay's upper or work directory.
+func rootsDir(rel string) (int, error) {
+	p := newRoot + "/" + rel
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Fchownat(fd, "", 0, 0, unix.AT_EMPTY_PATH); err != nil {
+		_ = unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 func (u *usrLocal) close() {
@@ -98,10 +105,21 @@ func (u *usrLocal) mount() error {
 	if err := mirrorDirs(lower, u.upper, upperDepth, &budget); err != nil {
 		return fmt.Errorf("/usr/local: %w", err)
 	}
+	if err := mountOverlay(lower, u.upper, u.work); err != nil {
+		return fmt.Errorf("/usr/local: %w", err)
+	}
+	return nil
+}
+
+// mountOverlay mounts an overlay (nosuid, nodev) over dir, dir itself its
+// lower layer (resolved before the overlay covers it), upper and work
+// directories given by descriptor; mounted in the sandbox's user
+// namespace, its own attributes are user.* ones (userxattr).
+func mountOverlay(dir string, upper, work int) error {
 	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
-	opts := "lowerdir=" + lower + ",upperdir=" + fd(u.upper) + ",workdir=" + fd(u.work) + ",userxattr"
-	if err := unix.Mount("overlay", lower, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("/usr/local: mount the overlay: %w", err)
+	opts := "lowerdir=" + dir + ",upperdir=" + fd(upper) + ",workdir=" + fd(work) + ",userxattr"
+	if err := unix.Mount("overlay", dir, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount the overlay: %w", err)
 	}
 	return nil
 }

@@ -181,25 +181,13 @@ func openUsrOverlay(lower int, hidden []string) (*usrOverlay, error) {
 		}
 	}
 	_ = os.RemoveAll(newRoot + "/" + usrLocalWork)
-	for _, d := range []struct {
-		rel string
-		fd  *int
-	}{{usrUpper, &o.upper}, {usrWork, &o.work}} {
-		p := newRoot + "/" + d.rel
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			o.close()
-			return nil, fmt.Errorf("/usr: %w", err)
-		}
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			o.close()
-			return nil, fmt.Errorf("/usr: %w", err)
-		}
-		*d.fd = fd
-		if err := unix.Fchownat(fd, "", 0, 0, unix.AT_EMPTY_PATH); err != nil {
-			o.close()
-			return nil, fmt.Errorf("/usr: %w", err)
-		}
+	var err error
+	if o.upper, err = rootsDir(usrUpper); err == nil {
+		o.work, err = rootsDir(usrWork)
+	}
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("/usr: %w", err)
 	}
 	for _, rel := range hidden {
 		if err := whiteout(o.upper, rel); err != nil {
@@ -271,8 +259,7 @@ func (o *usrOverlay) close() {
 }
 
 // mount attaches the idmapped /usr at the root's /usr and mounts the
-// overlay over it (nosuid, nodev): the lower layer is resolved before
-// the overlay covers it.
+// overlay over it.
 func (o *usrOverlay) mount() error {
 	defer o.close()
 	dst := newRoot + "/usr"
@@ -282,10 +269,8 @@ func (o *usrOverlay) mount() error {
 	if err := unix.MoveMount(o.lower, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("/usr: attach the host's: %w", err)
 	}
-	fd := func(n int) string { return "/proc/self/fd/" + strconv.Itoa(n) }
-	opts := "lowerdir=" + dst + ",upperdir=" + fd(o.upper) + ",workdir=" + fd(o.work) + ",userxattr"
-	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("/usr: mount the overlay: %w", err)
+	if err := mountOverlay(dst, o.upper, o.work); err != nil {
+		return fmt.Errorf("/usr: %w", err)
 	}
 	return nil
 }
