@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/leftovers"
 )
 
 // cliMainEnv makes the test binary run the command line itself, so tests
@@ -200,4 +202,54 @@ func TestRunWithProfiles(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "SANDBOX_ENABLE_DATA_SCIENCE=true") {
 		t.Fatalf("%d %q", code, errOut)
 	}
+}
+
+// A command that runs once starts no warm pool and no spare (a spare
+// machine session cost `codecage run` seconds of CPU): while its code
+// runs, this process's only interpreter on the host is the run's own.
+func TestRunStartsNoSpares(t *testing.T) {
+	ran, most := make(chan struct{}), make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			n = max(n, descendantsNamed("python3"))
+			select {
+			case <-ran:
+				most <- n
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	code, out, errOut := cli(t, "", "run", "-c", "import time; time.sleep(4); print('done')")
+	close(ran)
+	if code != 0 || out != "done\n" {
+		t.Fatalf("code=%d stdout=%q stderr=%q", code, out, errOut)
+	}
+	if n := <-most; n != 1 {
+		t.Fatalf("at most %d interpreters of this process on the host while the run ran, want its own alone", n)
+	}
+}
+
+// descendantsNamed counts this process's descendants on the host with
+// that name.
+func descendantsNamed(name string) int {
+	procs := leftovers.HostProcesses()
+	parent := map[int]int{}
+	for _, p := range procs {
+		parent[p.PID] = p.PPID
+	}
+	n := 0
+	for _, p := range procs {
+		if p.Name != name {
+			continue
+		}
+		for pid, hops := p.PPID, 0; pid > 1 && hops < 64; pid, hops = parent[pid], hops+1 {
+			if pid == os.Getpid() {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -97,9 +97,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // oneShot keeps a command that runs once from starting warm pools and
-// spare sessions.
+// spare sessions (a spare machine cost `codecage run` about 2 s of CPU).
 func oneShot(cf *configFlags) {
-	for _, k := range []string{"pool_size", "data_science_pool_size", "gvisor_pool_size", "gvisor_data_science_pool_size", "session_pool_size", "gvisor_session_pool_size", "env_pool_size"} {
+	for _, k := range []string{"pool_size", "data_science_pool_size", "gvisor_pool_size", "gvisor_data_science_pool_size", "session_pool_size", "gvisor_session_pool_size", "machine_pool_size", "env_pool_size"} {
 		if _, set := cf.extra[k]; !set {
 			cf.extra[k] = "0"
 		}
