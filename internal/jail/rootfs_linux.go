@@ -98,6 +98,10 @@ func buildRoot(cfg *initConfig) error {
 			return err
 		}
 		cfg.usrTree = -1 // usr closes it
+		if err := placePackageState(); err != nil {
+			usr.close()
+			return err
+		}
 	}
 	if err := placeSystem(cfg, src, usr); err != nil {
 		return err
@@ -445,6 +449,13 @@ func buildEtc(cfg *initConfig) error {
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
 			return err
+		}
+	}
+	if cfg.UsrTree {
+		for _, d := range aptEtcDirs { // pkgskeleton_linux.go
+			if err := os.MkdirAll(filepath.Join(etc, d), 0o755); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.HasRoot {

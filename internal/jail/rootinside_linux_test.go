@@ -372,55 +372,68 @@ func TestMachineRootInsideNeedsItsOwnRoot(t *testing.T) {
 	}
 }
 
-// Root inside installs a Debian package with dpkg, as on a computer: its
-// program lands in the machine's /usr (its own root, on the host), runs
-// for the user, and the host's /usr and package database never change.
-// The machine's package database starts empty (its own /var).
-func TestMachineRootInstallsADebianPackage(t *testing.T) {
+// Root inside installs Debian packages with dpkg and with apt-get, as on
+// a computer: their programs land in the machine's /usr (its own root, on
+// the host) and run for the user, and the host's /usr and package
+// database never change. The machine's package database starts empty
+// (its own /var).
+func TestMachineRootInstallsDebianPackages(t *testing.T) {
 	ws := t.TempDir()
-	pkg := filepath.Join(t.TempDir(), "cage-hello")
-	if err := os.MkdirAll(filepath.Join(pkg, "DEBIAN"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(pkg, "usr/bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	control := "Package: cage-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: codecage tests <tests@codecage.invalid>\nDescription: what the machine tests install\n"
-	if err := os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte(control), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(pkg, "usr/bin/cage-hello"), []byte("#!/bin/sh\necho hello from a package\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", pkg, filepath.Join(ws, "cage-hello.deb")).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb: %v: %s", err, out)
+	for _, name := range []string{"cage-hello", "cage-apt"} {
+		buildDeb(t, ws, name)
 	}
 	hostStatus, err := os.ReadFile("/var/lib/dpkg/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb, first := startRootInside(t, ws)
-	exit, out, errOut := spawnAs(t, sb, true, "PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg -i /workspace/cage-hello.deb >/dev/null && dpkg-query -W -f '${Status}\\n' cage-hello")
-	if exit.ExitCode != 0 || out != "install ok installed\n" {
-		t.Fatalf("dpkg -i as root: exit %+v out %q err %q", exit, out, errOut)
+	exit, out, errOut := spawnAs(t, sb, true, "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; dpkg -i /workspace/cage-hello.deb >/dev/null && "+
+		"apt-get install -y -q /workspace/cage-apt.deb >/dev/null 2>&1 && dpkg-query -W -f '${Package} ${Status}\n' cage-hello cage-apt")
+	if exit.ExitCode != 0 || out != "cage-apt install ok installed\ncage-hello install ok installed\n" {
+		t.Fatalf("dpkg -i and apt-get install as root: exit %+v out %q err %q", exit, out, errOut)
 	}
-	if exit, out, errOut = spawnAs(t, sb, false, "cage-hello; stat -c %U /usr/bin/cage-hello"); out != "hello from a package\nroot\n" {
-		t.Fatalf("the package's program for the user: exit %+v out %q err %q", exit, out, errOut)
+	if exit, out, errOut = spawnAs(t, sb, false, "cage-hello; cage-apt; stat -c %U /usr/bin/cage-hello"); out != "hello from cage-hello\nhello from cage-apt\nroot\n" {
+		t.Fatalf("the packages' programs for the user: exit %+v out %q err %q", exit, out, errOut)
 	}
-	// Judged from the host: the program is in the machine's root, root
-	// inside's; the host has neither it nor a word of it in its database.
-	fi, err := os.Lstat(filepath.Join(sb.spec.MachineRoot, "usr/.upper/bin/cage-hello"))
-	if err != nil {
-		t.Fatalf("the machine's root on the host: %v", err)
-	}
-	if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
-		t.Errorf("the program is %d's on the host, want root inside's %d", uid, first)
-	}
-	if _, err := os.Lstat("/usr/bin/cage-hello"); !os.IsNotExist(err) {
-		t.Fatalf("the host has /usr/bin/cage-hello: %v", err)
+	// Judged from the host: the programs are in the machine's root, root
+	// inside's; the host has neither them nor a word of them in its
+	// database.
+	for _, name := range []string{"cage-hello", "cage-apt"} {
+		fi, err := os.Lstat(filepath.Join(sb.spec.MachineRoot, "usr/.upper/bin", name))
+		if err != nil {
+			t.Fatalf("the machine's root on the host: %v", err)
+		}
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != first {
+			t.Errorf("%s is %d's on the host, want root inside's %d", name, uid, first)
+		}
+		if _, err := os.Lstat("/usr/bin/" + name); !os.IsNotExist(err) {
+			t.Fatalf("the host has /usr/bin/%s: %v", name, err)
+		}
 	}
 	if now, _ := os.ReadFile("/var/lib/dpkg/status"); !bytes.Equal(now, hostStatus) {
 		t.Fatal("the host's package database changed")
+	}
+}
+
+// buildDeb builds dir/name.deb with dpkg-deb: /usr/bin/name, which says
+// hello.
+func buildDeb(t *testing.T, dir, name string) {
+	t.Helper()
+	pkg := filepath.Join(t.TempDir(), name)
+	for _, d := range []string{"DEBIAN", "usr/bin"} {
+		if err := os.MkdirAll(filepath.Join(pkg, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	control := "Package: " + name + "\nVersion: 1.0\nArchitecture: all\nMaintainer: codecage tests <tests@codecage.invalid>\nDescription: what the machine tests install\n"
+	if err := os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte(control), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "usr/bin", name), []byte("#!/bin/sh\necho hello from "+name+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", pkg, filepath.Join(dir, name+".deb")).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v: %s", err, out)
 	}
 }
 
@@ -485,5 +498,36 @@ func TestScanHidden(t *testing.T) {
 	}
 	if _, err := scanHidden(dir, 3, 10); err == nil {
 		t.Fatal("more entries than the bound: no error")
+	}
+}
+
+// The package managers' state is made in the machine's root, never
+// through a link the code left there: with its /var a link to a host
+// directory, the host directory stays empty, and the machine starts.
+func TestMachinePackageStateFollowsNoLink(t *testing.T) {
+	first, err := ReserveUIDs(MachineIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ReleaseUIDs(first, MachineIDs) })
+	ws, root, host := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{ws, root} {
+		if err := os.Chown(d, first+SandboxUID, first+SandboxUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Root inside's on the host, as a place it could write would be.
+	if err := os.Chown(host, first, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(host, filepath.Join(root, "var")); err != nil {
+		t.Fatal(err)
+	}
+	sb := startMachine(t, Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true})
+	if exit, out, errOut := spawnAs(t, sb, true, "echo up"); out != "up\n" {
+		t.Fatalf("the machine: exit %+v out %q err %q", exit, out, errOut)
+	}
+	if entries, _ := os.ReadDir(host); len(entries) != 0 {
+		t.Fatalf("the host directory the link led to got %d entries", len(entries))
 	}
 }
