@@ -86,22 +86,9 @@ func buildRoot(cfg *initConfig) error {
 	if err := mountRootBase(cfg); err != nil {
 		return err
 	}
-	var usrLocal *usrLocal
-	if cfg.hasUsrLocal() {
-		if usrLocal, err = openUsrLocal(); err != nil {
-			return err
-		}
-	}
-	var usr *usrOverlay
-	if cfg.UsrTree {
-		if usr, err = openUsrOverlay(cfg.usrTree, cfg.UsrHidden); err != nil {
-			return err
-		}
-		cfg.usrTree = -1 // usr closes it
-		if err := placePackageState(); err != nil {
-			usr.close()
-			return err
-		}
+	usr, usrLocal, err := openWritableUsr(cfg)
+	if err != nil {
+		return err
 	}
 	if err := placeSystem(cfg, src, usr); err != nil {
 		return err

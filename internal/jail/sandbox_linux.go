@@ -283,52 +283,11 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 			return err
 		}
 	}
-	cfg := initConfig{
-		Argv:            s.spec.Argv,
-		Env:             s.spec.Env,
-		Hostname:        "sandbox",
-		Home:            HomeOf(s.spec.Home),
-		HasWorkspace:    fds.workspace != nil,
-		WorkspacePath:   fds.workspacePath,
-		ReadOnlyBinds:   s.spec.ReadOnlyBinds,
-		Programs:        s.spec.Programs,
-		HasRoot:         fds.root != nil,
-		RootEntries:     rootEntriesOf(fds.root),
-		RootPath:        rootPathOf(fds.root),
-		Binds:           mountedBinds(s.spec),
-		BindMounts:      bindMounts(fds.binds),
-		SharedTmp:       s.spec.Tmp != "",
-		TmpBytes:        s.spec.Limits.TmpBytes,
-		WorkspaceBytes:  s.spec.Limits.WorkspaceBytes,
-		Rlimits:         programRlimits(s.spec.Limits, s.cg != nil),
-		LandlockABI:     s.host.LandlockABI,
-		CgroupNS:        s.cg != nil,
-		SettlePids:      s.cg != nil,
-		Nested:          s.spec.Nested,
-		CellUIDs:        s.cellUIDs(),
-		ForwardPort:     forwardPort(s.spec.Forward),
-		Stdin:           s.spec.Stdin,
-		NoChannel:       s.spec.NoChannel,
-		Terminal:        s.spec.Terminal,
-		LoopbackServers: s.spec.LoopbackServers,
-		JoinedNet:       s.spec.NetNS != nil,
-		Machine:         s.spec.Machine,
-		MachineRootFD:   fds.machineRootFD,
-		MachineRootPath: fds.machineRootPath,
-		MachineMemory:   s.spec.Limits.MemoryBytes,
-		Links:           s.spec.Links,
-		RootInside:      s.rootInside(),
-	}
+	cfg := s.initConfigOf(fds)
 	var usr []int
-	if s.wantsUsrOverlay() {
-		// Without it the machine keeps a read-only /usr (and a writable
-		// /usr/local): not a reason to fail its start.
-		if hidden, err := usrHidden(); err == nil {
-			if tree, err := idmappedUsr(s.cmd.Process.Pid); err == nil {
-				defer tree.Close()
-				cfg.UsrTree, cfg.UsrHidden, usr = true, hidden, []int{int(tree.Fd())}
-			}
-		}
+	if tree := s.sendsUsrTree(&cfg); tree != nil {
+		defer tree.Close()
+		usr = []int{int(tree.Fd())}
 	}
 	if err := sendWithFDs(fds.control, &cfg, usr...); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)
@@ -377,6 +336,47 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 				return fmt.Errorf("%w: %v", ErrSetup, err)
 			}
 		}
+	}
+}
+
+// initConfigOf is the init's configuration for this sandbox, with the
+// descriptors of fds it is given.
+func (s *Sandbox) initConfigOf(fds *sandboxFiles) initConfig {
+	return initConfig{
+		Argv:            s.spec.Argv,
+		Env:             s.spec.Env,
+		Hostname:        "sandbox",
+		Home:            HomeOf(s.spec.Home),
+		HasWorkspace:    fds.workspace != nil,
+		WorkspacePath:   fds.workspacePath,
+		ReadOnlyBinds:   s.spec.ReadOnlyBinds,
+		Programs:        s.spec.Programs,
+		HasRoot:         fds.root != nil,
+		RootEntries:     rootEntriesOf(fds.root),
+		RootPath:        rootPathOf(fds.root),
+		Binds:           mountedBinds(s.spec),
+		BindMounts:      bindMounts(fds.binds),
+		SharedTmp:       s.spec.Tmp != "",
+		TmpBytes:        s.spec.Limits.TmpBytes,
+		WorkspaceBytes:  s.spec.Limits.WorkspaceBytes,
+		Rlimits:         programRlimits(s.spec.Limits, s.cg != nil),
+		LandlockABI:     s.host.LandlockABI,
+		CgroupNS:        s.cg != nil,
+		SettlePids:      s.cg != nil,
+		Nested:          s.spec.Nested,
+		CellUIDs:        s.cellUIDs(),
+		ForwardPort:     forwardPort(s.spec.Forward),
+		Stdin:           s.spec.Stdin,
+		NoChannel:       s.spec.NoChannel,
+		Terminal:        s.spec.Terminal,
+		LoopbackServers: s.spec.LoopbackServers,
+		JoinedNet:       s.spec.NetNS != nil,
+		Machine:         s.spec.Machine,
+		MachineRootFD:   fds.machineRootFD,
+		MachineRootPath: fds.machineRootPath,
+		MachineMemory:   s.spec.Limits.MemoryBytes,
+		Links:           s.spec.Links,
+		RootInside:      s.rootInside(),
 	}
 }
 

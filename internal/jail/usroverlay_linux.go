@@ -45,6 +45,26 @@ const (
 	usrWork  = "usr/.work"
 )
 
+// sendsUsrTree makes the idmapped /usr the init of a machine that wants
+// the overlay is sent with cfg, and marks cfg so (nil: none; without it
+// the machine keeps a read-only /usr and a writable /usr/local, which is
+// no reason to fail its start).
+func (s *Sandbox) sendsUsrTree(cfg *initConfig) *os.File {
+	if !s.wantsUsrOverlay() {
+		return nil
+	}
+	hidden, err := usrHidden()
+	if err != nil {
+		return nil
+	}
+	tree, err := idmappedUsr(s.cmd.Process.Pid)
+	if err != nil {
+		return nil
+	}
+	cfg.UsrTree, cfg.UsrHidden = true, hidden
+	return tree
+}
+
 // wantsUsrOverlay reports whether the sandbox's machine gets the /usr
 // overlay: root inside, a root of its own, the host's system directories.
 func (s *Sandbox) wantsUsrOverlay() bool {
@@ -153,6 +173,30 @@ func hasSubmounts(dir string) bool {
 		}
 	}
 	return false
+}
+
+// openWritableUsr opens, before the system directories cover the
+// machine root's usr, the layers of its writable /usr (and places the
+// package managers' state), or else of its writable /usr/local; neither
+// for a sandbox that gets none.
+func openWritableUsr(cfg *initConfig) (*usrOverlay, *usrLocal, error) {
+	if cfg.hasUsrLocal() {
+		u, err := openUsrLocal()
+		return nil, u, err
+	}
+	if !cfg.UsrTree {
+		return nil, nil, nil
+	}
+	o, err := openUsrOverlay(cfg.usrTree, cfg.UsrHidden)
+	cfg.usrTree = -1 // closed by now, or o's to close
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := placePackageState(); err != nil { // pkgskeleton_linux.go
+		o.close()
+		return nil, nil, err
+	}
+	return o, nil, nil
 }
 
 // usrOverlay holds the overlay's layers between the two steps of
