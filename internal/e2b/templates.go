@@ -65,7 +65,7 @@ func templateName(name string) (string, error) {
 	}
 	switch {
 	case name == "":
-		return "tpl-" + strings.ReplaceAll(newUUID(), "-", "")[:12], nil
+		return "tpl-" + strings.ToLower(rand.Text()[:12]), nil // unnamed: a random name
 	case templateplan.Builtin(name) || templateplan.BuiltinBase(name):
 		return "", fmt.Errorf("%s is one of E2B's own templates, which codecage serves: name yours otherwise", service.Quote(name))
 	case !envstore.NamePattern.MatchString(name) || service.IsBuildStage(name):
@@ -253,13 +253,6 @@ func (s *Server) templateEnv(r *http.Request, template string) string {
 		return ""
 	}
 	return name
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // uuidOf shapes an environment's digest ("sha256:<hex>") as a build id.

@@ -217,45 +217,6 @@ func WriteOCIArchive(out string, img v1.Image) error {
 	return f.Close()
 }
 
-// DockerArchive writes a docker archive of gzip layers made of entries.
-func DockerArchive(out string, layers ...[]TarEntry) error {
-	img, err := imageOf(layers)
-	if err != nil {
-		return err
-	}
-	return WriteDockerArchive(out, img)
-}
-
-// OCILayout writes an OCI layout directory of gzip layers made of entries.
-func OCILayout(dir string, layers ...[]TarEntry) error {
-	img, err := imageOf(layers)
-	if err != nil {
-		return err
-	}
-	return WriteOCILayout(dir, img)
-}
-
-// OCIArchive writes an OCI archive of gzip layers made of entries.
-func OCIArchive(out string, layers ...[]TarEntry) error {
-	img, err := imageOf(layers)
-	if err != nil {
-		return err
-	}
-	return WriteOCIArchive(out, img)
-}
-
-func imageOf(entries [][]TarEntry) (v1.Image, error) {
-	var ls []v1.Layer
-	for _, e := range entries {
-		l, err := Layer(e)
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-	}
-	return Image(ls...)
-}
-
 // Hostile layers' entries. Each must be refused, naming the entry.
 
 // EscapeDotDot climbs out of the root with "..".

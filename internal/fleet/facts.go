@@ -169,7 +169,3 @@ var Languages = runtime.Languages
 // NormalizeLanguage names a language as E2B's code interpreter does ("js"
 // is javascript, "" python); ok is false for one no kernel runs.
 func NormalizeLanguage(lang string) (string, bool) { return runtime.NormalizeLanguage(lang) }
-
-// KernelFamily is the kernel process a language runs in (TypeScript runs
-// in JavaScript's).
-func KernelFamily(lang string) string { return runtime.KernelFamily(lang) }

@@ -46,11 +46,6 @@ func inRanges(ranges [][2]int, uid int) bool {
 	return false
 }
 
-// HostSandboxProcesses lists host processes running as any sandbox uid,
-// whichever codecage process started them (a server run as a child
-// process, say), as "pid name".
-func HostSandboxProcesses() []string { return processes(fleet.InUIDSpan) }
-
 // processes lists, as "pid Name:\tname", the processes with a real,
 // effective, saved or filesystem uid that match.
 func processes(match func(uid int) bool) []string {

@@ -111,13 +111,6 @@ func (m *idMap) release(toks []int64) {
 	}
 }
 
-// outstanding is how many calls await their answers.
-func (m *idMap) outstanding() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.byTok)
-}
-
 func (m *idMap) setInitialized() {
 	m.mu.Lock()
 	m.initialized = true

@@ -68,9 +68,6 @@ func (s *Server) DSN() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
-// Port is the server's port.
-func (s *Server) Port() int { return s.port }
-
 // Start starts the server (again, after Stop) on the same port.
 func (s *Server) Start() {
 	s.t.Helper()

@@ -34,12 +34,3 @@ func NormalizeLanguage(lang string) (string, bool) {
 	}
 	return l, false
 }
-
-// KernelFamily is the kernel process a language runs in: JavaScript and
-// TypeScript share one per context, as in E2B.
-func KernelFamily(lang string) string {
-	if lang == LangTypeScript {
-		return LangJavaScript
-	}
-	return lang
-}

@@ -109,11 +109,6 @@ func appendString(b []byte, s string) ([]byte, error) {
 	return append(b, s...), nil
 }
 
-// marshal returns the request in the harness's wire form.
-func (r Request) marshal() ([]byte, error) {
-	return r.marshalAfter(nil)
-}
-
 // marshalAfter appends the request's encoding to prefix: a frame's header
 // goes first, in the same buffer (no copy of a request of a few kB).
 func (r Request) marshalAfter(prefix []byte) ([]byte, error) {
