@@ -113,6 +113,9 @@ type initConfig struct {
 	// usrTree is its descriptor here.
 	UsrTree bool `json:",omitempty"`
 	usrTree int
+	// etc is the /etc overlay's layers, opened with /usr's
+	// (etcoverlay_linux.go), until /etc is made.
+	etc *machineEtc
 	// UsrHidden are the entries of the host's /usr, relative to it, that
 	// the machine's /usr hides (usroverlay_linux.go).
 	UsrHidden []string `json:",omitempty"`

@@ -125,8 +125,9 @@ func openMachineRoot(spec Spec) (*os.File, string, error) {
 	}
 	keep := map[string][]string{}
 	if spec.RootInside {
-		// usrlocal_linux.go's layers, and usroverlay_linux.go's.
-		keep["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork), filepath.Base(usrUpper), filepath.Base(usrWork)}
+		// usrlocal_linux.go's, usroverlay_linux.go's and etcoverlay_linux.go's.
+		keep["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork), filepath.Base(usrUpper), filepath.Base(usrWork),
+			filepath.Base(etcUpper), filepath.Base(etcWork)}
 	}
 	if err := clearSkeleton(spec.MachineRoot, names, keep); err != nil {
 		return nil, "", err

@@ -402,10 +402,23 @@ func mountTmpfsFlags(dst, opts string, flags uintptr) error {
 }
 
 func buildEtc(cfg *initConfig) error {
-	etc := newRoot + "/etc"
-	if err := os.Mkdir(etc, 0o755); err != nil {
+	if err := os.Mkdir(newRoot+"/etc", 0o755); err != nil {
 		return err
 	}
+	if err := fillEtc(cfg); err != nil {
+		return err
+	}
+	if cfg.etc != nil { // a machine's own /etc (etcoverlay_linux.go)
+		err := cfg.etc.mount()
+		cfg.etc = nil
+		return err
+	}
+	return nil
+}
+
+// fillEtc writes the generated /etc.
+func fillEtc(cfg *initConfig) error {
+	etc := newRoot + "/etc"
 	uid := strconv.Itoa(SandboxUID)
 	user := UserOf(cfg.Home)
 	rootShell := "/usr/sbin/nologin"
@@ -465,6 +478,12 @@ func buildEtc(cfg *initConfig) error {
 			break // the programs' own links are recreated instead
 		}
 		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if cfg.etc != nil {
+			if err := copyLinks(p, newRoot+p, maxAlternatives); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := bindReadOnly(p, newRoot+p); err != nil {

@@ -196,6 +196,10 @@ func openWritableUsr(cfg *initConfig) (*usrOverlay, *usrLocal, error) {
 		o.close()
 		return nil, nil, err
 	}
+	if cfg.etc, err = openMachineEtc(); err != nil { // etcoverlay_linux.go
+		o.close()
+		return nil, nil, err
+	}
 	return o, nil, nil
 }
 

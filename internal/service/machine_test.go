@@ -113,7 +113,10 @@ func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	// read; the system directories stay read-only, and the host's files
 	// never change.
 	hostsBefore, _ := os.ReadFile("/etc/hosts")
-	machineCommand(t, svc, se.ID, "mkdir /workspace && echo made > /workspace/f && echo '10.9.8.7 mine' >> /etc/hosts", 0)
+	// /etc is root's, as on E2B: the user changes it through sudo.
+	if got := machineCommand(t, svc, se.ID, "mkdir /workspace && echo made > /workspace/f && { echo x 2>/dev/null >> /etc/hosts || echo root-only; } && echo '10.9.8.7 mine' | sudo tee -a /etc/hosts", 0); got != "root-only\n10.9.8.7 mine\n" {
+		t.Fatalf("/etc/hosts: %q", got)
+	}
 	if b, err := svc.ReadFile(ctx, se.ID, "o", "/workspace/f"); err != nil || string(b) != "made\n" {
 		t.Fatalf("the file API reads /workspace/f: %q %v", b, err)
 	}
