@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,22 +12,12 @@ import (
 // Root inside changes its machine's /etc as a computer's root does, the
 // changes stay across a restart, and the host's /etc never changes.
 func TestMachineEtcIsRootsToKeep(t *testing.T) {
-	first, err := ReserveUIDs(MachineIDs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ReleaseUIDs(first, MachineIDs) })
-	ws, root := t.TempDir(), t.TempDir()
-	for _, d := range []string{ws, root} {
-		if err := os.Chown(d, first+SandboxUID, first+SandboxUID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	spec, first := rootInsideSpec(t)
+	root := spec.MachineRoot
 	hostFiles := map[string][]byte{}
 	for _, p := range []string{"/etc/hosts", "/etc/passwd", "/etc/hostname"} {
 		hostFiles[p], _ = os.ReadFile(p)
 	}
-	spec := Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true}
 	sb := startMachine(t, spec)
 	exit, out, errOut := spawnAs(t, sb, true, `echo 'deb [trusted=yes] http://127.0.0.1:9/ ./' > /etc/apt/sources.list.d/cage.list &&
 echo '10.0.0.7 cage-db' >> /etc/hosts && echo 'alice:x:1001:1001::/home/alice:/bin/sh' >> /etc/passwd && rm /etc/hostname &&
@@ -64,13 +53,7 @@ ln -s /usr/bin/true /etc/alternatives/cage-alt && stat -c %U /etc/hosts /etc/apt
 	if b, err := os.ReadFile(filepath.Join(root, "etc/passwd")); err != nil || bytes.Contains(b, []byte("alice")) || !bytes.HasPrefix(b, []byte("root:")) {
 		t.Errorf("the machine root's etc/passwd: %q %v", b, err)
 	}
-	mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo")
-	etc := ""
-	for _, l := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[4] == "/etc" {
-			etc = l
-		}
-	}
+	etc := mountAt(sb, "/etc")
 	if !strings.Contains(etc, " - overlay ") || !strings.Contains(etc, "nosuid") {
 		t.Errorf("/etc is not a nosuid overlay: %q", etc)
 	}

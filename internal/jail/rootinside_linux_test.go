@@ -287,7 +287,10 @@ func hostFileUnder(t *testing.T, dir string) string {
 // lands in the machine's own root, stays across a restart, and is nosuid;
 // the host's files show as root inside's. The user cannot write there,
 // and nobody changes the host's files, as the host sees.
-func TestMachineUsrIsRootsToWrite(t *testing.T) {
+// rootInsideSpec is a machine with root inside on a block of ids of its
+// own, with a workspace and a root of its own; first is the block's.
+func rootInsideSpec(t *testing.T) (spec Spec, first int) {
+	t.Helper()
 	first, err := ReserveUIDs(MachineIDs)
 	if err != nil {
 		t.Fatal(err)
@@ -299,12 +302,30 @@ func TestMachineUsrIsRootsToWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true}, first
+}
+
+// mountAt is the line of the last mount at dir (the one on top) in the
+// mount table of the sandbox's init.
+func mountAt(sb *Sandbox, dir string) string {
+	mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo")
+	last := ""
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
+			last = l
+		}
+	}
+	return last
+}
+
+func TestMachineUsrIsRootsToWrite(t *testing.T) {
+	spec, first := rootInsideSpec(t)
+	root := spec.MachineRoot
 	changed, removed := hostFileUnder(t, "/usr/local"), hostFileUnder(t, "/usr/share/doc")
 	changedBefore, err := os.ReadFile(changed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Workspace: ws, MachineRoot: root, HostUID: first + SandboxUID, RootInside: true}
 	sb := startMachine(t, spec)
 	exit, out, errOut := spawnAs(t, sb, true, `printf '#!/bin/sh\necho mine\n' > /usr/local/bin/cage-tool && chmod 4755 /usr/local/bin/cage-tool &&
 mkdir -p /usr/local/lib/cage-pkg && cp /usr/local/bin/cage-tool /usr/bin/cage-sys-tool &&
@@ -338,14 +359,7 @@ stat -c %U /usr/bin /usr/bin/ls /usr/local/bin/cage-tool && echo changed >> `+ch
 	if _, err := os.Lstat(removed); err != nil {
 		t.Fatalf("the host's %s: %v", removed, err)
 	}
-	mounts, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/mountinfo")
-	usr := ""
-	for _, l := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[4] == "/usr" {
-			usr = l // the last: the overlay, over the host's /usr
-		}
-	}
-	if !strings.Contains(usr, " - overlay ") || !strings.Contains(usr, "nosuid") {
+	if usr := mountAt(sb, "/usr"); !strings.Contains(usr, " - overlay ") || !strings.Contains(usr, "nosuid") {
 		t.Errorf("/usr is not a nosuid overlay: %q", usr)
 	}
 	sb.Kill(LimitNone)
