@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -48,5 +49,44 @@ func TestCheckHomeRefusesSystemPaths(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), Spec{Argv: python("pass"), Home: "/etc"}); err == nil {
 		t.Fatal("Start accepted a home over /etc")
+	}
+}
+
+// A file moves and links into another directory of its tree (apt, git
+// and most installers do); across trees of different rights or mounts it
+// does not. Judged from the host's workspace.
+func TestRenameIntoAnotherDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	code := `import os, errno
+os.makedirs("a/partial"); os.makedirs("b")
+open("a/partial/f", "w").write("moved")
+os.rename("a/partial/f", "b/f")
+os.link("b/f", "a/g")
+open("/tmp/t", "w").write("t")
+for src, dst in (("/tmp/t", "t"), ("/usr/bin/python3", "py"), ("/etc/passwd", "pw")):
+    try:
+        os.rename(src, dst)
+        print("moved", src)
+    except OSError as e:
+        print(src, errno.errorcode[e.errno])`
+	exit, out, errOut := startAndWait(t, Spec{Argv: python(code), Workspace: dir, Home: "/home/user"})
+	if exit.ExitCode != 0 {
+		t.Fatalf("exit %+v out %q err %q", exit, out, errOut)
+	}
+	if out != "/tmp/t EXDEV\n/usr/bin/python3 EXDEV\n/etc/passwd EXDEV\n" {
+		t.Fatalf("renames across trees: %q", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "b/f")); err != nil || string(b) != "moved" {
+		t.Fatalf("b/f on the host: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "a/partial/f")); !os.IsNotExist(err) {
+		t.Fatalf("a/partial/f is still there: %v", err)
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(filepath.Join(dir, "a/g"), &a) != nil || syscall.Stat(filepath.Join(dir, "b/f"), &b) != nil || a.Ino != b.Ino {
+		t.Fatal("a/g is not a link of b/f on the host")
 	}
 }

@@ -65,9 +65,13 @@ const (
 	readExec  = readDir | ll.AccessFSExecute
 	writeFile = ll.AccessFSWriteFile | ll.AccessFSTruncate
 	// scratch is everything a program may do in its own writable trees:
-	// no devices, no renames across trees (refer).
+	// no devices. Refer lets a file be renamed or linked into another
+	// directory (apt moves what it fetched out of partial/, git its
+	// objects into their directories; without it, EXDEV); Landlock allows
+	// that only where the destination grants every right the source has,
+	// and the kernel only within one mount.
 	scratch = readDir | writeFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeDir |
-		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeSym
+		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeSym | ll.AccessFSRefer
 )
 
 // rootRights are the rights on the whole tree: read, or on a machine's

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/codecage/codecage/internal/debfixture"
 )
 
 // startRootInside starts a machine with root inside on a block of ids of
@@ -394,7 +395,9 @@ func TestMachineRootInsideNeedsItsOwnRoot(t *testing.T) {
 func TestMachineRootInstallsDebianPackages(t *testing.T) {
 	ws := t.TempDir()
 	for _, name := range []string{"cage-hello", "cage-apt"} {
-		buildDeb(t, ws, name)
+		if _, err := debfixture.Package(ws, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hostStatus, err := os.ReadFile("/var/lib/dpkg/status")
 	if err != nil {
@@ -426,28 +429,6 @@ func TestMachineRootInstallsDebianPackages(t *testing.T) {
 	}
 	if now, _ := os.ReadFile("/var/lib/dpkg/status"); !bytes.Equal(now, hostStatus) {
 		t.Fatal("the host's package database changed")
-	}
-}
-
-// buildDeb builds dir/name.deb with dpkg-deb: /usr/bin/name, which says
-// hello.
-func buildDeb(t *testing.T, dir, name string) {
-	t.Helper()
-	pkg := filepath.Join(t.TempDir(), name)
-	for _, d := range []string{"DEBIAN", "usr/bin"} {
-		if err := os.MkdirAll(filepath.Join(pkg, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	control := "Package: " + name + "\nVersion: 1.0\nArchitecture: all\nMaintainer: codecage tests <tests@codecage.invalid>\nDescription: what the machine tests install\n"
-	if err := os.WriteFile(filepath.Join(pkg, "DEBIAN/control"), []byte(control), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(pkg, "usr/bin", name), []byte("#!/bin/sh\necho hello from "+name+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", pkg, filepath.Join(dir, name+".deb")).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb: %v: %s", err, out)
 	}
 }
 
