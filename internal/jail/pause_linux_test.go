@@ -160,18 +160,19 @@ func TestPauseStopsEveryProcessAndResumeRunsThemAgain(t *testing.T) {
 	if err := sb.Resume(); err != nil || sb.Paused() {
 		t.Fatalf("a second Resume: %v (paused %v)", err, sb.Paused())
 	}
-	// The host is shared: the spinners get what they get, but they run.
+	// The host is shared: the spinners get what they get, but they run
+	// (under two busy loops and the suite, 34 ms in the first 5 s once).
 	resumed := time.Now()
 	for hostCgroupCPU(t, sb.cg)-cg1 < 50*time.Millisecond {
-		if time.Since(resumed) > 5*time.Second {
-			t.Fatalf("resumed, the spinners used only %v of CPU in 5 s", hostCgroupCPU(t, sb.cg)-cg1)
+		if time.Since(resumed) > time.Minute {
+			t.Fatalf("resumed, the spinners used only %v of CPU in a minute", hostCgroupCPU(t, sb.cg)-cg1)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	for i, pid := range pids {
 		for procCPU([]int{pid})[0] <= p1[i] {
-			if time.Since(resumed) > 5*time.Second {
-				t.Fatalf("process %d did not run again in 5 s: %d ticks", pid, p1[i])
+			if time.Since(resumed) > time.Minute {
+				t.Fatalf("process %d did not run again in a minute: %d ticks", pid, p1[i])
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
