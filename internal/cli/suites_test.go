@@ -33,6 +33,16 @@ func TestHumanEvalAndMBPPThroughADefaultServer(t *testing.T) {
 		t.Run(suite.name, func(t *testing.T) {
 			bare := runAll(suite.tasks, 2, bareOutcome)
 			served := runAll(suite.tasks, 8, func(task dataset.Task) string { return servedOutcome(s.url, task) })
+			// A CPU-heavy program may pass its 30 s wall-clock limit when
+			// the host is overloaded (MBPP/123 did, with two busy loops
+			// beside the suite): each that timed out runs again alone,
+			// under the same defaults, and must pass then.
+			for i, task := range suite.tasks {
+				if strings.HasPrefix(served[i], "TimeoutError:") {
+					t.Logf("%s timed out among the others (%s); again, alone", task.ID, served[i])
+					served[i] = servedOutcome(s.url, task)
+				}
+			}
 			var notBare, notServed []string
 			for i, task := range suite.tasks {
 				if bare[i] != "" {
