@@ -9,7 +9,7 @@ import (
 )
 
 // list_files on a workspace the code filled wider and deeper than a
-// listing: at most MaxListedFiles entries, truncated, in milliseconds.
+// listing: at most MaxListedFiles entries, truncated.
 func TestListFilesIsBoundedAndSaysSo(t *testing.T) {
 	cs := connect(t, func(c *config.Config) { c.EnableFilesystem = true })
 	r := call(t, cs, "create_session", map[string]any{"profile": "filesystem"})
@@ -22,9 +22,14 @@ func TestListFilesIsBoundedAndSaysSo(t *testing.T) {
 	if r.IsError || structured(t, r)["stdout"] != "planted\n" {
 		t.Fatalf("planting: %q", text(r))
 	}
+	// Bounded means it stops at the bound, not at the tree's end: the
+	// entries and truncation below say so. Its time is logged (a few ms
+	// alone, 2.9 s once beside two busy loops); the bound here only
+	// catches a walk that never ends.
 	start := time.Now()
 	r = call(t, cs, "list_files", map[string]any{"session_id": id})
-	if d := time.Since(start); d > 2*time.Second {
+	t.Logf("list_files took %v", time.Since(start))
+	if d := time.Since(start); d > time.Minute {
 		t.Errorf("list_files took %v", d)
 	}
 	out := structured(t, r)
