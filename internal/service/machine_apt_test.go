@@ -2,15 +2,12 @@ package service_test
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/debfixture"
-	"github.com/codecage/codecage/internal/policy"
-	"github.com/codecage/codecage/internal/service"
 )
 
 // apt-get, as root inside a machine with the network profile: a source
@@ -31,17 +28,8 @@ func TestMachineAptGetFromAnAllowedRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer repo.Close()
-	u, _ := url.Parse(repo.URL)
-	cfg := service.LeanTestConfig()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{u.Host}
-	cfg.AllowedImports = []string{policy.AllImports}
-	svc := newServiceWith(t, cfg)
+	svc, se := networkMachine(t, repo.URL)
 	ctx := context.Background()
-	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hostStatus, _ := os.ReadFile("/var/lib/dpkg/status")
 	machineCommand(t, svc, se.ID, "echo 'deb [trusted=yes] "+repo.URL+" ./' | sudo tee /etc/apt/sources.list.d/cage.list >/dev/null && sudo apt-get update -q", 2*time.Minute)
 	machineCommand(t, svc, se.ID, "sudo apt-get install -y -q cage-apt-hello", 2*time.Minute)

@@ -267,6 +267,27 @@ func TestMachineRootIsKeptByParksAndSnapshots(t *testing.T) {
 	}
 }
 
+// networkMachine is a machine session with the network profile, on a
+// server whose egress allows only the host of server (a URL).
+func networkMachine(t *testing.T, server string) (*service.Service, *service.SessionInfo) {
+	t.Helper()
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := service.LeanTestConfig()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{u.Host}
+	cfg.AllowedImports = []string{policy.AllImports}
+	svc := newServiceWith(t, cfg)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"},
+		AllowedImports: []string{policy.AllImports}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, se
+}
+
 // One Python: pip install in a machine's command (through its egress
 // proxy, from an index the operator allows) puts the package where the
 // command's python3 and the session's interpreter both import it.
@@ -283,17 +304,8 @@ func TestMachinePipInstallIsSeenByTheInterpreter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idx.Close()
-	u, _ := url.Parse(idx.URL)
-	cfg := service.LeanTestConfig()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{u.Host}
-	cfg.AllowedImports = []string{policy.AllImports}
-	svc := newServiceWith(t, cfg)
+	svc, se := networkMachine(t, idx.URL)
 	ctx := context.Background()
-	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The interpreter looked for it before it was there.
 	if res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "import importlib.util\nprint(importlib.util.find_spec('machinegreet'))"}); err != nil || res.Stdout != "None\n" {
 		t.Fatalf("before: %v %+v", err, res)
