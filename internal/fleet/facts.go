@@ -169,3 +169,7 @@ var Languages = runtime.Languages
 // NormalizeLanguage names a language as E2B's code interpreter does ("js"
 // is javascript, "" python); ok is false for one no kernel runs.
 func NormalizeLanguage(lang string) (string, bool) { return runtime.NormalizeLanguage(lang) }
+
+// MachineEtcIsKept reports whether a machine's own root keeps root's
+// changes to its /etc in an overlay, out of the file API's reach.
+func MachineEtcIsKept(root string) bool { return jail.MachineEtcIsKept(root) }

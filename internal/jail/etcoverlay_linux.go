@@ -23,12 +23,6 @@ import (
 // anew shows wherever root left it alone. Without the writable /usr, the
 // machine's /etc is made anew at each start, as before.
 
-// The upper and work directories, relative to the machine's root.
-const (
-	etcUpper = "usr/.etc-upper"
-	etcWork  = "usr/.etc-work"
-)
-
 // Bound of the alternatives copied into a machine's /etc.
 const maxAlternatives = 4096
 

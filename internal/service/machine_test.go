@@ -129,6 +129,15 @@ func TestMachineSessionIsOneProcessTree(t *testing.T) {
 	if _, err := svc.WriteFile(ctx, se.ID, "o", "/usr/x", []byte("x")); !errors.Is(err, service.ErrPermission) {
 		t.Fatalf("the file API wrote to /usr: %v", err)
 	}
+	// Its /etc (an overlay, root's changes kept above what codecage
+	// wrote): the file API reads what codecage wrote and writes nothing
+	// there, where the sandbox would not see it.
+	if b, err := svc.ReadFile(ctx, se.ID, "o", "/etc/passwd"); err != nil || !strings.Contains(string(b), "user:x:1000:1000:") {
+		t.Fatalf("the file API reads /etc/passwd: %q %v", b, err)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/etc/x.conf", []byte("x")); !errors.Is(err, service.ErrPermission) {
+		t.Fatalf("the file API wrote to /etc: %v", err)
+	}
 	if _, err := svc.WriteFile(ctx, se.ID, "o", "/proc/x", []byte("x")); err == nil {
 		t.Fatal("the file API wrote to /proc")
 	}

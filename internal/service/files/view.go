@@ -122,6 +122,12 @@ func viewOf(se *session.Session) *view {
 		// made at the top of its tree (/workspace, /app), and its /etc.
 		v.mounts = append(v.mounts, mount{at: "/", host: own, writable: true})
 		v.ownRoot = true
+		if fleet.MachineEtcIsKept(own) {
+			// Its /etc is an overlay over what codecage wrote in its
+			// root's etc, which the file API reads; a write there would
+			// go under the overlay, unseen, and be gone at the next start.
+			v.mounts = append(v.mounts, mount{at: "/etc", host: filepath.Join(own, "etc")})
+		}
 	}
 	sort.SliceStable(v.mounts, func(i, j int) bool { return len(v.mounts[i].at) > len(v.mounts[j].at) })
 	return v
