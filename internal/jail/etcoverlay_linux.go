@@ -5,8 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
 )
 
 // A machine with the writable /usr (usroverlay_linux.go) has an /etc of
@@ -66,14 +64,7 @@ func (m *machineEtc) mount() error {
 	return nil
 }
 
-func (m *machineEtc) close() {
-	for _, fd := range []int{m.upper, m.work} {
-		if fd >= 0 {
-			_ = unix.Close(fd)
-		}
-	}
-	m.upper, m.work = -1, -1
-}
+func (m *machineEtc) close() { closeLayers(&m.upper, &m.work) }
 
 // copyLinks copies the links of the host's dir into the sandbox's dst (a
 // new directory): the alternatives of a machine's own /etc are root's to

@@ -84,10 +84,15 @@ func rootsDir(rel string) (int, error) {
 	return fd, nil
 }
 
-func (u *usrLocal) close() {
-	for _, fd := range []int{u.upper, u.work} {
-		if fd >= 0 {
-			_ = unix.Close(fd)
+func (u *usrLocal) close() { closeLayers(&u.upper, &u.work) }
+
+// closeLayers closes an overlay's layer descriptors that are open and
+// marks them closed (-1), so that a second close does nothing.
+func closeLayers(fds ...*int) {
+	for _, fd := range fds {
+		if *fd >= 0 {
+			_ = unix.Close(*fd)
+			*fd = -1
 		}
 	}
 }

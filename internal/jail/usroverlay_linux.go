@@ -298,13 +298,7 @@ func whiteout(upper int, rel string) error {
 	return nil
 }
 
-func (o *usrOverlay) close() {
-	for _, fd := range []int{o.lower, o.upper, o.work} {
-		if fd >= 0 {
-			_ = unix.Close(fd)
-		}
-	}
-}
+func (o *usrOverlay) close() { closeLayers(&o.lower, &o.upper, &o.work) }
 
 // mount attaches the idmapped /usr at the root's /usr and mounts the
 // overlay over it.
