@@ -40,17 +40,9 @@ def _close_inherited(os):
     # The code starts with 0-2 and the channel (fd 3) alone, on every
     # backend: a descriptor a runtime or a backend left open (the native
     # init passes only these, runsc only stdio) would otherwise be the
-    # code's to use, unasked.
-    try:
-        fds = [int(n) for n in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = range(4, 1024)
-    for fd in fds:
-        if fd > 3:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the listing's own descriptor, closed already
+    # code's to use, unasked. One close_range (seccomp allows it; Python
+    # walks the descriptors where a kernel lacks it).
+    os.closerange(4, 1 << 30)
 
 
 def _stdin_channel(os):
@@ -1083,12 +1075,24 @@ class _TooBig(Exception):
 # left such a run may make before it is measured.
 _CHUNK = 1024
 _SLACK = 8
+# A container of at most this many items is encoded item by item, never
+# measured first: in a cell (a fork of the zygote) every page the encoder
+# first writes is copied, and measuring a run's small reply and loading
+# the C encoder for it cost ~90 page faults per run, more than they save.
+_SMALL = 64
 
-_c_json = []  # [encode_basestring, a compact strict encoder or None], once loaded
+# [encode_basestring, a compact strict encoder or None, and what _bound
+# uses: functools.partial, itertools.chain, operator.is_not], loaded once
+# (by the zygote for its cells, before they fork).
+_c_json = []
 
 
 def _c_encoders():
     if not _c_json:
+        from functools import partial
+        from itertools import chain
+        from operator import is_not
+
         # _json is C in every CPython; json itself would import re (15 ms).
         try:
             import _json
@@ -1099,7 +1103,7 @@ def _c_encoders():
                 enc = None
         except Exception:
             esc, enc = _py_basestring, None
-        _c_json[:] = [esc, enc]
+        _c_json[:] = [esc, enc, partial, chain, is_not]
     return _c_json
 
 
@@ -1139,10 +1143,7 @@ def _bound(v, budget, for_json, levels=101):
     a level of nesting at a time, in C: the types of a level's items,
     the sum of their lengths, the largest number, the next level's items
     chained."""
-    from functools import partial
-    from itertools import chain
-    from operator import is_not
-
+    partial, chain, is_not = _c_encoders()[2:]
     ok = _JSON_KINDS if for_json else _REPR_KINDS
     per_char = 6 if for_json else 10  # \u001f; \U0001f600
     lower = ub = 0
@@ -1217,7 +1218,6 @@ def _json(v, limit=None):
     parts = []
     append = parts.append
     left = [sys.maxsize if limit is None else limit]
-    cenc = _c_encoders()[1]
 
     def put(text):
         n = left[0] - len(text)
@@ -1249,6 +1249,7 @@ def _json(v, limit=None):
         elif t is list or t is tuple or t is dict:
             if depth > 100:
                 raise ValueError("too deep")
+            cenc = _c_encoders()[1] if len(v) > _SMALL else None
             if cenc is not None:
                 # Made of plain values, within a few times what is left:
                 # encoded whole, in C.
@@ -1307,6 +1308,12 @@ def _repr(value, limit):
     Only what fits is made: a str's or bytes' repr from a slice, a
     container's items until the limit (the whole repr of a big value
     would cost as much memory again)."""
+    t = type(value)
+    if t is float or t is bool or value is None or (t is int and value.bit_length() <= 256) or (t is str and len(value) <= limit // 10):
+        # Short text, made as is: the general path below (four closures
+        # and a set) costs a cell, a fork of the zygote, page copies.
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + _TRUNCATED
     parts = []
     left = [limit + 1]  # one more than the limit: whether it passes
 
@@ -1320,6 +1327,8 @@ def _repr(value, limit):
     def whole(v, inner=False):
         # repr(v) in C (inner: without its brackets), when v is plain and
         # its text cannot be much more than what is left.
+        if len(v) <= _SMALL:
+            return False
         try:
             ub = _bound(v, left[0], False)
         except _TooBig:
