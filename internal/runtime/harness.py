@@ -27,7 +27,7 @@ def _harness():
     if os.environ.get("CODECAGE_ZYGOTE"):
         # Returns only in a cell: a fork, in fresh namespaces, restricted.
         _zygote(os)
-    for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE", "CODECAGE_USER_SITE"):
+    for name in ("CODECAGE_ZYGOTE", "CODECAGE_PRELOAD", "CODECAGE_MPL_CACHE", "CODECAGE_USER_SITE", "LD_BIND_NOW"):
         os.environ.pop(name, None)  # the code's environment stays minimal
     for stream in (sys.stdout, sys.stderr):
         # Line buffering: a run killed at its limit still shows what it printed.

@@ -24,7 +24,7 @@ func ZygoteArgv(interpreter string) []string {
 
 // ZygoteEnv marks the harness environment env as a zygote's.
 func ZygoteEnv(env []string) []string {
-	return append(slices.Clone(env), "CODECAGE_ZYGOTE=1")
+	return append(slices.Clone(env), "CODECAGE_ZYGOTE=1", "LD_BIND_NOW=1")
 }
 
 // SendFork asks the zygote, over its channel (a SOCK_SEQPACKET socket), for

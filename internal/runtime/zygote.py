@@ -53,6 +53,10 @@ def _zygote(os):
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     libc.syscall.restype = ctypes.c_long
+    # Looked up now: a name CDLL has not seen costs each cell a dlsym and
+    # an entry in the library's attributes (pages copied).
+    for name in ("prctl", "sethostname", "capset", "setresgid", "setresuid", "mallopt"):
+        getattr(libc, name)
     # Imported now, once, so that no cell pays for them: what the cell
     # setup uses, and what a run may use (the parser's node classes take
     # over a millisecond to load; tracebacks pull in linecache and re).
