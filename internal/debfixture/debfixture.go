@@ -19,8 +19,9 @@ import (
 )
 
 // Package builds dir/name.deb: an "all" package of version 1.0 whose one
-// program, /usr/bin/name, prints "hello from name".
-func Package(dir, name string) (string, error) {
+// program, /usr/bin/name, prints "hello from name", depending on the
+// packages named in depends (apt's syntax: "bash (>= 5)").
+func Package(dir, name string, depends ...string) (string, error) {
 	tree, err := os.MkdirTemp("", "debfixture-")
 	if err != nil {
 		return "", err
@@ -32,6 +33,9 @@ func Package(dir, name string) (string, error) {
 		}
 	}
 	control := "Package: " + name + "\nVersion: 1.0\nArchitecture: all\nMaintainer: codecage tests <tests@codecage.invalid>\nDescription: what the machine tests install\n"
+	if len(depends) > 0 {
+		control += "Depends: " + strings.Join(depends, ", ") + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(tree, "DEBIAN/control"), []byte(control), 0o644); err != nil {
 		return "", err
 	}

@@ -23,6 +23,11 @@ func (s *Sandbox) configure(fds *sandboxFiles) error {
 	if tree := s.sendsUsrTree(&cfg); tree != nil {
 		defer tree.Close()
 		usr = []int{int(tree.Fd())}
+		if status := openHostPkgStatus(); status != nil { // pkgskeleton_linux.go
+			defer status.Close()
+			usr = append(usr, int(status.Fd()))
+			cfg.PkgStatus = true
+		}
 	}
 	if err := sendWithFDs(fds.control, &cfg, usr...); err != nil {
 		return fmt.Errorf("%w: send config: %v", ErrSetup, err)

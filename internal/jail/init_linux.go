@@ -113,6 +113,11 @@ type initConfig struct {
 	// usrTree is its descriptor here.
 	UsrTree bool `json:",omitempty"`
 	usrTree int
+	// PkgStatus: the host's dpkg status file came after /usr's tree, for
+	// the machine's package database to start from (pkgskeleton_linux.go);
+	// pkgStatus is its descriptor here.
+	PkgStatus bool `json:",omitempty"`
+	pkgStatus int
 	// etc is the /etc overlay's layers, opened with /usr's
 	// (etcoverlay_linux.go), until /etc is made.
 	etc *machineEtc
@@ -202,7 +207,7 @@ func runInit(ctl *os.File, enc *json.Encoder) (int, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		return 0, fmt.Errorf("read config: %w", err)
 	}
-	cfg.usrTree = rights.take()
+	cfg.usrTree, cfg.pkgStatus = takeUsrFiles(rights.takeAll(), cfg.PkgStatus)
 	if cfg.UsrTree && cfg.usrTree < 0 {
 		return 0, errors.New("read config: no /usr came with it")
 	}

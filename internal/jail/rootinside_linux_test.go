@@ -399,15 +399,31 @@ func TestMachineRootInstallsDebianPackages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Its dependencies are the system's: apt finds them in the machine's
+	// database, which starts as the host's (no repository is reachable).
+	if _, err := debfixture.Package(ws, "cage-needs", "bash (>= 4)", "coreutils"); err != nil {
+		t.Fatal(err)
+	}
 	hostStatus, err := os.ReadFile("/var/lib/dpkg/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb, first := startRootInside(t, ws)
-	exit, out, errOut := spawnAs(t, sb, true, "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; dpkg -i /workspace/cage-hello.deb >/dev/null && "+
-		"apt-get install -y -q /workspace/cage-apt.deb >/dev/null 2>&1 && dpkg-query -W -f '${Package} ${Status}\n' cage-hello cage-apt")
-	if exit.ExitCode != 0 || out != "cage-apt install ok installed\ncage-hello install ok installed\n" {
+	exit, out, errOut := spawnAs(t, sb, true, "export PATH=/usr/sbin:/usr/bin:/sbin:/bin; dpkg-query -W -f '${Status}\n' bash && dpkg -i /workspace/cage-hello.deb >/dev/null && "+
+		"apt-get install -y -q /workspace/cage-apt.deb /workspace/cage-needs.deb >/dev/null && dpkg-query -W -f '${Package} ${Status}\n' cage-hello cage-apt cage-needs")
+	if exit.ExitCode != 0 || out != "install ok installed\ncage-apt install ok installed\ncage-hello install ok installed\ncage-needs install ok installed\n" {
 		t.Fatalf("dpkg -i and apt-get install as root: exit %+v out %q err %q", exit, out, errOut)
+	}
+	// Judged from the host: the machine's database, in its root, holds
+	// the host's packages and its own.
+	machineStatus, err := os.ReadFile(filepath.Join(sb.spec.MachineRoot, "var/lib/dpkg/status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"bash", "coreutils", "cage-hello", "cage-apt", "cage-needs"} {
+		if !bytes.Contains(machineStatus, []byte("\nPackage: "+pkg+"\n")) && !bytes.HasPrefix(machineStatus, []byte("Package: "+pkg+"\n")) {
+			t.Errorf("the machine's package database has no %s", pkg)
+		}
 	}
 	if exit, out, errOut = spawnAs(t, sb, false, "cage-hello; cage-apt; stat -c %U /usr/bin/cage-hello"); out != "hello from cage-hello\nhello from cage-apt\nroot\n" {
 		t.Fatalf("the packages' programs for the user: exit %+v out %q err %q", exit, out, errOut)

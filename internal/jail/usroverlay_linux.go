@@ -180,6 +180,7 @@ func hasSubmounts(dir string) bool {
 // package managers' state), or else of its writable /usr/local; neither
 // for a sandbox that gets none.
 func openWritableUsr(cfg *initConfig) (*usrOverlay, *usrLocal, error) {
+	defer closeLayers(&cfg.pkgStatus) // read by placePackageState, if at all
 	if cfg.hasUsrLocal() {
 		u, err := openUsrLocal()
 		return nil, u, err
@@ -192,7 +193,7 @@ func openWritableUsr(cfg *initConfig) (*usrOverlay, *usrLocal, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := placePackageState(); err != nil { // pkgskeleton_linux.go
+	if err := placePackageState(cfg.pkgStatus); err != nil { // pkgskeleton_linux.go
 		o.close()
 		return nil, nil, err
 	}

@@ -20,7 +20,9 @@ func TestMachineAptGetFromAnAllowedRepository(t *testing.T) {
 		return // no root inside under gVisor (TestGVisorMachineHasNoRootYet)
 	}
 	dir := t.TempDir()
-	if _, err := debfixture.Package(dir, "cage-apt-hello"); err != nil {
+	// Its dependency is the system's, known to apt from the machine's
+	// database (the host's at first), not fetched.
+	if _, err := debfixture.Package(dir, "cage-apt-hello", "bash"); err != nil {
 		t.Fatal(err)
 	}
 	repo, err := debfixture.ServeRepo(dir)
