@@ -251,13 +251,18 @@ func TestMachineRootIsKeptByParksAndSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	machineCommand(t, svc, se.ID, "mkdir -p /srv/data && echo kept > /srv/data/f", 0)
+	// What root removes from the system stays removed (the overlays'
+	// whiteouts), and a directory it made anew hides the system's
+	// (an opaque one).
+	machineCommand(t, svc, se.ID, "sudo rm /usr/bin/yes /etc/hostname && sudo rm -r /usr/share/doc/bash && sudo mkdir /usr/share/doc/bash && sudo touch /usr/share/doc/bash/mine", 0)
+	const removed = "test -e /usr/bin/yes || test -e /etc/hostname || echo removed; ls /usr/share/doc/bash"
 	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
 		t.Fatal(err)
 	}
-	if got := machineCommand(t, svc, se.ID, "cat /srv/data/f", 0); got != "kept\n" {
+	if got := machineCommand(t, svc, se.ID, "cat /srv/data/f; "+removed, 0); got != "kept\nremoved\nmine\n" {
 		t.Fatalf("after a park: %q", got)
 	}
 	snap, err := svc.SnapshotSession(ctx, se.ID, "o", "")
@@ -271,8 +276,11 @@ func TestMachineRootIsKeptByParksAndSnapshots(t *testing.T) {
 	if !cp.Machine {
 		t.Fatal("a machine's copy is no machine")
 	}
-	if got := machineCommand(t, svc, cp.ID, "cat /srv/data/f; sleep 30 & echo started", 0); got != "kept\nstarted\n" {
+	if got := machineCommand(t, svc, cp.ID, "cat /srv/data/f; "+removed+"; sleep 30 & echo started", 0); got != "kept\nremoved\nmine\nstarted\n" {
 		t.Fatalf("in the copy: %q", got)
+	}
+	if _, err := os.Stat("/usr/bin/yes"); err != nil {
+		t.Fatalf("the host's /usr/bin/yes: %v", err)
 	}
 }
 

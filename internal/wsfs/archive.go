@@ -23,7 +23,20 @@ type ArchiveLimits struct {
 	// Metadata bounds the user.e2b.* attributes a file carries through
 	// (as PAX records); zero carries none.
 	Metadata MetaLimits
+	// Whiteouts carries an overlay's upper layer through (a machine's
+	// root): its whiteouts, character devices 0/0, and its opaque
+	// directories (user.overlay.opaque, as a PAX record). Any other
+	// device is still left out, and refused when unpacked.
+	Whiteouts bool
 }
+
+// paxOpaque is the PAX record of an opaque directory of an overlay's
+// upper layer (mounted with userxattr, as a machine's are).
+const paxOpaque = "SCHILY.xattr." + overlayOpaque
+
+// overlayOpaque is the attribute an unprivileged overlay marks an opaque
+// directory with.
+const overlayOpaque = "user.overlay.opaque"
 
 // paxMetadata prefixes a PAX record that holds an extended attribute
 // (the form GNU tar and libarchive read).

@@ -73,6 +73,12 @@ func (a *archiver) dir(fd int, prefix string, level int) error {
 			err = a.file(fd, name, rel)
 		case unix.S_IFLNK:
 			err = a.symlink(fd, name, rel, &st)
+		case unix.S_IFCHR:
+			if !a.lim.Whiteouts || st.Rdev != 0 {
+				a.rep.skip(rel, kind(st.Mode))
+				break
+			}
+			err = a.header(&tar.Header{Typeflag: tar.TypeChar, Name: rel}, &st) // a whiteout
 		default:
 			a.rep.skip(rel, kind(st.Mode))
 		}
@@ -93,7 +99,11 @@ func (a *archiver) subdir(fd int, name, rel string, level int) error {
 	if err := unix.Fstat(sub, &st); err != nil {
 		return pathErr("archive", rel, err)
 	}
-	if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/"}, &st); err != nil {
+	h := &tar.Header{Typeflag: tar.TypeDir, Name: rel + "/"}
+	if a.lim.Whiteouts && isOpaque(sub) {
+		h.PAXRecords = map[string]string{paxOpaque: "y"}
+	}
+	if err := a.header(h, &st); err != nil {
 		return err
 	}
 	return a.dir(sub, rel+"/", level+1)
@@ -195,4 +205,12 @@ func kind(m uint32) string {
 		return "changed to a directory"
 	}
 	return "unsupported file type"
+}
+
+// isOpaque reports whether the directory open at fd is an overlay's
+// opaque one.
+func isOpaque(fd int) bool {
+	var v [2]byte
+	n, err := unix.Fgetxattr(fd, overlayOpaque, v[:])
+	return err == nil && n == 1 && v[0] == 'y'
 }

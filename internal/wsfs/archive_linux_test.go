@@ -242,6 +242,9 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 		{"char device", func(string) []*tar.Header {
 			return []*tar.Header{{Typeflag: tar.TypeChar, Name: "mem", Devmajor: 1, Devminor: 1}}
 		}, "device"},
+		{"whiteout outside a machine's root", func(string) []*tar.Header {
+			return []*tar.Header{{Typeflag: tar.TypeChar, Name: "gone"}}
+		}, "device"},
 		{"block device", func(string) []*tar.Header {
 			return []*tar.Header{{Typeflag: tar.TypeBlock, Name: "sda", Devmajor: 8}}
 		}, "device"},

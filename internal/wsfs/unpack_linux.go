@@ -118,7 +118,9 @@ func (u *unpacker) entry(h *tar.Header, tr *tar.Reader) error {
 	case tar.TypeLink:
 		return unsafe(h.Name, "hard link")
 	case tar.TypeChar, tar.TypeBlock:
-		return unsafe(h.Name, "device")
+		if !u.isWhiteout(h) {
+			return unsafe(h.Name, "device")
+		}
 	case tar.TypeFifo:
 		return unsafe(h.Name, "FIFO")
 	default:
@@ -138,7 +140,12 @@ func (u *unpacker) entry(h *tar.Header, tr *tar.Reader) error {
 	mode := uint32(h.Mode) & 0o777
 	switch h.Typeflag {
 	case tar.TypeDir:
-		return u.mkdir(pfd, base, rel, mode, h.ModTime)
+		if err := u.mkdir(pfd, base, rel, mode, h.ModTime); err != nil || !u.lim.Whiteouts || h.PAXRecords[paxOpaque] != "y" {
+			return err
+		}
+		return u.opaque(pfd, base, rel)
+	case tar.TypeChar:
+		return u.whiteout(pfd, base, rel)
 	case tar.TypeSymlink:
 		return u.symlink(pfd, base, h.Name, h.Linkname, h.ModTime)
 	}
@@ -234,6 +241,42 @@ func (u *unpacker) mkdir(pfd int, base, rel string, mode uint32, mtime time.Time
 	}
 	u.dirs = append(u.dirs, dirMeta{rel: rel, mode: mode, mtime: mtime})
 	return nil
+}
+
+// isWhiteout reports whether h is an overlay's whiteout that u keeps.
+func (u *unpacker) isWhiteout(h *tar.Header) bool {
+	return u.lim.Whiteouts && h.Typeflag == tar.TypeChar && h.Devmajor == 0 && h.Devminor == 0
+}
+
+// whiteout makes the character device 0/0 an overlay reads as a removed
+// entry (no device: opening it fails). Without the right to make one (a
+// rootless server, whose machines have no overlay), it is left out.
+func (u *unpacker) whiteout(pfd int, base, rel string) error {
+	err := unix.Mknodat(pfd, base, unix.S_IFCHR, 0)
+	if err == unix.EEXIST {
+		if err = replaceable(pfd, base); err == nil {
+			err = unix.Mknodat(pfd, base, unix.S_IFCHR, 0)
+		}
+	}
+	switch {
+	case err == unix.EPERM:
+		return nil
+	case err != nil:
+		return u.pathRefused(rel, err)
+	case u.uid >= 0:
+		return pathErr("unpack", rel, unix.Fchownat(pfd, base, u.uid, u.uid, unix.AT_SYMLINK_NOFOLLOW))
+	}
+	return nil
+}
+
+// opaque marks the directory base, just made, as an overlay's opaque one.
+func (u *unpacker) opaque(pfd int, base, rel string) error {
+	fd, err := openAt(pfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0, oneName)
+	if err != nil {
+		return u.pathRefused(rel, err)
+	}
+	defer unix.Close(fd)
+	return pathErr("unpack", rel, unix.Fsetxattr(fd, overlayOpaque, []byte("y"), 0))
 }
 
 // replaceable makes room for a new entry base: an existing one that is not

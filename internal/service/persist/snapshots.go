@@ -114,6 +114,16 @@ func (p *Persist) workspaceLimits() wsfs.ArchiveLimits {
 		Metadata: p.o.Metadata}
 }
 
+// rootLimits bound a machine's own root's archive and its unpacking, as
+// a workspace's; the overlays' upper layers in it (root's changes to
+// /usr and /etc) keep their whiteouts and opaque directories, so that
+// what root removed stays removed in a copy.
+func (p *Persist) rootLimits() wsfs.ArchiveLimits {
+	lim := p.workspaceLimits()
+	lim.Whiteouts = true
+	return lim
+}
+
 // siteLimits bound a session's package directory's archive and its
 // unpacking.
 func (p *Persist) siteLimits() wsfs.ArchiveLimits {
@@ -199,7 +209,7 @@ func (p *Persist) storeSession(ctx context.Context, m snapstore.Manifest, captur
 		}
 	}
 	to := session.SnapshotTo{StateOpts: p.stateOptions(nil), Workspace: archive(blobWorkspace, p.workspaceLimits()),
-		Site: archive(blobSite, p.siteLimits()), Root: archive(blobRoot, p.workspaceLimits())}
+		Site: archive(blobSite, p.siteLimits()), Root: archive(blobRoot, p.rootLimits())}
 	if m.Backend == fleet.GVisor {
 		// runsc writes the image into the store in place (images.go).
 		if to.ImageDir, err = w.Files(blobMemory); err != nil {
@@ -309,7 +319,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 		from.Site = unpack(blobSite, "packages", p.siteLimits())
 	}
 	if hasBlob(m, blobRoot) { // a machine's own root
-		from.Root = unpack(blobRoot, "root", p.workspaceLimits())
+		from.Root = unpack(blobRoot, "root", p.rootLimits())
 	}
 	var image *snapstore.FileSet
 	if m.Backend == fleet.GVisor && (back == nil || !back.Cold) {
