@@ -45,11 +45,18 @@ func fillEtc(cfg *initConfig) error {
 			return fmt.Errorf("root's home: %w", err)
 		}
 	}
+	system, systemGroups := "", ""
+	if cfg.RootInside {
+		// apt fetches as _apt when it exists (as root it warns that it
+		// fetches unsandboxed). Debian gives it nogroup, 65534, which the
+		// machine's ids (0 to MachineIDs-1) do not map: a group of its own.
+		system, systemGroups = "_apt:x:42:42::/nonexistent:/usr/sbin/nologin\n", "_apt:x:42:\n"
+	}
 	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:" + rootShell + "\n" +
+		"passwd": "root:x:0:0:root:/root:" + rootShell + "\n" + system +
 			user + ":x:" + uid + ":" + uid + ":" + user + ":" + cfg.Home + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group":         "root:x:0:\n" + user + ":x:" + uid + ":\nnogroup:x:65534:\n",
+		"group":         "root:x:0:\n" + systemGroups + user + ":x:" + uid + ":\nnogroup:x:65534:\n",
 		"hosts":         "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost\n",
 		"hostname":      cfg.Hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",

@@ -63,7 +63,7 @@ ln -s /usr/bin/true /etc/alternatives/cage-alt && stat -c %U /etc/hosts /etc/apt
 	again := startMachine(t, spec)
 	exit, out, errOut = spawnAs(t, again, false, `cat /etc/apt/sources.list.d/cage.list && grep -c cage-db /etc/hosts &&
 cut -d: -f1 /etc/passwd | tr '\n' ' ' && echo && test ! -e /etc/hostname && /etc/alternatives/cage-alt && test -s /etc/ld.so.cache && echo kept`)
-	if out != "deb [trusted=yes] http://127.0.0.1:9/ ./\n1\nroot sandbox nobody alice \nkept\n" {
+	if out != "deb [trusted=yes] http://127.0.0.1:9/ ./\n1\nroot _apt sandbox nobody alice \nkept\n" {
 		t.Fatalf("after a restart: exit %+v out %q err %q", exit, out, errOut)
 	}
 }

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,10 @@ func TestMachineAptGetFromAnAllowedRepository(t *testing.T) {
 	svc, se := networkMachine(t, repo.URL)
 	ctx := context.Background()
 	hostStatus, _ := os.ReadFile("/var/lib/dpkg/status")
-	machineCommand(t, svc, se.ID, "echo 'deb [trusted=yes] "+repo.URL+" ./' | sudo tee /etc/apt/sources.list.d/cage.list >/dev/null && sudo apt-get update -q", 2*time.Minute)
+	out := machineCommand(t, svc, se.ID, "echo 'deb [trusted=yes] "+repo.URL+" ./' | sudo tee /etc/apt/sources.list.d/cage.list >/dev/null && sudo apt-get update -q 2>&1", 2*time.Minute)
+	if strings.Contains(out, "unsandboxed") || strings.Contains(out, "_apt") {
+		t.Errorf("apt fetched as root, not as _apt:\n%s", out)
+	}
 	machineCommand(t, svc, se.ID, "sudo apt-get install -y -q cage-apt-hello", 2*time.Minute)
 	if got := machineCommand(t, svc, se.ID, "cage-apt-hello && dpkg-query -W -f '${Status}' cage-apt-hello", 0); got != "hello from cage-apt-hello\ninstall ok installed" {
 		t.Fatalf("the installed package: %q", got)
