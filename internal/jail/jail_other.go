@@ -196,6 +196,9 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 // MemoryUsage is 0.
 func (s *Sandbox) MemoryUsage() int64 { return 0 }
 
+// OpenRootDir fails: there is no sandbox here.
+func (s *Sandbox) OpenRootDir(string) (*os.File, error) { return nil, ProbeHost().Usable() }
+
 // DialPort fails: there is no cell here.
 func (c *Cell) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return nil, ProbeHost().Usable()

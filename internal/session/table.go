@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -168,6 +169,16 @@ func (se *Session) MachineRoot() string {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
 	return se.root
+}
+
+// OpenRootDir opens dir of the session's running sandbox as its code
+// sees it (a machine's /usr and /etc with root's changes), for reading.
+func (se *Session) OpenRootDir(dir string) (*os.File, error) {
+	lease := se.sandbox()
+	if lease == nil {
+		return nil, fleet.ErrNoRootView
+	}
+	return lease.OpenRootDir(dir)
 }
 
 // SandboxUID is the host uid of the session's sandbox, so that what the

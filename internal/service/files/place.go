@@ -51,10 +51,30 @@ func open(se *session.Session, p string, follow, write bool) (*opened, error) {
 	if sp.virtual() || sp.m.link != "" && sp.rel == "." {
 		return o, nil
 	}
+	if sp.m.live != "" {
+		if o.r = openLive(se, sp.m.live); o.r != nil {
+			return o, nil
+		}
+	}
 	if o.r, err = wsfs.Open(sp.m.host); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errdefs.ErrUnavailable, sp.m.at, err)
 	}
 	return o, nil
+}
+
+// openLive opens dir of se's running sandbox as its code sees it, or nil
+// (not running, or not reachable: the caller reads the mount's host side).
+func openLive(se *session.Session, dir string) *wsfs.Root {
+	f, err := se.OpenRootDir(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	r, err := wsfs.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil
+	}
+	return r
 }
 
 // underWritable: abs lies in a writable mount (before links are followed).

@@ -38,6 +38,9 @@ type mount struct {
 	link      string
 	writable  bool
 	workspace bool // the session's workspace: its quota applies
+	// live: read through the running sandbox (Session.OpenRootDir), at
+	// this path of its tree; host is what is read when it is not running.
+	live string
 }
 
 // view is a session's filesystem as the file API reaches it.
@@ -123,10 +126,17 @@ func viewOf(se *session.Session) *view {
 		v.mounts = append(v.mounts, mount{at: "/", host: own, writable: true})
 		v.ownRoot = true
 		if fleet.MachineEtcIsKept(own) {
-			// Its /etc is an overlay over what codecage wrote in its
-			// root's etc, which the file API reads; a write there would
-			// go under the overlay, unseen, and be gone at the next start.
-			v.mounts = append(v.mounts, mount{at: "/etc", host: filepath.Join(own, "etc")})
+			// Its /etc and /usr are overlays of root's changes over what
+			// codecage wrote in its root's etc and the host's /usr: read
+			// as its code sees them while it runs, else the lower layers.
+			// Writes are root's, through sudo: one here would go under
+			// the overlay (or into the host's /usr), unseen.
+			v.mounts = append(v.mounts, mount{at: "/etc", host: filepath.Join(own, "etc"), live: "/etc"})
+			for i := range v.mounts {
+				if v.mounts[i].at == "/usr" {
+					v.mounts[i].live = "/usr"
+				}
+			}
 		}
 	}
 	sort.SliceStable(v.mounts, func(i, j int) bool { return len(v.mounts[i].at) > len(v.mounts[j].at) })
