@@ -45,13 +45,7 @@ func fillEtc(cfg *initConfig) error {
 			return fmt.Errorf("root's home: %w", err)
 		}
 	}
-	system, systemGroups := "", ""
-	if cfg.RootInside {
-		// apt fetches as _apt when it exists (as root it warns that it
-		// fetches unsandboxed). Debian gives it nogroup, 65534, which the
-		// machine's ids (0 to MachineIDs-1) do not map: a group of its own.
-		system, systemGroups = "_apt:x:42:42::/nonexistent:/usr/sbin/nologin\n", "_apt:x:42:\n"
-	}
+	system, systemGroups := systemAccounts(cfg)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:" + rootShell + "\n" + system +
 			user + ":x:" + uid + ":" + uid + ":" + user + ":" + cfg.Home + ":/bin/sh\n" +
@@ -109,4 +103,16 @@ func fillEtc(cfg *initConfig) error {
 		}
 	}
 	return nil
+}
+
+// systemAccounts are the passwd and group lines of the system's own
+// users. With root inside, apt fetches as _apt when it exists (as root
+// it warns that it fetches unsandboxed). Debian gives it nogroup, 65534,
+// which the machine's ids (0 to MachineIDs-1) do not map: a group of its
+// own.
+func systemAccounts(cfg *initConfig) (passwd, group string) {
+	if !cfg.RootInside {
+		return "", ""
+	}
+	return "_apt:x:42:42::/nonexistent:/usr/sbin/nologin\n", "_apt:x:42:\n"
 }
