@@ -93,21 +93,27 @@ func dialFromThread(ctx context.Context, pidfd int, port int) (c net.Conn, resto
 // how a client outside reaches a server the sandboxed code runs, without
 // the sandbox getting any network.
 func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	s.netMu.Lock()
-	fd := -1
-	var err error
-	if s.pidfd != nil {
-		fd, err = unix.Dup(int(s.pidfd.Fd()))
-	}
-	s.netMu.Unlock()
-	if fd < 0 {
-		if err != nil {
-			return nil, fmt.Errorf("jail: %w", err)
-		}
-		return nil, ErrEnded
+	fd, err := s.dupPidfd()
+	if err != nil {
+		return nil, err
 	}
 	defer unix.Close(fd)
 	return dialInNetns(ctx, fd, port)
+}
+
+// dupPidfd is a copy of the init's pidfd for the caller to close;
+// ErrEnded once the sandbox is torn down.
+func (s *Sandbox) dupPidfd() (int, error) {
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	if s.pidfd == nil {
+		return -1, ErrEnded
+	}
+	fd, err := unix.Dup(int(s.pidfd.Fd()))
+	if err != nil {
+		return -1, fmt.Errorf("jail: %w", err)
+	}
+	return fd, nil
 }
 
 // openPidfd keeps a pidfd of the sandbox's init, for DialPort; called

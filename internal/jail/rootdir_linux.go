@@ -17,18 +17,9 @@ import (
 // proves the entry was the sandbox's and not a process's that took its
 // pid after it ended. ErrEnded when the sandbox is gone.
 func (s *Sandbox) OpenRootDir(dir string) (*os.File, error) {
-	s.netMu.Lock()
-	pidfd := -1
-	var err error
-	if s.pidfd != nil {
-		pidfd, err = unix.Dup(int(s.pidfd.Fd()))
-	}
-	s.netMu.Unlock()
+	pidfd, err := s.dupPidfd() // port_linux.go
 	if err != nil {
-		return nil, fmt.Errorf("jail: %w", err)
-	}
-	if pidfd < 0 {
-		return nil, ErrEnded
+		return nil, err
 	}
 	defer unix.Close(pidfd)
 	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", s.cmd.Process.Pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
