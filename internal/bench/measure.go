@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"math"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +44,10 @@ type Row struct {
 	// admission, pools, jail set-up and teardown, audit, metrics; not the
 	// sandboxes) per run during the case, in milliseconds.
 	SupervisorCPU float64 `json:"supervisor_cpu_ms_per_run,omitempty"`
+	// HostFaults is the whole host's page faults per run during the case
+	// (/proc/vmstat): steadier than time on a shared VM, and each is a
+	// page a cell copied from its zygote, ~15 us on a PVM guest.
+	HostFaults float64 `json:"host_faults_per_run,omitempty"`
 	// Skipped says why the case was not measured (e.g. "not installed").
 	Skipped string `json:"skipped,omitempty"`
 	Notes   string `json:"notes,omitempty"`
@@ -71,6 +78,7 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 		wg     sync.WaitGroup
 		starts = time.Now()
 		cpu0   = processCPU()
+		flt0   = HostFaults()
 	)
 	for range clients {
 		wg.Add(1)
@@ -113,6 +121,7 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 	wg.Wait()
 	wall := time.Since(starts)
 	cpu := processCPU() - cpu0
+	faults := HostFaults() - flt0
 	var got []time.Duration
 	for i, d := range lat {
 		if done[i] {
@@ -123,6 +132,9 @@ func measureWith(ctx context.Context, key, name string, n, clients int, before f
 	fillLatency(&row, got)
 	if len(got) > 0 && cpu > 0 {
 		row.SupervisorCPU = ms(cpu) / float64(len(got))
+	}
+	if len(got) > 0 && flt0 > 0 && faults > 0 {
+		row.HostFaults = float64(faults) / float64(len(got))
 	}
 	if wall > 0 {
 		row.Throughput = float64(len(got)) / wall.Seconds()
@@ -163,6 +175,23 @@ func ms(d time.Duration) float64 {
 
 // processCPU is the user and system time of this process so far, all its
 // threads; the sandboxes are other processes and are not in it.
+// HostFaults is the host's page faults so far (/proc/vmstat pgfault), 0
+// when unknown: the whole machine's, so a benchmark reads it with nothing
+// else running.
+func HostFaults() int64 {
+	raw, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "pgfault "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/codecage/codecage/internal/bench"
 )
 
 // BenchmarkServeThroughput is what an agent sees through REST: one
@@ -29,7 +31,7 @@ func BenchmarkServeThroughput(b *testing.B) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	cpu0 := processCPU(b, srv.cmd.Process.Pid)
-	faults0 := pageFaults(b)
+	faults0 := bench.HostFaults()
 	b.ResetTimer()
 	start := time.Now()
 	for range clients {
@@ -43,33 +45,12 @@ func BenchmarkServeThroughput(b *testing.B) {
 	b.StopTimer()
 	elapsed := time.Since(start)
 	cpu := processCPU(b, srv.cmd.Process.Pid) - cpu0
-	faults := pageFaults(b) - faults0
+	faults := bench.HostFaults() - faults0
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
 	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "server-cpu-ms/run")
 	// Steadier than time on a shared VM: mostly the pages a cell, a fork
 	// of its zygote, copies (each ~15 us on a PVM guest).
 	b.ReportMetric(float64(faults)/float64(b.N), "host-faults/run")
-}
-
-// pageFaults is the host's page fault count so far (/proc/vmstat pgfault):
-// the whole machine's, so a benchmark reads it with nothing else running.
-func pageFaults(tb testing.TB) int64 {
-	tb.Helper()
-	raw, err := os.ReadFile("/proc/vmstat")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.Lines(string(raw)) {
-		if v, ok := strings.CutPrefix(line, "pgfault "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Fatal("/proc/vmstat has no pgfault")
-	return 0
 }
 
 // processCPU is the user and system time of one process (its own threads,
