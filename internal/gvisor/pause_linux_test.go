@@ -161,7 +161,10 @@ func TestKillingAPausedGVisorSandboxLeavesNothing(t *testing.T) {
 // timeout with 1.5 s paused in it ends no sooner than about 2.5 s after
 // the arming (a pause that took long to land counts, as it should).
 func TestPausedGVisorTimeDoesNotCountAgainstTheTimeout(t *testing.T) {
-	const timeout, paused = time.Second, 1500 * time.Millisecond
+	// The timeout leaves room for the pause to come late: on a loaded
+	// host (the unit suite beside it) a 300 ms sleep once took over a
+	// second, past a 1 s timeout, and the pause found the sandbox ended.
+	const timeout, paused = 5 * time.Second, 1500 * time.Millisecond
 	sb := startSpinner(t)
 	armed := time.Now()
 	sb.Arm(context.Background(), timeout, time.Hour) // as a session idles: its own lifetime
