@@ -97,6 +97,10 @@ suite gvisor-image "CODECAGE_TEST_BACKEND=gvisor CODECAGE_TEST_ENVIRONMENT=image
 # NoLeftovers is left to the runs above, as for gvisor-image.
 suite machine-root "CODECAGE_TEST_MACHINE=root go test $gt -timeout 20m $* \
 	-run 'Containment' -skip '^TestContainment_NoLeftovers$' ./internal/service/"
+# And as root inside a gVisor machine (its sandbox's own user namespace on
+# the machine's block of ids, the writable /usr in its memory).
+suite gvisor-machine-root "CODECAGE_TEST_MACHINE=root CODECAGE_TEST_BACKEND=gvisor go test $gt -timeout 20m $* \
+	-run 'Containment' -skip '^TestContainment_NoLeftovers$' ./internal/service/"
 # The race detector over the packages whose tests need no kernel sandbox
 # (the fleet's on a fake one, the session table's bookkeeping, the service's
 # pure decisions), and over the audit log, the snapshot store and upstream

@@ -139,7 +139,7 @@ type Config struct {
 	// own process tree, any program of its root), and every E2B sandbox
 	// on the native backend is one; off, commands keep to the allow-list.
 	MachineSessions bool
-	// MachineRoot: a native machine session has root inside (its own
+	// MachineRoot: a machine session (either backend) has root inside (its own
 	// block of ids, user: root, sudo, a writable /usr); off, its
 	// processes all run as its user, on one uid.
 	MachineRoot   bool

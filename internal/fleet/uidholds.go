@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/codecage/codecage/internal/jail"
+	"github.com/codecage/codecage/internal/wsfs"
 )
 
 // An owner's host uid (a session's: its interpreters, commands and pip
@@ -42,6 +43,34 @@ func ReserveMachineIDs() (uid int, ok bool, err error) {
 	uidHolds.Unlock()
 	return uid, true, nil
 }
+
+// HoldMachineIDs is HoldUID for the user's uid of a machine image with
+// root inside: the whole block is held with it (claimed host-wide when
+// this process does not hold it yet), so that the restored sandbox maps
+// the image's ids and has root inside again. Undone by one ReleaseUID.
+func HoldMachineIDs(uid int) error {
+	first := uid - jail.SandboxUID
+	uidHolds.Lock()
+	defer uidHolds.Unlock()
+	if uidHolds.n[uid] > 0 {
+		if uidHolds.blocks[uid] != first {
+			return fmt.Errorf("fleet: the image's uid %d is held here without its block of ids", uid)
+		}
+		uidHolds.n[uid]++
+		return nil
+	}
+	if err := jail.ClaimUIDs(first, jail.MachineIDs); err != nil {
+		return fmt.Errorf("fleet: the image's block of ids: %w", err)
+	}
+	uidHolds.n[uid]++
+	uidHolds.blocks[uid] = first
+	return nil
+}
+
+// BlockOwners is where the ids of a machine's block lie from its user's
+// (jail.SandboxUID inside): what a copy of its files may keep
+// (wsfs.ArchiveLimits.Owners).
+var BlockOwners = wsfs.OwnerWindow{Min: -jail.SandboxUID, Max: jail.MachineIDs - jail.SandboxUID}
 
 // RootInside reports whether uid is the user of a block from
 // ReserveMachineIDs: its sandboxes may map root inside.

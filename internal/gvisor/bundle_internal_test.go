@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/codecage/codecage/internal/envfixture"
 	"github.com/codecage/codecage/internal/jail"
+	"golang.org/x/sys/unix"
 )
 
 // TestBundleStaysInItsRoot: a minimal root whose links would lead a mount
@@ -22,7 +24,7 @@ func TestBundleStaysInItsRoot(t *testing.T) {
 	}
 	spec.Limits = spec.Limits.WithDefaults()
 	dir := t.TempDir()
-	_, err := writeBundle(dir, spec, 1500000000)
+	_, err := writeBundle(dir, spec, identity{host: 1500000000})
 	if err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("writeBundle: %v, want a refusal naming the symlink", err)
 	}
@@ -51,7 +53,7 @@ func TestBundleBindsTheRootsTopLevelDirs(t *testing.T) {
 	spec := jail.Spec{Argv: []string{"/bin/true"}, Root: root, Binds: []jail.Bind{{Host: t.TempDir(), Path: "/opt/codecage/site"}}}
 	spec.Limits = spec.Limits.WithDefaults()
 	dir := t.TempDir()
-	mounts, err := writeBundle(dir, spec, 1500000000)
+	mounts, err := writeBundle(dir, spec, identity{host: 1500000000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +76,82 @@ func TestBundleBindsTheRootsTopLevelDirs(t *testing.T) {
 	}
 	if l, err := os.Readlink(filepath.Join(dir, "rootfs", "up")); err != nil || l != "/" {
 		t.Errorf("/up: %q %v, want the link as it is", l, err)
+	}
+}
+
+// The bundle of a machine with root inside: a user namespace mapping ids
+// 0 to MachineIDs-1 onto the block, the first process root with root
+// inside's capabilities, its init serving sudo (sudod.py), the user
+// 1000 inside, everything the bundle made root inside's (the block's
+// first id on the host), and the host's system directories bound into
+// the root read-only, nosuid and nodev (runsc overlays the root with
+// memory), unmounted with the bundle.
+func TestBundleOfAMachineWithRootInside(t *testing.T) {
+	first := jail.HostUIDBase + 7*jail.MachineIDs
+	spec := jail.Spec{Argv: []string{"/usr/bin/python3", "-c", "pass"}, Machine: true, RootInside: true, HostUID: first + jail.SandboxUID}
+	spec.Limits = spec.Limits.WithDefaults()
+	dir := t.TempDir()
+	who := identityOf(spec, spec.HostUID)
+	if !who.rootInside() || who.first != first || who.user() != jail.SandboxUID {
+		t.Fatalf("identity %+v", who)
+	}
+	mounts, err := writeBundle(dir, spec, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeBundle(dir)
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg ociSpec
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.Linux.Namespaces, ociNamespace{"user"}) || len(cfg.Linux.UIDMappings) != 1 ||
+		cfg.Linux.UIDMappings[0] != (ociIDMapping{ContainerID: 0, HostID: uint32(first), Size: jail.MachineIDs}) ||
+		!slices.Equal(cfg.Linux.GIDMappings, cfg.Linux.UIDMappings) {
+		t.Errorf("namespaces %v, uid map %v, gid map %v", cfg.Linux.Namespaces, cfg.Linux.UIDMappings, cfg.Linux.GIDMappings)
+	}
+	p := cfg.Process
+	if p.User != (ociUser{}) || !slices.Equal(p.Capabilities.Bounding, jail.RootInsideCapabilityNames()) || !p.NoNewPrivileges {
+		t.Errorf("the first process: user %+v, capabilities %v, no_new_privs %v", p.User, p.Capabilities.Bounding, p.NoNewPrivileges)
+	}
+	if !slices.Equal(p.Args, spec.Argv) || !slices.Contains(p.Env, "CODECAGE_SUDO=1000:"+jail.SudoSocket) || !slices.Contains(p.Env, "CODECAGE_SUDO_SERVER="+sudod) {
+		t.Errorf("the first process does not serve sudo and run the program as 1000: %q %d variables", p.Args, len(p.Env))
+	}
+	passwd, _ := os.ReadFile(filepath.Join(dir, "rootfs/etc/passwd"))
+	if !strings.Contains(string(passwd), "sandbox:x:1000:1000:") || !strings.Contains(string(passwd), "_apt:x:42:42:") {
+		t.Errorf("passwd:\n%s", passwd)
+	}
+	for _, rel := range []string{"etc/passwd", "root", "var/lib/dpkg/status", "var/tmp", "bin", jail.SudoPath[1:]} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, "rootfs", rel), &st); err != nil || int(st.Uid) != first {
+			t.Errorf("%s: %v, owner %d, want %d", rel, err, st.Uid, first)
+		}
+	}
+	for _, m := range mounts {
+		if m.Source == "/usr" {
+			t.Errorf("/usr is a mount of runsc's (%+v), which it would not overlay", m)
+		}
+	}
+	info, _ := os.ReadFile("/proc/self/mountinfo")
+	var usr string
+	for _, l := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(l); len(f) > 5 && f[4] == filepath.Join(dir, "rootfs/usr") {
+			usr = f[5]
+		}
+	}
+	for _, opt := range []string{"ro", "nosuid", "nodev"} {
+		if !slices.Contains(strings.Split(usr, ","), opt) {
+			t.Errorf("the bundle's /usr is mounted %q, without %s", usr, opt)
+		}
+	}
+	removeBundle(dir)
+	if left := mountsUnder(dir); len(left) != 0 {
+		t.Errorf("left mounted: %v", left)
+	}
+	if _, err := os.Stat("/usr/bin/env"); err != nil {
+		t.Fatalf("the host's /usr after the bundle went: %v", err)
 	}
 }

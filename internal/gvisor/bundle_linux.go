@@ -69,8 +69,16 @@ type ociMount struct {
 }
 
 type ociLinux struct {
-	Namespaces []ociNamespace `json:"namespaces"`
-	Seccomp    *seccomp.OCI   `json:"seccomp"`
+	Namespaces  []ociNamespace `json:"namespaces"`
+	UIDMappings []ociIDMapping `json:"uidMappings,omitempty"`
+	GIDMappings []ociIDMapping `json:"gidMappings,omitempty"`
+	Seccomp     *seccomp.OCI   `json:"seccomp"`
+}
+
+type ociIDMapping struct {
+	ContainerID uint32 `json:"containerID"`
+	HostID      uint32 `json:"hostID"`
+	Size        uint32 `json:"size"`
 }
 
 type ociNamespace struct {
@@ -90,14 +98,30 @@ const hostname = "sandbox"
 // writeBundle makes dir a bundle for spec: dir/rootfs, a root of empty
 // mount points and a generated /etc, and dir/config.json. It returns the
 // mounts, in order.
-func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
+func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 	root := filepath.Join(dir, "rootfs")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	mounts, err := hostMounts(root, spec, uid)
+	mounts, err := hostMounts(root, spec, who)
 	if err != nil {
 		return nil, err
+	}
+	if who.rootInside() {
+		if err := rootsOwnTree(root, who.first); err != nil {
+			return nil, err
+		}
+		// The system's directories become part of the bundle's root, which
+		// runsc overlays with memory: root inside writes /usr/local, /etc
+		// or /usr as on a native machine's, and the host's never change
+		// (a read-only bind beneath, and the gofer is the block's first
+		// id, which may write none of them).
+		for _, m := range mounts {
+			if err := systemBind(root, m); err != nil {
+				return nil, err
+			}
+		}
+		mounts = nil
 	}
 	// Order matters: later mounts go on top of earlier ones.
 	relay := ""
@@ -111,7 +135,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 			return nil, err
 		}
 	}
-	mounts = append(mounts, sandboxMounts(dir, spec, uid, relay)...)
+	mounts = append(mounts, sandboxMounts(dir, spec, who.user(), relay)...)
 	for _, m := range mounts {
 		if err := mountPoint(root, m); err != nil {
 			return nil, err
@@ -120,7 +144,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 	if spec.Machine {
 		// A machine's / is its user's, as a native machine's own root:
 		// it makes /workspace or /app there (in the overlay).
-		if err := os.Chown(root, uid, uid); err != nil {
+		if err := os.Chown(root, who.host, who.host); err != nil {
 			return nil, err
 		}
 	}
@@ -130,7 +154,7 @@ func writeBundle(dir string, spec jail.Spec, uid int) ([]ociMount, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(ociConfig(root, spec, uid, mounts, filter))
+	b, err := json.Marshal(ociConfig(root, spec, who, mounts, filter))
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +169,7 @@ func roBind(host, path string) ociMount {
 // hostMounts binds what the sandbox sees of the host, read-only: the
 // system directories (or, for a minimal root, only the programs' files),
 // and writes root's symlinks and generated /etc on the way.
-func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
+func hostMounts(root string, spec jail.Spec, who identity) ([]ociMount, error) {
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	if spec.Programs != nil && spec.Programs.Root != spec.Root {
@@ -171,7 +195,7 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 			ro(d, d)
 		}
 	}
-	if err := writeEtc(root, uid, jail.HomeOf(spec.Home), spec.Root == ""); err != nil {
+	if err := writeEtc(root, who, jail.HomeOf(spec.Home), spec.Root == ""); err != nil {
 		return nil, err
 	}
 	for _, d := range etcDirs {
@@ -190,6 +214,11 @@ func hostMounts(root string, spec jail.Spec, uid int) ([]ociMount, error) {
 		}
 		if err := os.Mkdir(filepath.Join(root, "root"), 0o700); err != nil && !os.IsExist(err) {
 			return nil, err
+		}
+		if who.rootInside() {
+			if err := placeSudo(root, spec.Argv[0]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if p := spec.Programs; p != nil {
@@ -293,9 +322,16 @@ func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount
 
 // ociConfig is the runtime spec of the sandbox's process: who it runs as,
 // its limits, root, mounts, namespaces and seccomp filter.
-func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *seccomp.OCI) ociSpec {
+func ociConfig(root string, spec jail.Spec, who identity, mounts []ociMount, filter *seccomp.OCI) ociSpec {
 	l := spec.Limits
-	args := spec.Argv
+	args, env := spec.Argv, spec.Env
+	user, caps := who.user(), []string{}
+	if who.rootInside() {
+		// The harness starts as root inside: its init (PID 1) serves the
+		// machine's sudo, the harness becomes the user (sudod.py).
+		env = sudoEnv(env, who.user())
+		user, caps = 0, jail.RootInsideCapabilityNames()
+	}
 	if spec.Terminal != nil {
 		args = relayArgv(args)
 	}
@@ -303,12 +339,12 @@ func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *
 		OCIVersion: "1.0.2",
 		Process: ociProcess{
 			Terminal:        spec.Terminal != nil,
-			User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
+			User:            ociUser{UID: uint32(user), GID: uint32(user)},
 			Args:            args,
-			Env:             spec.Env,
+			Env:             env,
 			Cwd:             jail.HomeOf(spec.Home),
 			NoNewPrivileges: true,
-			Capabilities:    ociCapabilities{Bounding: []string{}, Effective: []string{}, Permitted: []string{}, Inheritable: []string{}, Ambient: []string{}},
+			Capabilities:    ociCapabilities{Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{}},
 			Rlimits: []ociRlimit{
 				limit("RLIMIT_NOFILE", uint64(l.OpenFiles)),
 				limit("RLIMIT_NPROC", uint64(l.MaxProcesses)),
@@ -321,8 +357,19 @@ func ociConfig(root string, spec jail.Spec, uid int, mounts []ociMount, filter *
 		Root:     ociRoot{Path: root, Readonly: !spec.Machine},
 		Hostname: hostname,
 		Mounts:   mounts,
-		Linux:    ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter},
+		Linux:    linuxOf(who, filter),
 	}
+}
+
+// linuxOf is the sandbox's namespaces (a user namespace of its own, with
+// root inside) and seccomp filter.
+func linuxOf(who identity, filter *seccomp.OCI) ociLinux {
+	l := ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter}
+	if who.rootInside() {
+		l.Namespaces = append(l.Namespaces, ociNamespace{"user"})
+		l.UIDMappings, l.GIDMappings = who.mappings(), who.mappings()
+	}
+	return l
 }
 
 func limit(kind string, n uint64) ociRlimit { return ociRlimit{Type: kind, Hard: n, Soft: n} }
@@ -412,18 +459,15 @@ func mountPoint(root string, m ociMount) error {
 // writeEtc writes the sandbox's /etc: an account for its uid and no
 // resolver (there is no network; lookups fail at once); with hostCache,
 // the host's loader cache (an environment's root binds its own).
-func writeEtc(root string, uid int, home string, hostCache bool) error {
+func writeEtc(root string, who identity, home string, hostCache bool) error {
 	etc := filepath.Join(root, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
-	id := strconv.Itoa(uid)
-	user := jail.UserOf(home)
+	passwd, group := jail.Accounts(home, who.user(), who.rootInside())
 	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n" +
-			user + ":x:" + id + ":" + id + ":" + user + ":" + home + ":/bin/sh\n" +
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group":         "root:x:0:\n" + user + ":x:" + id + ":\nnogroup:x:65534:\n",
+		"passwd":        passwd,
+		"group":         group,
 		"hosts":         "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost\n",
 		"hostname":      hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",

@@ -60,7 +60,7 @@ func (s *Sandbox) Checkpoint(ctx context.Context, imageDir string, leaveRunning 
 		return Manifest{}, fmt.Errorf("gvisor: checkpoint: %v: %s", err, detail)
 	}
 	m := Manifest{
-		Format: ImageFormat, RunscVersion: version, Platform: s.platform, UID: s.uid,
+		Format: ImageFormat, RunscVersion: version, Platform: s.platform, UID: s.uid, RootInside: s.who.rootInside(),
 		SourceID: s.id, Created: start.UTC(), Bytes: dirBytes(imageDir),
 		Spec: ImageSpec{Argv: s.spec.Argv, Env: s.spec.Env, Home: s.spec.Home, Root: cleanRoot(s.spec.Root), Limits: s.spec.Limits,
 			Mounts: imageMounts(s.mounts)},
@@ -127,6 +127,11 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 		return nil, err
 	}
 	spec.Argv, spec.Env, spec.Home, spec.HostUID = m.Spec.Argv, m.Spec.Env, m.Spec.Home, m.UID
+	// The image's kernel holds the ids of its user namespace: the same map.
+	spec.RootInside = m.RootInside
+	if m.RootInside && !identityOf(spec, m.UID).rootInside() {
+		return nil, fmt.Errorf("%w: its sandbox had root inside, which a restore here cannot map (uid %d, a machine's, as root)", ErrImageMismatch, m.UID)
+	}
 	spec.Limits = restoredLimits(m.Spec.Limits, spec.Limits)
 	s, undo, err := prepare(rt, runsc, platform, spec)
 	if err != nil {

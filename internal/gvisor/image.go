@@ -29,6 +29,9 @@ type Manifest struct {
 	// UID is the host uid the sandbox ran as: its processes in the image
 	// hold it, and every sandbox restored from it runs as it too.
 	UID int `json:"uid"`
+	// RootInside: the sandbox mapped UID's block of ids (root inside, see
+	// identity), and its restores must map the same, holding the block.
+	RootInside bool `json:"root_inside,omitempty"`
 	// SourceID is the sandbox the image was made from.
 	SourceID string    `json:"source_id"`
 	Created  time.Time `json:"created"`

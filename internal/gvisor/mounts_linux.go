@@ -29,7 +29,32 @@ func removeBundle(dir string) {
 			_ = unix.Unmount(p, unix.MNT_DETACH)
 		}
 	}
+	if len(mountsUnder(dir)) > 0 {
+		// Never remove through a mount that stayed (a system directory
+		// bound in a machine's root): leave the directory instead.
+		return
+	}
 	_ = os.RemoveAll(dir)
+}
+
+// systemBind binds m (a read-only bind of a system directory) into the
+// bundle's root on the host, recursively, read-only, nosuid and nodev:
+// then it is part of the root runsc overlays with memory, not a mount of
+// its own (runsc overlays no read-only mount). removeBundle unmounts it.
+func systemBind(root string, m ociMount) error {
+	if err := mountPoint(root, m); err != nil {
+		return err
+	}
+	dst := filepath.Join(root, m.Destination)
+	if err := unix.Mount(m.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("gvisor: bind %s: %w", m.Source, err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr); err != nil {
+		_ = unix.Unmount(dst, unix.MNT_DETACH)
+		return fmt.Errorf("gvisor: bind %s read-only: %w", m.Source, err)
+	}
+	return nil
 }
 
 // mountsUnder lists the mount points at or below dir in this process's

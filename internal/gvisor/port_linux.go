@@ -91,7 +91,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	host := os.NewFile(uintptr(pair[0]), "port")
 	inside := os.NewFile(uintptr(pair[1]), "port-inside")
 	var stderr bytes.Buffer
-	uid := strconv.Itoa(s.uid)
+	uid := strconv.Itoa(s.who.user())
 	// runsc exec's host process joins the sandbox's cgroup: it is counted
 	// there, and a kill of the sandbox takes it too.
 	args := append([]string{"-c", joinCgroup, "sh"}, cg.ProcsFiles()...)

@@ -33,7 +33,8 @@ type Sandbox struct {
 	channel  *os.File
 	cg       *jail.Cgroup
 	uid      int
-	ownUID   bool // the uid was allocated here and is released at teardown
+	who      identity // uid, and its block with root inside
+	ownUID   bool     // the uid was allocated here and is released at teardown
 	start    time.Time
 	forward  net.Listener // the host end of spec.Forward, or nil
 	input    *jail.Input  // the program's stdin or terminal, or nil
@@ -137,7 +138,11 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 			return nil, nil, err
 		}
 	}
-	if s.mounts, err = writeBundle(s.dir, spec, s.uid); err != nil {
+	s.who = identityOf(spec, s.uid)
+	if err := s.who.reach(s.dir); err != nil {
+		return nil, nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if s.mounts, err = writeBundle(s.dir, spec, s.who); err != nil {
 		return nil, nil, fmt.Errorf("gvisor: bundle: %w", err)
 	}
 	// The limit covers gVisor's own kernel too; its tasks include the

@@ -39,6 +39,10 @@ type Proc struct {
 	waited chan struct{} // closed when runsc exec has ended
 	done   chan struct{}
 	exit   jail.ProcExit
+	// exitLog is runsc exec's debug log, which alone says how the
+	// process ended: its exit status is 128+n for signal n, as for a
+	// program that exits 128+n (exitstatus_linux.go).
+	exitLog string
 }
 
 // spawnWait bounds the wait for runsc exec to report the process's pid
@@ -48,15 +52,15 @@ const spawnWait = 60 * time.Second
 // spawnSeq names each spawn's files in the bundle.
 var spawnSeq atomic.Uint64
 
-// Spawn starts a process in the machine, as its user (root is refused:
-// see below).
+// Spawn starts a process in the machine, as its user, or as root when
+// the machine has root inside (identity).
 func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 	if !s.spec.Machine {
 		return nil, errors.New("gvisor: the sandbox is not a machine")
 	}
-	if spec.Root {
-		// Its sandbox has no user namespace: to the files it shares with
-		// the host (its workspace), root of its kernel would be the host's.
+	if spec.Root && !s.who.rootInside() {
+		// Without a user namespace of its own, root of its kernel would
+		// be the host's root to the files it shares (its workspace).
 		return nil, errors.New("gvisor: a gVisor machine has no root inside")
 	}
 	s.mu.Lock()
@@ -72,10 +76,14 @@ func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 	defer os.Remove(procFile)
 	defer os.Remove(pidFile)
 	defer os.Remove(logFile) // runsc keeps it open; only its errors go there
-	if err := writeProcess(procFile, spec, s.uid); err != nil {
+	exitLog, err := s.exitLog(name)
+	if err != nil {
 		return nil, err
 	}
-	p := &Proc{s: s, done: make(chan struct{})}
+	if err := writeProcess(procFile, spec, s.who.user()); err != nil {
+		return nil, err
+	}
+	p := &Proc{s: s, done: make(chan struct{}), exitLog: exitLog}
 	budget := spec.OutputBytes
 	if budget <= 0 {
 		budget = s.spec.Limits.OutputBytes
@@ -86,9 +94,11 @@ func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 		return nil, err
 	}
 	args := append([]string{"-c", joinCgroup, "sh"}, cg.ProcsFiles()...)
-	args = append(args, "--", s.runsc, "--root="+s.stateRoot(), "--log="+logFile, "exec", "--process="+procFile, "--internal-pid-file="+pidFile, s.id)
+	args = append(args, "--", s.runsc, "--root="+s.stateRoot(), "--log="+logFile, "--debug", "--debug-log="+exitLog,
+		"exec", "--process="+procFile, "--internal-pid-file="+pidFile, s.id)
 	if err := p.start(args, stdin, spec.Terminal != nil); err != nil {
 		p.input.Close()
+		os.Remove(exitLog)
 		return nil, err
 	}
 	waited := make(chan struct{})
@@ -115,8 +125,8 @@ func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 }
 
 // writeProcess writes the process's OCI description for runsc exec: its
-// argv, whole environment and directory, as the machine's user, with no
-// capability and never a new privilege.
+// argv, whole environment and directory, as the machine's user (uid in
+// its kernel) or root inside, never with a new privilege.
 func writeProcess(path string, spec jail.ProcSpec, uid int) error {
 	if len(spec.Argv) == 0 {
 		return errors.New("gvisor: no program to start")
@@ -125,6 +135,12 @@ func writeProcess(path string, spec jail.ProcSpec, uid int) error {
 	if dir == "" {
 		dir = "/"
 	}
+	caps := []string{}
+	if spec.Root {
+		// Root inside (the sandbox's user namespace maps its block): the
+		// native root inside's capabilities, in gVisor's kernel alone.
+		uid, caps = 0, jail.RootInsideCapabilityNames()
+	}
 	proc := ociProcess{
 		Terminal:        spec.Terminal != nil,
 		User:            ociUser{UID: uint32(uid), GID: uint32(uid)},
@@ -132,7 +148,7 @@ func writeProcess(path string, spec jail.ProcSpec, uid int) error {
 		Env:             spec.Env,
 		Cwd:             dir,
 		NoNewPrivileges: true,
-		Capabilities:    ociCapabilities{Bounding: []string{}, Effective: []string{}, Permitted: []string{}, Inheritable: []string{}, Ambient: []string{}},
+		Capabilities:    ociCapabilities{Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{}},
 	}
 	b, err := json.Marshal(proc)
 	if err != nil {
@@ -290,10 +306,31 @@ func (p *Proc) finish(waited <-chan struct{}, state func() *os.ProcessState, spe
 		<-waited // the sandbox's cgroup is killed whole
 	}
 	code := state().ExitCode()
+	ws, known := exitStatusIn(p.exitLog)
+	if code == runscFailed && !exit.SandboxEnded && !known {
+		// runsc exec fails this way when the sandbox dies under it (its
+		// wait on the process breaks): a moment later the supervisor has
+		// seen the sandbox end too.
+		select {
+		case <-p.s.done:
+			exit.SandboxEnded = true
+		case <-time.After(sandboxEndWait):
+		}
+	}
+	if exit.SandboxEnded {
+		// At its memory limit, say so (the cgroup's OOM kill ended it).
+		p.s.mu.Lock()
+		exit.OOMKilled = p.s.finished && p.s.exit.OOMKilled
+		p.s.mu.Unlock()
+	}
 	sent := int(p.sent.Load())
 	switch {
 	case exit.SandboxEnded || code < 0:
 		exit.ExitCode, exit.Signal, exit.SandboxEnded = -1, int(syscall.SIGKILL), true
+	case known && ws.Signaled():
+		exit.ExitCode, exit.Signal = -1, int(ws.Signal())
+	case known:
+		exit.ExitCode = ws.ExitStatus()
 	case code > 128 && code-128 == sent:
 		// Ended by the signal sent to it (a program that exits 128+n by
 		// itself cannot be told apart from that; only a sent one counts).
@@ -312,6 +349,13 @@ func (p *Proc) finish(waited <-chan struct{}, state func() *os.ProcessState, spe
 	p.exit = exit
 	close(p.done)
 }
+
+// runscFailed is runsc's exit status for its own failure.
+const runscFailed = 128
+
+// sandboxEndWait bounds the wait for a sandbox's end after runsc exec
+// failed: a program that exits 128 by itself waits that long.
+const sandboxEndWait = 2 * time.Second
 
 func (p *Proc) closePipes() {
 	closeAll(p.pipes[:]...)

@@ -68,6 +68,22 @@ func dropCapabilities() error {
 var rootCaps = []uintptr{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
 	unix.CAP_FSETID, unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_NET_BIND_SERVICE}
 
+// capNames names rootCaps as an OCI runtime spec does (gVisor's root
+// inside gets the same set).
+var capNames = map[uintptr]string{unix.CAP_CHOWN: "CAP_CHOWN", unix.CAP_DAC_OVERRIDE: "CAP_DAC_OVERRIDE",
+	unix.CAP_DAC_READ_SEARCH: "CAP_DAC_READ_SEARCH", unix.CAP_FOWNER: "CAP_FOWNER", unix.CAP_FSETID: "CAP_FSETID",
+	unix.CAP_KILL: "CAP_KILL", unix.CAP_SETGID: "CAP_SETGID", unix.CAP_SETUID: "CAP_SETUID",
+	unix.CAP_NET_BIND_SERVICE: "CAP_NET_BIND_SERVICE"}
+
+// RootInsideCapabilityNames are rootCaps by name.
+func RootInsideCapabilityNames() []string {
+	names := make([]string, len(rootCaps))
+	for i, c := range rootCaps {
+		names[i] = capNames[c]
+	}
+	return names
+}
+
 // RootInsideCapabilities is rootCaps as a mask, as /proc/<pid>/status
 // shows a capability set.
 func RootInsideCapabilities() uint64 {

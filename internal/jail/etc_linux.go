@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 )
 
 func buildEtc(cfg *initConfig) error {
@@ -30,13 +29,9 @@ func buildEtc(cfg *initConfig) error {
 // fillEtc writes the generated /etc.
 func fillEtc(cfg *initConfig) error {
 	etc := newRoot + "/etc"
-	uid := strconv.Itoa(SandboxUID)
-	user := UserOf(cfg.Home)
-	rootShell := "/usr/sbin/nologin"
 	if cfg.RootInside {
-		// Root is someone here: a shell, and a home of its own (kept in
-		// a machine's own root; one the code made is left as it is).
-		rootShell = "/bin/sh"
+		// Root is someone here: a home of its own (kept in a machine's
+		// own root; one the code made is left as it is).
 		if err := os.Mkdir(newRoot+"/root", 0o700); err == nil {
 			if err := os.Lchown(newRoot+"/root", 0, 0); err != nil {
 				return fmt.Errorf("root's home: %w", err)
@@ -45,12 +40,10 @@ func fillEtc(cfg *initConfig) error {
 			return fmt.Errorf("root's home: %w", err)
 		}
 	}
-	system, systemGroups := systemAccounts(cfg)
+	passwd, group := Accounts(cfg.Home, SandboxUID, cfg.RootInside)
 	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:" + rootShell + "\n" + system +
-			user + ":x:" + uid + ":" + uid + ":" + user + ":" + cfg.Home + ":/bin/sh\n" +
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group":         "root:x:0:\n" + systemGroups + user + ":x:" + uid + ":\nnogroup:x:65534:\n",
+		"passwd":        passwd,
+		"group":         group,
 		"hosts":         "127.0.0.1\tlocalhost " + cfg.Hostname + "\n::1\tlocalhost\n",
 		"hostname":      cfg.Hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
@@ -103,16 +96,4 @@ func fillEtc(cfg *initConfig) error {
 		}
 	}
 	return nil
-}
-
-// systemAccounts are the passwd and group lines of the system's own
-// users. With root inside, apt fetches as _apt when it exists (as root
-// it warns that it fetches unsandboxed). Debian gives it nogroup, 65534,
-// which the machine's ids (0 to MachineIDs-1) do not map: a group of its
-// own.
-func systemAccounts(cfg *initConfig) (passwd, group string) {
-	if !cfg.RootInside {
-		return "", ""
-	}
-	return "_apt:x:42:42::/nonexistent:/usr/sbin/nologin\n", "_apt:x:42:\n"
 }

@@ -263,3 +263,6 @@ func (p *Proc) Resize(WindowSize) error { return ErrUnsupported }
 
 // RootInsideCapabilities is empty here: there is no root inside.
 func RootInsideCapabilities() uint64 { return 0 }
+
+// RootInsideCapabilityNames is empty here too.
+func RootInsideCapabilityNames() []string { return nil }

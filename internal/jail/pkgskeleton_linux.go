@@ -99,11 +99,26 @@ func seedPkgStatus(file, from int) error {
 
 // placePackageState makes what is missing of the package managers'
 // state in the machine's root (at newRoot), as root inside's, a new
-// status file from hostStatus (the host's, or -1). The root is the
+// status file from hostStatus (the host's, or -1).
+func placePackageState(hostStatus int) error { return packageStateIn(newRoot, hostStatus) }
+
+// PlacePackageState makes the package managers' state, seeded with the
+// host's status, in a gVisor machine's root at dir, as the caller's
+// (who gives it to root inside).
+func PlacePackageState(dir string) error {
+	status := -1
+	if f := openHostPkgStatus(); f != nil {
+		defer f.Close()
+		status = int(f.Fd())
+	}
+	return packageStateIn(dir, status)
+}
+
+// packageStateIn is placePackageState in the root at dir. The root is the
 // code's to have changed: a link or a file where a directory should be
 // is left as it is (never followed), and that path skipped.
-func placePackageState(hostStatus int) error {
-	root, err := unix.Open(newRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func packageStateIn(dir string, hostStatus int) error {
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

@@ -65,8 +65,7 @@ func placeSudo(python string) (*net.UnixListener, error) {
 			return nil, fmt.Errorf("sudo: %w", err)
 		}
 	}
-	script := "#!" + python + " -I\n" + sudoScript
-	if err := os.WriteFile(dst, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(dst, []byte(SudoScript(python)), 0o755); err != nil {
 		return nil, fmt.Errorf("sudo: %w", err)
 	}
 	sock := newRoot + SudoSocket
@@ -82,6 +81,10 @@ func placeSudo(python string) (*net.UnixListener, error) {
 	}
 	return l, nil
 }
+
+// SudoScript is the machine's sudo, run by python (gVisor's machines
+// place it too; their server is gvisor's sudod.py).
+func SudoScript(python string) string { return "#!" + python + " -I\n" + sudoScript }
 
 // sudoPython is the interpreter sudo runs on: the machine's own (its
 // python link), else the host's.

@@ -211,12 +211,20 @@ func ReleaseUIDs(first, n int) { releaseUIDs(first, n) }
 // uid's block, when a process runs in that block while this process does
 // not hold it yet, or when the uid is already held here. Release it with
 // ReleaseUID.
-func ClaimUID(uid int) error {
+func ClaimUID(uid int) error { return ClaimUIDs(uid, 1) }
+
+// ClaimUIDs holds the n given host uids from first on, within one block,
+// as ClaimUID does one: a machine image's whole block (root inside).
+// Nothing is held when any of them cannot be. Release with ReleaseUIDs.
+func ClaimUIDs(first, n int) error {
 	size, _ := uidBlocks()
-	if !InUIDSpan(uid) || size == 0 {
-		return fmt.Errorf("%w: %d is not a sandbox uid", ErrNoUIDs, uid)
+	if !InUIDSpan(first) || size == 0 || n < 1 {
+		return fmt.Errorf("%w: %d is not a sandbox uid", ErrNoUIDs, first)
 	}
-	base := HostUIDBase + (uid-HostUIDBase)/size*size
+	base := HostUIDBase + (first-HostUIDBase)/size*size
+	if first+n > base+size {
+		return fmt.Errorf("%w: uids %d to %d cross a block", ErrNoUIDs, first, first+n-1)
+	}
 	uids.Lock()
 	defer uids.Unlock()
 	var b *uidBlock
@@ -231,7 +239,7 @@ func ClaimUID(uid int) error {
 			return err
 		}
 		if leased == nil {
-			return fmt.Errorf("%w: uid %d: its block is another process's, or runs processes", ErrNoUIDs, uid)
+			return fmt.Errorf("%w: uid %d: its block is another process's, or runs processes", ErrNoUIDs, first)
 		}
 		b = leased
 		uids.blocks = append(uids.blocks, b)
@@ -239,12 +247,15 @@ func ClaimUID(uid int) error {
 			uids.ever = append(uids.ever, [2]int{b.base, b.base + size})
 		}
 	}
-	i := uid - base
-	if b.used[i] {
-		return fmt.Errorf("%w: uid %d is held by another sandbox of this process", ErrNoUIDs, uid)
+	for i := first - base; i < first-base+n; i++ {
+		if b.used[i] {
+			return fmt.Errorf("%w: uid %d is held by another sandbox of this process", ErrNoUIDs, base+i)
+		}
 	}
-	b.used[i] = true
-	b.free--
+	for i := first - base; i < first-base+n; i++ {
+		b.used[i] = true
+	}
+	b.free -= n
 	return nil
 }
 

@@ -73,6 +73,13 @@ def _init(os):
     # descriptors). It listens before the code starts, so no connection
     # is refused for being early.
     forward = os.environ.pop("CODECAGE_FORWARD", "")
+    # A gVisor machine with root inside: the init, root, serves its sudo
+    # (gvisor's sudod.py); the harness becomes the machine's user.
+    sudo, server = os.environ.pop("CODECAGE_SUDO", ""), os.environ.pop("CODECAGE_SUDO_SERVER", "")
+    if sudo:
+        ns = {}
+        exec(server, ns)
+        sudo = ns["Sudo"](sudo)
     listener = None
     if forward:
         import socket
@@ -92,6 +99,8 @@ def _init(os):
     prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     pid = os.fork()
     if pid == 0:
+        if sudo:
+            sudo.drop()  # before PR_SET_DUMPABLE: a change of ids clears it
         prctl(4, 1, 0, 0, 0)
         if listener is not None:
             listener.close()
@@ -100,6 +109,8 @@ def _init(os):
         os.close(fd)
     if listener is not None:
         _relay(listener, path)
+    if sudo:
+        sudo.start()
     code = 1
     while True:
         try:
@@ -109,6 +120,8 @@ def _init(os):
         if child == pid:
             code = os.waitstatus_to_exitcode(status)
             break
+        if sudo:
+            sudo.reaped(child, status)
     os._exit(code if code >= 0 else 128 - code)
 
 

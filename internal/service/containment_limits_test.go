@@ -42,7 +42,7 @@ while True:
 		t.Errorf("fork bomb: want it ended by the timeout, got error=%+v limit=%v", res.Error, res.Limit)
 	}
 	m := results(res)
-	if onGVisor() && *res.Limit == "memory" {
+	if onGVisor() && res.Limit != nil && *res.Limit == "memory" {
 		// Each gVisor process costs its kernel ~5 MiB (a ptrace stub and
 		// task state), so 64 copies outgrow 256 MiB before RLIMIT_NPROC
 		// stops them, and the memory kill takes the output with it.

@@ -2,14 +2,16 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -75,17 +77,79 @@ func TestGVisorMachineIsOneProcessTree(t *testing.T) {
 	assertNoLeftovers(t)
 }
 
-// A gVisor machine has no root inside yet: its sandbox has no user
-// namespace of its own, so root of its kernel would be the host's root to
-// the files it shares. Asking is refused, saying so; the user runs.
-func TestGVisorMachineHasNoRootYet(t *testing.T) {
-	svc, se := gvisorMachine(t)
-	_, err := svc.RunCommand(context.Background(), service.CommandRequest{SessionID: se.ID, Owner: "o", User: "root", Command: "id -u"})
-	if !errors.Is(err, service.ErrInvalidRequest) || !strings.Contains(err.Error(), "gVisor machine has no root inside") {
-		t.Fatalf("root in a gVisor machine: %v", err)
+// A gVisor machine has root inside, as a native one: its sandbox has a
+// user namespace of its own mapping the machine's block of ids, so root
+// of gVisor's kernel is the block's first id to the host. Root runs
+// commands, sudo works for the user, useradd and a writable /usr/local
+// work (in the sandbox's memory), and all of it survives a park and a
+// fork. Judged from the host: the file root wrote in the workspace is the
+// block's first id's, the host's /usr gains nothing, and every host
+// process of the sandbox runs as an id of the block, in a user namespace
+// that is not the host's.
+func TestGVisorMachineHasRootInside(t *testing.T) {
+	var stateDir string
+	svc := containerService(t, func(c *config.Config) { stateDir = c.StateDir })
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true, UseContainer: true})
+	if err != nil || se.Backend != "gvisor" {
+		t.Fatalf("a gVisor machine: %v %+v", err, se)
 	}
-	if out := machineCommand(t, svc, se.ID, "id -u", time.Minute); strings.TrimSpace(out) == "0" || strings.TrimSpace(out) == "" {
-		t.Errorf("the machine's user: %q", out)
+	ws := machineWorkspace(t, svc, stateDir, se.ID)
+	first := workspaceUIDOf(t, ws) - 1000
+	tool := "cage-tool-" + randomToken(t)[:8]
+	res := rootCommand(t, svc, se.ID, "id -u && useradd -m alice && id -u alice && mkdir -p /usr/local/bin && "+
+		"printf '#!/bin/sh\\necho tool-ran\\n' > /usr/local/bin/"+tool+" && chmod 755 /usr/local/bin/"+tool+
+		" && echo r > "+se.Home+"/rootfile && echo done")
+	if res.Stdout != "0\n1001\ndone\n" {
+		t.Fatalf("root inside: %q %q", res.Stdout, res.Stderr)
+	}
+	check := func(id, when string) {
+		t.Helper()
+		out := machineCommand(t, svc, id, "id -u; sudo id -u; echo in | sudo cat; "+tool+"; stat -c %u rootfile; id -u alice", time.Minute)
+		if out != "1000\n0\nin\ntool-ran\n0\n1001\n" {
+			t.Errorf("%s: %q", when, out)
+		}
+	}
+	check(se.ID, "the user, sudo and root's changes")
+	if fi, err := os.Stat(filepath.Join(ws, "rootfile")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(first) {
+		t.Errorf("root inside's file on the host: %v, want owner %d (the block's first id)", err, first)
+	}
+	if _, err := os.Lstat("/usr/local/bin/" + tool); !os.IsNotExist(err) {
+		t.Errorf("the host's /usr/local/bin has the machine's tool: %v", err)
+	}
+	checkBlockProcesses(t, first)
+
+	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	check(se.ID, "after a park")
+	forks, err := svc.ForkSession(ctx, se.ID, "o", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("fork: %v %+v", err, forks)
+	}
+	check(forks[0].Session.ID, "a fork")
+	if err := svc.CloseSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkBlockProcesses judges a gVisor machine with root inside from the
+// host: its Sentry and gofer run as ids of its block (first on), each in
+// a user namespace that is not the host's, never as the host's root.
+func checkBlockProcesses(t *testing.T, first int) {
+	t.Helper()
+	hostNS, _ := os.Readlink("/proc/self/ns/user")
+	pids := blockPIDs(first)
+	if len(pids) == 0 {
+		t.Fatalf("no host process runs as the machine's block (from %d)", first)
+	}
+	for _, pid := range pids {
+		if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/user"); ns == "" || ns == hostNS {
+			t.Errorf("process %d of the machine is in the host's user namespace", pid)
+		}
 	}
 }
 

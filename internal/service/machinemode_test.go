@@ -13,7 +13,7 @@ import (
 // instead (python3 -c, a command of the machine as user: root): the
 // containment rows must hold in that mode too, where the sandbox is a
 // computer and its code is its root (scripts/test.sh's machine-root
-// suite).
+// and gvisor-machine-root suites).
 const machineRootVar = "CODECAGE_TEST_MACHINE"
 
 func machineRootMode() bool { return os.Getenv(machineRootVar) == "root" }

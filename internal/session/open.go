@@ -289,12 +289,15 @@ func (t *Table) makeWorkspace(se *Session) error {
 // holdUID holds the host uid se's sandboxes run as (0 rootless).
 func (t *Table) holdUID(se *Session) (uid int, err error) {
 	switch {
+	case se.restore != nil && se.restore.Image != nil && se.restore.Image.RootInside:
+		// Its kernel maps the image's block: hold all of it.
+		return se.restore.Image.UID, fleet.HoldMachineIDs(se.restore.Image.UID)
 	case se.restore != nil && se.restore.Image != nil:
 		// Every sandbox restored from a memory image runs as its uid.
 		return se.restore.Image.UID, fleet.HoldUID(se.restore.Image.UID)
 	case os.Geteuid() != 0:
 		return 0, nil
-	case se.req.Machine && se.backend == fleet.Native && t.cfg.MachineRoot:
+	case se.req.Machine && t.cfg.MachineRoot:
 		// A machine's user, of a block of ids of its own: root and the
 		// users its programs add are its ids too (root inside).
 		if uid, ok, err := fleet.ReserveMachineIDs(); ok {

@@ -101,13 +101,12 @@ func (se *Session) ProxyPort() int { return int(se.proxyPort.Load()) }
 func (se *Session) Machine() bool { return se.req.Machine }
 
 // RootInside reports whether the session's processes may run as root
-// inside its sandbox: a native machine's, on a block of ids of its own.
-// Not a gVisor machine's yet: its sandbox has no user namespace, so its
-// root would be the host's root to the files it shares (its workspace).
+// inside its sandbox: a machine's, on a block of ids of its own (both
+// backends map it in a user namespace of the sandbox's own).
 func (se *Session) RootInside() bool {
 	se.lifeMu.Lock()
 	defer se.lifeMu.Unlock()
-	return se.req.Machine && se.backend == fleet.Native && fleet.RootInside(se.uid)
+	return se.req.Machine && fleet.RootInside(se.uid)
 }
 
 // Created is when the session started; it never changes.

@@ -28,7 +28,24 @@ type ArchiveLimits struct {
 	// directories (user.overlay.opaque, as a PAX record). Any other
 	// device is still left out, and refused when unpacked.
 	Whiteouts bool
+	// Owners carries owners other than the directory's own through, for
+	// a machine with root inside, whose root and users own files of its
+	// block of ids: Archive records each entry's uid and gid as offsets
+	// from the directory owner's (a PAX record) when both lie in the
+	// window, and Unpack applies them to its uid when given the window
+	// (the target has a block too); everything else is the uid's, as
+	// without it.
+	Owners OwnerWindow
 }
+
+// OwnerWindow is the offsets from a directory owner's id that an owner
+// may have in ArchiveLimits.Owners: [Min, Max); zero is no window.
+type OwnerWindow struct{ Min, Max int }
+
+func (w OwnerWindow) holds(d int) bool { return w.Max > w.Min && d >= w.Min && d < w.Max }
+
+// paxOwner is the PAX record of an entry's owner ("uid:gid" offsets).
+const paxOwner = "CODECAGE.owner"
 
 // paxOpaque is the PAX record of an opaque directory of an overlay's
 // upper layer (mounted with userxattr, as a machine's are).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,11 @@ func Archive(ctx context.Context, dir string, w io.Writer, lim ArchiveLimits) (A
 	}
 	defer unix.Close(fd)
 	a := &archiver{ctx: ctx, lim: lim, tw: tar.NewWriter(w), buf: make([]byte, 1<<20)}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return ArchiveReport{}, pathErr("archive", dir, err)
+	}
+	a.owner = int(st.Uid)
 	if err := a.dir(fd, "", 1); err != nil {
 		return a.rep, err
 	}
@@ -42,6 +48,7 @@ type archiver struct {
 	seen  int
 	names direntBuf
 	buf   []byte
+	owner int // the directory's owner (ArchiveLimits.Owners)
 }
 
 // dir archives the entries of the directory open at fd, which are at level.
@@ -176,6 +183,12 @@ func (a *archiver) symlink(fd int, name, rel string, st *unix.Stat_t) error {
 func (a *archiver) header(h *tar.Header, st *unix.Stat_t) error {
 	h.Mode = int64(st.Mode & 0o777)
 	h.ModTime = time.Unix(st.Mtim.Sec, 0)
+	if du, dg := int(st.Uid)-a.owner, int(st.Gid)-a.owner; (du != 0 || dg != 0) && a.lim.Owners.holds(du) && a.lim.Owners.holds(dg) {
+		if h.PAXRecords == nil {
+			h.PAXRecords = map[string]string{}
+		}
+		h.PAXRecords[paxOwner] = strconv.Itoa(du) + ":" + strconv.Itoa(dg)
+	}
 	a.rep.Entries++
 	return a.tw.WriteHeader(h)
 }

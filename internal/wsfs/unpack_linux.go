@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,14 +141,14 @@ func (u *unpacker) entry(h *tar.Header, tr *tar.Reader) error {
 	mode := uint32(h.Mode) & 0o777
 	switch h.Typeflag {
 	case tar.TypeDir:
-		if err := u.mkdir(pfd, base, rel, mode, h.ModTime); err != nil || !u.lim.Whiteouts || h.PAXRecords[paxOpaque] != "y" {
+		if err := u.mkdir(pfd, base, rel, h, mode); err != nil || !u.lim.Whiteouts || h.PAXRecords[paxOpaque] != "y" {
 			return err
 		}
 		return u.opaque(pfd, base, rel)
 	case tar.TypeChar:
-		return u.whiteout(pfd, base, rel)
+		return u.whiteout(pfd, base, rel, h)
 	case tar.TypeSymlink:
-		return u.symlink(pfd, base, h.Name, h.Linkname, h.ModTime)
+		return u.symlink(pfd, base, h)
 	}
 	return u.file(pfd, base, h, tr, mode)
 }
@@ -221,7 +222,7 @@ func (u *unpacker) pathRefused(name string, err error) error {
 	return fmt.Errorf("unpack: %s: %w", quoteName(name), err)
 }
 
-func (u *unpacker) mkdir(pfd int, base, rel string, mode uint32, mtime time.Time) error {
+func (u *unpacker) mkdir(pfd int, base, rel string, h *tar.Header, mode uint32) error {
 	err := unix.Mkdirat(pfd, base, 0o700)
 	if err != nil && err != unix.EEXIST {
 		return u.pathRefused(rel, err)
@@ -235,12 +236,29 @@ func (u *unpacker) mkdir(pfd int, base, rel string, mode uint32, mtime time.Time
 	}
 	defer unix.Close(fd)
 	if u.uid >= 0 {
-		if err := unix.Fchownat(fd, "", u.uid, u.uid, unix.AT_EMPTY_PATH); err != nil {
+		uid, gid := u.ownerOf(h)
+		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
 			return pathErr("unpack", rel, err)
 		}
 	}
-	u.dirs = append(u.dirs, dirMeta{rel: rel, mode: mode, mtime: mtime})
+	u.dirs = append(u.dirs, dirMeta{rel: rel, mode: mode, mtime: h.ModTime})
 	return nil
+}
+
+// ownerOf is who an entry belongs to: u.uid, or with ArchiveLimits.Owners
+// the owner its record names, as offsets from u.uid within the window.
+func (u *unpacker) ownerOf(h *tar.Header) (uid, gid int) {
+	rec, ok := h.PAXRecords[paxOwner]
+	if !ok || u.lim.Owners.Max <= u.lim.Owners.Min {
+		return u.uid, u.uid
+	}
+	us, gs, _ := strings.Cut(rec, ":")
+	du, err1 := strconv.Atoi(us)
+	dg, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || !u.lim.Owners.holds(du) || !u.lim.Owners.holds(dg) {
+		return u.uid, u.uid
+	}
+	return u.uid + du, u.uid + dg
 }
 
 // isWhiteout reports whether h is an overlay's whiteout that u keeps.
@@ -251,7 +269,7 @@ func (u *unpacker) isWhiteout(h *tar.Header) bool {
 // whiteout makes the character device 0/0 an overlay reads as a removed
 // entry (no device: opening it fails). Without the right to make one (a
 // rootless server, whose machines have no overlay), it is left out.
-func (u *unpacker) whiteout(pfd int, base, rel string) error {
+func (u *unpacker) whiteout(pfd int, base, rel string, h *tar.Header) error {
 	err := unix.Mknodat(pfd, base, unix.S_IFCHR, 0)
 	if err == unix.EEXIST {
 		if err = replaceable(pfd, base); err == nil {
@@ -264,7 +282,8 @@ func (u *unpacker) whiteout(pfd int, base, rel string) error {
 	case err != nil:
 		return u.pathRefused(rel, err)
 	case u.uid >= 0:
-		return pathErr("unpack", rel, unix.Fchownat(pfd, base, u.uid, u.uid, unix.AT_SYMLINK_NOFOLLOW))
+		uid, gid := u.ownerOf(h)
+		return pathErr("unpack", rel, unix.Fchownat(pfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW))
 	}
 	return nil
 }
@@ -292,7 +311,8 @@ func replaceable(pfd int, base string) error {
 	return unix.Unlinkat(pfd, base, 0)
 }
 
-func (u *unpacker) symlink(pfd int, base, name, target string, mtime time.Time) error {
+func (u *unpacker) symlink(pfd int, base string, h *tar.Header) error {
+	name, target, mtime := h.Name, h.Linkname, h.ModTime
 	if target == "" || len(target) >= unix.PathMax || strings.IndexByte(target, 0) >= 0 {
 		return unsafe(name, "symlink target empty or too long")
 	}
@@ -306,7 +326,8 @@ func (u *unpacker) symlink(pfd int, base, name, target string, mtime time.Time) 
 		return u.pathRefused(name, err)
 	}
 	if u.uid >= 0 {
-		if err := unix.Fchownat(pfd, base, u.uid, u.uid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		uid, gid := u.ownerOf(h)
+		if err := unix.Fchownat(pfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return pathErr("unpack", name, err)
 		}
 	}
@@ -349,7 +370,8 @@ func (u *unpacker) file(pfd int, base string, h *tar.Header, tr *tar.Reader, mod
 	// chown before chmod: chown clears the setuid bits, chmod then sets
 	// only permission bits.
 	if u.uid >= 0 {
-		if err := unix.Fchown(fd, u.uid, u.uid); err != nil {
+		uid, gid := u.ownerOf(h)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
 			return pathErr("unpack", h.Name, err)
 		}
 	}

@@ -203,7 +203,7 @@ func program(opts Options) ([]bpf.Instruction, error) {
 		bpf.RetConstant{Val: retAllow},
 	)
 	for _, s := range []sysno{{"socket", unix.SYS_SOCKET}, {"socketpair", unix.SYS_SOCKETPAIR}} {
-		b.syscall(s, argIn(0, families, retAllow, retErrno(unix.EPERM))...)
+		b.syscall(s, familyIn(families)...)
 	}
 	b.syscall(sysno{"ioctl", unix.SYS_IOCTL},
 		argIn(1, []uint32{unix.TIOCSTI, unix.TIOCLINUX}, retErrno(unix.EPERM), retAllow)...)
@@ -373,6 +373,28 @@ func argIn(arg uint32, values []uint32, match, noMatch uint32) []bpf.Instruction
 		bpf.RetConstant{Val: noMatch},
 		bpf.RetConstant{Val: match},
 	)
+}
+
+// familyIn allows a socket of the given families (args[0]); AF_NETLINK,
+// when it is not among them, fails with EAFNOSUPPORT, as on a kernel
+// without netlink, so that a program probing it (useradd's audit socket)
+// carries on as there; any other family fails with EPERM.
+func familyIn(families []uint32) []bpf.Instruction {
+	n := len(families)
+	body := []bpf.Instruction{bpf.LoadAbsolute{Off: argLow(0), Size: 4}}
+	for i, f := range families {
+		// Past the other families, the netlink test and both refusals.
+		body = append(body, bpf.JumpIf{Cond: bpf.JumpEqual, Val: f, SkipTrue: uint8(n - i + 2)})
+	}
+	body = append(body,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_NETLINK, SkipTrue: 1},
+		bpf.RetConstant{Val: retErrno(unix.EPERM)},
+		bpf.RetConstant{Val: retErrno(unix.EAFNOSUPPORT)},
+	)
+	if n > 0 {
+		body = append(body, bpf.RetConstant{Val: retAllow})
+	}
+	return body
 }
 
 // socketFamilies validates and deduplicates the allowed families, applying

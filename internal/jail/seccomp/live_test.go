@@ -272,12 +272,12 @@ func liveChecks() []liveCheck {
 		{"socket(AF_PACKET) EPERM", func() error {
 			return wantErrno(socketErr(unix.AF_PACKET, unix.SOCK_RAW, 0), unix.EPERM)
 		}},
-		{"socket(AF_NETLINK) EPERM", func() error {
-			return wantErrno(socketErr(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), unix.EPERM)
+		{"socket(AF_NETLINK) EAFNOSUPPORT", func() error {
+			return wantErrno(socketErr(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), unix.EAFNOSUPPORT)
 		}},
-		{"socketpair(AF_NETLINK) EPERM", func() error {
+		{"socketpair(AF_NETLINK) EAFNOSUPPORT", func() error {
 			_, err := unix.Socketpair(unix.AF_NETLINK, unix.SOCK_RAW, 0)
-			return wantErrno(err, unix.EPERM)
+			return wantErrno(err, unix.EAFNOSUPPORT)
 		}},
 		{"socket(AF_INET) allowed", func() error { return socketErr(unix.AF_INET, unix.SOCK_DGRAM, 0) }},
 		{"socket(AF_UNIX) allowed", func() error { return socketErr(unix.AF_UNIX, unix.SOCK_STREAM, 0) }},

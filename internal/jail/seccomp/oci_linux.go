@@ -53,7 +53,7 @@ func BuildOCI(opts Options) (*OCI, error) {
 	if err != nil {
 		return nil, err
 	}
-	eperm := uint(unix.EPERM)
+	eperm, noNetlink := uint(unix.EPERM), uint(unix.EAFNOSUPPORT)
 	deny := func(names []string, args ...OCIArg) OCIRule {
 		return OCIRule{Names: names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm, Args: args}
 	}
@@ -74,15 +74,27 @@ func BuildOCI(opts Options) (*OCI, error) {
 			p.Syscalls = append(p.Syscalls, deny([]string{"clone"}, masked(0, bit, bit)))
 		}
 	}
-	// Families are small numbers: refuse each one below the largest
-	// allowed that is not allowed, and everything above it.
-	top := uint32(0)
+	// runsc answers every refusal here with EPERM, whatever errnoRet says,
+	// and useradd aborts on that from its audit socket: an audit netlink
+	// socket is let through to gVisor's kernel, which has no audit and
+	// answers EPROTONOSUPPORT itself (rules match in order; no new
+	// surface: the socket can never be made).
+	p.Syscalls = append(p.Syscalls, OCIRule{Names: []string{"socket"}, Action: "SCMP_ACT_ALLOW",
+		Args: []OCIArg{masked(0, 0xffffffff, unix.AF_NETLINK), masked(2, 0xffffffff, unix.NETLINK_AUDIT)}})
+	// Families are small numbers: refuse each one up to the largest
+	// allowed (or AF_NETLINK) that is not allowed, and everything above
+	// it; AF_NETLINK with EAFNOSUPPORT, as familyIn does.
+	top := uint32(unix.AF_NETLINK)
 	for _, f := range families {
 		top = max(top, f)
 	}
 	for f := uint32(0); f <= top; f++ {
 		if !slices.Contains(families, f) {
-			p.Syscalls = append(p.Syscalls, deny([]string{"socket", "socketpair"}, masked(0, 0xffffffff, uint64(f))))
+			rule := deny([]string{"socket", "socketpair"}, masked(0, 0xffffffff, uint64(f)))
+			if f == unix.AF_NETLINK {
+				rule.ErrnoRet = &noNetlink
+			}
+			p.Syscalls = append(p.Syscalls, rule)
 		}
 	}
 	p.Syscalls = append(p.Syscalls, deny([]string{"socket", "socketpair"}, OCIArg{Index: 0, Value: uint64(top), Op: "SCMP_CMP_GT"}))

@@ -19,7 +19,8 @@
 //  3. clone with any CLONE_NEW* namespace flag fails with EPERM; ordinary
 //     fork and thread creation are allowed.
 //  4. socket and socketpair fail with EPERM unless the address family is
-//     in [Options.AllowedSocketFamilies].
+//     in [Options.AllowedSocketFamilies]; AF_NETLINK with EAFNOSUPPORT, as
+//     on a kernel without it (useradd then skips its audit socket).
 //  5. ioctl TIOCSTI and TIOCLINUX fail with EPERM (terminal input injection).
 //  6. personality is allowed only for PER_LINUX (0) and the query value
 //     0xffffffff, so ADDR_NO_RANDOMIZE and friends cannot be set.

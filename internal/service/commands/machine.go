@@ -112,6 +112,8 @@ func waitProc(ctx context.Context, p fleet.Proc, timeout time.Duration, start ti
 	case limit != fleet.LimitNone:
 	case e.Truncated:
 		limit = fleet.LimitOutput
+	case e.SandboxEnded && e.OOMKilled:
+		limit, ended = fleet.LimitMemory, true // its session's, at its memory limit
 	case e.SandboxEnded:
 		limit, ended = fleet.LimitCanceled, true // it ended with its session
 	case e.OOMKilled:

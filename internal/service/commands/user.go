@@ -15,8 +15,8 @@ const RootHome = "/root"
 
 // asRoot reports whether req runs as root inside se's sandbox, refusing a
 // user that is neither the sandbox's user nor root, and root where the
-// sandbox has none: a stateless command's jail, a gVisor session, any
-// session but a machine's, or a server not running as root.
+// sandbox has none: a stateless command's jail, any session but a
+// machine's, or a server not running as root.
 func asRoot(req CommandRequest, se *session.Session) (bool, error) {
 	home := fleet.WorkspaceDir
 	if se != nil {
@@ -26,11 +26,8 @@ func asRoot(req CommandRequest, se *session.Session) (bool, error) {
 	case "", "user", fleet.UserOf(home):
 		return false, nil
 	case "root":
-		if se != nil && inMachine(se) && se.Backend() == fleet.GVisor {
-			return false, fmt.Errorf("%w: user root: a gVisor machine has no root inside yet (its sandbox has no user namespace of its own, so its root would be the host's to the files it shares); use a native machine (use_container off) for root and sudo", errdefs.ErrInvalidRequest)
-		}
 		if se == nil || !inMachine(se) || !se.RootInside() {
-			return false, fmt.Errorf("%w: user root: only a machine session's commands run as root inside (native backend, a server running as root, SANDBOX_MACHINE_ROOT on); this command's sandbox has no root", errdefs.ErrInvalidRequest)
+			return false, fmt.Errorf("%w: user root: only a machine session's commands run as root inside (a server running as root, SANDBOX_MACHINE_ROOT on); this command's sandbox has no root", errdefs.ErrInvalidRequest)
 		}
 		return true, nil
 	}

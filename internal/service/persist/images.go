@@ -80,7 +80,7 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 				return fmt.Errorf("%w: %v", errdefs.ErrUnavailable, err)
 			}
 			defer f.Close()
-			return wsfs.Unpack(ctx, ws, f, uid, limits)
+			return wsfs.Unpack(ctx, ws, f, uid, unpackLimits(limits, uid))
 		}
 	}
 	to := session.SnapshotTo{ImageDir: filepath.Join(dir, "image"), Workspace: archive(tarPath, p.workspaceLimits()),

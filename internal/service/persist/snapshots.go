@@ -111,7 +111,17 @@ func (p *Persist) Close() {
 // metadata comes along, as a write of metadata bounds it.
 func (p *Persist) workspaceLimits() wsfs.ArchiveLimits {
 	return wsfs.ArchiveLimits{MaxBytes: p.cfg.WorkspaceMax + p.cfg.WorkspaceMax/8 + 1<<20, MaxEntries: 1 << 20, MaxDepth: 256,
-		Metadata: p.o.Metadata}
+		Metadata: p.o.Metadata, Owners: fleet.BlockOwners}
+}
+
+// unpackLimits are lim for an unpack as uid: the owners an archive kept
+// (root's files, the users it added) only for a machine with root inside,
+// whose block holds them; anyone else gets every file.
+func unpackLimits(lim wsfs.ArchiveLimits, uid int) wsfs.ArchiveLimits {
+	if !fleet.RootInside(uid) {
+		lim.Owners = wsfs.OwnerWindow{}
+	}
+	return lim
 }
 
 // rootLimits bound a machine's own root's archive and its unpacking, as
@@ -308,7 +318,7 @@ func (p *Persist) openSnapshot(ctx context.Context, req session.Request, snap *s
 			if err != nil {
 				return errdefs.Snapshot(err)
 			}
-			if err := wsfs.Unpack(ctx, dir, r, uid, limits); err != nil {
+			if err := wsfs.Unpack(ctx, dir, r, uid, unpackLimits(limits, uid)); err != nil {
 				return fmt.Errorf("%w: its %s: %v", errdefs.ErrSnapshotUnusable, what, err)
 			}
 			return nil
