@@ -108,7 +108,7 @@ func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 		return nil, err
 	}
 	if who.rootInside() {
-		if err := rootsOwnTree(root, who.first); err != nil {
+		if err := rootsOwnTree(root, who.first, spec.Root == ""); err != nil {
 			return nil, err
 		}
 		// The system's directories become part of the bundle's root, which

@@ -86,17 +86,20 @@ func (id identity) reach(dir string) error {
 
 // rootsOwnTree gives a root-inside machine's root what a native one's
 // has, root inside's (the block's first id) as a Debian system's are
-// root's: /var with the package managers' state (the host's status,
-// which describes the /usr it sees), a sticky /var/tmp, and every entry
-// the bundle made (/etc's files, the links, /opt). What the host's root
-// owns shows as nobody inside (unmapped); runsc overlays all of it with
-// memory, so root inside may change it there.
-func rootsOwnTree(root string, first int) error {
-	if err := jail.PlacePackageState(root); err != nil {
-		return fmt.Errorf("gvisor: package state: %w", err)
+// root's: on the host's system, /var with the package managers' state
+// (the host's status, which describes the /usr it sees; an environment's
+// root brings its own /var, bound over it), a sticky /var/tmp, and every
+// entry the bundle made (/etc's files, the links, /opt). What the host's
+// root owns shows as nobody inside (unmapped); runsc overlays all of it
+// with memory, so root inside may change it there.
+func rootsOwnTree(root string, first int, hostSystem bool) error {
+	if hostSystem {
+		if err := jail.PlacePackageState(root); err != nil {
+			return fmt.Errorf("gvisor: package state: %w", err)
+		}
 	}
 	tmp := filepath.Join(root, "var", "tmp")
-	if err := os.Mkdir(tmp, 0o755); err != nil && !os.IsExist(err) {
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o1777); err != nil {
