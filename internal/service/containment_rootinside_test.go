@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -315,22 +316,9 @@ func gvisorUsrLeavesTheHostsAlone(t *testing.T, svc *service.Service, id string,
 // first (a gVisor machine's Sentry and gofer).
 func blockPIDs(first int) []int {
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
-				if uid, _ := strconv.Atoi(f[1]); uid >= first && uid < first+1024 {
-					pids = append(pids, pid)
-				}
-			}
+	for _, p := range leftovers.HostProcesses() {
+		if uid := p.UID(); uid >= first && uid < first+1024 {
+			pids = append(pids, p.PID)
 		}
 	}
 	return pids
