@@ -37,7 +37,7 @@ func TestGVisorOnly(t *testing.T) {
 			t.Errorf("%s: %+v", row.Key, row)
 		}
 	}
-	want := append([]string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "gvisor_session_lifecycle", "gvisor_machine_command"},
+	want := append([]string{"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "gvisor_session_lifecycle", "gvisor_machine_first_command", "gvisor_machine_command"},
 		bench.GVisorPersistKeys()...)
 	slices.Sort(keys)
 	slices.Sort(want)
@@ -62,7 +62,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	for _, key := range []string{"print1_sequential", "print1_concurrent", "print1_warm", "numpy_sequential", "numpy_warm", "numpy_concurrent", "humaneval", "mbpp", "bare_python_sequential", "bare_python_concurrent",
-		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle", "gvisor_machine_command", "machine_first_command", "session_command", "machine_command",
+		"gvisor_print1_warm", "gvisor_print1_sequential", "gvisor_numpy_warm", "gvisor_print1_cold", "gvisor_numpy_cold", "session_lifecycle", "gvisor_session_lifecycle", "gvisor_machine_first_command", "gvisor_machine_command", "machine_first_command", "session_command", "machine_command",
 		"session_pause", "session_resume", "session_park", "session_unpark", "gvisor_session_park", "gvisor_session_unpark", "session_snapshot", "session_from_snapshot", "session_fork10", "gvisor_session_pause", "gvisor_numpy250_from_snapshot", "gvisor_session_fork10"} {
 		if rep.Row(key) == nil {
 			t.Errorf("no row %s", key)

@@ -97,6 +97,7 @@ func (b *bencher) gvisorCold(ctx context.Context, cfg config.Config, platform, p
 	row.Notes = platform + " platform"
 	b.rep.Rows = append(b.rep.Rows, row)
 	b.rep.Rows = append(b.rep.Rows, b.sessionRow(ctx, cold, "gvisor_session_lifecycle", "use_container session: create, 2 cells, close", true))
+	b.rep.Rows = append(b.rep.Rows, b.gvisorMachineRow(ctx, cold))
 	b.rep.Rows = append(b.rep.Rows, b.commandRow(ctx, cold, "gvisor_machine_command", "use_container machine session: a command, runsc exec'd into its sandbox", true, true))
 	b.persistence(ctx, cold, true)
 	return ctx.Err()
