@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -118,6 +119,9 @@ type machineInit struct {
 	// sudoEnds are the processes sudo started (sudo_linux.go), by pid:
 	// their end goes to the caller, not the supervisor.
 	sudoEnds map[int]chan<- procExited
+	// ownOOM is the init's own oom_score_adj, which it takes back after
+	// each fork ("": unknown, and left alone).
+	ownOOM string
 }
 
 // spawnRequest is an order with its descriptors.
@@ -134,7 +138,7 @@ func serveMachine(ctl *os.File, enc *json.Encoder, program int, cfg *initConfig)
 	// would otherwise grow with every order it decodes.
 	debug.SetMemoryLimit(16 << 20)
 	inheritLimits(cfg)
-	m := &machineInit{cfg: cfg, ctl: ctl, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}}
+	m := &machineInit{cfg: cfg, ctl: ctl, enc: enc, byPID: map[int]uint64{}, byID: map[uint64]int{}, ownOOM: readOwnOOMScore()}
 	spawns := make(chan spawnRequest)
 	go m.readOrders(ctl, spawns)
 	sudos := make(chan sudoFork)
@@ -258,7 +262,16 @@ func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal, ended chan<
 		attr.Sys.Setctty, attr.Sys.Ctty = true, 0 // the slave, as its fd 0
 	}
 	m.mu.Lock()
+	// The child is the OOM killer's first choice from its first
+	// instruction: it inherits the score the init takes for the fork
+	// alone (written to the child after exec, a command that allocates at
+	// once could meet the OOM killer first, which would take the init's
+	// program, already at 1000, instead of it).
+	raised := m.ownOOM != "" && ownOOMScore(oomFirst) == nil
 	pid, err := syscall.ForkExec(o.Argv[0], o.Argv, attr)
+	if raised {
+		_ = ownOOMScore(m.ownOOM)
+	}
 	switch {
 	case err != nil:
 	case ended != nil:
@@ -283,9 +296,10 @@ func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal, ended chan<
 	if err := limitProcess(pid, m.cfg); err != nil && !errors.Is(err, unix.ESRCH) {
 		return 0, err
 	}
-	// The OOM killer's first choice, not the init. Root's process owns
-	// its /proc file: the init overrides the mode for this write alone.
-	oom := func() error { return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0) }
+	// The OOM killer's first choice, not the init (again: in case the
+	// init's own score could not be set). Root's process owns its /proc
+	// file: the init overrides the mode for this write alone.
+	oom := func() error { return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(oomFirst), 0) }
 	if o.Root {
 		_ = withCapability(unix.CAP_DAC_OVERRIDE, oom)
 	} else {
@@ -355,4 +369,24 @@ func programEnd(ws unix.WaitStatus) programExit {
 		exit.Code, exit.Signal = -1, int(ws.Signal())
 	}
 	return exit
+}
+
+// oomFirst is the score of the init's children: the OOM killer's first
+// choice. The init raises its own to it for each fork, which needs no
+// privilege, and goes back to what it was, which needs none either (its
+// floor, oom_score_adj_min, moves only for a privileged writer).
+const oomFirst = "1000"
+
+// ownOOMScore sets the init's own oom_score_adj.
+func ownOOMScore(v string) error {
+	return os.WriteFile("/proc/self/oom_score_adj", []byte(v), 0)
+}
+
+// readOwnOOMScore is the init's own oom_score_adj ("" when unreadable).
+func readOwnOOMScore() string {
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

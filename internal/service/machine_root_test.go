@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,6 +169,37 @@ func TestMachineCommandOOMIsReported(t *testing.T) {
 	}
 }
 
+// A machine's command is the OOM killer's first choice from its first
+// instruction (the shell reads its own score before anything else runs),
+// and the init that forked it keeps its own score: a command that
+// allocates at once is what the OOM killer ends, never the interpreter.
+// The init's, read on the host, is the server's, as before any fork.
+func TestMachineCommandIsTheOOMKillersFirstChoice(t *testing.T) {
+	svc, _, se := nativeMachine(t, nil)
+	for i := 0; i < 20; i++ {
+		if out := machineCommand(t, svc, se.ID, "read s < /proc/self/oom_score_adj; echo $s", 0); out != "1000\n" {
+			t.Fatalf("try %d: a command starts with OOM score %q, want 1000", i, out)
+		}
+	}
+	machineCommand(t, svc, se.ID, "sleep 6161 >/dev/null 2>&1 &", 0)
+	pid := waitForProcess(t, "sleep", "6161")
+	own, _ := os.ReadFile("/proc/self/oom_score_adj")
+	init := strconv.Itoa(pid)
+	for i := 0; i < 8; i++ { // up to the machine's init, by its name
+		if b, _ := os.ReadFile("/proc/" + init + "/cmdline"); strings.HasPrefix(string(b), "codecage-init\x00") {
+			break
+		}
+		init = hostStatus(t, mustAtoi(t, init))["PPid"]
+	}
+	got, err := os.ReadFile("/proc/" + init + "/oom_score_adj")
+	if err != nil || strings.TrimSpace(string(got)) != strings.TrimSpace(string(own)) {
+		t.Fatalf("the machine's init (pid %s) has OOM score %q (%v), want the server's %q", init, got, err, own)
+	}
+	if got, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/oom_score_adj"); strings.TrimSpace(string(got)) != "1000" {
+		t.Fatalf("the background sleep has OOM score %q", got)
+	}
+}
+
 // A fork bomb run as root inside a machine is contained: its command
 // ends, the session then either answers or says its sandbox has ended,
 // and on close the host keeps nothing of it. Root's processes may fill
@@ -244,4 +276,13 @@ func TestMachineCommandSaysItsSandboxEnded(t *testing.T) {
 	if res.Success || res.Limit == nil || *res.Limit != "canceled" || res.Error == nil || !strings.Contains(*res.Error, "sandbox ended under the command") {
 		t.Fatalf("the command whose machine ended: success %v limit %v error %v", res.Success, res.Limit, res.Error)
 	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
