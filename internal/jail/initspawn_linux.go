@@ -262,16 +262,7 @@ func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal, ended chan<
 		attr.Sys.Setctty, attr.Sys.Ctty = true, 0 // the slave, as its fd 0
 	}
 	m.mu.Lock()
-	// The child is the OOM killer's first choice from its first
-	// instruction: it inherits the score the init takes for the fork
-	// alone (written to the child after exec, a command that allocates at
-	// once could meet the OOM killer first, which would take the init's
-	// program, already at 1000, instead of it).
-	raised := m.ownOOM != "" && ownOOMScore(oomFirst) == nil
-	pid, err := syscall.ForkExec(o.Argv[0], o.Argv, attr)
-	if raised {
-		_ = ownOOMScore(m.ownOOM)
-	}
+	pid, err := m.forkFirstChoice(o.Argv, attr)
 	switch {
 	case err != nil:
 	case ended != nil:
@@ -369,6 +360,20 @@ func programEnd(ws unix.WaitStatus) programExit {
 		exit.Code, exit.Signal = -1, int(ws.Signal())
 	}
 	return exit
+}
+
+// forkFirstChoice is syscall.ForkExec with the child the OOM killer's
+// first choice from its first instruction: it inherits the score the init
+// takes for the fork alone. Written to the child after its exec, a
+// command that allocates at once could meet the OOM killer first, which
+// would end the init's program (already at 1000) instead of it.
+func (m *machineInit) forkFirstChoice(argv []string, attr *syscall.ProcAttr) (int, error) {
+	raised := m.ownOOM != "" && ownOOMScore(oomFirst) == nil
+	pid, err := syscall.ForkExec(argv[0], argv, attr)
+	if raised {
+		_ = ownOOMScore(m.ownOOM)
+	}
+	return pid, err
 }
 
 // oomFirst is the score of the init's children: the OOM killer's first
