@@ -13,8 +13,9 @@ import (
 
 // runsc exec exits 128+n when signal n ended its process, as a shell
 // does, so a crash (SIGSEGV) and a program that exits 139 look the same.
-// Its debug log names the wait status itself ("Exiting with status: N"),
-// so a machine's command reports a signal as natively. The logs live in
+// Its debug log, which takes its info lines even without --debug (about
+// 1 KiB a process), names the wait status itself ("Exiting with status:
+// N"), so a machine's command reports a signal as natively. The logs live in
 // a directory of the sandbox's that only root may enter (a process's
 // arguments and environment may be in them) and go once read.
 

@@ -94,7 +94,7 @@ func (s *Sandbox) Spawn(spec jail.ProcSpec) (*Proc, error) {
 		return nil, err
 	}
 	args := append([]string{"-c", joinCgroup, "sh"}, cg.ProcsFiles()...)
-	args = append(args, "--", s.runsc, "--root="+s.stateRoot(), "--log="+logFile, "--debug", "--debug-log="+exitLog,
+	args = append(args, "--", s.runsc, "--root="+s.stateRoot(), "--log="+logFile, "--debug-log="+exitLog,
 		"exec", "--process="+procFile, "--internal-pid-file="+pidFile, s.id)
 	if err := p.start(args, stdin, spec.Terminal != nil); err != nil {
 		p.input.Close()
