@@ -190,7 +190,7 @@ for p in sys.argv[1:]:
 			t.Errorf("root's program on the host: %v, owner %d, want %d", err, st.Uid, first)
 		}
 		checkBlockProcesses(t, first)
-		ps := machineCommand(t, svc, id, "sleep 0.5; ps -eo euid=,uid=,args= | grep '[r]ootsleep 535'", time.Minute)
+		ps := machineCommand(t, svc, id, "for i in $(seq 400); do [ $(ps -eo args= | grep -c '[r]ootsleep 535') -ge 2 ] && break; sleep 0.05; done; ps -eo euid=,uid=,args= | grep '[r]ootsleep 535'", time.Minute)
 		if len(strings.Fields(ps)) != 8 || strings.Count(" "+strings.Join(strings.Fields(ps), " ")+" ", " 1000 1000 ") != 2 {
 			t.Errorf("the set-user-ID programs run as %q; want the user, twice", ps)
 		}
