@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,25 +101,44 @@ const hostname = "sandbox"
 // mounts, in order.
 func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 	root := filepath.Join(dir, "rootfs")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	// A machine on its own root (ownroot_linux.go) has its skeleton made
+	// here first, then copied into its root.
+	own := ownsRoot(spec, who)
+	build := root
+	if own {
+		build = filepath.Join(dir, "skel")
+	}
+	if err := os.MkdirAll(build, 0o755); err != nil {
 		return nil, err
 	}
-	mounts, err := hostMounts(root, spec, who)
+	mounts, err := hostMounts(build, spec, who)
 	if err != nil {
 		return nil, err
 	}
+	var system []ociMount
 	if who.rootInside() {
-		if err := rootsOwnTree(root, who.first, spec.Root == ""); err != nil {
+		if own {
+			// Its /etc/alternatives are root's to change, in its /etc.
+			mounts = slices.DeleteFunc(mounts, func(m ociMount) bool { return slices.Contains(etcDirs, m.Destination) })
+			if err := jail.CopyAlternatives(filepath.Join(build, "etc")); err != nil {
+				return nil, err
+			}
+		}
+		if err := rootsOwnTree(build, who.first, spec.Root == "" && !own); err != nil {
 			return nil, err
 		}
-		// The system's directories become part of the bundle's root, which
-		// runsc overlays with memory: root inside writes /usr/local, /etc
-		// or /usr as on a native machine's, and the host's never change
-		// (a read-only bind beneath, and the gofer is the block's first
-		// id, which may write none of them).
-		for _, m := range mounts {
-			if err := systemBind(root, m); err != nil {
-				return nil, err
+		if own {
+			system = mounts
+		} else {
+			// The system's directories become part of the bundle's root,
+			// which runsc overlays with memory: root inside writes
+			// /usr/local, /etc or /usr, and the host's never change (a
+			// read-only bind beneath, and the gofer is the block's first
+			// id, which may write none of them).
+			for _, m := range mounts {
+				if err := systemBind(root, m); err != nil {
+					return nil, err
+				}
 			}
 		}
 		mounts = nil
@@ -135,13 +155,22 @@ func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 			return nil, err
 		}
 	}
-	mounts = append(mounts, sandboxMounts(dir, spec, who.user(), relay)...)
-	for _, m := range mounts {
-		if err := mountPoint(root, m); err != nil {
+	if own {
+		if err := os.Mkdir(filepath.Join(dir, ownTmp), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	if spec.Machine {
+	mounts = append(mounts, sandboxMounts(dir, spec, who.user(), relay, own)...)
+	for _, m := range append(system, mounts...) {
+		if err := mountPoint(build, m); err != nil {
+			return nil, err
+		}
+	}
+	if own {
+		if err := placeOwnRoot(build, root, spec, who, system); err != nil {
+			return nil, err
+		}
+	} else if spec.Machine {
 		// A machine's / is its user's, as a native machine's own root:
 		// it makes /workspace or /app there (in the overlay).
 		if err := os.Chown(root, who.host, who.host); err != nil {
@@ -276,7 +305,7 @@ func rootMounts(bundleRoot string, spec jail.Spec) ([]ociMount, error) {
 
 // sandboxMounts are the sandbox's own filesystems (/proc, /tmp, /dev/shm,
 // an empty /sys, the home directory) and the binds the spec asks for.
-func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount {
+func sandboxMounts(dir string, spec jail.Spec, uid int, relay string, ownRoot bool) []ociMount {
 	var mounts []ociMount
 	ro := func(host, path string) { mounts = append(mounts, roBind(host, path)) }
 	l := spec.Limits
@@ -289,6 +318,11 @@ func sandboxMounts(dir string, spec jail.Spec, uid int, relay string) []ociMount
 	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", exe, "mode=1777", "size=" + strconv.FormatInt(l.TmpBytes, 10)}}
 	if spec.Tmp != "" {
 		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: spec.Tmp, Options: []string{"rbind", "rw", "nosuid", "nodev", exe}}
+	}
+	if ownRoot {
+		// The root's own /tmp, bound where runsc would mount a tmpfs of
+		// its own over an empty one (placeOwnRoot binds it there).
+		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: filepath.Join(dir, ownTmp), Options: []string{"rbind", "rw", "nosuid", "nodev", exe}}
 	}
 	mounts = append(mounts,
 		ociMount{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -353,7 +387,8 @@ func ociConfig(root string, spec jail.Spec, who identity, mounts []ociMount, fil
 			},
 		},
 		// A machine's root is writable: runsc overlays it with memory
-		// (globalFlags), so the bundle's root on the host never changes.
+		// (globalFlags), so the bundle's root on the host never changes,
+		// or it is the machine's own root on the host (ownroot_linux.go).
 		Root:     ociRoot{Path: root, Readonly: !spec.Machine},
 		Hostname: hostname,
 		Mounts:   mounts,

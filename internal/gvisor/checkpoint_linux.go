@@ -60,7 +60,7 @@ func (s *Sandbox) Checkpoint(ctx context.Context, imageDir string, leaveRunning 
 		return Manifest{}, fmt.Errorf("gvisor: checkpoint: %v: %s", err, detail)
 	}
 	m := Manifest{
-		Format: ImageFormat, RunscVersion: version, Platform: s.platform, UID: s.uid, RootInside: s.who.rootInside(),
+		Format: ImageFormat, RunscVersion: version, Platform: s.platform, UID: s.uid, RootInside: s.who.rootInside(), OwnRoot: s.ownRoot,
 		SourceID: s.id, Created: start.UTC(), Bytes: dirBytes(imageDir),
 		Spec: ImageSpec{Argv: s.spec.Argv, Env: s.spec.Env, Home: s.spec.Home, Root: cleanRoot(s.spec.Root), Limits: s.spec.Limits,
 			Mounts: imageMounts(s.mounts)},
@@ -131,6 +131,12 @@ func Restore(ctx context.Context, rt Runtime, imageDir string, spec jail.Spec) (
 	spec.RootInside = m.RootInside
 	if m.RootInside && !identityOf(spec, m.UID).rootInside() {
 		return nil, fmt.Errorf("%w: its sandbox had root inside, which a restore here cannot map (uid %d, a machine's, as root)", ErrImageMismatch, m.UID)
+	}
+	switch {
+	case !m.OwnRoot:
+		spec.MachineRoot = "" // an older image: its root's writes are in it
+	case spec.MachineRoot == "" || !ownsRoot(spec, identityOf(spec, m.UID)):
+		return nil, fmt.Errorf("%w: its machine ran on a root of its own, which the restore has not", ErrImageMismatch)
 	}
 	spec.Limits = restoredLimits(m.Spec.Limits, spec.Limits)
 	s, undo, err := prepare(rt, runsc, platform, spec)

@@ -32,6 +32,10 @@ type Manifest struct {
 	// RootInside: the sandbox mapped UID's block of ids (root inside, see
 	// identity), and its restores must map the same, holding the block.
 	RootInside bool `json:"root_inside,omitempty"`
+	// OwnRoot: the sandbox ran on the machine's own root on the host
+	// (ownroot_linux.go), which the session keeps beside the image; else
+	// its root's writes are in the image. A restore must do the same.
+	OwnRoot bool `json:"own_root,omitempty"`
 	// SourceID is the sandbox the image was made from.
 	SourceID string    `json:"source_id"`
 	Created  time.Time `json:"created"`

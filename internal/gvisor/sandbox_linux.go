@@ -34,6 +34,7 @@ type Sandbox struct {
 	cg       *jail.Cgroup
 	uid      int
 	who      identity // uid, and its block with root inside
+	ownRoot  bool     // a machine on its own root on the host (ownroot_linux.go)
 	ownUID   bool     // the uid was allocated here and is released at teardown
 	start    time.Time
 	forward  net.Listener // the host end of spec.Forward, or nil
@@ -145,6 +146,7 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 	if s.mounts, err = writeBundle(s.dir, spec, s.who); err != nil {
 		return nil, nil, fmt.Errorf("gvisor: bundle: %w", err)
 	}
+	s.ownRoot = ownsRoot(spec, s.who)
 	// The limit covers gVisor's own kernel too; its tasks include the
 	// Sentry's threads and, on ptrace, a stub per address space.
 	s.cg, err = jail.NewCgroup("gv-"+s.id, spec.Limits.MemoryBytes+SentryHeadroom, 256+8*spec.Limits.MaxProcesses, spec.Limits.CPUCores)
@@ -161,12 +163,21 @@ func prepare(rt Runtime, runsc, platform string, spec jail.Spec) (s *Sandbox, un
 func (s *Sandbox) globalFlags(log string) []string {
 	// A machine's root takes writes, in an overlay of the sandbox's
 	// memory (counted in its cgroup, kept by a checkpoint).
+	// A machine on its own root writes through to the host instead.
 	overlay := "none"
-	if s.spec.Machine {
+	if s.spec.Machine && !s.ownRoot {
 		overlay = "root:memory"
+	}
+	// The root of a machine on its own root is the host's too (the file
+	// API writes there while it runs): gVisor's kernel revalidates what
+	// it caches of it, as of a bind mount, instead of owning it.
+	access := "exclusive"
+	if s.ownRoot {
+		access = "shared"
 	}
 	return []string{
 		"--root=" + s.stateRoot(),
+		"--file-access=" + access,
 		"--log=" + filepath.Join(s.dir, log),
 		"--platform=" + s.platform,
 		"--network=none",

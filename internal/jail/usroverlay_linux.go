@@ -140,17 +140,23 @@ func idmappedUsr(pid int) (*os.File, error) {
 		return nil, err
 	}
 	defer unix.Close(ns)
-	// Not recursive: nothing is mounted below /usr (checked above).
-	tree, err := unix.OpenTree(unix.AT_FDCWD, "/usr", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	return idmappedTree("/usr", ns)
+}
+
+// idmappedTree is a detached, read-only clone of the directory dir (not
+// recursive: the caller knows nothing is mounted below it) whose ids are
+// mapped as the user namespace userns (a descriptor) maps them.
+func idmappedTree(dir string, userns int) (*os.File, error) {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | roFlags, Userns_fd: uint64(ns)}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | roFlags, Userns_fd: uint64(userns)}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		_ = unix.Close(tree)
 		return nil, err
 	}
-	return os.NewFile(uintptr(tree), "usr"), nil
+	return os.NewFile(uintptr(tree), filepath.Base(dir)), nil
 }
 
 // usrHasSubmounts reports whether a mount lies below the host's /usr,
@@ -239,7 +245,7 @@ func openUsrOverlay(lower int, hidden []string) (*usrOverlay, error) {
 		return nil, fmt.Errorf("/usr: %w", err)
 	}
 	for _, rel := range hidden {
-		if err := whiteout(o.upper, rel); err != nil {
+		if err := whiteout(o.upper, "/usr", rel, 0); err != nil {
 			o.close()
 			return nil, fmt.Errorf("/usr: hide %s: %w", rel, err)
 		}
@@ -251,9 +257,10 @@ func openUsrOverlay(lower int, hidden []string) (*usrOverlay, error) {
 // a whiteout, unless the upper layer has something there already, which
 // hides it as well (a directory there is made opaque: one a snapshot
 // brought back has lost its mark). The directories on the way are made
-// as root inside's, with the host's modes; a link on the way is the
-// code's, and is never followed.
-func whiteout(upper int, rel string) error {
+// as owner's (root inside: 0 in the init, the block's first id on the
+// host), with the modes of lower's (the layer's host directory); a link
+// on the way is the code's, and is never followed.
+func whiteout(upper int, lower, rel string, owner int) error {
 	parts := strings.Split(rel, "/")
 	dir, err := unix.Dup(upper)
 	if err != nil {
@@ -268,13 +275,13 @@ func whiteout(upper int, rel string) error {
 			return unix.Mknodat(dir, name, unix.S_IFCHR, 0)
 		case errors.Is(err, unix.ENOENT):
 			var host unix.Stat_t
-			if err := unix.Lstat("/usr/"+strings.Join(parts[:i+1], "/"), &host); err != nil {
+			if err := unix.Lstat(lower+"/"+strings.Join(parts[:i+1], "/"), &host); err != nil {
 				return err
 			}
 			if err := unix.Mkdirat(dir, name, host.Mode&0o7777); err != nil {
 				return err
 			}
-			if err := unix.Fchownat(dir, name, 0, 0, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err := unix.Fchownat(dir, name, owner, owner, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
 		case err != nil:

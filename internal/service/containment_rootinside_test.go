@@ -279,9 +279,10 @@ func TestContainment_54_RootInsideUsrLeavesTheHostsAlone(t *testing.T) {
 }
 
 // gvisorUsrLeavesTheHostsAlone is the end of row 54 under gVisor: what
-// root added is in the machine (its memory) and not on the host, and the
-// system's directories, bound into the bundle's root on the host for runsc
-// to overlay, are bound read-only, nosuid and nodev there.
+// root added is in the machine (the overlay's upper layer, in the
+// session's root) and not in the host's /usr, and the bundle's /usr on
+// the host is the machine's overlay over the host's /usr bound
+// read-only, all of it nosuid and nodev.
 func gvisorUsrLeavesTheHostsAlone(t *testing.T, svc *service.Service, id string, added []string) {
 	t.Helper()
 	for _, p := range added {
@@ -294,21 +295,31 @@ func gvisorUsrLeavesTheHostsAlone(t *testing.T, svc *service.Service, id string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
+	// The bundle's /usr: the host's, read-only (idmapped), under the
+	// machine's overlay; neither lets a set-user-ID file or a device act.
+	lower, overlay := 0, 0
 	for _, l := range strings.Split(string(mounts), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 6 || !strings.Contains(f[4], "/rootfs/usr") {
+		if len(f) < 6 || !strings.HasSuffix(f[4], "/rootfs/usr") {
 			continue
 		}
-		seen++
-		for _, opt := range []string{"ro", "nosuid", "nodev"} {
-			if !slices.Contains(strings.Split(f[5], ","), opt) {
+		opts := strings.Split(f[5], ",")
+		for _, opt := range []string{"nosuid", "nodev"} {
+			if !slices.Contains(opts, opt) {
 				t.Errorf("the bundle's %s is mounted %s, without %s", f[4], f[5], opt)
 			}
 		}
+		if i := slices.Index(f, "-"); i > 0 && i+1 < len(f) && f[i+1] == "overlay" {
+			overlay++
+			continue
+		}
+		lower++
+		if !slices.Contains(opts, "ro") {
+			t.Errorf("the host's /usr under the bundle's %s is mounted %s, not read-only", f[4], f[5])
+		}
 	}
-	if seen == 0 {
-		t.Fatalf("no system directory bound into a bundle's root:\n%s", mounts)
+	if lower == 0 || overlay == 0 {
+		t.Fatalf("no machine /usr (the host's, read-only, and an overlay) in a bundle's root:\n%s", mounts)
 	}
 }
 

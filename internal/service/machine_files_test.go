@@ -17,21 +17,35 @@ import (
 // neither. Judged against the host's files too.
 func TestMachineFilesSeeRootsChanges(t *testing.T) {
 	if testBackend(t) != config.IsolationNative {
-		return // gVisor's tree lives in its kernel: TestGVisorMachineHasNoRootYet
+		return // the gVisor machine's: TestGVisorMachineFilesReachItsWholeRoot
 	}
-	// A host file others may not read, planted in the host's /usr: the
-	// live view gives it no more than the host-side one did (row 55).
+	secret := plantHostSecret(t)
+	svc := newService(t)
+	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	filesSeeRootsChanges(t, svc, se, secret)
+}
+
+// plantHostSecret plants a host file others may not read in the host's
+// /usr: the live view gives it no more than the host-side one did (row
+// 55).
+func plantHostSecret(t *testing.T) string {
+	t.Helper()
 	secret := "/usr/share/codecage-secret-" + randomToken(t)
 	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(secret) })
-	svc := newService(t)
+	return secret
+}
+
+// filesSeeRootsChanges has root of the machine se change its /etc and
+// /usr, and checks what the file API reads there, and the host's files.
+func filesSeeRootsChanges(t *testing.T, svc *service.Service, se *service.SessionInfo, secret string) {
+	t.Helper()
 	ctx := context.Background()
-	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	machineCommand(t, svc, se.ID, "echo '10.0.0.9 cage-db' | sudo tee -a /etc/hosts >/dev/null && echo mine | sudo tee /usr/local/bin/cage-tool >/dev/null && sudo rm /usr/bin/yes", 0)
 	if b, err := svc.ReadFile(ctx, se.ID, "o", "/etc/hosts"); err != nil || !strings.Contains(string(b), "cage-db") {
 		t.Errorf("/etc/hosts through the file API: %q %v", b, err)

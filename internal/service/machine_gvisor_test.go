@@ -195,8 +195,8 @@ func TestGVisorMachineCommandIO(t *testing.T) {
 	}
 }
 
-// A parked gVisor machine comes back with its root's writes (the overlay,
-// in its memory image). What its commands left running does not come
+// A parked gVisor machine comes back with its root's writes (its own
+// root, kept beside its memory image). What its commands left running does not come
 // back (as natively): those processes hold descriptors of the host's,
 // which no memory image carries.
 func TestGVisorMachineParkKeepsItsRoot(t *testing.T) {
@@ -230,5 +230,78 @@ func TestGVisorMachineForkCopiesItsRoot(t *testing.T) {
 	}
 	if out := machineCommand(t, svc, se.ID, "cat /app/state", time.Minute); out != "original\n" {
 		t.Fatalf("the original after its fork wrote: %q", out)
+	}
+}
+
+// A gVisor machine's whole tree is on the host, as a native machine's:
+// the file API and its commands see one /tmp, one /app, one /etc and
+// /usr (root's changes, read live), it lies in the session's root
+// directory on the host (judged there, with owners), the host's /usr
+// never changes, and a park brings all of it back (from the session's
+// root, not the memory image), as an interpreter's restart does.
+func TestGVisorMachineFilesReachItsWholeRoot(t *testing.T) {
+	secret := plantHostSecret(t)
+	var stateDir string
+	svc := containerService(t, func(c *config.Config) { stateDir = c.StateDir })
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Machine: true, UseContainer: true})
+	if err != nil || se.Backend != "gvisor" {
+		t.Fatalf("a gVisor machine: %v %+v", err, se)
+	}
+	filesSeeRootsChanges(t, svc, se, secret)
+
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/app/main.txt", []byte("from the API\n")); err != nil {
+		t.Fatalf("write /app/main.txt: %v", err)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/tmp/data/hello.py", []byte("print('hi from /tmp')\n")); err != nil {
+		t.Fatalf("write /tmp/data/hello.py: %v", err)
+	}
+	out := machineCommand(t, svc, se.ID, "cat /app/main.txt && python3 /tmp/data/hello.py && mkdir -p /srv/data && echo made > /srv/data/w && echo t > /tmp/t", time.Minute)
+	if out != "from the API\nhi from /tmp\n" {
+		t.Fatalf("the command saw: %q", out)
+	}
+	for p, want := range map[string]string{"/srv/data/w": "made\n", "/tmp/t": "t\n"} {
+		if b, err := svc.ReadFile(ctx, se.ID, "o", p); err != nil || string(b) != want {
+			t.Errorf("the file API reads %s: %q %v", p, b, err)
+		}
+	}
+	// What the file API writes while the machine runs shows at once, in
+	// a directory its kernel has listed already.
+	if out := machineCommand(t, svc, se.ID, "ls /app; stat -c %a /tmp", time.Minute); out != "main.txt\n1777\n" {
+		t.Errorf("/app and /tmp's mode: %q", out)
+	}
+	if _, err := svc.WriteFile(ctx, se.ID, "o", "/app/second.txt", []byte("2\n")); err != nil {
+		t.Fatal(err)
+	}
+	if out := machineCommand(t, svc, se.ID, "ls /app; cat /app/second.txt", time.Minute); out != "main.txt\nsecond.txt\n2\n" {
+		t.Errorf("a file the API wrote after the machine listed /app: %q", out)
+	}
+	// Judged on the host: in the session's root directory, the user's.
+	roots, _ := filepath.Glob(filepath.Join(stateDir, "sessions", se.ID+".root"))
+	if len(roots) != 1 {
+		t.Fatalf("the machine's root on the host: %v", roots)
+	}
+	user := workspaceUIDOf(t, machineWorkspace(t, svc, stateDir, se.ID))
+	for _, rel := range []string{"app/main.txt", "srv/data/w", "tmp/t", "tmp/data/hello.py"} {
+		fi, err := os.Lstat(filepath.Join(roots[0], rel))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(user) {
+			t.Errorf("%s on the host: %v, want the user's (%d)", rel, err, user)
+		}
+	}
+	if _, err := os.Lstat("/app/main.txt"); !os.IsNotExist(err) {
+		t.Errorf("the host has /app/main.txt: %v", err)
+	}
+
+	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if out := machineCommand(t, svc, se.ID, "cat /app/main.txt /tmp/t /usr/local/bin/cage-tool; grep -c cage-db /etc/hosts", time.Minute); out != "from the API\nt\nmine\n1\n" {
+		t.Errorf("after a park: %q", out)
+	}
+	if b, err := svc.ReadFile(ctx, se.ID, "o", "/usr/local/bin/cage-tool"); err != nil || string(b) != "mine\n" {
+		t.Errorf("root's tool through the file API after a park: %q %v", b, err)
 	}
 }

@@ -174,10 +174,12 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 	work.NetNS = se.netns.Load()
 	spec := work.Spec()
 	if se.uid != 0 {
-		// gVisor's harness starts in the workspace, and a machine's init
-		// builds its skeleton in its root: they must be the session's
-		// before the sandbox starts.
-		for _, d := range []string{se.dir, se.root} {
+		// gVisor's harness starts in the workspace, a machine's init
+		// builds its skeleton in its root, and a restore's gofer opens
+		// again what the image's kernel held open (the package directory,
+		// as root inside's ids where the machine has them): they must be
+		// the session's before the sandbox starts.
+		for _, d := range []string{se.dir, se.root, se.site, se.tmp} {
 			if err := os.Chown(d, se.uid, se.uid); d != "" && err != nil {
 				return fmt.Errorf("%w: workspace owner: %v", ErrUnavailable, err)
 			}
@@ -250,7 +252,7 @@ func (t *Table) makeWorkspace(se *Session) error {
 		undo = append(undo, func() { removeWorkspace(tmp) })
 	}
 	var root string
-	if se.req.Machine && se.backend == fleet.Native {
+	if se.req.Machine && (se.backend == fleet.Native || t.gvisorOwnRoot(se)) {
 		// The machine's own /, beside its workspace, of the workspace's
 		// size (docs/sessions.md).
 		if root, _, err = newWorkspace(t.cfg.StateDir, se.id+rootSuffix, t.cfg.WorkspaceMax); err != nil {
@@ -264,6 +266,12 @@ func (t *Table) makeWorkspace(se *Session) error {
 	uid, err := t.holdUID(se)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if root != "" && se.backend != fleet.Native && !fleet.RootInside(uid) {
+		// No block of ids (none left): its root is in its memory, as
+		// before root inside.
+		removeWorkspace(root)
+		root = ""
 	}
 	undo = nil       // from here Drop removes them and releases the uid
 	se.lifeMu.Lock() // commands read them without mu
@@ -284,6 +292,20 @@ func (t *Table) makeWorkspace(se *Session) error {
 		}
 	}
 	return nil
+}
+
+// gvisorOwnRoot reports whether se, a gVisor machine, runs on a root of
+// its own on the host, as a native one does: with root inside (its block
+// maps the writer's and gofer's ids), not restored from a memory image
+// whose root's writes are in the image itself (an older codecage's).
+func (t *Table) gvisorOwnRoot(se *Session) bool {
+	if os.Geteuid() != 0 || !t.cfg.MachineRoot {
+		return false
+	}
+	if se.restore != nil && se.restore.Image != nil {
+		return se.restore.Image.RootInside && se.restore.Image.OwnRoot
+	}
+	return true
 }
 
 // holdUID holds the host uid se's sandboxes run as (0 rootless).

@@ -112,9 +112,9 @@ func viewOf(se *session.Session) *view {
 	v.mounts = append(v.mounts, mount{at: v.home, host: dir, writable: true, workspace: true})
 	if tmp := se.Tmp(); tmp != "" {
 		v.mounts = append(v.mounts, mount{at: "/tmp", host: tmp, writable: true})
-	} else {
+	} else if se.MachineRoot() == "" {
 		v.noTmp = "a " + se.Backend() + " session's /tmp is inside its sandbox's own memory, which the file API does not reach; use " + v.home
-	}
+	} // else a directory of the machine's own root (a gVisor machine's)
 	if root := se.Environment().RootDir; root != "" {
 		v.mounts = append(v.mounts, systemTreeIn(root, v.home)...)
 	} else {

@@ -61,7 +61,7 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tarPath, sitePath := filepath.Join(dir, "workspace.tar"), filepath.Join(dir, "site.tar")
+	tarPath, sitePath, rootPath := filepath.Join(dir, "workspace.tar"), filepath.Join(dir, "site.tar"), filepath.Join(dir, "root.tar")
 	archive := func(path string, limits wsfs.ArchiveLimits) func(string) error {
 		return func(ws string) error {
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -84,7 +84,7 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 		}
 	}
 	to := session.SnapshotTo{ImageDir: filepath.Join(dir, "image"), Workspace: archive(tarPath, p.workspaceLimits()),
-		Site: archive(sitePath, p.siteLimits())}
+		Site: archive(sitePath, p.siteLimits()), Root: archive(rootPath, p.rootLimits())}
 	c, err := p.sessions.Snapshot(ctx, se, to)
 	if err != nil {
 		return nil, errdefs.Snapshot(err)
@@ -105,6 +105,9 @@ func (p *Persist) forkImage(ctx context.Context, se *session.Session, owner stri
 		Installed: c.Installed}
 	if _, err := os.Stat(sitePath); err == nil {
 		from.Site = unpack(sitePath, p.siteLimits())
+	}
+	if _, err := os.Stat(rootPath); err == nil { // a machine on its own root
+		from.Root = unpack(rootPath, p.rootLimits())
 	}
 	out := make([]Copy, count)
 	sem := make(chan struct{}, forkStarts)
