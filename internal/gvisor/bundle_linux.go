@@ -118,11 +118,9 @@ func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 	var system []ociMount
 	if who.rootInside() {
 		if own {
-			// Its /etc/alternatives are root's to change, in its /etc.
+			// Its /etc/alternatives are root's to change, in its /etc:
+			// the writer copies them there.
 			mounts = slices.DeleteFunc(mounts, func(m ociMount) bool { return slices.Contains(etcDirs, m.Destination) })
-			if err := jail.CopyAlternatives(filepath.Join(build, "etc")); err != nil {
-				return nil, err
-			}
 		}
 		if err := rootsOwnTree(build, who.first, spec.Root == "" && !own); err != nil {
 			return nil, err

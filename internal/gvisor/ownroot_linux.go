@@ -62,7 +62,7 @@ func hiddenIn(dir string) ([]string, error) {
 // the overlay where its idmapped clone can be made, else read-only as
 // the others.
 func placeOwnRoot(skel, root string, spec jail.Spec, who identity, system []ociMount) error {
-	job := ownRootJob{Root: "/proc/self/fd/4", Skel: skel, HostStatus: spec.Root == ""}
+	job := ownRootJob{Root: "/proc/self/fd/4", Skel: skel, HostStatus: spec.Root == "", Alternatives: spec.Root == ""}
 	for _, m := range system {
 		if m.Destination != "/usr" {
 			continue

@@ -40,8 +40,11 @@ var rootKeeps = []string{"root", "var", "tmp"}
 type ownRootJob struct {
 	Root string `json:"root"` // the machine's own root (host path)
 	Skel string `json:"skel"` // the skeleton the supervisor made, root inside's
-	// HostStatus: seed a new dpkg status from the host's.
-	HostStatus bool `json:"host_status"`
+	// HostStatus: seed a new dpkg status from the host's; Alternatives:
+	// copy the host's /etc/alternatives into the new /etc (cheaper here
+	// than in the supervisor, and root inside's as made).
+	HostStatus   bool `json:"host_status"`
+	Alternatives bool `json:"alternatives"`
 	// Hidden are /usr's entries others may not read (relative to Lower),
 	// hidden in its upper layer; Lower is /usr's host directory.
 	Hidden []string `json:"hidden,omitempty"`
@@ -118,6 +121,11 @@ func (job ownRootJob) run() error {
 		}
 		if err := copyTree(filepath.Join(job.Skel, name), dst); err != nil {
 			return fmt.Errorf("place /%s: %w", name, err)
+		}
+	}
+	if job.Alternatives {
+		if err := jail.CopyAlternatives(filepath.Join(job.Root, "etc")); err != nil {
+			return fmt.Errorf("/etc/alternatives: %w", err)
 		}
 	}
 	if err := placeKept(job.Root, job.HostStatus); err != nil {
