@@ -62,7 +62,7 @@ func hiddenIn(dir string) ([]string, error) {
 // the overlay where its idmapped clone can be made, else read-only as
 // the others.
 func placeOwnRoot(skel, root string, spec jail.Spec, who identity, system []ociMount) error {
-	job := ownRootJob{Root: "/proc/self/fd/4", Skel: skel, HostStatus: spec.Root == "", Alternatives: spec.Root == ""}
+	job := ownRootJob{Root: "/proc/self/fd/4", Skel: "/proc/self/fd/5", HostStatus: spec.Root == "", Alternatives: spec.Root == ""}
 	for _, m := range system {
 		if m.Destination != "/usr" {
 			continue
@@ -72,15 +72,20 @@ func placeOwnRoot(skel, root string, spec jail.Spec, who identity, system []ociM
 			job.Hidden, job.Lower = hidden, m.Source
 		}
 	}
-	// The writer gets the root open (the block's ids may not search the
-	// state directory's parents: a test's is 0700).
+	// The writer gets the root and the skeleton open (the block's ids may
+	// not search the directories above them: a test's are 0700).
 	ownDir, err := os.OpenFile(spec.MachineRoot, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("gvisor: the machine's root: %w", err)
 	}
 	defer ownDir.Close()
+	skelDir, err := os.OpenFile(skel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("gvisor: the machine's skeleton: %w", err)
+	}
+	defer skelDir.Close()
 	own := int(ownDir.Fd())
-	ns, err := runOwnRootWriter(job, who.first, ownDir)
+	ns, err := runOwnRootWriter(job, who.first, ownDir, skelDir)
 	if err != nil {
 		return err
 	}
@@ -121,8 +126,8 @@ func placeOwnRoot(skel, root string, spec jail.Spec, who identity, system []ociM
 // runOwnRootWriter runs the writer for job as root of a user namespace
 // mapping the block from first on, and returns that namespace (for the
 // idmapped /usr), once the writer is done.
-func runOwnRootWriter(job ownRootJob, first int, root *os.File) (int, error) {
-	cmd, err := ownRootWriter(first, root)
+func runOwnRootWriter(job ownRootJob, first int, root, skel *os.File) (int, error) {
+	cmd, err := ownRootWriter(first, root, skel)
 	if err != nil {
 		return -1, err
 	}
@@ -278,12 +283,12 @@ func readOnlyAt(rootFD int, m ociMount) error {
 }
 
 // ownRootWriter is the writer's command, as root of a new user namespace
-// mapping the block from first on, with the machine's root open as its
-// descriptor 4.
-func ownRootWriter(first int, root *os.File) (*exec.Cmd, error) {
+// mapping the block from first on, with the machine's root and skeleton
+// open as its descriptors 4 and 5.
+func ownRootWriter(first int, root, skel *os.File) (*exec.Cmd, error) {
 	// Through the descriptor: the block's ids may not search the
 	// binary's directory (a test's build directory is 0700).
-	cmd := &exec.Cmd{Path: "/proc/self/fd/3", Args: []string{"codecage", ownRootArg}, ExtraFiles: []*os.File{jail.Executable(), root}}
+	cmd := &exec.Cmd{Path: "/proc/self/fd/3", Args: []string{"codecage", ownRootArg}, ExtraFiles: []*os.File{jail.Executable(), root, skel}}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = writerAttr(first)

@@ -171,7 +171,8 @@ func placeKept(root string, hostStatus bool) error {
 }
 
 // mkdirNoFollow makes each missing directory of rel under root (a new
-// one with mode), following no link on the way (it fails there instead).
+// one with mode), following no link on the way: what the code put where
+// a directory belongs (a link, a file) goes, and a directory is made.
 func mkdirNoFollow(root, rel string, mode os.FileMode) error {
 	cur := root
 	parts := strings.Split(rel, "/")
@@ -180,6 +181,11 @@ func mkdirNoFollow(root, rel string, mode os.FileMode) error {
 		m := os.FileMode(0o755)
 		if i == len(parts)-1 {
 			m = mode
+		}
+		if fi, err := os.Lstat(cur); err == nil && !fi.IsDir() {
+			if err := os.Remove(cur); err != nil {
+				return err
+			}
 		}
 		if err := os.Mkdir(cur, m); err == nil {
 			if err := os.Chmod(cur, m); err != nil { // past the umask
