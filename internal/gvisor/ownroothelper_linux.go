@@ -128,6 +128,11 @@ func (job ownRootJob) run() error {
 			return fmt.Errorf("/etc/alternatives: %w", err)
 		}
 	}
+	if job.HostStatus {
+		if err := jail.PlaceAptEtc(filepath.Join(job.Root, "etc")); err != nil {
+			return fmt.Errorf("/etc/apt: %w", err)
+		}
+	}
 	if err := placeKept(job.Root, job.HostStatus); err != nil {
 		return err
 	}

@@ -99,3 +99,15 @@ func CopyAlternatives(dst string) error {
 // Executable is this binary, open: a helper that runs as ids that may not
 // search the directories on its path is started through it.
 func Executable() *os.File { return executable() }
+
+// PlaceAptEtc makes apt's directories in etc, a machine's /etc being made
+// (the native init makes them in its own): a source or a key added there
+// is then root's one line away.
+func PlaceAptEtc(etc string) error {
+	for _, d := range aptEtcDirs { // pkgskeleton_linux.go
+		if err := os.MkdirAll(filepath.Join(etc, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}

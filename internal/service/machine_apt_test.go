@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/debfixture"
 )
 
@@ -16,10 +15,13 @@ import (
 // the session's egress proxy, from a repository the operator allows;
 // the package runs, the source is kept across a restart of the
 // interpreter, and the host's package database never changes.
-func TestMachineAptGetFromAnAllowedRepository(t *testing.T) {
-	if testBackend(t) != config.IsolationNative {
-		return // no root inside under gVisor (TestGVisorMachineHasNoRootYet)
-	}
+func TestMachineAptGetFromAnAllowedRepository(t *testing.T) { aptFromAllowedRepository(t, false) }
+
+// The same in a gVisor machine: root inside there writes its own root's
+// /etc and /usr, kept across the restart as natively.
+func TestGVisorMachineAptGetFromAnAllowedRepository(t *testing.T) { aptFromAllowedRepository(t, true) }
+
+func aptFromAllowedRepository(t *testing.T, onGVisor bool) {
 	dir := t.TempDir()
 	// Its dependency is the system's, known to apt from the machine's
 	// database (the host's at first), not fetched.
@@ -31,7 +33,7 @@ func TestMachineAptGetFromAnAllowedRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer repo.Close()
-	svc, se := networkMachine(t, repo.URL)
+	svc, se := networkMachineOn(t, repo.URL, onGVisor)
 	ctx := context.Background()
 	hostStatus, _ := os.ReadFile("/var/lib/dpkg/status")
 	out := machineCommand(t, svc, se.ID, "echo 'deb [trusted=yes] "+repo.URL+" ./' | sudo tee /etc/apt/sources.list.d/cage.list >/dev/null && sudo apt-get update -q 2>&1", 2*time.Minute)

@@ -241,6 +241,13 @@ print(s.recv(12).decode())
 // server whose egress allows only the host of server (a URL).
 func networkMachine(t *testing.T, server string) (*service.Service, *service.SessionInfo) {
 	t.Helper()
+	return networkMachineOn(t, server, false)
+}
+
+// networkMachineOn is networkMachine, on gVisor if asked (else on the
+// suite's backend).
+func networkMachineOn(t *testing.T, server string, onGVisor bool) (*service.Service, *service.SessionInfo) {
+	t.Helper()
 	u, err := url.Parse(server)
 	if err != nil {
 		t.Fatal(err)
@@ -249,9 +256,14 @@ func networkMachine(t *testing.T, server string) (*service.Service, *service.Ses
 	cfg.EnableNetwork = true
 	cfg.NetworkAllow = []string{u.Host}
 	cfg.AllowedImports = []string{policy.AllImports}
-	svc := newServiceWith(t, cfg)
+	var svc *service.Service
+	if onGVisor {
+		svc = containerService(t, func(c *config.Config) { c.EnableNetwork, c.NetworkAllow = true, cfg.NetworkAllow })
+	} else {
+		svc = newServiceWith(t, cfg)
+	}
 	se, err := svc.CreateSession(context.Background(), service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"},
-		AllowedImports: []string{policy.AllImports}})
+		AllowedImports: []string{policy.AllImports}, UseContainer: onGVisor})
 	if err != nil {
 		t.Fatal(err)
 	}
