@@ -65,6 +65,7 @@ var layers = map[string]int{
 	"internal/service/codemode": domain, // code mode: a run's upstream tools, their specs for the harness, its tool calls
 	"internal/service/commands": domain, // run_command, a session's daemon, a command's input
 	"internal/service/envs":     domain, // environments: builds, records, their uses, a session's seed and start commands
+	"internal/service/gateway":  domain, // E2B's MCP gateway: a sandbox's servers, started outside it with its creator's values, and their endpoint
 	"internal/service/packages": domain, // pip_install, the operator's package layer, pip in its jail
 	"internal/service/persist":  domain, // pauses, snapshots, forks, parked sessions and the snapshot store
 }

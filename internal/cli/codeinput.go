@@ -54,7 +54,7 @@ func (in *codeInput) start(fs *flag.FlagSet, stdin io.Reader, stderr io.Writer, 
 	stopUpstream := func() {}
 	if in.tools {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if opts.Upstream, stopUpstream, err = root.StartUpstream(cfg, log); err != nil {
+		if opts.Upstream, opts.Gateways, stopUpstream, err = root.StartUpstream(cfg, log); err != nil {
 			fmt.Fprintf(stderr, "codecage %s: %v\n", cmd, err)
 			return "", nil, nil, exitUsage
 		}

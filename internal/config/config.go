@@ -193,6 +193,8 @@ type Config struct {
 	ToolsMaxCalls  int           // tool calls per execution
 	ToolsMaxResult int64         // bytes of one tool result
 	ToolsTimeout   time.Duration // per call
+	// GatewayMaxCalls bounds a sandbox's MCP gateway's tool calls.
+	GatewayMaxCalls int
 
 	// Snapshots (paused sessions and named snapshots; internal/snapstore).
 	// SnapshotStore is where they are kept: "" = the postgres:// AuditDB
@@ -405,6 +407,8 @@ func DefaultConfig() Config {
 		ToolsMaxCalls:  50,
 		ToolsMaxResult: 256 << 10,
 		ToolsTimeout:   30 * time.Second,
+
+		GatewayMaxCalls: 1000,
 	}
 }
 

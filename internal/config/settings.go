@@ -280,6 +280,8 @@ var settings = []setting{
 	pathSetting("tools_config", "SANDBOX_TOOLS_CONFIG", "JSON file of upstream MCP servers whose tools code may call (code mode)", func(c *Config) *string { return &c.ToolsConfig }),
 	intSetting("tools_max_calls", "SANDBOX_TOOLS_MAX_CALLS", "upstream tool calls one execution may make", func(c *Config) *int { return &c.ToolsMaxCalls }).
 		doc("upstream tool calls one execution may make; refused calls (a tool outside the run's list) count too"),
+	intSetting("gateway_max_calls", "SANDBOX_GATEWAY_MAX_CALLS", "tool calls one sandbox's MCP gateway may make over its life", func(c *Config) *int { return &c.GatewayMaxCalls }).
+		doc("tool calls one sandbox's MCP gateway (E2B's `mcp` on create: servers of `SANDBOX_TOOLS_CONFIG` with a `gateway` block, started for that sandbox outside it) may make over the sandbox's life"),
 	sizeSetting("tools_max_result", "SANDBOX_TOOLS_MAX_RESULT", "largest upstream tool result handed to code", func(c *Config) *int64 { return &c.ToolsMaxResult }),
 	durationSetting("tools_timeout", "SANDBOX_TOOLS_TIMEOUT", "time limit of one upstream tool call, seconds", func(c *Config) *time.Duration { return &c.ToolsTimeout }),
 	pathSetting("packages_dir", "SANDBOX_PACKAGES_DIR", "the operator's package layer (codecage packages install), read-only in sandboxes", func(c *Config) *string { return &c.PackagesDir }).

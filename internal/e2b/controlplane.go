@@ -90,6 +90,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, why)
 		return
 	}
+	asked, err := mcpOf(body.MCP)
+	if err == nil && asked != nil {
+		if !s.svc.OffersGateway() {
+			err = fmt.Errorf("mcp: this server allows no MCP gateway servers (the operator's SANDBOX_TOOLS_CONFIG servers with a gateway block)")
+		} else if cerr := s.svc.CheckGateway(asked); cerr != nil {
+			s.serviceError(w, cerr)
+			return
+		}
+	}
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	body.TemplateID = mcpTemplateOf(body.TemplateID)
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
@@ -146,6 +160,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.serviceError(w, err)
 		return
+	}
+	if asked != nil {
+		if err := s.svc.OpenGateway(r.Context(), info.ID, ownerOf(r.Context()), asked); err != nil {
+			_ = s.svc.CloseSession(r.Context(), info.ID, ownerOf(r.Context()))
+			s.serviceError(w, err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusCreated, s.created(info, keyOf(r.Context())))
 }

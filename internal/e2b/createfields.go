@@ -42,8 +42,10 @@ type newSandbox struct {
 	AllowInternetAccess      *bool          `json:"allow_internet_access"`
 	AllowInternetAccessCamel *bool          `json:"allowInternetAccess"`
 	Network                  *networkConfig `json:"network"`
+	// MCP opens the sandbox's MCP gateway, served from outside it
+	// (mcpgateway.go); the servers are the operator's.
+	MCP json.RawMessage `json:"mcp"`
 	// Refused when given: codecage has none of these (refusedFields).
-	MCP          json.RawMessage   `json:"mcp"`
 	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 	IAM          *struct {
 		Tokens map[string]json.RawMessage `json:"tokens"`
@@ -103,8 +105,6 @@ func given(raw json.RawMessage) bool {
 // does not have, with why; "" when there is none.
 func refusedFields(body *newSandbox) string {
 	switch {
-	case given(body.MCP):
-		return "mcp: codecage runs no MCP gateway in a sandbox (codecage's own MCP server is on its REST listener)"
 	case len(body.VolumeMounts) > 0:
 		return "volumeMounts: codecage has no volumes; a sandbox's files are its workspace, kept by pause and snapshots"
 	case body.IAM != nil && len(body.IAM.Tokens) > 0:

@@ -208,6 +208,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "the path query parameter is required")
 		return
 	}
+	if path.Clean(p) == mcpTokenFile {
+		s.serveGatewayToken(w, r, ref)
+		return
+	}
 	d, err := s.svc.OpenFile(r.Context(), ref.id, ref.owner, sandboxPath(p), false)
 	if err != nil {
 		fileError(w, err)

@@ -69,6 +69,14 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, port int, id 
 		r.Header.Set("E2b-Sandbox-Port", p)
 		return s.serveSandbox(w, r, id, c)
 	}
+	if port == service.GatewayPort {
+		// The MCP gateway runs outside the sandbox (mcpgateway.go): it
+		// answers whether the sandbox runs or is paused.
+		if h := s.svc.GatewayEndpoint(id); h != nil {
+			h.ServeHTTP(w, r)
+			return "mcp gateway"
+		}
+	}
 	info, key, status, msg := s.portSandbox(r, id, c)
 	if status != 0 {
 		writePortError(w, status, msg, id, port)

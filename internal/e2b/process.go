@@ -29,6 +29,10 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	if m.Process.Cmd == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
 	}
+	if token, ok := gatewayCommand(m.Process.Cmd, m.Process.Args, m.Process.Envs); ok {
+		// Never run, nor logged: its line holds the creator's secrets.
+		return s.startGateway(ctx, token, stream)
+	}
 	creq := service.CommandRequest{SessionID: ref.id, Owner: ref.owner, Argv: append([]string{m.Process.Cmd}, m.Process.Args...), Env: m.Process.Envs,
 		User: envdUser(req.Header().Get("Authorization"))}
 	creq.Stdin = m.Stdin != nil && *m.Stdin

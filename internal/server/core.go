@@ -34,7 +34,7 @@ type core struct {
 // service with both: they are its options, fixed before it takes requests.
 func startCore(cfg config.Config, store auditStore, log *slog.Logger) (*core, error) {
 	c := &core{}
-	up, stopUpstream, err := StartUpstream(cfg, log)
+	up, gateways, stopUpstream, err := StartUpstream(cfg, log)
 	if err != nil {
 		return nil, usage(err)
 	}
@@ -44,7 +44,7 @@ func startCore(cfg config.Config, store auditStore, log *slog.Logger) (*core, er
 		c.close()
 		return nil, usage(err)
 	}
-	opts := &service.Options{Log: log, Upstream: up}
+	opts := &service.Options{Log: log, Upstream: up, Gateways: gateways}
 	if node != nil {
 		c.node, c.replica, opts.Cluster = node, node.Name(), node
 		c.undo = append(c.undo, func() { // for an early return; harmless after leave

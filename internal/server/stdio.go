@@ -25,12 +25,12 @@ func ServeStdio(ctx context.Context, cfg config.Config, opts Options) error {
 		observers = append(observers, auditObserver{rec: rec, code: cfg.AuditCode})
 		log.Debug("audit log", "path", path)
 	}
-	up, stopUpstream, err := StartUpstream(cfg, log)
+	up, gateways, stopUpstream, err := StartUpstream(cfg, log)
 	if err != nil {
 		return usage(err)
 	}
 	defer stopUpstream()
-	svc, err := service.New(cfg, &service.Options{Log: log, Observer: observers, Upstream: up})
+	svc, err := service.New(cfg, &service.Options{Log: log, Observer: observers, Upstream: up, Gateways: gateways})
 	if err != nil {
 		return fmt.Errorf("%w (run \"codecage doctor\")", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/codecage/codecage/internal/service/commands"
 	"github.com/codecage/codecage/internal/service/envs"
 	"github.com/codecage/codecage/internal/service/files"
+	"github.com/codecage/codecage/internal/service/gateway"
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/service/report"
@@ -55,6 +56,7 @@ type Service struct {
 	layerBinds   []fleet.Bind // the operator's package layer, when it has packages
 	layerModules []string
 	codeMode     *codemode.CodeMode // code mode's upstream tools (codemode.go)
+	gateways     *gateway.Registry  // sandboxes' MCP gateways (gateway.go)
 	importCache  importCache
 	cluster      Cluster // the other replicas, or nil
 	// files is the file API (internal/service/files): its transfers and
@@ -81,6 +83,9 @@ type Options struct {
 	Observer Observer          // who receives the service's events; nil: nobody (see SetObserver)
 	Cluster  Cluster           // the other replicas; nil: a single server
 	Upstream *upstream.Manager // code mode's upstream MCP servers, whose credentials stay in this process; nil: none
+	// Gateways are the upstream servers a sandbox's MCP gateway may start
+	// for it (those with a gateway block; E2B's mcp on create).
+	Gateways upstream.Config
 }
 
 // New returns a service for the operator's configuration, or an error
@@ -104,6 +109,10 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
 		observer: o.Observer, cluster: o.Cluster}
 	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
+	s.gateways = gateway.New(o.Gateways, gateway.Limits{MaxCalls: cfg.GatewayMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: int(cfg.ToolsMaxResult)}, s.emit, o.Log)
+	if s.gateways.Offers() {
+		go s.sweepGateways(30 * time.Second)
+	}
 	s.logp.Store(o.Log)
 	s.drain.init()
 	switch {

@@ -197,10 +197,12 @@ func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
 		run: func(ctx context.Context) (struct{}, error) {
 			se, err := s.session(id, owner)
 			if errors.Is(err, ErrSessionNotFound) {
-				return struct{}{}, s.persist.CloseParked(ctx, owner, id)
+				err = s.persist.CloseParked(ctx, owner, id)
+			} else if err == nil {
+				s.sessions.Drop(se)
 			}
 			if err == nil {
-				s.sessions.Drop(se)
+				s.gateways.Close(id) // else the sweep ends it (an expiry)
 			}
 			return struct{}{}, err
 		},

@@ -49,6 +49,10 @@ type ServerConfig struct {
 	// CallTimeout bounds one tool call, reconnecting included; zero means
 	// DefaultCallTimeout. In JSON it is a number of seconds.
 	CallTimeout Duration `json:"call_timeout,omitempty"`
+
+	// Gateway, when set, lets a sandbox's creator ask for this server
+	// through E2B's MCP gateway (gateway.go).
+	Gateway *GatewayConfig `json:"gateway,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as a number of seconds
@@ -164,6 +168,9 @@ func (c Config) Validate() error {
 }
 
 func validateServer(name string, s ServerConfig) error {
+	if err := s.Gateway.validate(s); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	switch {
 	case len(name) > maxServerName:
 		return fmt.Errorf("name is longer than %d characters", maxServerName)
