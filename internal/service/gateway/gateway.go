@@ -11,6 +11,7 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -228,9 +229,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.once.Do(func() {
-		// The request's Host is the sandbox's port name, never loopback:
-		// the door in front of it checks who may reach it.
-		g.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server(r.Context()) },
+		// A server per MCP session, listing the servers' tools then: one
+		// still starting (an npx package downloading itself) shows in the
+		// sessions opened once it is up. The request's Host is the
+		// sandbox's port name, never loopback: the bearer token is what
+		// lets a caller in.
+		g.handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server { return g.server(r.Context()) },
 			&mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
 	})
 	g.handler.ServeHTTP(w, r)
@@ -278,7 +282,7 @@ func (g *Gateway) call(t upstream.Tool) mcp.ToolHandler {
 		}
 		var args map[string]any
 		if len(req.Params.Arguments) > 0 {
-			if err := jsonUnmarshal(req.Params.Arguments, &args); err != nil {
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 				finish("error", "arguments")
 				return errorResult("the arguments are not a JSON object"), nil
 			}
