@@ -65,15 +65,21 @@ export E2B_API_URL="http://127.0.0.1:$e2bport" E2B_SANDBOX_URL="http://127.0.0.1
 export E2B_API_KEY="$alice" CODECAGE_E2B_SECOND_KEY="$bob"
 unset E2B_DEBUG E2B_DOMAIN E2B_ACCESS_TOKEN
 status=0
-node e2e/e2b/test.mjs || status=$?
-# Persistence (pause, connect, lifecycle, snapshots, fork) as E2B's own
-# SDK tests call it.
-[ "$status" -ne 0 ] || node e2e/e2b/persist.mjs || status=$?
+# E2E_SUITES (a regular expression over the suites' file names, e.g.
+# '^(15|75)-') runs those suites alone, for a developer's quick look.
+only=${E2E_SUITES:-}
+if [ -z "$only" ]; then
+	node e2e/e2b/test.mjs || status=$?
+	# Persistence (pause, connect, lifecycle, snapshots, fork) as E2B's own
+	# SDK tests call it.
+	[ "$status" -ne 0 ] || node e2e/e2b/persist.mjs || status=$?
+fi
 # One suite per feature (stdin, terminals, watches, kernels, ...), each on
 # e2e/e2b/lib.mjs.
 for suite in e2e/e2b/suites/*.mjs; do
 	[ -e "$suite" ] || continue
 	[ "$status" -ne 0 ] && break
+	[[ -z "$only" || "$(basename "$suite")" =~ $only ]] || continue
 	echo "--- $suite ---"
 	node "$suite" || status=$?
 done
@@ -82,4 +88,4 @@ if [ "$status" -ne 0 ]; then
 	tail -n 40 "$state/serve.log" >&2
 	exit "$status"
 fi
-node e2e/e2b/latency.mjs
+[ -n "$only" ] || node e2e/e2b/latency.mjs

@@ -98,3 +98,55 @@ export async function finish() {
   console.log(`\n${passes} passed, ${failures} failed`);
   process.exit(failures ? 1 : 0);
 }
+
+// startServe starts a codecage serve of a suite's own (bin/codecage, on
+// free loopback ports, a state directory of its own, ALICE's key) with
+// args and env added, and waits until its E2B listener answers. It
+// returns the E2B URL, the last of its log, and stop (which removes its
+// state); a serve that does not start ends the suite with its log.
+export async function startServe(what, args = [], env = {}) {
+  const { spawn } = await import("node:child_process");
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const net = await import("node:net");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { fileURLToPath } = await import("node:url");
+  const freePort = () =>
+    new Promise((resolve) => {
+      const s = net.createServer();
+      s.listen(0, "127.0.0.1", () => {
+        const { port } = s.address();
+        s.close(() => resolve(port));
+      });
+    });
+  const restPort = await freePort();
+  const e2bPort = await freePort();
+  const state = mkdtempSync(join(tmpdir(), `codecage-e2e-${what}-`));
+  const bin = fileURLToPath(new URL("../../bin/codecage", import.meta.url));
+  const serve = spawn(
+    bin,
+    ["serve", "--listen", `127.0.0.1:${restPort}`, "--e2b-listen", `127.0.0.1:${e2bPort}`, "--state-dir", join(state, "state"), ...args],
+    { env: { ...process.env, SANDBOX_API_KEYS: `alice:${ALICE}`, SANDBOX_RATE_LIMIT: "0", ...env }, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let log = "";
+  serve.stderr.on("data", (c) => (log = (log + c).slice(-200_000)));
+  const stop = async () => {
+    serve.kill("SIGTERM");
+    await new Promise((r) => (serve.exitCode !== null ? r() : serve.on("exit", r)));
+    rmSync(state, { recursive: true, force: true });
+  };
+  for (let i = 0; ; i++) {
+    const up = await new Promise((r) => {
+      const c = net.connect(e2bPort, "127.0.0.1", () => (c.end(), r(true)));
+      c.on("error", () => r(false));
+    });
+    if (up) break;
+    if (i > 300 || serve.exitCode !== null) {
+      console.log(`the ${what} server did not start; its log:\n${log}`);
+      await stop();
+      process.exit(1);
+    }
+    await sleep(100);
+  }
+  return { url: `http://127.0.0.1:${e2bPort}`, state, log: () => log, stop };
+}

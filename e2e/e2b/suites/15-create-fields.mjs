@@ -8,15 +8,9 @@
 // own has no network profile), with a loopback HTTP server on its allow
 // list whose connections are counted on the host.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { ALL_TRAFFIC, SandboxError } from "e2b";
-import { ALICE, check, create, finish, rejects, sleep } from "../lib.mjs";
+import { check, create, finish, rejects, startServe } from "../lib.mjs";
 import { Sandbox } from "@e2b/code-interpreter";
 
 await check("create refuses the fields it cannot honour, naming each", async () => {
@@ -50,46 +44,12 @@ target.on("connection", () => conns++);
 await new Promise((r) => target.listen(0, "127.0.0.1", r));
 const targetAddr = `127.0.0.1:${target.address().port}`;
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-const restPort = await freePort();
-const e2bPort = await freePort();
-const state = mkdtempSync(join(tmpdir(), "codecage-e2e-net-"));
-const bin = fileURLToPath(new URL("../../../bin/codecage", import.meta.url));
-const serve = spawn(
-  bin,
-  ["serve", "--listen", `127.0.0.1:${restPort}`, "--e2b-listen", `127.0.0.1:${e2bPort}`, "--state-dir", state,
-    "--enable-network", "true", "--network-allow", targetAddr],
-  { env: { ...process.env, SANDBOX_API_KEYS: `alice:${ALICE}`, SANDBOX_RATE_LIMIT: "0" }, stdio: ["ignore", "ignore", "pipe"] },
-);
-let log = "";
-serve.stderr.on("data", (c) => (log = (log + c).slice(-4000)));
+const served = await startServe("net", ["--enable-network", "true", "--network-allow", targetAddr]);
+const url = served.url;
 const stop = async () => {
-  serve.kill("SIGTERM");
-  await new Promise((r) => (serve.exitCode !== null ? r() : serve.on("exit", r)));
-  rmSync(state, { recursive: true, force: true });
+  await served.stop();
   target.close();
 };
-const url = `http://127.0.0.1:${e2bPort}`;
-for (let i = 0; ; i++) {
-  const up = await new Promise((r) => {
-    const c = net.connect(e2bPort, "127.0.0.1", () => (c.end(), r(true)));
-    c.on("error", () => r(false));
-  });
-  if (up) break;
-  if (i > 300 || serve.exitCode !== null) {
-    console.log(`the network server did not start; its log:\n${log}`);
-    await stop();
-    process.exit(1);
-  }
-  await sleep(100);
-}
 const netOpts = { apiUrl: url, sandboxUrl: url, timeoutMs: 120_000 };
 const fetchCode = `import urllib.request\nurllib.request.urlopen("http://${targetAddr}/x", timeout=5).read().decode()`;
 

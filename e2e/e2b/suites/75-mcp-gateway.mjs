@@ -7,10 +7,8 @@
 // gateway-upstream.mjs; the codecage serve is a second one started here
 // (the suites' own has no gateway servers).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -18,16 +16,8 @@ import { fileURLToPath } from "node:url";
 import { Sandbox } from "e2b";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ALICE, check, finish, rejects, sleep } from "../lib.mjs";
+import { check, finish, rejects, startServe } from "../lib.mjs";
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 const state = mkdtempSync(join(tmpdir(), "codecage-e2e-gateway-"));
 const upstreamLog = join(state, "upstream.log");
 const toolsConfig = join(state, "tools.json");
@@ -44,38 +34,12 @@ writeFileSync(
     },
   }),
 );
-const restPort = await freePort();
-const e2bPort = await freePort();
-const bin = fileURLToPath(new URL("../../../bin/codecage", import.meta.url));
-const serve = spawn(
-  bin,
-  ["serve", "--listen", `127.0.0.1:${restPort}`, "--e2b-listen", `127.0.0.1:${e2bPort}`, "--state-dir", join(state, "state")],
-  {
-    env: { ...process.env, SANDBOX_API_KEYS: `alice:${ALICE}`, SANDBOX_RATE_LIMIT: "0", SANDBOX_TOOLS_CONFIG: toolsConfig },
-    stdio: ["ignore", "ignore", "pipe"],
-  },
-);
-let log = "";
-serve.stderr.on("data", (c) => (log = (log + c).slice(-200_000)));
+const served = await startServe("gateway", [], { SANDBOX_TOOLS_CONFIG: toolsConfig });
+const url = served.url;
 const stop = async () => {
-  serve.kill("SIGTERM");
-  await new Promise((r) => (serve.exitCode !== null ? r() : serve.on("exit", r)));
+  await served.stop();
   rmSync(state, { recursive: true, force: true });
 };
-for (let i = 0; ; i++) {
-  const up = await new Promise((r) => {
-    const c = net.connect(e2bPort, "127.0.0.1", () => (c.end(), r(true)));
-    c.on("error", () => r(false));
-  });
-  if (up) break;
-  if (i > 300 || serve.exitCode !== null) {
-    console.log(`the gateway server did not start; its log:\n${log}`);
-    await stop();
-    process.exit(1);
-  }
-  await sleep(100);
-}
-const url = `http://127.0.0.1:${e2bPort}`;
 const opts = { apiUrl: url, sandboxUrl: url, timeoutMs: 120_000 };
 
 // loopbackFetch is fetch over node:http with every name looked up as
@@ -180,7 +144,7 @@ await check("the canary is nowhere in the sandbox (its files, its processes) nor
   assert.ok(seen.files >= 1 && seen.procs >= 1, `the control was not found: ${JSON.stringify(seen)}`);
   const found = await search(canary);
   assert.deepEqual(found, { files: 0, procs: 0 }, `the canary: ${JSON.stringify(found)}`);
-  assert.ok(!log.includes(canary), "codecage's own log has the canary");
+  assert.ok(!served.log().includes(canary), "codecage's own log has the canary");
   return `control found ${JSON.stringify(seen)}, canary ${JSON.stringify(found)}`;
 });
 
