@@ -15,10 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codecage/codecage/internal/access"
-	"github.com/codecage/codecage/internal/config"
-	"github.com/codecage/codecage/internal/e2b"
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/reexec"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/upstream"
@@ -64,21 +60,7 @@ func gatewayServer(t *testing.T) (srv *httptest.Server, stateDir, logFile string
 	if err := catalog.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.DefaultConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.PoolSize, cfg.SessionPoolSize, cfg.MachinePoolSize = 0, 0, 0
-	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
-	svc, err := service.New(cfg, &service.Options{Gateways: catalog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	keys, err := access.ParseKeys("alice:" + aliceKey + ",bob:" + bobKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv = httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Domain: "sbx.test:443", Config: cfg}))
-	t.Cleanup(srv.Close)
+	srv, _, cfg := newE2BServer(t, nil, &service.Options{Gateways: catalog}, "sbx.test:443")
 	return srv, cfg.StateDir, logFile
 }
 

@@ -39,6 +39,14 @@ func newServer(t *testing.T) (*httptest.Server, *service.Service) {
 // newServerWith is newServer with the configuration changed by tune.
 func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *service.Service) {
 	t.Helper()
+	srv, svc, _ := newE2BServer(t, tune, nil, "")
+	return srv, svc
+}
+
+// newE2BServer is newServerWith with the service's options and the
+// sandboxes' domain (getHost's), and the configuration it ran with.
+func newE2BServer(t *testing.T, tune func(*config.Config), opts *service.Options, domain string) (*httptest.Server, *service.Service, config.Config) {
+	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
@@ -47,7 +55,7 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 	if tune != nil {
 		tune(&cfg)
 	}
-	svc, err := service.New(cfg, nil)
+	svc, err := service.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +64,9 @@ func newServerWith(t *testing.T, tune func(*config.Config)) (*httptest.Server, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Config: cfg}))
+	srv := httptest.NewServer(e2b.New(svc, e2b.Options{Keys: keys, Config: cfg, Domain: domain}))
 	t.Cleanup(srv.Close)
-	return srv, svc
+	return srv, svc, cfg
 }
 
 func call(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any) {

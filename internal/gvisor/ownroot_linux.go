@@ -307,12 +307,5 @@ func (s *Sandbox) OpenRootDir(dir string) (*os.File, error) {
 		return nil, jail.ErrEnded
 	}
 	defer unix.Close(root)
-	fd, err := unix.Openat2(root, strings.TrimPrefix(dir, "/"), &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return os.NewFile(uintptr(fd), dir), nil
+	return jail.OpenInRoot(root, dir)
 }

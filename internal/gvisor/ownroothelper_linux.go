@@ -110,7 +110,7 @@ func (job ownRootJob) run() error {
 			}
 			continue
 		case name == "usr":
-			if err := clearAllBut(dst, layers); err != nil {
+			if err := jail.ClearBut(dst, layers); err != nil {
 				return err
 			}
 		default:
@@ -202,32 +202,6 @@ func mkdirNoFollow(root, rel string, mode os.FileMode) error {
 		}
 		if fi, err := os.Lstat(cur); err != nil || !fi.IsDir() {
 			return fmt.Errorf("%s is not a directory", strings.Join(parts[:i+1], "/"))
-		}
-	}
-	return nil
-}
-
-// clearAllBut empties dir but for the names kept; dir goes if it is not
-// a directory.
-func clearAllBut(dir string, kept []string) error {
-	fi, err := os.Lstat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case !fi.IsDir():
-		return os.RemoveAll(dir)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !slices.Contains(kept, e.Name()) {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,4 +111,22 @@ func PlaceAptEtc(etc string) error {
 		}
 	}
 	return nil
+}
+
+// ClearBut empties the directory dir but for the names kept (the
+// machine root's usr but its layers); dir goes if it is not a directory.
+// No link in it is followed.
+func ClearBut(dir string, kept []string) error { return clearBut(dir, kept) }
+
+// OpenInRoot opens dir of the tree whose root is the directory root (a
+// descriptor), for reading, resolving links as that tree's processes do.
+func OpenInRoot(root int, dir string) (*os.File, error) {
+	fd, err := unix.Openat2(root, strings.TrimPrefix(dir, "/"), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
 }

@@ -3,7 +3,6 @@ package jail
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,12 +29,5 @@ func (s *Sandbox) OpenRootDir(dir string) (*os.File, error) {
 	if unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
 		return nil, ErrEnded
 	}
-	fd, err := unix.Openat2(root, strings.TrimPrefix(dir, "/"), &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return os.NewFile(uintptr(fd), dir), nil
+	return OpenInRoot(root, dir)
 }
