@@ -102,8 +102,7 @@ func RootInsideCapabilities() uint64 {
 // capability), one exec'ed as root gets rootCaps.
 var spawnerCaps = append(slices.Clone(rootCaps), unix.CAP_SYS_RESOURCE)
 
-// spawnerEffective are the capabilities the forking thread uses; others
-// it raises for one call (withCapability).
+// spawnerEffective are the capabilities the forking thread uses.
 var spawnerEffective = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SYS_RESOURCE}
 
 // rootInsideSecurebits lock what cannot be regained (ambient raises,
@@ -147,14 +146,4 @@ func setCaps(permitted, effective []uintptr) error {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
-}
-
-// withCapability runs f with c raised in the calling thread's effective
-// set (it must be permitted), and lowers it after.
-func withCapability(c uintptr, f func() error) error {
-	if err := setCaps(spawnerCaps, append(slices.Clone(spawnerEffective), c)); err != nil {
-		return err
-	}
-	defer func() { _ = setCaps(spawnerCaps, spawnerEffective) }()
-	return f()
 }

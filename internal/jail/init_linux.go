@@ -279,6 +279,11 @@ func guardInit() error {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
 		syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
+	// Opened while the init still owns its /proc files (serveMachine's
+	// forks raise the init's score through it).
+	if err := openOwnOOMScore(); err != nil {
+		return err
+	}
 	// Non-dumpable: /proc/1 becomes unreadable to the program (environ, mem,
 	// root, exe) and it cannot be ptraced even without seccomp.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -3,10 +3,10 @@ package jail
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,16 +287,7 @@ func (m *machineInit) fork(o spawnOrder, fds []int, term **terminal, ended chan<
 	if err := limitProcess(pid, m.cfg); err != nil && !errors.Is(err, unix.ESRCH) {
 		return 0, err
 	}
-	// The OOM killer's first choice, not the init (again: in case the
-	// init's own score could not be set). Root's process owns its /proc
-	// file: the init overrides the mode for this write alone.
-	oom := func() error { return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(oomFirst), 0) }
-	if o.Root {
-		_ = withCapability(unix.CAP_DAC_OVERRIDE, oom)
-	} else {
-		_ = oom()
-	}
-	return pid, nil
+	return pid, nil // the OOM killer's first choice since its fork
 }
 
 // signal sends a signal to a process the init started and to its group.
@@ -366,12 +357,20 @@ func programEnd(ws unix.WaitStatus) programExit {
 // first choice from its first instruction: it inherits the score the init
 // takes for the fork alone. Written to the child after its exec, a
 // command that allocates at once could meet the OOM killer first, which
-// would end the init's program (already at 1000) instead of it.
+// would end the init's program (already at 1000) instead of it; so a
+// fork the init cannot give that score is refused, not made.
 func (m *machineInit) forkFirstChoice(argv []string, attr *syscall.ProcAttr) (int, error) {
-	raised := m.ownOOM != "" && ownOOMScore(oomFirst) == nil
+	if m.ownOOM == "" {
+		return 0, errors.New("the machine's init cannot read its own OOM score")
+	}
+	if err := ownOOMScore(oomFirst); err != nil {
+		return 0, fmt.Errorf("the machine's init cannot make its child the OOM killer's first choice: %w", err)
+	}
 	pid, err := syscall.ForkExec(argv[0], argv, attr)
-	if raised {
-		_ = ownOOMScore(m.ownOOM)
+	if rerr := ownOOMScore(m.ownOOM); rerr != nil && err == nil {
+		// The init at 1000 would be chosen with its children: end it
+		// rather than run on so (the supervisor sees the machine end).
+		panic(fmt.Sprintf("the machine's init cannot take back its OOM score: %v", rerr))
 	}
 	return pid, err
 }
@@ -382,9 +381,38 @@ func (m *machineInit) forkFirstChoice(argv []string, attr *syscall.ProcAttr) (in
 // floor, oom_score_adj_min, moves only for a privileged writer).
 const oomFirst = "1000"
 
+// oomScoreFD is the init's own oom_score_adj, opened for writing before
+// the init made itself non-dumpable (guardInit): from then on its /proc
+// files are root's, and the init, no owner of them any more, could not
+// open it again.
+var oomScoreFD = -1
+
+// openOwnOOMScore opens the init's own oom_score_adj for later writes, on
+// a descriptor above those the supervisor passes (which are numbered).
+func openOwnOOMScore() error {
+	fd, err := unix.Open("/proc/self/oom_score_adj", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open own oom_score_adj: %w", err)
+	}
+	defer unix.Close(fd)
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, oomScoreFDMin)
+	if err != nil {
+		return fmt.Errorf("own oom_score_adj: %w", err)
+	}
+	oomScoreFD = high
+	return nil
+}
+
+// oomScoreFDMin is above every descriptor an init is handed.
+const oomScoreFDMin = 512
+
 // ownOOMScore sets the init's own oom_score_adj.
 func ownOOMScore(v string) error {
-	return os.WriteFile("/proc/self/oom_score_adj", []byte(v), 0)
+	if oomScoreFD < 0 {
+		return errors.New("its oom_score_adj is not open")
+	}
+	_, err := unix.Pwrite(oomScoreFD, []byte(v), 0)
+	return err
 }
 
 // readOwnOOMScore is the init's own oom_score_adj ("" when unreadable).
