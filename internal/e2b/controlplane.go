@@ -90,17 +90,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, why)
 		return
 	}
-	asked, err := mcpOf(body.MCP)
-	if err == nil && asked != nil {
-		if !s.svc.OffersGateway() {
-			err = fmt.Errorf("mcp: this server allows no MCP gateway servers (the operator's SANDBOX_TOOLS_CONFIG servers with a gateway block)")
-		} else if cerr := s.svc.CheckGateway(asked); cerr != nil {
-			s.serviceError(w, cerr)
-			return
-		}
-	}
-	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, err.Error())
+	asked, ok := s.askedGateway(w, &body)
+	if !ok {
 		return
 	}
 	body.TemplateID = mcpTemplateOf(body.TemplateID)

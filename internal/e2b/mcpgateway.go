@@ -112,3 +112,24 @@ func (s *Server) serveGatewayToken(w http.ResponseWriter, r *http.Request, ref s
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(token))
 }
+
+// askedGateway reads and checks a create's `mcp` (nil when it asks for
+// none); a refusal is answered on w.
+func (s *Server) askedGateway(w http.ResponseWriter, body *newSandbox) (map[string]map[string]any, bool) {
+	asked, err := mcpOf(body.MCP)
+	switch {
+	case err != nil:
+	case asked == nil:
+		return nil, true
+	case !s.svc.OffersGateway():
+		err = errors.New("mcp: this server allows no MCP gateway servers (the operator's SANDBOX_TOOLS_CONFIG servers with a gateway block)")
+	default:
+		if err := s.svc.CheckGateway(asked); err != nil {
+			s.serviceError(w, err)
+			return nil, false
+		}
+		return asked, true
+	}
+	writeAPIError(w, http.StatusBadRequest, err.Error())
+	return nil, false
+}

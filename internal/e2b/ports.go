@@ -73,6 +73,9 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, port int, id 
 		// The MCP gateway runs outside the sandbox (mcpgateway.go): it
 		// answers whether the sandbox runs or is paused.
 		if h := s.svc.GatewayEndpoint(id); h != nil {
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxFileSize)
+			}
 			h.ServeHTTP(w, r)
 			return "mcp gateway"
 		}

@@ -115,31 +115,9 @@ func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 	if err != nil {
 		return nil, err
 	}
-	var system []ociMount
-	if who.rootInside() {
-		if own {
-			// Its /etc/alternatives are root's to change, in its /etc:
-			// the writer copies them there.
-			mounts = slices.DeleteFunc(mounts, func(m ociMount) bool { return slices.Contains(etcDirs, m.Destination) })
-		}
-		if err := rootsOwnTree(build, who.first, spec.Root == "" && !own); err != nil {
-			return nil, err
-		}
-		if own {
-			system = mounts
-		} else {
-			// The system's directories become part of the bundle's root,
-			// which runsc overlays with memory: root inside writes
-			// /usr/local, /etc or /usr, and the host's never change (a
-			// read-only bind beneath, and the gofer is the block's first
-			// id, which may write none of them).
-			for _, m := range mounts {
-				if err := systemBind(root, m); err != nil {
-					return nil, err
-				}
-			}
-		}
-		mounts = nil
+	system, mounts, err := rootInsideTree(root, build, own, spec, who, mounts)
+	if err != nil {
+		return nil, err
 	}
 	// Order matters: later mounts go on top of earlier ones.
 	relay := ""
@@ -186,6 +164,38 @@ func writeBundle(dir string, spec jail.Spec, who identity) ([]ociMount, error) {
 		return nil, err
 	}
 	return mounts, os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+}
+
+// rootInsideTree gives a root-inside machine's tree (made at build) to
+// root inside and takes the system's directories out of the mounts runsc
+// makes: on its own root they are mounted on the host (system,
+// placeOwnRoot), else bound into the bundle's root, which runsc overlays
+// with memory.
+func rootInsideTree(root, build string, own bool, spec jail.Spec, who identity, mounts []ociMount) (system, rest []ociMount, err error) {
+	if !who.rootInside() {
+		return nil, mounts, nil
+	}
+	if own {
+		// Its /etc/alternatives are root's to change, in its /etc: the
+		// writer copies them there.
+		mounts = slices.DeleteFunc(mounts, func(m ociMount) bool { return slices.Contains(etcDirs, m.Destination) })
+	}
+	if err := rootsOwnTree(build, who.first, spec.Root == "" && !own); err != nil {
+		return nil, nil, err
+	}
+	if own {
+		return mounts, nil, nil
+	}
+	// The system's directories become part of the bundle's root, which
+	// runsc overlays with memory: root inside writes /usr/local, /etc or
+	// /usr, and the host's never change (a read-only bind beneath, and the
+	// gofer is the block's first id, which may write none of them).
+	for _, m := range mounts {
+		if err := systemBind(root, m); err != nil {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, nil
 }
 
 // roBind is a read-only bind of host at path.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,24 +15,6 @@ import (
 // /etc overlays): the same names cleared at each start, the same layers
 // under its usr, so that the file API, parks, snapshots and forks treat
 // both alike. These are the native pieces it uses from outside the init.
-
-// ClearMachineRoot removes from spec's machine root what a start places
-// there (as a native start does), but for the top-level names in keep
-// (what the caller keeps in the root itself: a gVisor machine's /tmp)
-// and, with root inside, the layers of its /usr and /etc.
-func ClearMachineRoot(spec Spec, keep ...string) error {
-	names, err := skeletonNames(spec)
-	if err != nil {
-		return err
-	}
-	names = slices.DeleteFunc(names, func(n string) bool { return slices.Contains(keep, n) })
-	layers := map[string][]string{}
-	if spec.RootInside {
-		layers["usr"] = []string{filepath.Base(usrLocalUpper), filepath.Base(usrLocalWork), filepath.Base(usrUpper), filepath.Base(usrWork),
-			filepath.Base(etcUpper), filepath.Base(etcWork)}
-	}
-	return clearSkeleton(spec.MachineRoot, names, layers)
-}
 
 // MachineLayers are the upper and work directories of a machine's /usr
 // and /etc overlays, relative to its own root.

@@ -79,16 +79,6 @@ func (s *Service) GatewayToken(ctx context.Context, id, owner string) (string, e
 	return g.Token(), nil
 }
 
-// GatewayHandler serves session id's gateway endpoint (it checks the
-// bearer token itself).
-func (s *Service) GatewayHandler(ctx context.Context, id, owner string) (http.Handler, error) {
-	g, err := s.gatewayOf(ctx, id, owner)
-	if err != nil {
-		return nil, err
-	}
-	return g, nil
-}
-
 // sweepGateways ends, every interval, the gateways of sessions that are
 // no longer live nor parked (closed, expired, lost), so that no server
 // started for a sandbox outlives it.
