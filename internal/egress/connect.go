@@ -28,6 +28,12 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if t, err := parseTarget(host, port); err == nil {
+		if creds := p.intercepted(t); len(creds) > 0 {
+			p.intercept(w, r, t, dst, creds)
+			return
+		}
+	}
 	up, err := p.dialUpstream(r.Context(), dst)
 	if err != nil {
 		p.upstreamFailed(w, r, dst, err)

@@ -18,6 +18,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"maps"
@@ -78,6 +79,16 @@ type Options struct {
 	// Rules are the sandbox's own, within the policy (SetRules changes
 	// them). They must Check; New ignores rules that do not.
 	Rules NetworkRules
+	// Authority, if set, lets the proxy open HTTPS tunnels to the hosts
+	// of its credentials (SetCredentials) to add them; without one,
+	// every tunnel is spliced unopened.
+	Authority *Authority
+	// UpstreamRoots verify the servers of opened tunnels; nil is the
+	// host's roots.
+	UpstreamRoots *x509.CertPool
+	// OnCredential, if set, hears of each request a credential was added
+	// to (its name, never its value).
+	OnCredential func(CredentialUse)
 }
 
 // Decision is the outcome of the destination check of one request. It is
@@ -103,15 +114,20 @@ type Decision struct {
 // Proxy is an HTTP(S) forward proxy enforcing a Policy. Create it with New;
 // it may Serve several listeners at once, and Close ends them all.
 type Proxy struct {
-	entries     []entry
-	rules       atomic.Pointer[compiledRules] // nil: none
-	log         *slog.Logger
-	resolver    Resolver
-	dialTimeout time.Duration
-	idleTimeout time.Duration
-	maxConns    int
-	onDecision  func(Decision)
-	label       string
+	entries   []entry
+	rules     atomic.Pointer[compiledRules] // nil: none
+	creds     atomic.Pointer[credentialSet] // nil: none
+	authority *Authority
+	// upstreamRoots verify opened tunnels' servers (nil: the host's).
+	upstreamRoots *x509.CertPool
+	onCredential  func(CredentialUse)
+	log           *slog.Logger
+	resolver      Resolver
+	dialTimeout   time.Duration
+	idleTimeout   time.Duration
+	maxConns      int
+	onDecision    func(Decision)
+	label         string
 	// refusedLog lets the first maxLoggedRefusals refusals into the log:
 	// the sandboxed program can make as many as it likes, and Close logs
 	// how many more there were.
@@ -139,15 +155,18 @@ type Proxy struct {
 // the proxy fails closed rather than guess.
 func New(p Policy, opts Options) *Proxy {
 	px := &Proxy{
-		log:         opts.Logger,
-		resolver:    opts.Resolver,
-		dialTimeout: opts.DialTimeout,
-		idleTimeout: opts.IdleTimeout,
-		maxConns:    opts.MaxConns,
-		onDecision:  opts.OnDecision,
-		label:       opts.Label,
-		refusedLog:  bounded.NewQuota(maxLoggedRefusals),
-		conns:       make(map[*trackedConn]struct{}),
+		log:           opts.Logger,
+		resolver:      opts.Resolver,
+		dialTimeout:   opts.DialTimeout,
+		idleTimeout:   opts.IdleTimeout,
+		maxConns:      opts.MaxConns,
+		onDecision:    opts.OnDecision,
+		label:         opts.Label,
+		authority:     opts.Authority,
+		upstreamRoots: opts.UpstreamRoots,
+		onCredential:  opts.OnCredential,
+		refusedLog:    bounded.NewQuota(maxLoggedRefusals),
+		conns:         make(map[*trackedConn]struct{}),
 	}
 	if px.log == nil {
 		px.log = slog.Default()

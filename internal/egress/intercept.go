@@ -1,0 +1,281 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// CredentialUse is one request that left with a credential added.
+type CredentialUse struct {
+	Name, Host, Method string
+}
+
+// SetCredentials replaces the sandbox's credentials; tunnels opened from
+// now on use them (one already open keeps the set it began with).
+// Credentials that do not Check leave the old ones in place.
+func (p *Proxy) SetCredentials(list []Credential) error {
+	if len(list) == 0 {
+		p.creds.Store(nil)
+		return nil
+	}
+	set, err := compileCredentials(list)
+	if err != nil {
+		return err
+	}
+	p.creds.Store(set)
+	return nil
+}
+
+// intercepted reports whether a CONNECT to t is to be opened: a host with
+// credentials, on a proxy with an authority.
+func (p *Proxy) intercepted(t target) []*compiledCredential {
+	if p.authority == nil {
+		return nil
+	}
+	return p.creds.Load().forHost(t)
+}
+
+// intercept answers a CONNECT to a host with credentials: it ends the
+// sandbox's TLS with a certificate of the sandbox's authority, adds the
+// credentials to each HTTP/1.1 request that matches, and sends it on over
+// a TLS connection of its own to the checked address, verified as any
+// client would (the host's name, the operator's roots).
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst netip.AddrPort, creds []*compiledCredential) {
+	leaf, err := p.authority.leaf(t.name)
+	if err != nil {
+		p.upstreamFailed(w, r, dst, fmt.Errorf("certificate for %s: %w", t.name, err))
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "codecage egress: internal error", http.StatusInternalServerError)
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{})
+	_ = conn.SetWriteDeadline(time.Now().Add(p.idleTimeout))
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		return
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	var in net.Conn = conn
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		in = &prefixedConn{Conn: conn, r: io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn)}
+	}
+	tc := tls.Server(in, &tls.Config{
+		Certificates: []tls.Certificate{*leaf},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+
+	tr := p.upstreamTransport(t.name, dst)
+	defer tr.CloseIdleConnections()
+	authority := t.name
+	if t.port != 443 {
+		authority = net.JoinHostPort(t.name, strconv.Itoa(t.port))
+	}
+	x := &interception{p: p, host: t.name, authority: authority, creds: creds}
+	rp := &httputil.ReverseProxy{
+		Rewrite:        x.rewrite,
+		Transport:      tr,
+		ModifyResponse: x.scrub,
+		ErrorHandler:   x.failed,
+		FlushInterval:  -1,
+		ErrorLog:       slog.NewLogLogger(p.log.With("sandbox", p.label).Handler(), slog.LevelDebug),
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	one := newOneConn(tc, p.ctx)
+	srv := &http.Server{
+		Handler:           x.guard(rp),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       p.idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes - 4096,
+		Protocols:         protocols,
+		ConnState:         one.state,
+		ErrorLog:          slog.NewLogLogger(p.log.With("sandbox", p.label).Handler(), slog.LevelDebug),
+	}
+	_ = srv.Serve(one)
+}
+
+// interception is one opened tunnel's request handling.
+type interception struct {
+	p               *Proxy
+	host, authority string
+	creds           []*compiledCredential
+}
+
+type addedKey struct{}
+
+// guard refuses a request whose Host is another than the tunnel's: the
+// credential is the tunnel host's, and the request would reach that host
+// anyway.
+func (x *interception) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Host
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			h = hh
+		}
+		if !strings.EqualFold(strings.TrimSuffix(h, "."), x.host) {
+			http.Error(w, fmt.Sprintf("codecage egress: this tunnel is to %s; the request names %q", x.host, truncate(r.Host)),
+				http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rewrite sends the request on to the tunnel's host with the matching
+// credentials added; it remembers their values so the answer can be
+// scrubbed of them.
+func (x *interception) rewrite(pr *httputil.ProxyRequest) {
+	out := pr.Out
+	out.URL.Scheme, out.URL.Host, out.Host = "https", x.authority, x.authority
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""}
+	}
+	var added []string
+	for _, c := range x.creds {
+		if c.applies(pr.In) && c.add(out.Header) {
+			added = append(added, c.Value)
+			x.p.log.Info("egress credential added", "sandbox", x.p.label, "credential", c.Name,
+				"host", x.host, "method", truncate(pr.In.Method))
+			if x.p.onCredential != nil {
+				x.p.onCredential(CredentialUse{Name: c.Name, Host: x.host, Method: truncate(pr.In.Method)})
+			}
+		}
+	}
+	if len(added) > 0 {
+		// An answer in plain bytes can be scrubbed; a compressed one
+		// cannot. Servers mostly honour this.
+		out.Header.Del("Accept-Encoding")
+		pr.Out = out.WithContext(context.WithValue(out.Context(), addedKey{}, added))
+	}
+}
+
+// scrub drops every response header that carries a value added to the
+// request, and any trailer, and masks the values in an uncompressed body:
+// an API that echoes the request must not hand the secret back.
+func (x *interception) scrub(resp *http.Response) error {
+	added, _ := resp.Request.Context().Value(addedKey{}).([]string)
+	if len(added) == 0 {
+		return nil
+	}
+	for k, vv := range resp.Header {
+		for _, v := range vv {
+			if containsAny(v, added) {
+				delete(resp.Header, k)
+				break
+			}
+		}
+	}
+	resp.Trailer = nil
+	if enc := resp.Header.Get("Content-Encoding"); enc == "" || strings.EqualFold(enc, "identity") {
+		resp.Body = newMasker(resp.Body, added)
+	}
+	return nil
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// failed answers a request that could not be sent on.
+func (x *interception) failed(w http.ResponseWriter, r *http.Request, err error) {
+	x.p.log.Warn("egress: upstream failed", "sandbox", x.p.label, "host", x.host, "error", err)
+	status := http.StatusBadGateway
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+		status = http.StatusGatewayTimeout
+	}
+	http.Error(w, fmt.Sprintf("codecage egress: cannot reach %s: %v", x.host, err), status)
+}
+
+// upstreamTransport carries an opened tunnel's requests to the checked
+// address alone, over TLS verified for name.
+func (p *Proxy) upstreamTransport(name string, dst netip.AddrPort) *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := p.dialUpstream(ctx, dst)
+			if err != nil {
+				return nil, err
+			}
+			return &idleConn{Conn: c, idle: p.idleTimeout, act: newActivity()}, nil
+		},
+		TLSClientConfig: &tls.Config{
+			ServerName: name,
+			RootCAs:    p.upstreamRoots,
+			NextProtos: []string{"http/1.1"},
+			MinVersion: tls.VersionTLS12,
+		},
+		TLSHandshakeTimeout:    p.dialTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        p.idleTimeout,
+	}
+}
+
+// prefixedConn reads what net/http had buffered before the connection.
+type prefixedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConn is a listener of one connection: Serve returns once it closed
+// (or the proxy did).
+type oneConn struct {
+	c    net.Conn
+	ctx  context.Context
+	once sync.Once
+	done chan struct{}
+	took bool
+}
+
+func newOneConn(c net.Conn, ctx context.Context) *oneConn {
+	return &oneConn{c: c, ctx: ctx, done: make(chan struct{})}
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	if !l.took {
+		l.took = true
+		return l.c, nil
+	}
+	select {
+	case <-l.done:
+	case <-l.ctx.Done():
+		l.c.Close()
+	}
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) state(_ net.Conn, s http.ConnState) {
+	if s == http.StateClosed || s == http.StateHijacked {
+		l.once.Do(func() { close(l.done) })
+	}
+}
+
+func (l *oneConn) Close() error { return nil }
+
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
