@@ -54,6 +54,10 @@ type Config struct {
 	policy.Operator
 	// NetworkAllow lists the hosts the network profile may reach.
 	NetworkAllow []string
+	// EgressRoots is a PEM file of authorities the egress proxy trusts,
+	// besides the host's, for the servers of the HTTPS tunnels it opens to
+	// add a credential ("": the host's alone).
+	EgressRoots string
 	// EnableContainerMode allows use_container (the gVisor backend).
 	EnableContainerMode bool
 	// Isolation is the backend of a request that does not ask for one:

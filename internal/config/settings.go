@@ -92,6 +92,8 @@ var settings = []setting{
 	listSetting("network_allow", "SANDBOX_NETWORK_ALLOW", "hosts the network profile may reach (names, *.suffix, ip, host:port)", func(c *Config) *[]string { return &c.NetworkAllow }).
 		doc("hosts the network profile may reach: exact names, `*.suffix`, IPs, `host:port`; private, loopback, link-local and metadata addresses (after resolving) only when an exact entry lists them").
 		shown("none: nothing"),
+	pathSetting("egress_roots", "SANDBOX_EGRESS_ROOTS", "PEM file of extra authorities the egress proxy verifies credentialed HTTPS servers with", func(c *Config) *string { return &c.EgressRoots }).
+		doc("a PEM file of certificate authorities the egress proxy trusts, besides the host's, when it opens an HTTPS tunnel to add a credential (a private API's own authority); unset: the host's alone"),
 	countSetting("pool_size", "SANDBOX_POOL_SIZE", "basic sandboxes kept ready (0: none)", func(c *Config) *int { return &c.PoolSize }).
 		doc("basic sandboxes kept ready, refilled in the background (0: none)"),
 	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),

@@ -29,8 +29,8 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t, err := parseTarget(host, port); err == nil {
-		if creds := p.intercepted(t); len(creds) > 0 {
-			p.intercept(w, r, t, dst, creds)
+		if set, creds := p.intercepted(t); len(creds) > 0 {
+			p.intercept(w, r, t, dst, set, creds)
 			return
 		}
 	}

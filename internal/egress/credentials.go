@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,60 +13,71 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Credential is a secret the proxy adds to a sandbox's HTTPS requests to
-// one host, so the code never holds it: either a header set to Value
-// ("Authorization" to "Bearer sk-..."), or a Placeholder that the code
-// sends in a header and the proxy replaces by Value. Plain HTTP never
-// gets a credential, nor do hosts it does not name: a redirect elsewhere
-// is a new request, matched again.
-type Credential struct {
-	// Name identifies the binding in logs and the audit log; the value
-	// never appears there.
-	Name string
+// Binding says where the proxy adds a secret to a sandbox's HTTPS
+// requests, so the code never holds it: a header set to Prefix and the
+// secret ("Authorization": "Bearer sk-..."), or a Placeholder that the
+// code sends in a header and the proxy replaces by the secret. Plain HTTP
+// never gets a credential, nor do hosts it does not name: a redirect
+// elsewhere is a new request, matched again. The secret is named, never
+// held: the proxy asks for its value when a tunnel to the host opens.
+type Binding struct {
+	// Name identifies the binding in logs and the audit log ("" is Secret).
+	Name string `json:"name,omitempty" doc:"The binding's name in logs and the audit log (default: the secret's)." jsonschema:"The binding's name in logs and the audit log (default: the secret's)."`
+	// Secret names the stored secret whose value is added.
+	Secret string `json:"secret" doc:"The name of a stored secret (POST /secrets) whose value is added." jsonschema:"The name of a stored secret (create_secret) whose value is added."`
 	// Host is an exact name ("api.example.com") or a "*.suffix" wildcard
 	// (subdomains at any depth, not the suffix itself). An exact match
 	// wins over wildcards, and the longest wildcard over shorter ones;
-	// credentials of different hosts are never merged (E2B's rules).
-	Host string
+	// bindings of different hosts are never merged (E2B's rules).
+	Host string `json:"host" doc:"An exact host name, or *.suffix for its subdomains (not the suffix itself)." jsonschema:"An exact host name, or *.suffix for its subdomains (not the suffix itself)."`
 	// Port is the destination port whose tunnels are opened; 0 is 443.
 	// Other ports of the host are tunnelled untouched (ssh to port 22).
-	Port int
-	// PathPrefix, if set, limits the credential to request paths under
-	// it ("/v1/"); a path that is not in canonical form never matches.
-	PathPrefix string
-	// Methods, if set, limits the credential to these methods.
-	Methods []string
-	// Header is the header to set, replacing one the request carries.
-	Header string
+	Port int `json:"port,omitempty" doc:"The HTTPS port (default 443); other ports of the host are tunnelled untouched." jsonschema:"The HTTPS port (default 443); other ports of the host are tunnelled untouched."`
+	// PathPrefix, if set, limits the binding to request paths under it
+	// ("/v1/"); a path that is not in canonical form never matches.
+	PathPrefix string `json:"path_prefix,omitempty" doc:"Only requests whose path starts with this (in canonical form)." jsonschema:"Only requests whose path starts with this (in canonical form)."`
+	// Methods, if set, limits the binding to these methods.
+	Methods []string `json:"methods,omitempty" doc:"Only requests of these methods (default: all)." jsonschema:"Only requests of these methods (default: all)."`
+	// Header is the header to set, replacing one the request carries, to
+	// Prefix and the secret.
+	Header string `json:"header,omitempty" doc:"The header to set (replacing the request's), to prefix + the secret." jsonschema:"The header to set (replacing the request's), to prefix + the secret."`
+	Prefix string `json:"prefix,omitempty" doc:"Written before the secret in header (\"Bearer \")." jsonschema:"Written before the secret in header (for example 'Bearer ')."`
 	// Placeholder is the string to replace in the request's header values
-	// (Header empty).
-	Placeholder string
-	// Value is the secret.
-	Value string
+	// by the secret (Header empty).
+	Placeholder string `json:"placeholder,omitempty" doc:"Instead of header: this string, wherever the request's headers carry it, is replaced by the secret." jsonschema:"Instead of header: this string, wherever the request's headers carry it, is replaced by the secret."`
 }
 
-// Caps on credentials: they are checked on every request.
-const (
-	MaxCredentials     = 64
-	maxCredentialValue = 8 << 10
-)
+// SecretFunc gives a secret's value by name.
+type SecretFunc func(ctx context.Context, secret string) (string, error)
 
-// Check reports what is wrong with c, never quoting its value.
-func (c Credential) Check() error {
+// MaxBindings caps a sandbox's bindings: they are matched on every tunnel.
+const MaxBindings = 64
+
+// Label is the binding's name in logs.
+func (c Binding) Label() string { return cmp.Or(c.Name, c.Secret) }
+
+// Check reports what is wrong with c.
+func (c Binding) Check() error {
 	if _, err := compileCredential(c); err != nil {
-		return fmt.Errorf("egress credential %q: %w", clip(c.Name), err)
+		return fmt.Errorf("egress credential %q: %w", clip(c.Label()), err)
 	}
 	return nil
 }
 
-// compiledCredential is a Credential parsed once.
+// CheckBindings checks a sandbox's bindings, naming each bad one.
+func CheckBindings(list []Binding) error {
+	_, err := compileCredentials(list)
+	return err
+}
+
+// compiledCredential is a Binding parsed once.
 type compiledCredential struct {
-	Credential
+	Binding
 	host entry // kindName or kindWildcard
 	port int
 }
 
-func compileCredential(c Credential) (*compiledCredential, error) {
+func compileCredential(c Binding) (*compiledCredential, error) {
 	h, err := parseRuleName(c.Host)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w (a credential names a host or *.suffix)", err)
@@ -85,10 +98,14 @@ func compileCredential(c Credential) (*compiledCredential, error) {
 		return nil, fmt.Errorf("header %q belongs to the connection or the proxy, not to a credential", clip(c.Header))
 	case c.Placeholder != "" && (len(c.Placeholder) < 8 || len(c.Placeholder) > 256 || !httpguts.ValidHeaderFieldValue(c.Placeholder)):
 		return nil, errors.New("a placeholder is 8 to 256 characters a header value may hold (short ones would match by chance)")
-	case c.Value == "" || len(c.Value) > maxCredentialValue:
-		return nil, fmt.Errorf("the value must be 1 to %d bytes", maxCredentialValue)
-	case !httpguts.ValidHeaderFieldValue(c.Value) || strings.ContainsAny(c.Value, "\r\n"):
-		return nil, errors.New("the value holds characters a header value may not (line breaks, control characters)")
+	case c.Secret == "" || len(c.Secret) > 256:
+		return nil, errors.New("secret names the stored secret to add")
+	case c.Header == "" && c.Prefix != "":
+		return nil, errors.New("prefix goes with header")
+	case len(c.Prefix) > 256 || !httpguts.ValidHeaderFieldValue(c.Prefix):
+		return nil, errors.New("prefix is at most 256 characters a header value may hold")
+	case len(c.Name) > 128:
+		return nil, errors.New("name is at most 128 bytes")
 	case c.PathPrefix != "" && (!strings.HasPrefix(c.PathPrefix, "/") || len(c.PathPrefix) > 1024):
 		return nil, errors.New("path_prefix must start with / (at most 1024 bytes)")
 	}
@@ -97,7 +114,7 @@ func compileCredential(c Credential) (*compiledCredential, error) {
 			return nil, fmt.Errorf("method %q is not a request method", clip(m))
 		}
 	}
-	return &compiledCredential{Credential: c, host: h, port: port}, nil
+	return &compiledCredential{Binding: c, host: h, port: port}, nil
 }
 
 // reservedHeader: headers that frame the message or address the proxy.
@@ -109,22 +126,24 @@ func reservedHeader(name string) bool {
 	return len(name) >= 6 && strings.EqualFold(name[:6], "proxy-")
 }
 
-// credentialSet is a sandbox's credentials, compiled.
+// credentialSet is a sandbox's bindings, compiled, and where their
+// secrets come from.
 type credentialSet struct {
-	list []*compiledCredential
+	list    []*compiledCredential
+	resolve SecretFunc
 }
 
-// compileCredentials checks every credential, naming each bad one.
-func compileCredentials(list []Credential) (*credentialSet, error) {
-	if len(list) > MaxCredentials {
-		return nil, fmt.Errorf("egress credentials: at most %d (got %d)", MaxCredentials, len(list))
+// compileCredentials checks every binding, naming each bad one.
+func compileCredentials(list []Binding) (*credentialSet, error) {
+	if len(list) > MaxBindings {
+		return nil, fmt.Errorf("egress credentials: at most %d (got %d)", MaxBindings, len(list))
 	}
 	set := &credentialSet{}
 	var errs []error
 	for _, c := range list {
 		cc, err := compileCredential(c)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("egress credential %q: %w", clip(c.Name), err))
+			errs = append(errs, fmt.Errorf("egress credential %q: %w", clip(c.Label()), err))
 			continue
 		}
 		set.list = append(set.list, cc)
@@ -186,17 +205,22 @@ func cleanPath(p string) string {
 	return c
 }
 
-// add puts c's value into r's headers; it reports whether it did.
-func (c *compiledCredential) add(h http.Header) bool {
+// valueOK: a secret goes into a header value, whole.
+func valueOK(v string) bool {
+	return v != "" && httpguts.ValidHeaderFieldValue(v) && !strings.ContainsAny(v, "\r\n")
+}
+
+// add puts c with its secret into h; it reports whether it did.
+func (c *compiledCredential) add(h http.Header, secret string) bool {
 	if c.Header != "" {
-		h.Set(c.Header, c.Value)
+		h.Set(c.Header, c.Prefix+secret)
 		return true
 	}
 	added := false
 	for k, vv := range h {
 		for i, v := range vv {
 			if strings.Contains(v, c.Placeholder) {
-				h[k][i] = strings.ReplaceAll(v, c.Placeholder, c.Value)
+				h[k][i] = strings.ReplaceAll(v, c.Placeholder, secret)
 				added = true
 			}
 		}

@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,17 @@ import (
 )
 
 const canary = "sk-canary-7f3a9c1e"
+
+// secrets is the tests' store: "openai" is the canary.
+func secrets(_ context.Context, name string) (string, error) {
+	switch name {
+	case "openai":
+		return canary, nil
+	case "broken":
+		return "a\r\nX-Injected: 1", nil
+	}
+	return "", errors.New("no such secret")
+}
 
 // apiServer is an HTTPS server for example.com (httptest's certificate)
 // that records the Authorization each request brought and echoes it back
@@ -65,7 +78,7 @@ func (a *apiServer) roots() *x509.CertPool {
 
 // credentialFixture is a proxy with an authority whose upstream roots
 // trust the API server, and a client that trusts the authority alone.
-func credentialFixture(t *testing.T, api *apiServer, creds []Credential, roots *x509.CertPool) (*fixture, *http.Client) {
+func credentialFixture(t *testing.T, api *apiServer, creds []Binding, roots *x509.CertPool) (*fixture, *http.Client) {
 	t.Helper()
 	auth, err := NewAuthority("test")
 	if err != nil {
@@ -78,7 +91,7 @@ func credentialFixture(t *testing.T, api *apiServer, creds []Credential, roots *
 			o.Authority, o.UpstreamRoots = auth, roots
 		},
 		before: func(p *Proxy) {
-			if err := p.SetCredentials(creds); err != nil {
+			if err := p.SetBindings(creds, secrets); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -94,9 +107,9 @@ func credentialFixture(t *testing.T, api *apiServer, creds []Credential, roots *
 
 func TestCredentialIsAddedAndNeverComesBack(t *testing.T) {
 	api := newAPIServer(t)
-	fx, c := credentialFixture(t, api, []Credential{{
-		Name: "openai", Host: "example.com", Port: api.port, PathPrefix: "/v1/", Methods: []string{"GET"},
-		Header: "Authorization", Value: "Bearer " + canary,
+	fx, c := credentialFixture(t, api, []Binding{{
+		Secret: "openai", Host: "example.com", Port: api.port, PathPrefix: "/v1/", Methods: []string{"GET"},
+		Header: "Authorization", Prefix: "Bearer ",
 	}}, api.roots())
 	base := "https://example.com:" + strconv.Itoa(api.port)
 
@@ -105,7 +118,7 @@ func TestCredentialIsAddedAndNeverComesBack(t *testing.T) {
 		if resp.StatusCode != 200 || api.last(t) != "GET /v1/models Bearer "+canary {
 			t.Fatalf("request %d: %d %q; the server saw %q", i, resp.StatusCode, body, api.last(t))
 		}
-		if strings.Contains(body, canary) || body != "you sent: "+strings.Repeat("*", len("Bearer "+canary)) {
+		if strings.Contains(body, canary) || body != "you sent: Bearer "+strings.Repeat("*", len(canary)) {
 			t.Errorf("the body the sandbox read is %q: the secret must be masked", body)
 		}
 		for k, vv := range resp.Header {
@@ -163,8 +176,8 @@ func TestCredentialIsAddedAndNeverComesBack(t *testing.T) {
 func TestCredentialPlaceholderAndRedirect(t *testing.T) {
 	api := newAPIServer(t)
 	const placeholder = "CODECAGE-PLACEHOLDER-openai"
-	_, c := credentialFixture(t, api, []Credential{{
-		Name: "openai", Host: "example.com", Port: api.port, Placeholder: placeholder, Value: canary,
+	_, c := credentialFixture(t, api, []Binding{{
+		Name: "openai", Secret: "openai", Host: "example.com", Port: api.port, Placeholder: placeholder,
 	}}, api.roots())
 	base := "https://example.com:" + strconv.Itoa(api.port)
 	req, _ := http.NewRequest("GET", base+"/chat", nil)
@@ -200,8 +213,8 @@ func TestCredentialPlaceholderAndRedirect(t *testing.T) {
 
 func TestCredentialUpstreamIsVerified(t *testing.T) {
 	api := newAPIServer(t)
-	_, c := credentialFixture(t, api, []Credential{{
-		Name: "k", Host: "example.com", Port: api.port, Header: "X-Api-Key", Value: canary,
+	_, c := credentialFixture(t, api, []Binding{{
+		Name: "k", Secret: "openai", Host: "example.com", Port: api.port, Header: "X-Api-Key",
 	}}, x509.NewCertPool()) // trusts nothing
 	resp, body := get(t, c, "https://example.com:"+strconv.Itoa(api.port)+"/x")
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "certificate") {
@@ -215,36 +228,67 @@ func TestCredentialUpstreamIsVerified(t *testing.T) {
 }
 
 func TestCredentialChecks(t *testing.T) {
-	ok := Credential{Name: "n", Host: "api.example.com", Header: "Authorization", Value: "Bearer x"}
-	for name, c := range map[string]Credential{
-		"line break":   {Name: "n", Host: "api.example.com", Header: "Authorization", Value: canary + "\r\nX: y"},
-		"host header":  {Name: "n", Host: "api.example.com", Header: "Host", Value: canary},
-		"proxy header": {Name: "n", Host: "api.example.com", Header: "Proxy-Authorization", Value: canary},
-		"address":      {Name: "n", Host: "10.0.0.1", Header: "Authorization", Value: canary},
-		"both":         {Name: "n", Host: "api.example.com", Header: "A", Placeholder: "placeholder", Value: canary},
-		"neither":      {Name: "n", Host: "api.example.com", Value: canary},
-		"short holder": {Name: "n", Host: "api.example.com", Placeholder: "x", Value: canary},
-		"empty value":  {Name: "n", Host: "api.example.com", Header: "A"},
-		"bare star":    {Name: "n", Host: "*", Header: "A", Value: canary},
-		"relative":     {Name: "n", Host: "api.example.com", Header: "A", Value: canary, PathPrefix: "v1"},
+	ok := Binding{Secret: "s", Host: "api.example.com", Header: "Authorization", Prefix: "Bearer "}
+	for name, c := range map[string]Binding{
+		"host header":   {Secret: "s", Host: "api.example.com", Header: "Host"},
+		"proxy header":  {Secret: "s", Host: "api.example.com", Header: "Proxy-Authorization"},
+		"address":       {Secret: "s", Host: "10.0.0.1", Header: "Authorization"},
+		"both":          {Secret: "s", Host: "api.example.com", Header: "A", Placeholder: "placeholder"},
+		"neither":       {Secret: "s", Host: "api.example.com"},
+		"short holder":  {Secret: "s", Host: "api.example.com", Placeholder: "x"},
+		"no secret":     {Host: "api.example.com", Header: "A"},
+		"bare star":     {Secret: "s", Host: "*", Header: "A"},
+		"relative":      {Secret: "s", Host: "api.example.com", Header: "A", PathPrefix: "v1"},
+		"prefix alone":  {Secret: "s", Host: "api.example.com", Placeholder: "placeholder", Prefix: "Bearer "},
+		"prefix breaks": {Secret: "s", Host: "api.example.com", Header: "A", Prefix: "x\r\nY: z"},
+		"connect":       {Secret: "s", Host: "api.example.com", Header: "A", Methods: []string{"CONNECT"}},
 	} {
-		err := c.Check()
-		if err == nil {
+		if err := c.Check(); err == nil {
 			t.Errorf("%s: accepted", name)
-		} else if strings.Contains(err.Error(), canary) {
-			t.Errorf("%s: the error quotes the value: %v", name, err)
 		}
 	}
 	if err := ok.Check(); err != nil {
 		t.Error(err)
 	}
+	many := make([]Binding, MaxBindings+1)
+	for i := range many {
+		many[i] = ok
+	}
+	if err := CheckBindings(many); err == nil {
+		t.Error("more than MaxBindings accepted")
+	}
+}
+
+// A secret that is gone, or that would break the header, refuses the
+// tunnel with the binding's name rather than send the request bare.
+func TestCredentialSecretUnavailable(t *testing.T) {
+	for name, secret := range map[string]string{"gone": "deleted", "crlf": "broken"} {
+		t.Run(name, func(t *testing.T) {
+			api := newAPIServer(t)
+			fx, c := credentialFixture(t, api, []Binding{
+				{Name: name, Secret: secret, Host: "example.com", Port: api.port, Header: "X-Api-Key"},
+			}, api.roots())
+			_, err := c.Get("https://example.com:" + strconv.Itoa(api.port) + "/x")
+			if err == nil || !strings.Contains(err.Error(), "Bad Gateway") {
+				t.Errorf("got %v, want the tunnel refused", err)
+			}
+			if !strings.Contains(fx.logs.String(), `egress credential \"`+name+`\"`) {
+				t.Errorf("the log must name the binding:\n%s", fx.logs.String())
+			}
+			api.mu.Lock()
+			defer api.mu.Unlock()
+			if len(api.seen) != 0 {
+				t.Errorf("the server got %q", api.seen)
+			}
+		})
+	}
 }
 
 func TestCredentialHostPrecedence(t *testing.T) {
-	set, err := compileCredentials([]Credential{
-		{Name: "wide", Host: "*.example.com", Header: "A", Value: "1"},
-		{Name: "narrow", Host: "*.api.example.com", Header: "A", Value: "2"},
-		{Name: "exact", Host: "v1.api.example.com", Header: "A", Value: "3"},
+	set, err := compileCredentials([]Binding{
+		{Name: "wide", Secret: "1", Host: "*.example.com", Header: "A"},
+		{Name: "narrow", Secret: "2", Host: "*.api.example.com", Header: "A"},
+		{Name: "exact", Secret: "3", Host: "v1.api.example.com", Header: "A"},
 	})
 	if err != nil {
 		t.Fatal(err)

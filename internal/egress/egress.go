@@ -89,6 +89,8 @@ type Options struct {
 	// OnCredential, if set, hears of each request a credential was added
 	// to (its name, never its value).
 	OnCredential func(CredentialUse)
+	// OnClose, if set, runs once Close has ended everything.
+	OnClose func()
 }
 
 // Decision is the outcome of the destination check of one request. It is
@@ -121,6 +123,7 @@ type Proxy struct {
 	// upstreamRoots verify opened tunnels' servers (nil: the host's).
 	upstreamRoots *x509.CertPool
 	onCredential  func(CredentialUse)
+	onClose       func()
 	log           *slog.Logger
 	resolver      Resolver
 	dialTimeout   time.Duration
@@ -165,6 +168,7 @@ func New(p Policy, opts Options) *Proxy {
 		authority:     opts.Authority,
 		upstreamRoots: opts.UpstreamRoots,
 		onCredential:  opts.OnCredential,
+		onClose:       opts.OnClose,
 		refusedLog:    bounded.NewQuota(maxLoggedRefusals),
 		conns:         make(map[*trackedConn]struct{}),
 	}
@@ -272,6 +276,9 @@ func (p *Proxy) Close() error {
 	p.wg.Wait()
 	if more := p.refusedLog.More(); more > 0 {
 		p.log.Warn("egress: refusals not logged one by one", "sandbox", p.label, "more", more)
+	}
+	if p.onClose != nil {
+		p.onClose()
 	}
 	if errors.Is(err, net.ErrClosed) {
 		// The caller closed a listener itself; nothing went wrong.

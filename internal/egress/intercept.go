@@ -23,10 +23,11 @@ type CredentialUse struct {
 	Name, Host, Method string
 }
 
-// SetCredentials replaces the sandbox's credentials; tunnels opened from
-// now on use them (one already open keeps the set it began with).
-// Credentials that do not Check leave the old ones in place.
-func (p *Proxy) SetCredentials(list []Credential) error {
+// SetBindings replaces the sandbox's credential bindings, whose secrets
+// resolve gives; tunnels opened from now on use them (one already open
+// keeps the secrets it began with). Bindings that do not Check leave the
+// old ones in place.
+func (p *Proxy) SetBindings(list []Binding, resolve SecretFunc) error {
 	if len(list) == 0 {
 		p.creds.Store(nil)
 		return nil
@@ -35,17 +36,45 @@ func (p *Proxy) SetCredentials(list []Credential) error {
 	if err != nil {
 		return err
 	}
+	set.resolve = resolve
 	p.creds.Store(set)
 	return nil
 }
 
+// armed is a binding with its secret, for one tunnel.
+type armed struct {
+	*compiledCredential
+	secret string
+}
+
+// arm resolves the secrets of a tunnel's bindings. A secret that is gone
+// refuses the tunnel, naming the binding: a request sent on without its
+// credential would fail at the far end in words nobody can trace back.
+func (p *Proxy) arm(ctx context.Context, set *credentialSet, creds []*compiledCredential) ([]armed, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.dialTimeout)
+	defer cancel()
+	out := make([]armed, 0, len(creds))
+	for _, c := range creds {
+		if set.resolve == nil {
+			return nil, fmt.Errorf("egress credential %q: no secrets here", clip(c.Label()))
+		}
+		v, err := set.resolve(ctx, c.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("egress credential %q: secret %q: %v", clip(c.Label()), clip(c.Secret), err)
+		}
+		if !valueOK(v) {
+			return nil, fmt.Errorf("egress credential %q: secret %q holds characters a header may not (line breaks, control characters)", clip(c.Label()), clip(c.Secret))
+		}
+		out = append(out, armed{c, v})
+	}
+	return out, nil
+}
+
 // intercepted reports whether a CONNECT to t is to be opened: a host with
 // credentials, on a proxy with an authority.
-func (p *Proxy) intercepted(t target) []*compiledCredential {
-	if p.authority == nil {
-		return nil
-	}
-	return p.creds.Load().forHost(t)
+func (p *Proxy) intercepted(t target) (*credentialSet, []*compiledCredential) {
+	set := p.creds.Load()
+	return set, set.forHost(t)
 }
 
 // intercept answers a CONNECT to a host with credentials: it ends the
@@ -53,7 +82,17 @@ func (p *Proxy) intercepted(t target) []*compiledCredential {
 // credentials to each HTTP/1.1 request that matches, and sends it on over
 // a TLS connection of its own to the checked address, verified as any
 // client would (the host's name, the operator's roots).
-func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst netip.AddrPort, creds []*compiledCredential) {
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst netip.AddrPort, set *credentialSet, creds []*compiledCredential) {
+	keys, err := p.arm(r.Context(), set, creds)
+	if err == nil && p.authority == nil {
+		// Spliced, the request would leave without its credential.
+		err = errors.New("egress credentials: this sandbox's proxy has no certificate authority")
+	}
+	if err != nil {
+		p.log.Warn("egress: credential unavailable", "sandbox", p.label, "host", t.name, "error", err)
+		p.upstreamFailed(w, r, dst, err)
+		return
+	}
 	leaf, err := p.authority.leaf(t.name)
 	if err != nil {
 		p.upstreamFailed(w, r, dst, fmt.Errorf("certificate for %s: %w", t.name, err))
@@ -88,7 +127,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst 
 	if t.port != 443 {
 		authority = net.JoinHostPort(t.name, strconv.Itoa(t.port))
 	}
-	x := &interception{p: p, host: t.name, authority: authority, creds: creds}
+	x := &interception{p: p, host: t.name, authority: authority, creds: keys}
 	rp := &httputil.ReverseProxy{
 		Rewrite:        x.rewrite,
 		Transport:      tr,
@@ -116,7 +155,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst 
 type interception struct {
 	p               *Proxy
 	host, authority string
-	creds           []*compiledCredential
+	creds           []armed
 }
 
 type addedKey struct{}
@@ -150,12 +189,12 @@ func (x *interception) rewrite(pr *httputil.ProxyRequest) {
 	}
 	var added []string
 	for _, c := range x.creds {
-		if c.applies(pr.In) && c.add(out.Header) {
-			added = append(added, c.Value)
-			x.p.log.Info("egress credential added", "sandbox", x.p.label, "credential", c.Name,
+		if c.applies(pr.In) && c.add(out.Header, c.secret) {
+			added = append(added, c.secret)
+			x.p.log.Info("egress credential added", "sandbox", x.p.label, "credential", c.Label(),
 				"host", x.host, "method", truncate(pr.In.Method))
 			if x.p.onCredential != nil {
-				x.p.onCredential(CredentialUse{Name: c.Name, Host: x.host, Method: truncate(pr.In.Method)})
+				x.p.onCredential(CredentialUse{Name: c.Label(), Host: x.host, Method: truncate(pr.In.Method)})
 			}
 		}
 	}

@@ -85,6 +85,10 @@ type Work struct {
 	// Forward carries the sandbox's connections to its proxy (network
 	// runs, sessions and pip), whose address the sandbox's environment names.
 	Forward *Forward
+	// Trust is the host directory of the proxy's trust store (the
+	// sandbox's authority's certificate), bound read-only at
+	// runtime.TrustDir and named by TrustVars for a Session or Command.
+	Trust string
 	// LoopbackServers: a command (or a machine session's processes) may
 	// serve on TCP ports of its loopback (jail.Spec.LoopbackServers),
 	// which the host reaches with DialPort.
@@ -189,8 +193,31 @@ func (w Work) Spec() Spec {
 	if w.Forward != nil {
 		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
 	}
+	if w.Trust != "" && (w.Kind == Session || w.Kind == Command) {
+		spec.Binds = append(slices.Clip(spec.Binds), Bind{Host: w.Trust, Path: runtime.TrustDir})
+		if w.Kind == Session {
+			for _, k := range slices.Sorted(maps.Keys(trustVars)) {
+				spec.Env = append(spec.Env, k+"="+trustVars[k])
+			}
+		}
+	}
 	return spec
 }
+
+// trustVars point the usual TLS clients at a sandbox's trust store: the
+// root's authorities and its proxy's (OpenSSL and what uses it: Python's
+// ssl, curl's tool, git; requests; Node, which keeps its own and adds).
+var trustVars = map[string]string{
+	"SSL_CERT_FILE":       runtime.TrustDir + "/bundle.pem",
+	"REQUESTS_CA_BUNDLE":  runtime.TrustDir + "/bundle.pem",
+	"CURL_CA_BUNDLE":      runtime.TrustDir + "/bundle.pem",
+	"GIT_SSL_CAINFO":      runtime.TrustDir + "/bundle.pem",
+	"NODE_EXTRA_CA_CERTS": runtime.TrustDir + "/ca.pem",
+}
+
+// TrustVars are the variables of a sandbox with a trust store (a
+// session's commands get them, as its interpreter).
+func TrustVars() map[string]string { return maps.Clone(trustVars) }
 
 // FromEnvironment is w started from environment e (envstore): the
 // system directories of its root, its layer, its Python, and its

@@ -88,6 +88,9 @@ const (
 	SiteDir     = "/opt/codecage/site"
 	EnvDir      = "/opt/codecage/env"
 	PackagesDir = "/opt/codecage/packages"
+	// TrustDir holds a sandbox's trust store for its egress proxy: its
+	// authority's certificate (ca.pem) and it after the root's (bundle.pem).
+	TrustDir = "/opt/codecage/trust"
 )
 
 // Env is the complete environment of the harness.

@@ -48,6 +48,7 @@ func (s *Service) Close() {
 	s.sessions.CloseAll()
 	s.fleet.Close()
 	s.persist.Close()
+	s.secrets.Close()
 }
 
 // PoolStats reports each pool by class name, and the spare sessions of

@@ -13,6 +13,13 @@ const proxyPort = 3128
 // operator's allow list; refused, when set, hears of each host it refuses.
 // The caller closes the proxy when the run (or the session) ends.
 func (s *Service) startEgress(label string, refused func(host string)) (*egress.Proxy, *fleet.Forward) {
+	p := egress.New(s.egress, s.egressOptions(label, refused))
+	return p, &fleet.Forward{Port: proxyPort, Handle: p.ServeHandedOff(proxyPort)}
+}
+
+// egressOptions are a sandbox's proxy's: its label, the service's log, and
+// refused told of each host it refuses.
+func (s *Service) egressOptions(label string, refused func(host string)) egress.Options {
 	opts := egress.Options{Label: label, Logger: s.log()}
 	if refused != nil {
 		opts.OnDecision = func(d egress.Decision) {
@@ -21,6 +28,5 @@ func (s *Service) startEgress(label string, refused func(host string)) (*egress.
 			}
 		}
 	}
-	p := egress.New(s.egress, opts)
-	return p, &fleet.Forward{Port: proxyPort, Handle: p.ServeHandedOff(proxyPort)}
+	return opts
 }

@@ -17,6 +17,7 @@ const (
 	EventSession  = event.EventSession
 	EventFile     = event.EventFile
 	EventDenied   = event.EventDenied
+	EventSecret   = event.EventSecret
 )
 
 type (

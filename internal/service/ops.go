@@ -52,7 +52,7 @@ const opValidate = "validate"
 var ops map[string]op
 
 func init() {
-	ops = joinOps(runOps(), commandOps(), installOps(), sessionOps(), persistOps(), fileOps(), localOps(), contextOps(), processOps(), logOps())
+	ops = joinOps(runOps(), commandOps(), installOps(), sessionOps(), persistOps(), fileOps(), localOps(), contextOps(), processOps(), logOps(), secretOps())
 }
 
 // joinOps makes one table of the domains' rows.

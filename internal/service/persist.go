@@ -111,6 +111,12 @@ func (s *Service) openFromSnapshot(ctx context.Context, req SessionRequest) (*Se
 	if req.Network, err = check.Network(req.Network, true); err != nil {
 		return nil, err
 	}
+	if err := checkBindings(req.Credentials, true); err != nil {
+		return nil, err
+	}
+	if err := s.ownerHolds(ctx, req.Owner, req.Credentials, false); err != nil {
+		return nil, err
+	}
 	info, err := s.persist.Restore(ctx, req)
 	return (*SessionInfo)(info), err
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/codecage/codecage/internal/service/packages"
 	"github.com/codecage/codecage/internal/service/persist"
 	"github.com/codecage/codecage/internal/service/report"
+	"github.com/codecage/codecage/internal/service/secrets"
 	"github.com/codecage/codecage/internal/service/sizing"
 	"github.com/codecage/codecage/internal/session"
 	"github.com/codecage/codecage/internal/upstream"
@@ -68,6 +70,11 @@ type Service struct {
 	// persist is the persistence domain (persist.go): pauses, snapshots,
 	// forks, parked sessions and the snapshot store; made at New.
 	persist *persist.Persist
+	// secrets are the owners' secrets and the sessions' own (credentials.go);
+	// egressRoots verify the servers of credentialed tunnels.
+	secrets        *secrets.Domain
+	egressRoots    *x509.CertPool
+	sandboxSecrets sandboxSecrets
 	// cmds runs commands (the commands domain), pkgs installs packages
 	// (the packages domain); both set at New.
 	cmds *commands.Commands
@@ -106,13 +113,18 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_NETWORK_ALLOW: %w", err)
 	}
+	roots, err := loadEgressRoots(cfg.EgressRoots)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
-		observer: o.Observer, cluster: o.Cluster}
+		observer: o.Observer, cluster: o.Cluster, egressRoots: roots, secrets: secrets.New(cfg, o.Log)}
 	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
 	s.gateways = gateway.New(o.Gateways, gateway.Limits{MaxCalls: cfg.GatewayMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: int(cfg.ToolsMaxResult)}, s.emit, o.Log)
 	if s.gateways.Offers() {
 		go s.sweepGateways(30 * time.Second)
 	}
+	go s.sweepSecrets(30 * time.Second)
 	s.logp.Store(o.Log)
 	s.drain.init()
 	switch {
@@ -132,7 +144,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	}
 	s.fleet = fleet.New(sizing.Fleet(s.cfg, s.layerBinds))
 	s.sessions = session.NewTable(cfg, session.Options{Log: o.Log, Fleet: s.fleet, Layer: s.layerBinds,
-		NewID: s.newSessionID, Egress: s.startEgress, StartError: s.fleetError, Rebooted: s.sessionRebooted})
+		NewID: s.newSessionID, Egress: s.startSessionEgress, Secrets: s.secrets.Resolver, StartError: s.fleetError, Rebooted: s.sessionRebooted})
 	s.files = s.newFiles()
 	s.cmds = commands.New(commands.Options{Config: cfg, Fleet: s.fleet, Sessions: s.sessions, Caps: sizing.Caps(cfg), Log: s.log,
 		FleetError: s.fleetError, Layers: report.Layers, LimitMessage: limitMessage, WorkspacePath: files.WorkspacePath})

@@ -118,6 +118,12 @@ func (s *Service) createSession(ctx context.Context, req SessionRequest) (*Sessi
 	if req.Network, err = check.Network(req.Network, imports.Uses(policy.Network)); err != nil {
 		return nil, err
 	}
+	if err := checkBindings(req.Credentials, imports.Uses(policy.Network)); err != nil {
+		return nil, err
+	}
+	if err := s.ownerHolds(ctx, req.Owner, req.Credentials, false); err != nil {
+		return nil, err
+	}
 	info, err := s.sessions.Create(ctx, req, session.Shape{Imports: imports, Limits: limits, Backend: backend, Env: env})
 	if err != nil {
 		return nil, err
@@ -203,6 +209,7 @@ func (s *Service) CloseSession(ctx context.Context, id, owner string) error {
 			}
 			if err == nil {
 				s.gateways.Close(id) // else the sweep ends it (an expiry)
+				s.dropSandboxSecrets(ctx, id)
 			}
 			return struct{}{}, err
 		},

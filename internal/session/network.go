@@ -43,3 +43,63 @@ func (se *Session) adoptNetwork(rules *egress.NetworkRules) {
 		_ = se.proxy.SetRules(egress.DenyAll())
 	}
 }
+
+// SetCredentials replaces the session's credential bindings (the caller
+// checked them: egress.CheckBindings); its proxy uses them for every
+// tunnel it opens from now on, and asks for their secrets again (one
+// deleted or replaced meanwhile). A restart, a park and a fork keep them.
+func (t *Table) SetCredentials(se *Session, list []egress.Binding) error {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	if se.proxy != nil {
+		if err := se.proxy.SetBindings(list, se.secrets(se.id)); err != nil {
+			return err
+		}
+	}
+	se.credentials = list
+	t.log.Info("session egress credentials set", "session", se.id, "bindings", len(list))
+	return nil
+}
+
+// Credentials are the session's credential bindings.
+func (se *Session) Credentials() []egress.Binding {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	return se.credentials
+}
+
+// adoptCredentials gives a spare the bindings of the session it becomes,
+// under its new id; a proxy that cannot take them denies all.
+func (se *Session) adoptCredentials(list []egress.Binding) {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	se.credentials = list
+	if se.proxy != nil {
+		if err := se.proxy.SetBindings(list, se.secrets(se.id)); err != nil {
+			_ = se.proxy.SetRules(egress.DenyAll())
+		}
+	}
+}
+
+// secrets resolves the session's secrets as id (nil: no source).
+func (se *Session) secrets(id string) egress.SecretFunc {
+	if se.secretsOf == nil {
+		return nil
+	}
+	return se.secretsOf(se.owner, id)
+}
+
+// setTrust records the proxy's trust directory, for commands.
+func (se *Session) setTrust(dir string) {
+	se.netMu.Lock()
+	se.trust = dir
+	se.netMu.Unlock()
+}
+
+// Trust is the host directory of the session's proxy's authority
+// certificate ("": no proxy, or no authority).
+func (se *Session) Trust() string {
+	se.netMu.Lock()
+	defer se.netMu.Unlock()
+	return se.trust
+}

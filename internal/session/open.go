@@ -136,7 +136,8 @@ func (t *Table) started(se *Session, err error) (Info, error) {
 func (t *Table) newSession(req Request, shape Shape) *Session {
 	now := time.Now()
 	return &Session{id: t.opts.NewID(), owner: req.Owner, req: req, imports: shape.Imports, limits: shape.Limits,
-		created: now, used: now, backend: shape.Backend, env: shape.Env, network: req.Network}
+		created: now, used: now, backend: shape.Backend, env: shape.Env, network: req.Network,
+		credentials: req.Credentials, secretsOf: t.opts.Secrets}
 }
 
 // launch starts a session's sandbox with a new slot of the budget.
@@ -160,7 +161,7 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		Machine: se.req.Machine, MachineRoot: se.root, RootInside: fleet.RootInside(se.uid), LoopbackServers: se.req.Servers}.FromEnvironment(se.env)
 	se.closeProxy()
 	if se.imports.Uses(policy.Network) {
-		proxy, fwd := t.opts.Egress(se.id, func(host string) {
+		proxy, fwd, trust := t.opts.Egress(se.id, work.Root, func(host string) {
 			if r := se.refused.Load(); r != nil {
 				(*r)(host)
 			}
@@ -168,7 +169,8 @@ func (t *Table) start(ctx context.Context, se *Session, launch fleet.Launch) err
 		if err := se.useProxy(proxy); err != nil {
 			return fmt.Errorf("%w: the session's egress rules: %v", ErrUnavailable, err)
 		}
-		work.Forward = fwd
+		se.setTrust(trust)
+		work.Forward, work.Trust = fwd, trust
 		se.proxyPort.Store(int32(fwd.Port))
 	}
 	work.NetNS = se.netns.Load()

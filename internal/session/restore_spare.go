@@ -57,6 +57,7 @@ func (t *Table) adoptLocked(spare *Session, req Request, back *Parked) {
 	spare.owner, spare.req = req.Owner, req
 	spare.created, spare.used = time.Now(), time.Now()
 	spare.adoptNetwork(req.Network)
+	spare.adoptCredentials(req.Credentials)
 	back.identify(spare)
 	spare.sandbox().Arm(context.Background(), t.cfg.SessionMaxLifetime, t.cfg.SessionMaxLifetime)
 	t.byID[spare.id] = spare

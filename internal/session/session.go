@@ -103,6 +103,10 @@ type Request struct {
 	// Request gives back the rules in force, which parks and snapshots
 	// keep.
 	Network *egress.NetworkRules `json:",omitempty"`
+	// Credentials bind the owner's secrets to egress rules: the proxy
+	// adds them to the session's HTTPS requests (egress.Binding). Names
+	// only: a park, a snapshot and a fork keep these, never a value.
+	Credentials []egress.Binding `json:",omitempty"`
 	// Machine makes the session a small computer: its interpreter and
 	// every command run in one process tree (fleet.Work.Machine), where
 	// what a command leaves running lives on, and its commands may run
@@ -144,6 +148,8 @@ type Info struct {
 	// Network are its own egress rules (none: the operator's allow list
 	// alone), for a session with the network profile.
 	Network *egress.NetworkRules `json:"network,omitempty"`
+	// EgressCredentials are its credential bindings (names, never values).
+	EgressCredentials []egress.Binding `json:"egress_credentials,omitempty"`
 	// Machine: the session is a machine (Request.Machine).
 	Machine bool `json:"machine,omitempty"`
 }
@@ -273,6 +279,13 @@ type Session struct {
 	// netMu, a leaf: SetNetwork changes them while code runs.
 	netMu   sync.Mutex
 	network *egress.NetworkRules
+	// credentials are its credential bindings, under netMu; secretsOf
+	// gives their secrets (Options.Secrets).
+	credentials []egress.Binding
+	secretsOf   func(owner, id string) egress.SecretFunc
+	// trust is the host directory of its proxy's authority certificate
+	// (fleet.Work.Trust), for its commands; under netMu.
+	trust string
 	// cpu is the sandbox's CPU bandwidth: full during requests, the idle
 	// allowance between them. Its own lock protects it.
 	cpu sessionCPU
@@ -330,6 +343,10 @@ func (se *Session) useProxy(p *egress.Proxy) error {
 		p.Close()
 		return err
 	}
+	if err := p.SetBindings(se.credentials, se.secrets(se.id)); err != nil {
+		p.Close()
+		return err
+	}
 	se.proxy = p
 	return nil
 }
@@ -358,7 +375,8 @@ func (se *Session) info(cfg config.Config) Info {
 	info := Info{ID: se.id, Profiles: se.imports.Profiles, Backend: se.backend, CreatedAt: se.created, LastUsed: se.used, ExpiresAt: exp,
 		Runs: se.runs, Ended: se.ended, Home: fleet.HomeOf(se.req.Home), Labels: se.req.Labels, Template: se.req.Template,
 		State: "running", OnTimeout: cmp.Or(se.req.OnTimeout, "kill"), AutoResume: !se.req.ManualResume, FromSnapshot: se.req.FromSnapshot,
-		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment, Network: se.Network(), Machine: se.req.Machine}
+		PublicTraffic: se.req.PublicTraffic, Environment: se.req.Environment, Network: se.Network(), Machine: se.req.Machine,
+		EgressCredentials: se.Credentials()}
 	if se.paused != running {
 		info.State = "paused"
 		at := se.pausedAt

@@ -139,7 +139,8 @@ func (t *Table) returnSpare(se *Session) { t.Drop(se) }
 // as req (a machine spare's shape; nothing else of it is read).
 func (t *Table) newSpare(backend string, req Request, launch fleet.Launch) (*Session, error) {
 	now := time.Now()
-	se := &Session{id: "s" + fleet.NewID(), req: req, imports: t.spares.imports, limits: t.spares.limits, created: now, used: now, backend: backend}
+	se := &Session{id: "s" + fleet.NewID(), req: req, imports: t.spares.imports, limits: t.spares.limits, created: now, used: now, backend: backend,
+		secretsOf: t.opts.Secrets}
 	if err := t.start(context.Background(), se, launch); err != nil {
 		t.Drop(se)
 		return nil, err

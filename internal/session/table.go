@@ -45,8 +45,13 @@ type Options struct {
 	// NewID names a new session (it names the replica holding it).
 	NewID func() string
 	// Egress starts the egress proxy of a sandbox with the network
-	// profile; refused hears of each host it refuses.
-	Egress func(label string, refused func(host string)) (*egress.Proxy, *fleet.Forward)
+	// profile, on an environment's root ("": the host's); refused hears
+	// of each host it refuses. trust is the host directory of its
+	// authority's certificate (fleet.Work.Trust; "": none).
+	Egress func(label, root string, refused func(host string)) (proxy *egress.Proxy, fwd *fleet.Forward, trust string)
+	// Secrets gives the secrets of a session's credential bindings (nil:
+	// none; every binding's tunnel is refused).
+	Secrets func(owner, sessionID string) egress.SecretFunc
 	// StartError says what a failure to get a sandbox means to the caller.
 	StartError func(ctx context.Context, err error) error
 	// Rebooted is told of a session whose sandbox started afresh on its
@@ -141,6 +146,7 @@ func (se *Session) Environment() envstore.Env { return se.env }
 func (se *Session) Request() Request {
 	req := se.req
 	req.Network = se.Network()
+	req.Credentials = se.Credentials()
 	return req
 }
 

@@ -154,3 +154,8 @@ func readSecretFile(path string) ([]byte, error) {
 	}
 	return []byte(s), nil
 }
+
+// Key is the server's snapshot secret as o names it (configured, or the
+// directory store's generated one): other stores sealed with the same
+// secret (the vault of egress secrets) derive their keys from it.
+func Key(o Options) ([]byte, error) { return loadSecret(o) }

@@ -162,6 +162,11 @@ func (c *Commands) sessionVars(se *session.Session, env envstore.Env) map[string
 		return vars
 	}
 	vars = withVars(machineVars(se.Home(), c.cfg.Interpreter, env, se.ProxyPort()), vars)
+	if se.ProxyPort() != 0 && se.Trust() != "" {
+		// The machine's trust store, bound at its start: its proxy's
+		// authority, for the hosts it adds credentials to.
+		vars = withVars(fleet.TrustVars(), vars)
+	}
 	if se.RootInside() {
 		vars["PATH"] = fleet.MachineSudoDir + ":" + vars["PATH"]
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/codecage/codecage/internal/bounded"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/snapstore"
+	"github.com/codecage/codecage/internal/vault"
 )
 
 // The classification of the lower layers' errors (the fleet's, the
@@ -84,4 +85,23 @@ func Port(ctx context.Context, err error, port int, id string) error {
 		return err
 	}
 	return fmt.Errorf("%w: port %d: %v", ErrUnavailable, port, err)
+}
+
+// Secret classifies a failure of the vault of egress secrets.
+func Secret(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, vault.ErrNotFound):
+		return as(ErrNotFound, err)
+	case errors.Is(err, vault.ErrInvalid):
+		return as(ErrInvalidRequest, err)
+	case errors.Is(err, vault.ErrLimit):
+		return as(ErrKeyLimit, err)
+	case errors.Is(err, vault.ErrUnavailable), errors.Is(err, snapstore.ErrNoSecret), errors.Is(err, snapstore.ErrUnavailable):
+		return as(ErrUnavailable, err)
+	case errors.Is(err, snapstore.ErrInvalid):
+		return as(ErrUnavailable, err) // the operator's secret, not the caller's request
+	}
+	return err
 }

@@ -13,6 +13,7 @@ const (
 	EventSession  = "session"
 	EventFile     = "file"
 	EventDenied   = "denied"
+	EventSecret   = "secret"
 )
 
 // Bounds on what one run's events repeat of what its code chose.

@@ -58,6 +58,11 @@ type snapshotSpec struct {
 	Installed []string `json:"installed,omitempty"`
 	// Network are its egress rules when it was saved.
 	Network *egress.NetworkRules `json:"network,omitempty"`
+	// Credentials are its credential bindings: names of secrets, never
+	// their values. A copy's are resolved under its own owner and id, so
+	// it gets its owner's secrets, and none of those its original was
+	// given at its create.
+	Credentials []egress.Binding `json:"egress_credentials,omitempty"`
 	// Machine: it was a machine session, and so are its copies.
 	Machine bool `json:"machine,omitempty"`
 }
@@ -188,7 +193,7 @@ func (p *Persist) Save(ctx context.Context, se *session.Session, owner, name str
 func specOf(req session.Request, env envstore.Env) snapshotSpec {
 	return snapshotSpec{Profiles: req.Profiles, AllowedImports: req.AllowedImports, MemoryBytes: req.MemoryBytes,
 		Home: req.Home, Env: req.Env, Labels: req.Labels, Template: req.Template, Environment: req.Environment, EnvironmentID: env.ID,
-		Network: req.Network, Machine: req.Machine}
+		Network: req.Network, Credentials: req.Credentials, Machine: req.Machine}
 }
 
 // storeSession writes a session into the store under manifest m: capture
@@ -403,6 +408,9 @@ func (p *Persist) snapshotShape(req session.Request, m snapstore.Manifest, live 
 	}
 	if req.Network == nil {
 		req.Network = spec.Network // the saved session's rules hold over its copies
+	}
+	if req.Credentials == nil {
+		req.Credentials = spec.Credentials
 	}
 	backend, err := p.o.Backend(req.UseContainer)
 	if err != nil {

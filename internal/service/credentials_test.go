@@ -1,0 +1,318 @@
+package service_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecage/codecage/internal/policy"
+	"github.com/codecage/codecage/internal/service"
+)
+
+const egressCanary = "sk-egress-canary-3b8e71d2"
+
+// privateAPI is an HTTPS server for "localhost" under an authority of the
+// test's own (the operator's SANDBOX_EGRESS_ROOTS), recording the
+// Authorization of each request and echoing it, as a careless API might.
+type privateAPI struct {
+	srv    *httptest.Server
+	port   string
+	caFile string
+	mu     sync.Mutex
+	seen   []string
+}
+
+func newPrivateAPI(t *testing.T) *privateAPI {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test private CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+		ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &privateAPI{caFile: filepath.Join(t.TempDir(), "ca.pem")}
+	if err := os.WriteFile(a.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		a.mu.Lock()
+		a.seen = append(a.seen, r.URL.Path+" "+auth)
+		a.mu.Unlock()
+		w.Header().Set("X-Echo", auth)
+		io.WriteString(w, "you sent: "+auth)
+	}))
+	a.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	a.srv.StartTLS()
+	t.Cleanup(a.srv.Close)
+	a.port = listenerPort(t, a.srv.Listener.Addr())
+	return a
+}
+
+// saw is what the server got for path ("" if nothing).
+func (a *privateAPI) saw(path string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.seen) - 1; i >= 0; i-- {
+		if p, auth, _ := strings.Cut(a.seen[i], " "); p == path {
+			return "got " + auth
+		}
+	}
+	return ""
+}
+
+// events keeps what the service reports, to judge the audit trail.
+type eventLog struct {
+	mu   sync.Mutex
+	list []service.Event
+}
+
+func (l *eventLog) Observe(e service.Event) {
+	l.mu.Lock()
+	l.list = append(l.list, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, _ := json.Marshal(l.list)
+	return string(b)
+}
+
+// A secret the owner stored goes into the sandbox's HTTPS requests to
+// the host it is bound to, added by the proxy outside; the code, its
+// files, its processes and the audit log never see it. Judged from the
+// host and from the server that received it.
+func TestEgressCredentialsStayOutsideTheSandbox(t *testing.T) {
+	api := newPrivateAPI(t)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "plain got "+r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(plain.Close)
+	plainPort := listenerPort(t, plain.Listener.Addr())
+
+	cfg := service.LeanTestConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{"localhost:" + api.port, "localhost:" + plainPort, "127.0.0.1:" + api.port}
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.EgressRoots = api.caFile
+	svc := newServiceWith(t, cfg)
+	events := &eventLog{}
+	svc.SetObserver(events)
+	ctx := context.Background()
+	binding := service.EgressCredential{Name: "api", Secret: "api-key", Host: "localhost", Port: portNumber(t, api.port),
+		PathPrefix: "/v1/", Header: "Authorization", Prefix: "Bearer "}
+	req := service.SessionRequest{Owner: "o", Machine: true, Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports},
+		Credentials: []service.EgressCredential{binding}}
+
+	// A binding of a secret not stored is refused at create, naming it.
+	if _, err := svc.CreateSession(ctx, req); !errors.Is(err, service.ErrNotFound) || !strings.Contains(err.Error(), `"api-key"`) {
+		t.Fatalf("create with a secret not stored: %v", err)
+	}
+	if _, err := svc.PutSecret(ctx, "o", "api-key", egressCanary); err != nil {
+		t.Fatal(err)
+	}
+	se, err := svc.CreateSession(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := svc.ListSecrets(ctx, "o"); err != nil || len(list) != 1 || list[0].Name != "api-key" {
+		t.Errorf("ListSecrets = %+v, %v", list, err)
+	}
+
+	masked := "you sent: Bearer " + strings.Repeat("*", len(egressCanary))
+	code := fmt.Sprintf(`import ssl, urllib.request
+def get(url, **kw):
+    try:
+        r = urllib.request.urlopen(url, timeout=20, **kw)
+        return "%%d %%s %%s" %% (r.status, r.read().decode(), r.headers.get("X-Echo"))
+    except Exception as e:
+        return "error " + str(e)
+print(get("https://localhost:%[1]s/v1/python"))
+print(get("https://localhost:%[1]s/v2/python"))
+print(get("http://localhost:%[2]s/v1/plain"))
+print(get("https://127.0.0.1:%[1]s/v1/by-address", context=ssl._create_unverified_context()))
+`, api.port, plainPort)
+	res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 4 || lines[0] != "200 "+masked+" None" {
+		t.Fatalf("the sandbox's requests:\n%s\n%s", res.Stdout, res.Stderr)
+	}
+	if got := api.saw("/v1/python"); got != "got Bearer "+egressCanary {
+		t.Errorf("the server, under the binding's path: %q", got)
+	}
+	if got := api.saw("/v2/python"); got != "got " || lines[1] != "200 you sent:  " {
+		t.Errorf("outside the binding's path: the server %q, the sandbox %q", got, lines[1])
+	}
+	if lines[2] != "200 plain got  None" {
+		t.Errorf("plain HTTP to the same host: %q", lines[2])
+	}
+	if got := api.saw("/v1/by-address"); got != "got " {
+		t.Errorf("the same server by another name: %q (%q)", got, lines[3])
+	}
+
+	// A program of the machine (curl) goes through the same proxy and
+	// trusts the same store.
+	cmd, err := svc.RunCommand(ctx, service.CommandRequest{SessionID: se.ID, Owner: "o", Timeout: time.Minute,
+		Command: "curl -sS https://localhost:" + api.port + "/v1/curl"})
+	if err != nil || cmd.Stdout != masked {
+		t.Errorf("curl in the machine: %+v %v", cmd, err)
+	}
+	if got := api.saw("/v1/curl"); got != "got Bearer "+egressCanary {
+		t.Errorf("the server, for curl: %q", got)
+	}
+
+	// From the host: not in the sandbox's processes, files, trust store;
+	// the trust store holds certificates, never a key.
+	ws, err := os.Stat(filepath.Join(cfg.StateDir, "sessions", se.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every process of the host (the sandbox's own, natively; runsc's
+	// sentry and gofer under gVisor, whose processes are the sentry's).
+	if testBackend(t) == "native" && len(processesOfUID(ws.Sys().(*syscall.Stat_t).Uid)) == 0 {
+		t.Fatal("no process of the sandbox on the host")
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		for _, f := range []string{"environ", "cmdline"} {
+			if data, _ := os.ReadFile("/proc/" + e.Name() + "/" + f); strings.Contains(string(data), egressCanary) {
+				cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+				t.Errorf("the canary in process %s's %s (%q)", e.Name(), f, cmd)
+			}
+		}
+	}
+	stores := 0
+	_ = filepath.Walk(cfg.StateDir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > 4<<20 {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		if strings.Contains(string(data), egressCanary) {
+			t.Errorf("the canary in the clear in %s", p)
+		}
+		if strings.Contains(p, "/trust/") {
+			stores++
+			if strings.Contains(string(data), "PRIVATE KEY") {
+				t.Errorf("a key in the trust store: %s", p)
+			}
+		}
+		return nil
+	})
+	if stores != 2 {
+		t.Errorf("%d files in trust stores, want the session's ca.pem and bundle.pem", stores)
+	}
+
+	// A fork has the binding, resolved under its owner (the owner's secret,
+	// no copy of it); the snapshot it came from holds no value.
+	forks, err := svc.ForkSession(ctx, se.ID, "o", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("fork: %+v %v", forks, err)
+	}
+	fork := forks[0].Session
+	if len(fork.EgressCredentials) != 1 || !reflect.DeepEqual(fork.EgressCredentials[0], binding) {
+		t.Errorf("the fork's bindings: %+v", fork.EgressCredentials)
+	}
+	res, err = svc.Execute(ctx, service.Request{SessionID: fork.ID, Owner: "o",
+		Code: fmt.Sprintf(`import urllib.request; print(urllib.request.urlopen("https://localhost:%s/v1/fork").read().decode())`, api.port)})
+	if err != nil || strings.TrimSpace(res.Stdout) != masked {
+		t.Errorf("the fork's request: %+v %v", res, err)
+	}
+
+	// A deleted secret: the next tunnel is refused, naming the binding.
+	if err := svc.DeleteSecret(ctx, "o", "api-key"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: "print(get(\"https://localhost:" + api.port + "/v1/after\"))"})
+	if err != nil || !strings.Contains(res.Stdout, "502") {
+		t.Errorf("after the secret was deleted: %+v %v", res, err)
+	}
+	if api.saw("/v1/after") != "" {
+		t.Error("a request went out after its secret was deleted")
+	}
+
+	// The audit trail names the secret and the binding, never the value.
+	text := events.text()
+	if strings.Contains(text, egressCanary) {
+		t.Error("the canary in the service's events")
+	}
+	if !strings.Contains(text, `api added for GET localhost`) {
+		t.Errorf("no event of the credential's use: %s", text)
+	}
+	info, _ := json.Marshal(se)
+	if strings.Contains(string(info), egressCanary) {
+		t.Error("the canary in the session's info")
+	}
+}
+
+func listenerPort(t *testing.T, a net.Addr) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func portNumber(t *testing.T, port string) int {
+	t.Helper()
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func processesOfUID(uid uint32) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == fmt.Sprint(uid) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
+}
