@@ -112,6 +112,8 @@ type SessionParams struct {
 	AutoResume     *bool          `json:"auto_resume,omitempty" default:"true" jsonschema:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only resume_session does, and other requests are refused as paused." doc:"When the session is paused, the next request on it (an execution, a file, a command) resumes it (default true); false: only POST /sessions/{id}/resume does, and other requests are refused as paused (409)."`
 	Environment    string         `json:"environment,omitempty" jsonschema:"Start the session from this environment, an image the operator built (its packages and system, its Python): default the server's own." doc:"Start the session from this environment, an image the operator built (its packages and system, its Python; GET /environments lists them): default the server's own."`
 	Network        *NetworkParams `json:"network,omitempty" jsonschema:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile." doc:"The session's own egress rules, within the operator's allow list (they only narrow it); allow_out needs the network profile."`
+	// EgressCredentials bind stored secrets to egress rules.
+	EgressCredentials []service.EgressCredential `json:"egress_credentials,omitempty" maxItems:"64" jsonschema:"Secrets you stored (create_secret) that the egress proxy adds to the session's HTTPS requests to a host, outside the sandbox: its code never holds them. Needs the network profile." doc:"Secrets you stored (POST /secrets) that the egress proxy adds to the session's HTTPS requests to a host, outside the sandbox: its code never holds them. Needs the network profile."`
 	Machine        bool           `json:"machine,omitempty" jsonschema:"Make the session a small computer: its commands run in its own process tree beside the interpreter (what a command leaves running lives on until the session ends), run any program of its root, and may take as long as the session; python3 is the session's, with its packages. Where the operator offers machines (native or gVisor backend)." doc:"Make the session a small computer: its commands run in its own process tree beside the interpreter (what a command leaves running lives on until the session ends), run any program of its root, and may take as long as the session; python3 is the session's, with its packages. Where the operator offers machines (SANDBOX_MACHINE_SESSIONS; native or gVisor backend)."`
 }
 
@@ -152,7 +154,7 @@ func (p SessionParams) Request(owner string) (service.SessionRequest, error) {
 	}
 	return service.SessionRequest{Owner: owner, Profiles: SplitProfiles(p.Profile), AllowedImports: p.AllowedImports, MemoryBytes: mem, UseContainer: p.UseContainer,
 		FromSnapshot: p.FromSnapshot, OnTimeout: p.OnTimeout, ManualResume: p.AutoResume != nil && !*p.AutoResume, Environment: p.Environment,
-		Lifetime: time.Duration(p.Lifetime * float64(time.Second)), Network: p.Network.Rules(), Machine: p.Machine}, nil
+		Lifetime: time.Duration(p.Lifetime * float64(time.Second)), Network: p.Network.Rules(), Credentials: p.EgressCredentials, Machine: p.Machine}, nil
 }
 
 // PauseParams are the arguments of pause_session and POST /sessions/{id}/pause.
@@ -252,4 +254,16 @@ func SplitProfiles(p string) []string {
 		}
 	}
 	return out
+}
+
+// SecretParams are the arguments of create_secret and POST /secrets.
+type SecretParams struct {
+	Name  string `json:"name" maxLength:"64" jsonschema:"The secret's name: 1 to 64 letters, digits, '_', '.' or '-'." doc:"The secret's name: 1 to 64 letters, digits, '_', '.' or '-'."`
+	Value string `json:"value" maxLength:"8192" jsonschema:"The secret: sealed at rest, never shown again, never given to a sandbox." doc:"The secret: sealed at rest, never shown again, never given to a sandbox."`
+}
+
+// CredentialsParams are the arguments of set_session_egress_credentials
+// and PUT /sessions/{id}/egress_credentials.
+type CredentialsParams struct {
+	Credentials []service.EgressCredential `json:"egress_credentials" maxItems:"64" jsonschema:"The session's bindings, replacing its others (empty: none)." doc:"The session's bindings, replacing its others (empty: none)."`
 }

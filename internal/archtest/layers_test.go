@@ -68,11 +68,12 @@ var layers = map[string]int{
 	"internal/service/gateway":  domain, // E2B's MCP gateway: a sandbox's servers, started outside it with its creator's values, and their endpoint
 	"internal/service/packages": domain, // pip_install, the operator's package layer, pip in its jail
 	"internal/service/persist":  domain, // pauses, snapshots, forks, parked sessions and the snapshot store
+	"internal/service/secrets":  domain, // secrets that never enter a sandbox: the owners' vault, a sandbox's own, each proxy's trust store
 }
 
 var shared = []string{
 	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/config", "internal/dataset",
-	"internal/debfixture", "internal/egress", "internal/envfixture", "internal/envstore", "internal/fdpass", "internal/frontdoor", "internal/hostproc", "internal/httpapi/docs", "internal/loopback", "internal/pgtest", "internal/snapstore",
+	"internal/debfixture", "internal/egress", "internal/envfixture", "internal/envstore", "internal/fdpass", "internal/frontdoor", "internal/hostproc", "internal/httpapi/docs", "internal/loopback", "internal/pgtest", "internal/snapstore", "internal/vault",
 	"internal/pipfixture", "internal/policy", "internal/probe", "internal/reexec", "internal/scenarios", "internal/streamwrite",
 	"internal/upstream", "internal/wsfs",
 }

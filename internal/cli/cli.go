@@ -33,14 +33,15 @@ Usage:
   codecage packages install|list    the operator's package layer, importable in every sandbox
   codecage env build|list|show|rm|gc  environments: read-only roots runs and sessions start from
   codecage audit list|show|stats    read the audit log
-  codecage sessions list|show|create|exec|pause|resume|snapshot|fork|close
+  codecage sessions list|show|create|exec|network|credentials|pause|resume|snapshot|fork|close
                                     a running server's sessions, through its REST API
   codecage snapshots list|rm|gc     a running server's snapshots; gc: collect the store's
+  codecage secrets create|list|rm   a running server's secrets, added at its egress proxy
   codecage help                     show this help
 
 Every command takes the operator settings as flags (e.g. --timeout,
 --enable-data-science), as SANDBOX_* variables, or from --config FILE;
-run "codecage run -h" to list them. sessions and snapshots list|rm are
+run "codecage run -h" to list them. sessions, secrets and snapshots list|rm are
 clients of a running server: --url (or CODECAGE_URL), --api-key (or
 CODECAGE_API_KEY); run "codecage sessions help".
 `
@@ -78,6 +79,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return sessionsCmd(args[1:], stdin, stdout, stderr)
 	case "snapshots":
 		return snapshotsCmd(args[1:], stdout, stderr)
+	case "secrets":
+		return secretsCmd(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

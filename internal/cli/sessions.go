@@ -18,6 +18,7 @@ const sessionsUsage = `Usage:
   codecage sessions metrics ID
   codecage sessions logs ID [--level L] [--search S] [--limit N] [--newest-first]
   codecage sessions network ID [--allow-out DEST]... [--deny-out CIDR]...
+  codecage sessions credentials ID [--bind JSON]...
   codecage sessions pause ID [--no-memory | --park]
   codecage sessions resume ID
   codecage sessions snapshot ID [--name N]
@@ -33,7 +34,9 @@ seconds. exec runs CODE, standard input (-) or the file F, in the session's
 Python interpreter or (--language javascript, typescript or bash) its kernel
 of that language. metrics samples the session's CPU, memory and disk; logs
 prints its log (its start, pauses, commands, failures and stderr); network
-replaces its own egress rules, within the operator's allow list (none: cleared).
+replaces its own egress rules, within the operator's allow list (none: cleared);
+credentials binds secrets stored with "codecage secrets create" to hosts: the
+egress proxy adds them to the session's HTTPS requests there (none: cleared).
 
 Exit status: 0 success; 1 the code failed (exec; sys.exit(n) gives n);
 2 bad usage; 3 the server did not answer; 4 the server refused the request
@@ -63,6 +66,8 @@ func sessionsCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return sessionsLogs(c, rest)
 	case "network":
 		return sessionsNetwork(c, rest)
+	case "credentials":
+		return sessionsCredentials(c, rest)
 	case "pause":
 		return sessionsPause(c, rest)
 	case "resume":

@@ -94,6 +94,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	creds, err := inlineCredentials(cmp.Or(body.Network, &networkConfig{}).Rules)
+	if err == nil {
+		err = service.CheckInlineCredentials(creds)
+	}
+	if err != nil {
+		s.serviceError(w, err)
+		return
+	}
 	body.TemplateID = mcpTemplateOf(body.TemplateID)
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
@@ -151,6 +159,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.serviceError(w, err)
 		return
+	}
+	if len(creds) > 0 {
+		if err := s.svc.SetSandboxCredentials(r.Context(), info.ID, ownerOf(r.Context()), creds); err != nil {
+			_ = s.svc.CloseSession(r.Context(), info.ID, ownerOf(r.Context()))
+			s.serviceError(w, err)
+			return
+		}
 	}
 	if asked != nil {
 		if err := s.svc.OpenGateway(r.Context(), info.ID, ownerOf(r.Context()), asked); err != nil {

@@ -61,10 +61,11 @@ type networkConfig struct {
 	// operator's allow list (egressOf).
 	AllowOut []string `json:"allowOut"`
 	DenyOut  []string `json:"denyOut"`
-	// Refused when given: an egress proxy, request transforms, HTTPS to
-	// the sandbox's ports and a host mask are not codecage's.
+	// Rules are header transforms the proxy applies (netrules.go).
+	Rules json.RawMessage `json:"rules"`
+	// Refused when given: an egress proxy, HTTPS to the sandbox's ports
+	// and a host mask are not codecage's.
 	EgressProxy     json.RawMessage   `json:"egressProxy"`
-	Rules           json.RawMessage   `json:"rules"`
 	HTTPSPorts      []json.RawMessage `json:"httpsPorts"`
 	MaskRequestHost *string           `json:"maskRequestHost"`
 }
@@ -117,8 +118,6 @@ func refusedFields(body *newSandbox) string {
 	switch {
 	case given(n.EgressProxy):
 		return "network.egressProxy: a sandbox's egress goes only through codecage's own proxy"
-	case given(n.Rules):
-		return "network.rules: codecage transforms no egress requests"
 	case len(n.HTTPSPorts) > 0:
 		return "network.httpsPorts: codecage reaches a sandbox's ports over plain HTTP only"
 	case n.MaskRequestHost != nil && *n.MaskRequestHost != "":

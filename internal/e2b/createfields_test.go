@@ -160,18 +160,21 @@ func TestCreateRefusesFieldsItCannotHonour(t *testing.T) {
 		c.NetworkAllow = []string{addr}
 	})
 	for body, says := range map[string]string{
-		`{"volumeMounts": [{"name": "vol", "path": "/mnt/vol"}]}`:            "volumeMounts",
-		`{"mcp": {"exa": {"apiKey": "k"}}}`:                                  "mcp",
-		`{"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "jwt"}}}}`: "iam.tokens",
-		`{"templateID": "basic", "network": {"allowOut": ["x.io"]}}`:         "SANDBOX_ENABLE_NETWORK",
-		`{"network": {"allowOut": ["a b"]}}`:                                 `"a b"`,
-		`{"network": {"denyOut": ["example.com"]}}`:                          "example.com",
-		`{"network": {"egressProxy": {"address": "p:1080"}}}`:                "network.egressProxy",
-		`{"network": {"rules": {"api.x.io": [{}]}}}`:                         "network.rules",
-		`{"network": {"httpsPorts": [8443]}}`:                                "network.httpsPorts",
-		`{"network": {"maskRequestHost": "localhost:${PORT}"}}`:              "network.maskRequestHost",
-		`{"network": {"denyAll": true}}`:                                     `"denyAll"`,
-		`{"persistentDisk": "/data"}`:                                        `"persistentDisk"`,
+		`{"volumeMounts": [{"name": "vol", "path": "/mnt/vol"}]}`:                                 "volumeMounts",
+		`{"mcp": {"exa": {"apiKey": "k"}}}`:                                                       "mcp",
+		`{"iam": {"tokens": {"gh": {"audience": "a", "tokenType": "jwt"}}}}`:                      "iam.tokens",
+		`{"templateID": "basic", "network": {"allowOut": ["x.io"]}}`:                              "SANDBOX_ENABLE_NETWORK",
+		`{"network": {"allowOut": ["a b"]}}`:                                                      `"a b"`,
+		`{"network": {"denyOut": ["example.com"]}}`:                                               "example.com",
+		`{"network": {"egressProxy": {"address": "p:1080"}}}`:                                     "network.egressProxy",
+		`{"network": {"rules": {"api.x.io": [{"transform": {"body": "x"}}]}}}`:                    "network.rules",
+		`{"network": {"rules": {"api.x.io": [{"transform": {"headers": {"Host": "x"}}}]}}}`:       `header "Host" belongs to the connection`,
+		`{"network": {"rules": {"10.0.0.1": [{"transform": {"headers": {"X-Key": "x"}}}]}}}`:      `"10.0.0.1"`,
+		`{"network": {"rules": {"api.x.io": [{"transform": {"headers": {"X-Key": "a\r\nb"}}}]}}}`: "line breaks",
+		`{"network": {"httpsPorts": [8443]}}`:                                                     "network.httpsPorts",
+		`{"network": {"maskRequestHost": "localhost:${PORT}"}}`:                                   "network.maskRequestHost",
+		`{"network": {"denyAll": true}}`:                                                          `"denyAll"`,
+		`{"persistentDisk": "/data"}`:                                                             `"persistentDisk"`,
 	} {
 		status, out := ctl(t, srv, "POST", "/v2/sandboxes", body)
 		msg, _ := out["message"].(string)

@@ -48,8 +48,13 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	case given(body.EgressProxy):
 		writeAPIError(w, http.StatusBadRequest, "egressProxy: a sandbox's egress goes only through codecage's own proxy")
 		return
-	case given(body.Rules):
-		writeAPIError(w, http.StatusBadRequest, "rules: codecage transforms no egress requests")
+	}
+	creds, err := inlineCredentials(body.Rules)
+	if err == nil {
+		err = service.CheckInlineCredentials(creds)
+	}
+	if err != nil {
+		s.serviceError(w, err)
 		return
 	}
 	if _, ok := s.session(w, r); !ok {
@@ -60,6 +65,10 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
+	if err := s.svc.SetSandboxCredentials(r.Context(), r.PathValue("id"), ownerOf(r.Context()), creds); err != nil {
+		s.serviceError(w, err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -67,5 +76,6 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 // rules, and whether ports need the traffic token.
 func networkOf(info service.SessionInfo) *wire.NetworkInfo {
 	n := cmp.Or(info.Network, &service.NetworkRules{})
-	return &wire.NetworkInfo{AllowOut: n.AllowOut, DenyOut: n.DenyOut, AllowPublicTraffic: info.PublicTraffic}
+	return &wire.NetworkInfo{AllowOut: n.AllowOut, DenyOut: n.DenyOut, AllowPublicTraffic: info.PublicTraffic,
+		Rules: rulesOf(info.EgressCredentials)}
 }

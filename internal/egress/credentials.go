@@ -30,9 +30,11 @@ type Binding struct {
 	// wins over wildcards, and the longest wildcard over shorter ones;
 	// bindings of different hosts are never merged (E2B's rules).
 	Host string `json:"host" doc:"An exact host name, or *.suffix for its subdomains (not the suffix itself)." jsonschema:"An exact host name, or *.suffix for its subdomains (not the suffix itself)."`
-	// Port is the destination port whose tunnels are opened; 0 is 443.
-	// Other ports of the host are tunnelled untouched (ssh to port 22).
-	Port int `json:"port,omitempty" doc:"The HTTPS port (default 443); other ports of the host are tunnelled untouched." jsonschema:"The HTTPS port (default 443); other ports of the host are tunnelled untouched."`
+	// Port, if set, is the one destination port whose tunnels are
+	// opened; 0 is any port whose client begins with TLS. A tunnel whose
+	// client does not (ssh, whose server speaks first) is spliced
+	// untouched.
+	Port int `json:"port,omitempty" doc:"Only tunnels to this port (default: any port, where the client begins with TLS; other protocols pass untouched)." jsonschema:"Only tunnels to this port (default: any port, where the client begins with TLS; other protocols pass untouched)."`
 	// PathPrefix, if set, limits the binding to request paths under it
 	// ("/v1/"); a path that is not in canonical form never matches.
 	PathPrefix string `json:"path_prefix,omitempty" doc:"Only requests whose path starts with this (in canonical form)." jsonschema:"Only requests whose path starts with this (in canonical form)."`
@@ -83,10 +85,7 @@ func compileCredential(c Binding) (*compiledCredential, error) {
 		return nil, fmt.Errorf("host: %w (a credential names a host or *.suffix)", err)
 	}
 	port := c.Port
-	if port == 0 {
-		port = 443
-	}
-	if port < 1 || port > 65535 {
+	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("port %d is not a port", c.Port)
 	}
 	switch {
@@ -163,7 +162,7 @@ func (s *credentialSet) forHost(t target) []*compiledCredential {
 	var out []*compiledCredential
 	best := -1
 	for _, c := range s.list {
-		if c.port != t.port || !c.host.matchesHost(t) {
+		if (c.port != 0 && c.port != t.port) || !c.host.matchesHost(t) {
 			continue
 		}
 		rank := len(c.host.name)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -308,8 +309,15 @@ func TestCredentialHostPrecedence(t *testing.T) {
 			t.Errorf("%s: %q, want %q", host, name, want)
 		}
 	}
-	if got := set.forHost(target{name: "v1.api.example.com", port: 22}); len(got) != 0 {
-		t.Error("another port of the host must be tunnelled untouched")
+	one, err := compileCredentials([]Binding{{Secret: "s", Host: "api.example.com", Port: 443, Header: "A"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one.forHost(target{name: "api.example.com", port: 22}); len(got) != 0 {
+		t.Error("a binding of port 443 must leave another port of the host untouched")
+	}
+	if got := set.forHost(target{name: "v1.api.example.com", port: 8443}); len(got) != 1 {
+		t.Error("a binding without a port covers every port")
 	}
 }
 
@@ -337,4 +345,56 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	p[0] = r.s[0]
 	r.s = r.s[1:]
 	return 1, nil
+}
+
+// A host with a binding of any port still carries protocols that are not
+// TLS, untouched: one whose client speaks first, and one whose server
+// does (ssh's banner), which the proxy must not wait on forever.
+func TestCredentialHostOtherProtocols(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "SSH-2.0-test\r\n")
+				buf := make([]byte, 64)
+				n, _ := c.Read(buf)
+				io.WriteString(c, "echo "+string(buf[:n]))
+			}()
+		}
+	}()
+	port, _ := strconv.Atoi(portOf(t, l.Addr()))
+	auth, err := NewAuthority("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := start(t, config{
+		allow: "example.com",
+		hosts: map[string][]string{"example.com": {"127.0.0.1"}},
+		opts:  func(o *Options) { o.Authority = auth },
+		before: func(p *Proxy) {
+			if err := p.SetBindings([]Binding{{Secret: "openai", Host: "example.com", Header: "A"}}, secrets); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+	c, br := connect(t, fx.addr, "example.com:"+strconv.Itoa(port))
+	defer c.Close()
+	banner, err := br.ReadString('\n')
+	if err != nil || banner != "SSH-2.0-test\r\n" {
+		t.Fatalf("the server's banner: %q %v", banner, err)
+	}
+	io.WriteString(c, "hi")
+	rest, _ := io.ReadAll(io.LimitReader(br, 7))
+	if string(rest) != "echo hi" {
+		t.Errorf("through the tunnel: %q", rest)
+	}
 }

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -114,6 +115,19 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst 
 	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
 		in = &prefixedConn{Conn: conn, r: io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn)}
+	}
+	in, isTLS := startsTLS(in)
+	if !isTLS {
+		// Another protocol to the host (ssh, whose server speaks first):
+		// tunnelled as any other, untouched.
+		up, err := p.dialUpstream(r.Context(), dst)
+		if err != nil {
+			p.log.Warn("egress: upstream failed", "sandbox", p.label, "addr", dst.String(), "error", err)
+			return
+		}
+		defer up.Close()
+		p.splice(in, up)
+		return
 	}
 	tc := tls.Server(in, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
@@ -274,13 +288,36 @@ func (p *Proxy) upstreamTransport(name string, dst netip.AddrPort) *http.Transpo
 	}
 }
 
-// prefixedConn reads what net/http had buffered before the connection.
+// prefixedConn reads what was read ahead of the connection first.
 type prefixedConn struct {
 	net.Conn
 	r io.Reader
 }
 
 func (c *prefixedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+func (c *prefixedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// tlsWait is how long a tunnel's client may take to begin: a TLS client
+// sends its hello at once, while a protocol whose server speaks first
+// (ssh, smtp) sends nothing until it has.
+const tlsWait = 2 * time.Second
+
+// startsTLS reports whether c's client begins a TLS handshake (a
+// handshake record, 0x16), and gives c with that byte still to read.
+func startsTLS(c net.Conn) (net.Conn, bool) {
+	br := bufio.NewReaderSize(c, 512)
+	_ = c.SetReadDeadline(time.Now().Add(tlsWait))
+	first, err := br.Peek(1)
+	_ = c.SetReadDeadline(time.Time{})
+	out := &prefixedConn{Conn: c, r: br}
+	return out, err == nil && first[0] == 0x16
+}
 
 // oneConn is a listener of one connection: Serve returns once it closed
 // (or the proxy did).

@@ -45,6 +45,7 @@ func TestOpenAPIDocumentCoversEveryRoute(t *testing.T) {
 		"/sessions": {"get", "post"}, "/sessions/{id}": {"delete", "get"}, "/sessions/{id}/restart": {"post"}, "/sessions/{id}/metrics": {"get"}, "/sessions/{id}/logs": {"get"}, "/sessions/{id}/network": {"put"},
 		"/sessions/{id}/pause": {"post"}, "/sessions/{id}/resume": {"post"}, "/sessions/{id}/snapshots": {"post"}, "/sessions/{id}/fork": {"post"},
 		"/snapshots": {"get"}, "/snapshots/{id}": {"delete"},
+		"/secrets": {"get", "post"}, "/secrets/{name}": {"delete"}, "/sessions/{id}/egress_credentials": {"put"},
 		"/environments": {"get", "post"}, "/environments/{name}": {"delete", "get"}, "/environments/gc": {"post"},
 		"/sessions/{id}/execute": {"post"}, "/sessions/{id}/files": {"get"}, "/sessions/{id}/files/content": {"delete", "get", "put"}, "/sessions/{id}/files/raw": {"get"},
 	}

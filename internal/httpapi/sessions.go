@@ -137,6 +137,7 @@ func (s *Server) sessionRoutes() {
 	s.fileRoutes()
 	s.logRoutes()
 	s.networkRoutes()
+	s.secretRoutes()
 }
 
 // SessionMetricsOutput is GET /sessions/{id}/metrics.

@@ -108,6 +108,7 @@ Imports are limited by profile; without profile, code may import the modules of 
 	addTool(s, &mcp.Tool{Name: "session_metrics", Title: "What a session uses now", Description: "Samples a session's CPU (percent of its bandwidth since the previous sample), memory (bytes, against its limit) and disk (bytes its workspace holds, against its size limit).", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, t.sessionMetrics)
 	t.registerLogs(s)
 	t.registerNetwork(s)
+	t.registerSecrets(s)
 	t.registerPersist(s)
 
 	addTool(s, &mcp.Tool{Name: "write_file", Title: "Write a file into a session", InputSchema: writeFileInputSchema(),

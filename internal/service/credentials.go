@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/codecage/codecage/internal/egress"
 	"github.com/codecage/codecage/internal/fleet"
 	"github.com/codecage/codecage/internal/policy"
@@ -269,6 +271,10 @@ func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, r
 	if err := checkBindings(withSecrets(list), true); err != nil {
 		return err
 	}
+	if _, err := s.session(id, owner); err != nil {
+		return err
+	}
+	s.secrets.DropSandbox(ctx, owner, id) // an update replaces them all
 	names, err := s.secrets.PutSandbox(ctx, owner, id, values)
 	if err != nil {
 		return err
@@ -284,6 +290,22 @@ func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, r
 	s.sandboxSecrets.mu.Unlock()
 	_, err = s.setCredentials(ctx, id, owner, list, true)
 	return err
+}
+
+// CheckInlineCredentials refuses inline bindings that do not parse, or
+// whose values could not go into a header, before a sandbox is made.
+func CheckInlineCredentials(list []InlineCredential) error {
+	if len(list) == 0 {
+		return nil
+	}
+	bindings := make([]EgressCredential, len(list))
+	for i, c := range list {
+		bindings[i] = c.Binding
+		if !validHeaderValue(c.Value) {
+			return fmt.Errorf("%w: egress credential %q: its value goes into a header: 1 to 8192 bytes, no line breaks or control characters", ErrInvalidRequest, c.Binding.Label())
+		}
+	}
+	return checkBindings(withSecrets(bindings), true)
 }
 
 // InlineCredential is a binding with its value given, not stored.
@@ -349,4 +371,9 @@ func (s *Service) sweepSandboxSecrets(ctx context.Context) {
 		delete(s.sandboxSecrets.ids, id)
 		s.sandboxSecrets.mu.Unlock()
 	}
+}
+
+// validHeaderValue: a value fit to go whole into a header.
+func validHeaderValue(v string) bool {
+	return v != "" && len(v) <= 8<<10 && httpguts.ValidHeaderFieldValue(v) && !strings.ContainsAny(v, "\r\n")
 }

@@ -48,7 +48,8 @@ type NetworkUpdate struct {
 	DenyOut             []string `json:"denyOut"`
 	// Refused when given, as on create.
 	EgressProxy json.RawMessage `json:"egressProxy"`
-	Rules       json.RawMessage `json:"rules"`
+	// Rules replace the sandbox's header transforms (absent: none).
+	Rules json.RawMessage `json:"rules"`
 }
 
 // NetworkInfo is E2B's SandboxNetworkConfig as getInfo answers it.
@@ -56,6 +57,18 @@ type NetworkInfo struct {
 	AllowOut           []string `json:"allowOut,omitempty"`
 	DenyOut            []string `json:"denyOut,omitempty"`
 	AllowPublicTraffic bool     `json:"allowPublicTraffic"`
+	// Rules are the headers the proxy adds, by host; values not shown.
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+}
+
+// NetworkRule is E2B's SandboxNetworkRule; NetworkTransform its transform.
+type NetworkRule struct {
+	Transform *NetworkTransform `json:"transform,omitempty"`
+}
+
+// NetworkTransform is the headers a rule sets.
+type NetworkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Lifecycle is E2B's SandboxLifecycle: what the timeout does, and whether
