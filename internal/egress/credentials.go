@@ -80,6 +80,9 @@ type compiledCredential struct {
 }
 
 func compileCredential(c Binding) (*compiledCredential, error) {
+	if _, ok, _ := parseNet(c.Host); ok {
+		return nil, fmt.Errorf("host %q: a credential names a host (api.example.com) or *.suffix, not an address: its tunnel's certificate is for a name", clip(c.Host))
+	}
 	h, err := parseRuleName(c.Host)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w (a credential names a host or *.suffix)", err)

@@ -100,7 +100,7 @@ func parseSteps(text string) ([]step, error) {
 			}
 		}
 		switch op {
-		case "session", "execute", "list", "idle", "write", "read", "command", "pause", "resume", "snapshot", "fork", "logs", "network",
+		case "session", "execute", "list", "idle", "write", "read", "command", "pause", "resume", "snapshot", "fork", "logs", "network", "credential",
 			"spawn", "connect", "wait", "processes", "input", "closestdin", "signal",
 			"context", "contexts", "removecontext", "restartcontext":
 		default:

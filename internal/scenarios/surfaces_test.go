@@ -98,6 +98,8 @@ func (p *player) do(ctx context.Context, st step) string {
 		return p.logs(ctx, st)
 	case "network":
 		return p.network(ctx, st)
+	case "credential":
+		return p.credential(ctx, st)
 	case "spawn":
 		return p.spawn(ctx, st)
 	case "connect":

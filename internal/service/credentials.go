@@ -271,7 +271,11 @@ func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, r
 	if err := checkBindings(withSecrets(list), true); err != nil {
 		return err
 	}
-	if _, err := s.session(id, owner); err != nil {
+	se, err := s.session(id, owner)
+	if err != nil {
+		return err
+	}
+	if err := checkBindings(withSecrets(list), se.Imports().Uses(policy.Network)); err != nil {
 		return err
 	}
 	s.secrets.DropSandbox(ctx, owner, id) // an update replaces them all
