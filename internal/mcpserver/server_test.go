@@ -96,7 +96,8 @@ func TestToolsAreListedWithSchemas(t *testing.T) {
 	want := map[string]bool{"execute_code": true, "validate_code": true, "get_sandbox_info": true, "create_session": true,
 		"close_session": true, "restart_session": true, "list_sessions": true, "write_file": true, "read_file": true,
 		"list_files": true, "delete_file": true, "run_command": true, "pip_install": true, "list_code_tools": true,
-		"pause_session": true, "resume_session": true, "snapshot_session": true, "fork_session": true, "list_snapshots": true, "delete_snapshot": true, "session_metrics": true, "session_logs": true, "set_session_network": true}
+		"pause_session": true, "resume_session": true, "snapshot_session": true, "fork_session": true, "list_snapshots": true, "delete_snapshot": true, "session_metrics": true, "session_logs": true, "set_session_network": true,
+		"create_secret": true, "list_secrets": true, "delete_secret": true, "set_session_egress_credentials": true}
 	for _, tool := range res.Tools {
 		if !want[tool.Name] {
 			t.Errorf("unexpected tool %s", tool.Name)
