@@ -149,6 +149,16 @@ func TestCredentialIsAddedAndNeverComesBack(t *testing.T) {
 		}
 	}
 
+	// An upgrade (WebSocket) is refused in words, not half carried.
+	up, _ := http.NewRequest("GET", base+"/v1/socket", nil)
+	up.Header.Set("Connection", "Upgrade")
+	up.Header.Set("Upgrade", "websocket")
+	if resp, err := c.Do(up); err != nil || resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("an upgrade in an opened tunnel: %v %v, want 501", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	// A redirect to another host is a tunnel to it, never opened: the
 	// credential does not follow. 127.0.0.1 is the same server by address.
 	other := "https://127.0.0.1:" + strconv.Itoa(api.port) + "/v1/other"

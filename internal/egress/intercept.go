@@ -183,6 +183,11 @@ func (x *interception) guard(next http.Handler) http.Handler {
 		if hh, _, err := net.SplitHostPort(h); err == nil {
 			h = hh
 		}
+		if r.Header.Get("Upgrade") != "" {
+			// A hijacked connection would outlive the tunnel's server.
+			http.Error(w, "codecage egress: a tunnel to a host with credentials carries HTTP/1.1 requests, not upgrades (WebSocket)", http.StatusNotImplemented)
+			return
+		}
 		if !strings.EqualFold(strings.TrimSuffix(h, "."), x.host) {
 			http.Error(w, fmt.Sprintf("codecage egress: this tunnel is to %s; the request names %q", x.host, truncate(r.Host)),
 				http.StatusMisdirectedRequest)

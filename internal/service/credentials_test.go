@@ -316,3 +316,74 @@ func processesOfUID(uid uint32) []string {
 	}
 	return out
 }
+
+// Values a sandbox's creator gave inline (E2B's network rules) are the
+// sandbox's own: a park and a resume keep them (the session comes back
+// under its id, into a spare or a new sandbox), a fork has none, and
+// they are forgotten when the sandbox ends.
+func TestEgressCredentialsGivenInlineStayWithTheSandbox(t *testing.T) {
+	api := newPrivateAPI(t)
+	cfg := service.LeanTestConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{"localhost:" + api.port}
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.EgressRoots = api.caFile
+	svc := newServiceWith(t, cfg)
+	ctx := context.Background()
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := "Bearer " + egressCanary + "-inline"
+	err = svc.SetSandboxCredentials(ctx, se.ID, "o", []service.InlineCredential{
+		{Binding: service.EgressCredential{Name: "localhost Authorization", Host: "localhost", Header: "Authorization"}, Value: inline}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(id, path string) string {
+		t.Helper()
+		res, err := svc.Execute(ctx, service.Request{SessionID: id, Owner: "o", Code: fmt.Sprintf(`import urllib.request
+try:
+    print(urllib.request.urlopen("https://localhost:%s%s", timeout=20).status)
+except Exception as e:
+    print("error", e)`, api.port, path)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	if got := get(se.ID, "/v1/before"); got != "200" || api.saw("/v1/before") != "got "+inline {
+		t.Fatalf("before the park: %q, the server %q", got, api.saw("/v1/before"))
+	}
+	if _, err := svc.PauseSession(ctx, se.ID, "o", service.PauseMode{KeepMemory: true, Park: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.ResumeSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(se.ID, "/v1/after-park"); got != "200" || api.saw("/v1/after-park") != "got "+inline {
+		t.Errorf("after a park and a resume: %q, the server %q", got, api.saw("/v1/after-park"))
+	}
+	forks, err := svc.ForkSession(ctx, se.ID, "o", 1, 0)
+	if err != nil || len(forks) != 1 || forks[0].Session == nil {
+		t.Fatalf("fork: %+v %v", forks, err)
+	}
+	if got := get(forks[0].Session.ID, "/v1/fork"); !strings.Contains(got, "502") || api.saw("/v1/fork") != "" {
+		t.Errorf("a fork's request: %q, the server %q; want it refused, naming the binding", got, api.saw("/v1/fork"))
+	}
+	if err := svc.CloseSession(ctx, se.ID, "o"); err != nil {
+		t.Fatal(err)
+	}
+	// Forgotten: nothing of the sandbox's own is left in the vault.
+	left := 0
+	_ = filepath.Walk(filepath.Join(cfg.StateDir, "secrets"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			left++
+		}
+		return nil
+	})
+	if left != 0 {
+		t.Errorf("%d sealed values left after the sandbox closed", left)
+	}
+}

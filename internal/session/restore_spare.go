@@ -57,8 +57,10 @@ func (t *Table) adoptLocked(spare *Session, req Request, back *Parked) {
 	spare.owner, spare.req = req.Owner, req
 	spare.created, spare.used = time.Now(), time.Now()
 	spare.adoptNetwork(req.Network)
-	spare.adoptCredentials(req.Credentials)
 	back.identify(spare)
+	// Under its id for good: a binding to a secret of the sandbox's own
+	// (E2B's rules) resolves by it.
+	spare.adoptCredentials(req.Credentials)
 	spare.sandbox().Arm(context.Background(), t.cfg.SessionMaxLifetime, t.cfg.SessionMaxLifetime)
 	t.byID[spare.id] = spare
 }
