@@ -75,14 +75,8 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 // checked differently.
 func (p *Proxy) forwardTransport(dst netip.AddrPort) *http.Transport {
 	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, err := p.dialUpstream(ctx, dst)
-			if err != nil {
-				return nil, err
-			}
-			return &idleConn{Conn: c, idle: p.idleTimeout, act: newActivity()}, nil
-		},
+		Proxy:             nil,
+		DialContext:       p.dialOnly(dst),
 		DisableKeepAlives: true,
 		// Transparent gzip would change the bytes the client receives.
 		DisableCompression:     true,
@@ -150,5 +144,18 @@ func removeHopHeaders(h http.Header) {
 		if len(k) >= 6 && strings.EqualFold(k[:6], "proxy-") {
 			delete(h, k)
 		}
+	}
+}
+
+// dialOnly is a transport's dialer whose one target is the checked
+// address dst, whatever the request names: the name is never resolved
+// again (DNS rebinding).
+func (p *Proxy) dialOnly(dst netip.AddrPort) func(ctx context.Context, _, _ string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := p.dialUpstream(ctx, dst)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: p.idleTimeout, act: newActivity()}, nil
 	}
 }

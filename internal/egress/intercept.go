@@ -271,14 +271,8 @@ func (x *interception) failed(w http.ResponseWriter, r *http.Request, err error)
 // address alone, over TLS verified for name.
 func (p *Proxy) upstreamTransport(name string, dst netip.AddrPort) *http.Transport {
 	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, err := p.dialUpstream(ctx, dst)
-			if err != nil {
-				return nil, err
-			}
-			return &idleConn{Conn: c, idle: p.idleTimeout, act: newActivity()}, nil
-		},
+		Proxy:       nil,
+		DialContext: p.dialOnly(dst),
 		TLSClientConfig: &tls.Config{
 			ServerName: name,
 			RootCAs:    p.upstreamRoots,

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
@@ -207,7 +209,9 @@ print(get("https://127.0.0.1:%[1]s/v1/by-address", context=ssl._create_unverifie
 	}
 	// Every process of the host (the sandbox's own, natively; runsc's
 	// sentry and gofer under gVisor, whose processes are the sentry's).
-	if testBackend(t) == "native" && len(processesOfUID(ws.Sys().(*syscall.Stat_t).Uid)) == 0 {
+	if testBackend(t) == "native" && !slices.ContainsFunc(leftovers.HostProcesses(), func(p leftovers.Process) bool {
+		return p.UID() == int(ws.Sys().(*syscall.Stat_t).Uid)
+	}) {
 		t.Fatal("no process of the sandbox on the host")
 	}
 	entries, _ := os.ReadDir("/proc")
@@ -298,23 +302,6 @@ func portNumber(t *testing.T, port string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func processesOfUID(uid uint32) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == fmt.Sprint(uid) {
-				out = append(out, e.Name())
-			}
-		}
-	}
-	return out
 }
 
 // Values a sandbox's creator gave inline (E2B's network rules) are the
