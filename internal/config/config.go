@@ -58,6 +58,10 @@ type Config struct {
 	// besides the host's, for the servers of the HTTPS tunnels it opens to
 	// add a credential ("": the host's alone).
 	EgressRoots string
+	// EgressCredentials is a JSON file of the operator's egress
+	// credentials: bindings every sandbox with the network profile gets,
+	// their values read from the server's environment or files.
+	EgressCredentials string
 	// EnableContainerMode allows use_container (the gVisor backend).
 	EnableContainerMode bool
 	// Isolation is the backend of a request that does not ask for one:

@@ -94,6 +94,8 @@ var settings = []setting{
 		shown("none: nothing"),
 	pathSetting("egress_roots", "SANDBOX_EGRESS_ROOTS", "PEM file of extra authorities the egress proxy verifies credentialed HTTPS servers with", func(c *Config) *string { return &c.EgressRoots }).
 		doc("a PEM file of certificate authorities the egress proxy trusts, besides the host's, when it opens an HTTPS tunnel to add a credential (a private API's own authority); unset: the host's alone"),
+	pathSetting("egress_credentials", "SANDBOX_EGRESS_CREDENTIALS", "JSON file of credentials the egress proxy adds for every sandbox with the network", func(c *Config) *string { return &c.EgressCredentials }).
+		doc("a JSON file of the operator's egress credentials, `{\"credentials\": [{\"name\", \"host\", \"header\", \"prefix\", \"value_env\" or \"value_file\", ...}]}`: the egress proxy adds each to the HTTPS requests of every sandbox with the network profile (runs and sessions) to its host; values come from the server's environment or a file, never enter a sandbox, and are never logged ([security](security.md#credentials-added-at-the-egress-proxy))"),
 	countSetting("pool_size", "SANDBOX_POOL_SIZE", "basic sandboxes kept ready (0: none)", func(c *Config) *int { return &c.PoolSize }).
 		doc("basic sandboxes kept ready, refilled in the background (0: none)"),
 	countSetting("data_science_pool_size", "SANDBOX_DATA_SCIENCE_POOL_SIZE", "data_science sandboxes kept ready, numpy and pandas loaded", func(c *Config) *int { return &c.DataPoolSize }),

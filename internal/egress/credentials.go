@@ -77,6 +77,9 @@ type compiledCredential struct {
 	Binding
 	host entry // kindName or kindWildcard
 	port int
+	// operator: the operator's binding, its secret from the operator's
+	// store, not the sandbox's.
+	operator bool
 }
 
 func compileCredential(c Binding) (*compiledCredential, error) {
@@ -131,8 +134,8 @@ func reservedHeader(name string) bool {
 // credentialSet is a sandbox's bindings, compiled, and where their
 // secrets come from.
 type credentialSet struct {
-	list    []*compiledCredential
-	resolve SecretFunc
+	list              []*compiledCredential
+	resolve, operator SecretFunc
 }
 
 // compileCredentials checks every binding, naming each bad one.

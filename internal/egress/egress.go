@@ -91,6 +91,10 @@ type Options struct {
 	OnCredential func(CredentialUse)
 	// OnClose, if set, runs once Close has ended everything.
 	OnClose func()
+	// Operator are bindings every SetBindings keeps beside the sandbox's
+	// own, their secrets from OperatorSecrets (the operator's).
+	Operator        []Binding
+	OperatorSecrets SecretFunc
 }
 
 // Decision is the outcome of the destination check of one request. It is
@@ -124,13 +128,16 @@ type Proxy struct {
 	upstreamRoots *x509.CertPool
 	onCredential  func(CredentialUse)
 	onClose       func()
-	log           *slog.Logger
-	resolver      Resolver
-	dialTimeout   time.Duration
-	idleTimeout   time.Duration
-	maxConns      int
-	onDecision    func(Decision)
-	label         string
+	// operator are the bindings the sandbox always has (Options.Operator).
+	operator        []Binding
+	operatorSecrets SecretFunc
+	log             *slog.Logger
+	resolver        Resolver
+	dialTimeout     time.Duration
+	idleTimeout     time.Duration
+	maxConns        int
+	onDecision      func(Decision)
+	label           string
 	// refusedLog lets the first maxLoggedRefusals refusals into the log:
 	// the sandboxed program can make as many as it likes, and Close logs
 	// how many more there were.
@@ -158,19 +165,21 @@ type Proxy struct {
 // the proxy fails closed rather than guess.
 func New(p Policy, opts Options) *Proxy {
 	px := &Proxy{
-		log:           opts.Logger,
-		resolver:      opts.Resolver,
-		dialTimeout:   opts.DialTimeout,
-		idleTimeout:   opts.IdleTimeout,
-		maxConns:      opts.MaxConns,
-		onDecision:    opts.OnDecision,
-		label:         opts.Label,
-		authority:     opts.Authority,
-		upstreamRoots: opts.UpstreamRoots,
-		onCredential:  opts.OnCredential,
-		onClose:       opts.OnClose,
-		refusedLog:    bounded.NewQuota(maxLoggedRefusals),
-		conns:         make(map[*trackedConn]struct{}),
+		log:             opts.Logger,
+		resolver:        opts.Resolver,
+		dialTimeout:     opts.DialTimeout,
+		idleTimeout:     opts.IdleTimeout,
+		maxConns:        opts.MaxConns,
+		onDecision:      opts.OnDecision,
+		label:           opts.Label,
+		authority:       opts.Authority,
+		upstreamRoots:   opts.UpstreamRoots,
+		onCredential:    opts.OnCredential,
+		onClose:         opts.OnClose,
+		operator:        opts.Operator,
+		operatorSecrets: opts.OperatorSecrets,
+		refusedLog:      bounded.NewQuota(maxLoggedRefusals),
+		conns:           make(map[*trackedConn]struct{}),
 	}
 	if px.log == nil {
 		px.log = slog.Default()
@@ -197,6 +206,9 @@ func New(p Policy, opts Options) *Proxy {
 
 	if err := px.SetRules(opts.Rules); err != nil {
 		px.log.Warn("egress: ignoring the sandbox's rules", "sandbox", px.label, "error", err)
+	}
+	if err := px.SetBindings(nil, nil); err != nil {
+		px.log.Warn("egress: ignoring the operator's credentials", "sandbox", px.label, "error", err)
 	}
 
 	px.ctx, px.cancel = context.WithCancel(context.Background())

@@ -29,15 +29,25 @@ type CredentialUse struct {
 // keeps the secrets it began with). Bindings that do not Check leave the
 // old ones in place.
 func (p *Proxy) SetBindings(list []Binding, resolve SecretFunc) error {
-	if len(list) == 0 {
+	if err := CheckBindings(list); err != nil {
+		return err
+	}
+	if len(list)+len(p.operator) == 0 {
 		p.creds.Store(nil)
 		return nil
 	}
-	set, err := compileCredentials(list)
-	if err != nil {
-		return err
+	set := &credentialSet{resolve: resolve}
+	for i, group := range [][]Binding{p.operator, list} {
+		one, err := compileCredentials(group)
+		if err != nil {
+			return err
+		}
+		for _, c := range one.list {
+			c.operator = i == 0
+		}
+		set.list = append(set.list, one.list...)
 	}
-	set.resolve = resolve
+	set.operator = p.operatorSecrets
 	p.creds.Store(set)
 	return nil
 }
@@ -56,10 +66,14 @@ func (p *Proxy) arm(ctx context.Context, set *credentialSet, creds []*compiledCr
 	defer cancel()
 	out := make([]armed, 0, len(creds))
 	for _, c := range creds {
-		if set.resolve == nil {
+		resolve := set.resolve
+		if c.operator {
+			resolve = set.operator
+		}
+		if resolve == nil {
 			return nil, fmt.Errorf("egress credential %q: no secrets here", clip(c.Label()))
 		}
-		v, err := set.resolve(ctx, c.Secret)
+		v, err := resolve(ctx, c.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("egress credential %q: secret %q: %v", clip(c.Label()), clip(c.Secret), err)
 		}

@@ -87,7 +87,8 @@ type Work struct {
 	Forward *Forward
 	// Trust is the host directory of the proxy's trust store (the
 	// sandbox's authority's certificate), bound read-only at
-	// runtime.TrustDir and named by TrustVars for a Session or Command.
+	// runtime.TrustDir and named by TrustVars for a Session, a Run or a
+	// Command.
 	Trust string
 	// LoopbackServers: a command (or a machine session's processes) may
 	// serve on TCP ports of its loopback (jail.Spec.LoopbackServers),
@@ -193,9 +194,9 @@ func (w Work) Spec() Spec {
 	if w.Forward != nil {
 		spec.Env = append(spec.Env, proxyEnv(w.Forward.Port)...)
 	}
-	if w.Trust != "" && (w.Kind == Session || w.Kind == Command) {
+	if w.Trust != "" && (w.Kind == Session || w.Kind == Command || w.Kind == Run) {
 		spec.Binds = append(slices.Clip(spec.Binds), Bind{Host: w.Trust, Path: runtime.TrustDir})
-		if w.Kind == Session {
+		if w.Kind != Command {
 			for _, k := range slices.Sorted(maps.Keys(trustVars)) {
 				spec.Env = append(spec.Env, k+"="+trustVars[k])
 			}

@@ -213,6 +213,7 @@ func loadEgressRoots(file string) (*x509.CertPool, error) {
 // and refuses the tunnels that would need it.
 func (s *Service) startSessionEgress(label, root string, refused func(host string)) (*egress.Proxy, *fleet.Forward, string) {
 	opts := s.egressOptions(label, refused)
+	opts.Operator, opts.OperatorSecrets = s.operatorCreds.Bindings, s.operatorCreds.Secret
 	auth, err := egress.NewAuthority(label)
 	trust := ""
 	if err == nil {
@@ -227,6 +228,17 @@ func (s *Service) startSessionEgress(label, root string, refused func(host strin
 	}
 	p := egress.New(s.egress, opts)
 	return p, &fleet.Forward{Port: proxyPort, Handle: p.ServeHandedOff(proxyPort)}, trust
+}
+
+// startRunEgress is a run's proxy: a session's (startSessionEgress) when
+// the operator has credentials for every sandbox, else one that opens no
+// tunnel and needs no trust store.
+func (s *Service) startRunEgress(label, root string, refused func(host string)) (*egress.Proxy, *fleet.Forward, string) {
+	if len(s.operatorCreds.Bindings) > 0 {
+		return s.startSessionEgress(label, root, refused)
+	}
+	p, fwd := s.startEgress(label, refused)
+	return p, fwd, ""
 }
 
 // credentialUsed audits the first use of each binding by one proxy

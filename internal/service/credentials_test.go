@@ -374,3 +374,64 @@ except Exception as e:
 		t.Errorf("%d sealed values left after the sandbox closed", left)
 	}
 }
+
+// The operator's credentials (SANDBOX_EGRESS_CREDENTIALS) go with every
+// sandbox that has the network: a run's and a session's; their values
+// come from the server's environment and are never the owner's to list.
+func TestOperatorEgressCredentialsReachEverySandbox(t *testing.T) {
+	api := newPrivateAPI(t)
+	t.Setenv("CODECAGE_TEST_OPERATOR_KEY", "Bearer "+egressCanary+"-operator")
+	file := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(file, []byte(`{"credentials": [{"name": "gateway", "host": "localhost", "path_prefix": "/llm/",
+		"header": "Authorization", "value_env": "CODECAGE_TEST_OPERATOR_KEY"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := service.LeanTestConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{"localhost:" + api.port}
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.EgressRoots = api.caFile
+	cfg.EgressCredentials = file
+	svc := newServiceWith(t, cfg)
+	ctx := context.Background()
+	code := func(path string) string {
+		return fmt.Sprintf(`import urllib.request
+print(urllib.request.urlopen("https://localhost:%s%s", timeout=20).status)`, api.port, path)
+	}
+	res, err := svc.Execute(ctx, service.Request{Owner: "o", Profiles: []string{"network"}, Code: code("/llm/run")})
+	if err != nil || strings.TrimSpace(res.Stdout) != "200" {
+		t.Fatalf("a run: %+v %v", res, err)
+	}
+	want := "got Bearer " + egressCanary + "-operator"
+	if got := api.saw("/llm/run"); got != want {
+		t.Errorf("the server, for a run: %q", got)
+	}
+	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/llm/session", "/other"} {
+		if res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: code(path)}); err != nil || strings.TrimSpace(res.Stdout) != "200" {
+			t.Fatalf("a session, %s: %+v %v", path, res, err)
+		}
+	}
+	if got := api.saw("/llm/session"); got != want {
+		t.Errorf("the server, for a session: %q", got)
+	}
+	if got := api.saw("/other"); got != "got " {
+		t.Errorf("outside the operator's path prefix: %q", got)
+	}
+	if list, err := svc.ListSecrets(ctx, "o"); err != nil || len(list) != 0 {
+		t.Errorf("the owner's secrets: %+v %v", list, err)
+	}
+
+	// A bad file stops the server from starting, naming the entry, never
+	// the value.
+	if err := os.WriteFile(file, []byte(`{"credentials": [{"name": "gateway", "host": "localhost", "header": "Host", "value_env": "CODECAGE_TEST_OPERATOR_KEY"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := service.New(cfg, nil); err == nil || !strings.Contains(err.Error(), `"gateway"`) || strings.Contains(err.Error(), egressCanary) {
+		t.Errorf("a bad credentials file: %v", err)
+	}
+}

@@ -75,6 +75,8 @@ type Service struct {
 	secrets        *secrets.Domain
 	egressRoots    *x509.CertPool
 	sandboxSecrets sandboxSecrets
+	// operatorCreds are SANDBOX_EGRESS_CREDENTIALS', every proxy's.
+	operatorCreds *secrets.Operator
 	// cmds runs commands (the commands domain), pkgs installs packages
 	// (the packages domain); both set at New.
 	cmds *commands.Commands
@@ -117,8 +119,12 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	operatorCreds, err := secrets.LoadOperator(cfg.EgressCredentials)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
-		observer: o.Observer, cluster: o.Cluster, egressRoots: roots, secrets: secrets.New(cfg, o.Log)}
+		observer: o.Observer, cluster: o.Cluster, egressRoots: roots, secrets: secrets.New(cfg, o.Log), operatorCreds: operatorCreds}
 	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
 	s.gateways = gateway.New(o.Gateways, gateway.Limits{MaxCalls: cfg.GatewayMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: int(cfg.ToolsMaxResult)}, s.emit, o.Log)
 	if s.gateways.Offers() {
@@ -311,9 +317,9 @@ func (s *Service) executeStateless(ctx context.Context, req Request, refused *re
 	work := fleet.Work{Kind: fleet.Run, ID: fleet.NewID(), Interpreter: s.cfg.Interpreter, Limits: limits,
 		Layer: s.layerBinds, DataScience: features.DataScience}.FromEnvironment(env)
 	if features.Network {
-		proxy, fwd := s.startEgress(work.ID, refused.Add)
+		proxy, fwd, trust := s.startRunEgress(work.ID, work.Root, refused.Add)
 		defer proxy.Close()
-		work.Forward = fwd
+		work.Forward, work.Trust = fwd, trust
 	}
 	lease, err := s.sandboxFor(ctx, backend, features, limits, work, env)
 	if err != nil {
