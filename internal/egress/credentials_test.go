@@ -39,7 +39,7 @@ type apiServer struct {
 	seen []string // "METHOD path Authorization"
 }
 
-func newAPIServer(t *testing.T) *apiServer {
+func newAPIServer(t testing.TB) *apiServer {
 	a := &apiServer{}
 	// A bare handler: a ServeMux would answer unclean paths itself.
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

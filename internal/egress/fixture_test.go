@@ -280,7 +280,7 @@ func connect(t *testing.T, proxyAddr, target string) (net.Conn, *bufio.Reader) {
 	return c, br
 }
 
-func portOf(t *testing.T, a net.Addr) string {
+func portOf(t testing.TB, a net.Addr) string {
 	t.Helper()
 	_, port, err := net.SplitHostPort(a.String())
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // trust store (hoping for the authority's key), its environment, a
 // request that names another host through the opened tunnel, the bound
 // host over plain HTTP, proxy variables of its own, and a direct
-// connection. Judged by the server the credential is for: only the
+// connection, and the proxy's port bound for itself. Judged by the server the credential is for: only the
 // control request brought it, and on the host no file holds a key or the
 // secret.
 func TestContainment_56_EgressCredentialsStayOutside(t *testing.T) {
@@ -33,11 +33,6 @@ func TestContainment_56_EgressCredentialsStayOutside(t *testing.T) {
 	svc := newServiceAsIs(t, cfg)
 	ctx := context.Background()
 	if _, err := svc.PutSecret(ctx, "o", "key", egressCanary); err != nil {
-		t.Fatal(err)
-	}
-	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"},
-		Credentials: []service.EgressCredential{{Secret: "key", Host: "localhost", Header: "Authorization", Prefix: "Bearer "}}})
-	if err != nil {
 		t.Fatal(err)
 	}
 	code := fmt.Sprintf(`import os, socket, ssl, urllib.request
@@ -73,6 +68,12 @@ def own_proxy():
 def direct():
     socket.create_connection(("127.0.0.1", PORT), timeout=3)
     return "connected"
+def rebind():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 3128))
+    s.listen()
+    return "bound"
 def plain():
     return urllib.request.urlopen("http://localhost:%%d/v1/plain" %% PORT, timeout=5).read().decode()
 out = {
@@ -83,50 +84,62 @@ out = {
     "own proxy variables": attempt(own_proxy),
     "direct": attempt(direct),
     "plain HTTP": attempt(plain),
+    "the proxy's port, bound": attempt(rebind),
 }
 out`, api.port, egressCanary)
-	res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: code})
-	if err != nil || !res.Success {
-		t.Fatalf("%v %+v", err, errOf(res))
-	}
-	t.Logf("from inside: %s", res.Result)
-	var out map[string]any
-	if err := json.Unmarshal(res.Result, &out); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(out["trust store"]) != "[bundle.pem certificates only ca.pem certificates only]" {
-		t.Errorf("the trust store: %v", out["trust store"])
-	}
-	if out["environment"] != false {
-		t.Error("the secret is in the sandbox's environment")
-	}
-	if got := fmt.Sprint(out["another host through the tunnel"]); !strings.Contains(got, "421") {
-		t.Errorf("a request naming another host in the opened tunnel: %q, want 421", got)
-	}
-	if got := fmt.Sprint(out["echo, compressed asked"]); got != "you sent: Bearer "+strings.Repeat("*", len(egressCanary)) {
-		t.Errorf("the server's echo as the sandbox read it: %q", got)
-	}
-	for _, k := range []string{"own proxy variables", "direct", "plain HTTP"} {
-		if got := fmt.Sprint(out[k]); strings.Contains(got, egressCanary) || !strings.HasPrefix(got, "refused") && k != "plain HTTP" {
-			t.Errorf("%s: %q", k, got)
+	for _, machine := range []bool{false, true} {
+		// A machine with servers, as E2B's sandboxes are, may bind TCP ports.
+		se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"}, Machine: machine, Servers: machine,
+			Credentials: []service.EgressCredential{{Secret: "key", Host: "localhost", Header: "Authorization", Prefix: "Bearer "}}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The server: the control request alone brought the credential; the
-	// others never reached it with it.
-	api.mu.Lock()
-	seen := append([]string(nil), api.seen...)
-	api.mu.Unlock()
-	withIt := 0
-	for _, s := range seen {
-		if strings.Contains(s, egressCanary) {
-			withIt++
-			if !strings.HasPrefix(s, "/v1/localhost ") {
-				t.Errorf("the credential went with %q", s)
+		api.mu.Lock()
+		api.seen = nil
+		api.mu.Unlock()
+		res, err := svc.Execute(ctx, service.Request{SessionID: se.ID, Owner: "o", Code: code})
+		if err != nil || !res.Success {
+			t.Fatalf("%v %+v", err, errOf(res))
+		}
+		t.Logf("from inside (machine %v): %s", machine, res.Result)
+		var out map[string]any
+		if err := json.Unmarshal(res.Result, &out); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(out["trust store"]) != "[bundle.pem certificates only ca.pem certificates only]" {
+			t.Errorf("the trust store: %v", out["trust store"])
+		}
+		if out["environment"] != false {
+			t.Error("the secret is in the sandbox's environment")
+		}
+		if got := fmt.Sprint(out["another host through the tunnel"]); !strings.Contains(got, "421") {
+			t.Errorf("a request naming another host in the opened tunnel: %q, want 421", got)
+		}
+		if got := fmt.Sprint(out["echo, compressed asked"]); got != "you sent: Bearer "+strings.Repeat("*", len(egressCanary)) {
+			t.Errorf("the server's echo as the sandbox read it: %q", got)
+		}
+		for _, k := range []string{"own proxy variables", "direct", "plain HTTP", "the proxy's port, bound"} {
+			if got := fmt.Sprint(out[k]); strings.Contains(got, egressCanary) || !strings.HasPrefix(got, "refused") && k != "plain HTTP" {
+				t.Errorf("%s: %q", k, got)
 			}
 		}
-	}
-	if withIt != 1 {
-		t.Errorf("%d requests brought the credential, want the control's alone: %q", withIt, seen)
+		// The server: the control request alone brought the credential; the
+		// others never reached it with it.
+		api.mu.Lock()
+		seen := append([]string(nil), api.seen...)
+		api.mu.Unlock()
+		withIt := 0
+		for _, s := range seen {
+			if strings.Contains(s, egressCanary) {
+				withIt++
+				if !strings.HasPrefix(s, "/v1/localhost ") {
+					t.Errorf("the credential went with %q", s)
+				}
+			}
+		}
+		if withIt != 1 {
+			t.Errorf("%d requests brought the credential, want the control's alone: %q", withIt, seen)
+		}
 	}
 	_ = filepath.Walk(cfg.StateDir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() && fi.Size() < 4<<20 {
