@@ -216,6 +216,9 @@ var trustVars = map[string]string{
 	"NODE_EXTRA_CA_CERTS": runtime.TrustDir + "/ca.pem",
 }
 
+// TrustDir is where a sandbox with a trust store finds it.
+const TrustDir = runtime.TrustDir
+
 // TrustVars are the variables of a sandbox with a trust store (a
 // session's commands get them, as its interpreter).
 func TrustVars() map[string]string { return maps.Clone(trustVars) }

@@ -1,6 +1,9 @@
 package service
 
-import "github.com/codecage/codecage/internal/service/info"
+import (
+	"github.com/codecage/codecage/internal/fleet"
+	"github.com/codecage/codecage/internal/service/info"
+)
 
 // What this server offers (internal/service/info builds it; info
 // documents each type). Aliases of types of the same names: the OpenAPI
@@ -19,5 +22,12 @@ type (
 // Info returns the server's capabilities and configuration.
 func (s *Service) Info() Info {
 	allowed, missing := s.CommandsInfo()
-	return info.Build(s.cfg, s.LayerPackages(), allowed, missing)
+	out := info.Build(s.cfg, s.LayerPackages(), allowed, missing)
+	if s.cfg.EnableNetwork {
+		out.Network.TrustStore = fleet.TrustDir
+		for _, b := range s.operatorCreds.Bindings {
+			out.Network.Credentials = append(out.Network.Credentials, b.Label()+"@"+b.Host)
+		}
+	}
+	return out
 }

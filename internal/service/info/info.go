@@ -107,6 +107,13 @@ type ContainerMode struct {
 type NetworkInfo struct {
 	Enabled bool     `json:"enabled"`
 	Allow   []string `json:"allow"`
+	// Credentials are the operator's egress credentials, as name@host:
+	// the proxy adds them to every networked sandbox's HTTPS requests to
+	// that host (never their values).
+	Credentials []string `json:"credentials,omitempty"`
+	// TrustStore is where a networked session's sandbox finds its
+	// proxy's authority (SSL_CERT_FILE names the bundle).
+	TrustStore string `json:"trust_store,omitempty"`
 }
 
 // IsolationInfo is what doctor reports: the layers every run gets here.
