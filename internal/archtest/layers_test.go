@@ -73,7 +73,7 @@ var layers = map[string]int{
 
 var shared = []string{
 	"internal/access", "internal/archtest", "internal/audit", "internal/bounded", "internal/config", "internal/dataset",
-	"internal/debfixture", "internal/egress", "internal/envfixture", "internal/envstore", "internal/fdpass", "internal/frontdoor", "internal/hostproc", "internal/httpapi/docs", "internal/loopback", "internal/pgtest", "internal/snapstore", "internal/vault",
+	"internal/debfixture", "internal/egress", "internal/envfixture", "internal/envstore", "internal/fdpass", "internal/frontdoor", "internal/hostproc", "internal/httpapi/docs", "internal/loopback", "internal/pgtest", "internal/snapstore", "internal/tlsfixture", "internal/vault",
 	"internal/pipfixture", "internal/policy", "internal/probe", "internal/reexec", "internal/scenarios", "internal/streamwrite",
 	"internal/upstream", "internal/wsfs",
 }

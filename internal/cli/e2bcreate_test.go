@@ -32,14 +32,16 @@ func createE2BSandbox(t *testing.T, e2bURL, key string, timeout int) map[string]
 // startE2BReplicas starts two replicas over the PostgreSQL at dsn, each
 // with an E2B listener of its own and no warm pools, and returns them and
 // their E2B addresses.
-func startE2BReplicas(t *testing.T, dsn string) ([]*server, []string) {
+func startE2BReplicas(t *testing.T, dsn string, extra ...string) ([]*server, []string) {
 	t.Helper()
 	e2bAddr := []string{fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	rs := make([]*server, 2)
 	for i := range rs {
 		// One at a time: each with its own E2B listener.
-		rs[i] = startReplicas(t, dsn, 1, "SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
-			"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_E2B_LISTEN="+e2bAddr[i], fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i))[0]
+		env := append([]string{"SANDBOX_RATE_LIMIT=0", "SANDBOX_POOL_SIZE=0", "SANDBOX_DATA_SCIENCE_POOL_SIZE=0",
+			"SANDBOX_SESSION_POOL_SIZE=0", "SANDBOX_MACHINE_POOL_SIZE=0", "SANDBOX_E2B_LISTEN=" + e2bAddr[i],
+			fmt.Sprintf("SANDBOX_REPLICA_NAME=replica-%d", i)}, extra...)
+		rs[i] = startReplicas(t, dsn, 1, env...)[0]
 	}
 	return rs, e2bAddr
 }

@@ -43,7 +43,7 @@ func secretOps() map[string]op {
 		opSecretList:   {admit: admitNone, kind: EventSecret, action: "list", quiet: true},
 		opSecretDelete: {admit: admitNone, kind: EventSecret, action: "delete"},
 		opEgressCredential: {admit: admitNone, kind: EventSession, action: "egress_credentials",
-			peer: peerOp[[]EgressCredential, []EgressCredential]{do: serveCredentials}},
+			peer: peerOp[credentialArgs, []EgressCredential]{do: serveCredentials}},
 	}
 }
 
@@ -97,7 +97,7 @@ func (s *Service) SetSessionCredentials(ctx context.Context, id, owner string, l
 // the sandbox's own secrets (E2B's rules, secrets.SandboxPrefix).
 func (s *Service) setCredentials(ctx context.Context, id, owner string, list []EgressCredential, sandboxOwn bool) ([]EgressCredential, error) {
 	return do(ctx, s, opEgressCredential, call[[]EgressCredential]{
-		session: id, owner: owner, args: list,
+		session: id, owner: owner, args: credentialArgs{List: list, SandboxOwn: sandboxOwn},
 		check: func() error { return checkBindings(list, true) },
 		run: func(ctx context.Context) ([]EgressCredential, error) {
 			se, err := s.session(id, owner)
@@ -122,8 +122,14 @@ func (s *Service) setCredentials(ctx context.Context, id, owner string, list []E
 	})
 }
 
-func serveCredentials(ctx context.Context, s *Service, call PeerCall, list []EgressCredential, _ outputFunc) ([]EgressCredential, error) {
-	return s.SetSessionCredentials(ctx, call.SessionID, call.Owner, list)
+// credentialArgs are setCredentials' between replicas.
+type credentialArgs struct {
+	List       []EgressCredential `json:"list"`
+	SandboxOwn bool               `json:"sandbox_own,omitempty"`
+}
+
+func serveCredentials(ctx context.Context, s *Service, call PeerCall, args credentialArgs, _ outputFunc) ([]EgressCredential, error) {
+	return s.setCredentials(ctx, call.SessionID, call.Owner, args.List, args.SandboxOwn)
 }
 
 // checkBindings refuses bindings that do not parse, and any for a session
@@ -258,20 +264,40 @@ func (s *Service) credentialUsed(label string) func(egress.CredentialUse) {
 	}
 }
 
-// sandboxSecrets tracks the sessions that hold secrets of their own (E2B's
+// sandboxSecrets tracks the sessions given secrets of their own here (E2B's
 // rules), to forget those when the session ends.
 type sandboxSecrets struct {
 	mu  sync.Mutex
 	ids map[string]string // session id -> owner
 }
 
+func (t *sandboxSecrets) track(id, owner string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ids == nil {
+		t.ids = map[string]string{}
+	}
+	t.ids[id] = owner
+}
+
 // SetSandboxCredentials binds values a sandbox's creator gave inline (E2B's
-// network rules: host -> headers) to session id: they are kept sealed as
-// the sandbox's own, never its owner's, so its copies have none.
+// network rules: host -> headers) to session id, replacing those it had:
+// they are kept sealed as the sandbox's own, never its owner's, so its
+// copies have none. The session may be on another replica (the vault is
+// shared where replicas are).
 func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, rules []InlineCredential) error {
-	if len(rules) == 0 {
-		_, err := s.setCredentials(ctx, id, owner, nil, true)
+	if err := CheckInlineCredentials(rules); err != nil {
 		return err
+	}
+	if _, err := s.GetSession(ctx, id, owner); err != nil {
+		return err
+	}
+	if len(rules) == 0 {
+		if _, err := s.setCredentials(ctx, id, owner, nil, true); err != nil {
+			return err
+		}
+		s.secrets.PruneSandbox(ctx, owner, id, 0)
+		return nil
 	}
 	values := make([]string, len(rules))
 	list := make([]EgressCredential, len(rules))
@@ -279,18 +305,6 @@ func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, r
 		values[i] = r.Value
 		list[i] = r.Binding
 	}
-	// Checked before anything is stored.
-	if err := checkBindings(withSecrets(list), true); err != nil {
-		return err
-	}
-	se, err := s.session(id, owner)
-	if err != nil {
-		return err
-	}
-	if err := checkBindings(withSecrets(list), se.Imports().Uses(policy.Network)); err != nil {
-		return err
-	}
-	s.secrets.DropSandbox(ctx, owner, id) // an update replaces them all
 	names, err := s.secrets.PutSandbox(ctx, owner, id, values)
 	if err != nil {
 		return err
@@ -298,14 +312,13 @@ func (s *Service) SetSandboxCredentials(ctx context.Context, id, owner string, r
 	for i := range list {
 		list[i].Secret = names[i]
 	}
-	s.sandboxSecrets.mu.Lock()
-	if s.sandboxSecrets.ids == nil {
-		s.sandboxSecrets.ids = map[string]string{}
+	s.sandboxSecrets.track(id, owner)
+	if _, err := s.setCredentials(ctx, id, owner, list, true); err != nil {
+		s.secrets.PruneSandbox(ctx, owner, id, 0)
+		return err
 	}
-	s.sandboxSecrets.ids[id] = owner
-	s.sandboxSecrets.mu.Unlock()
-	_, err = s.setCredentials(ctx, id, owner, list, true)
-	return err
+	s.secrets.PruneSandbox(ctx, owner, id, len(values)) // an earlier update's others
+	return nil
 }
 
 // CheckInlineCredentials refuses inline bindings that do not parse, or
@@ -376,10 +389,8 @@ func (s *Service) sweepSandboxSecrets(ctx context.Context) {
 	}
 	s.sandboxSecrets.mu.Unlock()
 	for id, owner := range ids {
-		if _, err := s.session(id, owner); !errors.Is(err, ErrSessionNotFound) {
-			continue
-		}
-		if _, parked, err := s.parked(ctx, owner, id); err != nil || parked {
+		// Live here or on a peer, or parked: kept.
+		if _, err := s.GetSession(ctx, id, owner); !errors.Is(err, ErrSessionNotFound) {
 			continue
 		}
 		s.secrets.DropSandbox(ctx, owner, id)

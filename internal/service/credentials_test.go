@@ -2,18 +2,10 @@ package service_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +23,7 @@ import (
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
+	"github.com/codecage/codecage/internal/tlsfixture"
 )
 
 const egressCanary = "sk-egress-canary-3b8e71d2"
@@ -39,36 +32,15 @@ const egressCanary = "sk-egress-canary-3b8e71d2"
 // test's own (the operator's SANDBOX_EGRESS_ROOTS), recording the
 // Authorization of each request and echoing it, as a careless API might.
 type privateAPI struct {
-	srv    *httptest.Server
-	port   string
-	caFile string
-	mu     sync.Mutex
-	seen   []string
+	port, caFile string
+	mu           sync.Mutex
+	seen         []string
 }
 
 func newPrivateAPI(t *testing.T) *privateAPI {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test private CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{"localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
-		ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &privateAPI{caFile: filepath.Join(t.TempDir(), "ca.pem")}
-	if err := os.WriteFile(a.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	a := &privateAPI{}
+	srv := tlsfixture.Start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		a.mu.Lock()
 		a.seen = append(a.seen, r.URL.Path+" "+auth)
@@ -76,10 +48,7 @@ func newPrivateAPI(t *testing.T) *privateAPI {
 		w.Header().Set("X-Echo", auth)
 		io.WriteString(w, "you sent: "+auth)
 	}))
-	a.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
-	a.srv.StartTLS()
-	t.Cleanup(a.srv.Close)
-	a.port = listenerPort(t, a.srv.Listener.Addr())
+	a.port, a.caFile = srv.Port, srv.CAFile
 	return a
 }
 

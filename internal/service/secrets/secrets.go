@@ -7,8 +7,11 @@ package secrets
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -116,8 +119,12 @@ func (d *Domain) Delete(ctx context.Context, owner, name string) error {
 }
 
 // sandboxOwner is the vault's owner of the secrets sandbox id was given
-// at its create: apart from its owner's own.
-func sandboxOwner(owner, id string) string { return owner + "\x00sandbox\x00" + id }
+// at its create: apart from its owner's own. A hash, as a database's text
+// takes no NUL and an owner's name may hold any other separator.
+func sandboxOwner(owner, id string) string {
+	h := sha256.Sum256([]byte(owner + "\x00" + id))
+	return "sandbox:" + hex.EncodeToString(h[:])
+}
 
 // PutSandbox keeps the values a sandbox's creator gave inline, as
 // "sandbox:0", "sandbox:1"... in the order given; they end with it
@@ -143,6 +150,12 @@ func (d *Domain) PutSandbox(ctx context.Context, owner, id string, values []stri
 
 // DropSandbox forgets the secrets sandbox id was given (it ended).
 func (d *Domain) DropSandbox(ctx context.Context, owner, id string) {
+	d.PruneSandbox(ctx, owner, id, 0)
+}
+
+// PruneSandbox forgets the secrets sandbox id was given from the keep-th
+// on (those of an earlier, longer update).
+func (d *Domain) PruneSandbox(ctx context.Context, owner, id string, keep int) {
 	v, err := d.vault(ctx)
 	if err != nil {
 		return
@@ -152,7 +165,9 @@ func (d *Domain) DropSandbox(ctx context.Context, owner, id string) {
 		return
 	}
 	for _, s := range list {
-		_ = v.Delete(ctx, sandboxOwner(owner, id), s.Name)
+		if n, err := strconv.Atoi(strings.TrimPrefix(s.Name, "s")); err != nil || n >= keep {
+			_ = v.Delete(ctx, sandboxOwner(owner, id), s.Name)
+		}
 	}
 }
 
