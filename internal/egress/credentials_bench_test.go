@@ -35,7 +35,7 @@ func BenchmarkCredentialTunnel(b *testing.B) {
 			}
 			p := New(Policy{Allow: []string{"example.com"}}, Options{Authority: auth, UpstreamRoots: api.roots(),
 				Resolver: &fakeResolver{hosts: map[string][]netip.Addr{"example.com": {netip.MustParseAddr("127.0.0.1")}}, count: map[string]int{}},
-				Logger: testLogger(io.Discard)})
+				Logger:   testLogger(io.Discard)})
 			defer p.Close()
 			if err := p.SetBindings(binds, secrets); err != nil {
 				b.Fatal(err)
