@@ -17,8 +17,11 @@ import (
 // (bundle.pem), in a directory of their own bound read-only into the
 // sandbox (fleet.Work.Trust). The authority's key is never written.
 
-// rootsFile is where Debian (and most images) keep the system's roots.
+// rootsFile is where Debian (and Ubuntu, Alpine) keep the system's
+// roots; rootsFiles are where other distributions' images do.
 const rootsFile = "etc/ssl/certs/ca-certificates.crt"
+
+var rootsFiles = []string{rootsFile, "etc/pki/tls/certs/ca-bundle.crt", "etc/ssl/ca-bundle.pem", "etc/ssl/cert.pem"}
 
 // maxRoots bounds the roots read from a root (Debian's are about 220 KB).
 const maxRoots = 8 << 20
@@ -28,8 +31,9 @@ var hostRoots struct {
 	pem  []byte
 }
 
-// rootsOf are the system authorities of root ("": the host's), read
-// without following links out of it; none when it has no such file.
+// rootsOf are the system authorities of root ("": the host's), from the
+// first of rootsFiles it has, read without following links out of it;
+// none when it has none (the bundle is then the authority alone).
 func rootsOf(root string) []byte {
 	read := func(dir string) []byte {
 		r, err := os.OpenRoot(dir)
@@ -37,13 +41,18 @@ func rootsOf(root string) []byte {
 			return nil
 		}
 		defer r.Close()
-		f, err := r.Open(rootsFile)
-		if err != nil {
-			return nil
+		for _, name := range rootsFiles {
+			f, err := r.Open(name)
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(io.LimitReader(f, maxRoots))
+			f.Close()
+			if len(b) > 0 {
+				return b
+			}
 		}
-		defer f.Close()
-		b, _ := io.ReadAll(io.LimitReader(f, maxRoots))
-		return b
+		return nil
 	}
 	if root != "" {
 		return read(root)

@@ -38,6 +38,17 @@ func TestWriteTrust(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir2, "bundle.pem")); strings.TrimSpace(string(b)) != strings.TrimSpace(string(ca)) {
 		t.Errorf("through a link out of the root: %d bytes, want the authority alone", len(b))
 	}
+	// Another distribution's place for them.
+	rhel := t.TempDir()
+	os.MkdirAll(filepath.Join(rhel, "etc/pki/tls/certs"), 0o755)
+	os.WriteFile(filepath.Join(rhel, "etc/pki/tls/certs/ca-bundle.crt"), []byte("RHEL ROOTS\n"), 0o644)
+	dir3, err := WriteTrust(base, rhel, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir3, "bundle.pem")); !bytes.HasPrefix(b, []byte("RHEL ROOTS\n")) {
+		t.Errorf("an image keeping its roots in /etc/pki: %q", b)
+	}
 	if err := RemoveTrust(dir); err != nil {
 		t.Fatal(err)
 	}
