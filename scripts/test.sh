@@ -74,7 +74,7 @@ suite service "go test $gt -timeout 30m $* ./internal/service/"
 # The functional suite, the containment rows and sessions again, against the
 # gVisor backend (every run under runsc).
 suite gvisor "CODECAGE_TEST_BACKEND=gvisor go test $gt -timeout 30m $* \
-	-run 'Containment|^Test(Budget|Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|ProfilesAllow|EnabledProfiles|EveryBasicModule|NumpyAndPandas|PlotComesBack|Validate|RunCommand)' \
+	-run 'Containment|^Test(Budget|Stdout|LastExpression|Variables|Exception|SyntaxError|Unicode|NULBytes|OneMegabyte|BadRequests|WallClock|CPUTime|OOM|OutputTruncation|SysExit|ImportPolicy|ResultReports|ConcurrentExecutions|Cancellation|Deadline|Forged|ProcHas|Session|FileAPI|PipInstallFromWheelhouse|NetworkProfile|EgressCredentials|OperatorEgress|ProfilesAllow|EnabledProfiles|EveryBasicModule|NumpyAndPandas|PlotComesBack|Validate|RunCommand)' \
 	./internal/service/"
 suite bench "go test $gt -timeout 30m $* ./internal/bench/"
 suite cli "go test $gt -timeout 30m $* ./internal/cli/"

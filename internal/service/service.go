@@ -126,7 +126,7 @@ func New(cfg config.Config, opts *Options) (*Service, error) {
 	s := &Service{cfg: cfg, egress: eg, stop: make(chan struct{}), gate: access.NewGate(cfg.AccessLimits()),
 		observer: o.Observer, cluster: o.Cluster, egressRoots: roots, secrets: secrets.New(cfg, o.Log), operatorCreds: operatorCreds}
 	s.codeMode = codemode.New(o.Upstream, codemode.Limits{MaxCalls: cfg.ToolsMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: cfg.ToolsMaxResult}, s.emit)
-	s.gateways = gateway.New(o.Gateways, gateway.Limits{MaxCalls: cfg.GatewayMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: int(cfg.ToolsMaxResult)}, s.emit, o.Log)
+	s.gateways = gateway.New(o.Gateways, gateway.Limits{MaxCalls: cfg.GatewayMaxCalls, Timeout: cfg.ToolsTimeout, MaxResult: int(cfg.ToolsMaxResult)}, s.emit, o.Log, s.gatewaySandbox)
 	if s.gateways.Offers() {
 		go s.sweepGateways(30 * time.Second)
 	}

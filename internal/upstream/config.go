@@ -6,6 +6,8 @@
 package upstream
 
 import (
+	"github.com/codecage/codecage/internal/egress"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -53,6 +55,20 @@ type ServerConfig struct {
 	// Gateway, when set, lets a sandbox's creator ask for this server
 	// through E2B's MCP gateway (gateway.go).
 	Gateway *GatewayConfig `json:"gateway,omitempty"`
+
+	// Sandbox, when set, runs the stdio server in a sandbox of its own
+	// (a machine session of the server's) instead of as a process of the
+	// supervisor's: a catalog server the operator allows but does not
+	// vouch for, with its own secrets and the egress it names alone.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
+}
+
+// SandboxConfig is the sandbox a stdio server runs in.
+type SandboxConfig struct {
+	// NetworkAllow are the destinations it may reach (names, *.suffix
+	// wildcards, addresses, CIDR blocks), within the operator's
+	// SANDBOX_NETWORK_ALLOW; none: no network at all.
+	NetworkAllow []string `json:"network_allow,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as a number of seconds
@@ -221,6 +237,17 @@ func validateServer(name string, s ServerConfig) error {
 			if strings.ContainsRune(v, 0) {
 				return fmt.Errorf("env %s: value contains NUL", k)
 			}
+		}
+	}
+	if s.Sandbox != nil {
+		if s.Command == "" {
+			return errors.New("sandbox: only a command (stdio) server runs in a sandbox")
+		}
+		if s.Gateway == nil {
+			return errors.New("sandbox: a server in a sandbox of its own is a gateway server (give it a gateway block)")
+		}
+		if err := (egress.NetworkRules{AllowOut: s.Sandbox.NetworkAllow}).Check(); err != nil {
+			return fmt.Errorf("sandbox: network_allow: %w", err)
 		}
 	}
 	for _, t := range s.Tools {

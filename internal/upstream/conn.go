@@ -15,7 +15,7 @@ import (
 // conn is one session with a server.
 type conn struct {
 	cs    *mcp.ClientSession
-	proc  *process        // stdio only
+	proc  Stdio           // stdio only
 	httpT *http.Transport // http only
 	done  chan struct{}   // closed when the session has ended
 	once  sync.Once
@@ -37,13 +37,13 @@ func (c *conn) alive() bool {
 func (c *conn) close(graceful bool) {
 	c.once.Do(func() {
 		if c.proc != nil && !graceful {
-			c.proc.stop(false)
+			c.proc.Stop(false)
 		}
 		if c.cs != nil {
 			_ = c.cs.Close()
 		}
 		if c.proc != nil && graceful {
-			c.proc.stop(true)
+			c.proc.Stop(true)
 		}
 		if c.httpT != nil {
 			c.httpT.CloseIdleConnections()
@@ -110,21 +110,21 @@ func (s *server) dial() (*conn, error) {
 		hc, c.httpT = newHTTPClient(s.cfg)
 		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 	} else {
-		p, err := startProcess(s.name, s.cfg, s.log)
+		p, err := s.m.launch(ctx, s.name, s.cfg, s.log)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", s.cfg.Command, err)
 		}
 		c.proc = p
-		t = &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+		t = &mcp.IOTransport{Reader: p.Stdout(), Writer: p.Stdin()}
 	}
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		c.close(false)
 		if c.proc != nil {
-			if how := c.proc.exitDescription(); how != "" {
+			if how := c.proc.ExitDescription(); how != "" {
 				err = fmt.Errorf("%w (the server %s)", err, how)
 			}
-			if tail := c.proc.stderrTail(); tail != "" {
+			if tail := c.proc.StderrTail(); tail != "" {
 				s.log.Warn("upstream: its last stderr lines", "stderr", tail)
 			}
 		}
@@ -156,7 +156,7 @@ func (s *server) lost(c *conn, err error) {
 		err = errors.New("the server ended the session")
 	}
 	if c.proc != nil {
-		if how := c.proc.exitDescription(); how != "" {
+		if how := c.proc.ExitDescription(); how != "" {
 			err = fmt.Errorf("%w (the server %s)", err, how)
 		}
 	}
@@ -168,7 +168,7 @@ func (s *server) lost(c *conn, err error) {
 	s.mu.Unlock()
 	s.log.Warn("upstream: connection lost", "error", s.errorf("%w", err).Error())
 	if c.proc != nil {
-		if tail := c.proc.stderrTail(); tail != "" {
+		if tail := c.proc.StderrTail(); tail != "" {
 			s.log.Warn("upstream: its last stderr lines", "stderr", tail)
 		}
 	}

@@ -79,18 +79,36 @@ type Manager struct {
 	// (under its mu) or from a goroutine wg already counts.
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	// sandboxed starts the servers that run in a sandbox of their own.
+	sandboxed Launcher
+}
+
+// launch starts a stdio server: in its sandbox when it has one, else as
+// a process of ours.
+func (m *Manager) launch(ctx context.Context, name string, cfg ServerConfig, log *slog.Logger) (Stdio, error) {
+	if cfg.Sandbox == nil {
+		return startProcess(name, cfg, log)
+	}
+	if m.sandboxed == nil {
+		return nil, errors.New("it runs in a sandbox of its own, which only a sandbox's MCP gateway starts")
+	}
+	return m.sandboxed(ctx, name, cfg, log)
 }
 
 // NewManager starts connecting to every server in the background and
 // returns at once; a server that is not connected yet is dialled on demand.
 // A server whose configuration does not validate is kept, never dialled,
 // and its status says why.
-func NewManager(cfg Config, log *slog.Logger) *Manager {
+func NewManager(cfg Config, log *slog.Logger) *Manager { return NewManagerWith(cfg, log, nil) }
+
+// NewManagerWith is NewManager whose servers with a Sandbox are started by
+// sandboxed (nil: such a server fails to start, saying why).
+func NewManagerWith(cfg Config, log *slog.Logger, sandboxed Launcher) *Manager {
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{log: log, ctx: ctx, cancel: cancel, servers: map[string]*server{}}
+	m := &Manager{log: log, ctx: ctx, cancel: cancel, servers: map[string]*server{}, sandboxed: sandboxed}
 	for name, sc := range cfg.Servers {
 		s := &server{m: m, name: name, cfg: sc, log: log.With("upstream", name), listing: make(chan struct{}, 1)}
 		if err := validateServer(name, sc); err != nil {

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,22 @@ var (
 	quickExit  = 100 * time.Millisecond
 )
 
+// Stdio is a running stdio server: its streams, and how it ended.
+type Stdio interface {
+	Stdout() io.ReadCloser
+	Stdin() io.WriteCloser
+	// Stop ends it: graceful closes its stdin first, as MCP asks.
+	Stop(graceful bool)
+	// ExitDescription says how it ended if it ended by itself ("" if
+	// not); StderrTail is its last stderr lines, for the log.
+	ExitDescription() string
+	StderrTail() string
+}
+
+// Launcher starts a stdio server elsewhere than as a process of ours (a
+// sandbox: ServerConfig.Sandbox).
+type Launcher func(ctx context.Context, name string, cfg ServerConfig, log *slog.Logger) (Stdio, error)
+
 // process is a running stdio upstream. It leads its own process group, so
 // that npx/npm/sh wrappers and whatever they start die with it.
 type process struct {
@@ -47,20 +64,23 @@ type process struct {
 	exitState string   // how it ended, if it ended by itself
 }
 
+func (p *process) Stdout() io.ReadCloser { return p.stdout }
+func (p *process) Stdin() io.WriteCloser { return p.stdin }
+
 // tailLines is how many of its last stderr lines the log repeats when it
 // fails to start or dies.
 const tailLines = 5
 
 // exitDescription says how a process ended if it ended by itself, "" if
 // not. (Its stderr goes to the log only: it may well quote its secrets.)
-func (p *process) exitDescription() string {
+func (p *process) ExitDescription() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exitState
 }
 
 // stderrTail is its last few stderr lines, for the log.
-func (p *process) stderrTail() string {
+func (p *process) StderrTail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.tail, " | ")
@@ -193,7 +213,7 @@ func (p *process) logLines(r io.Reader, name string, log *slog.Logger) {
 // it ended). The group is SIGKILLed in any case, so nothing it started
 // outlives it. stop reaps the leader and returns once the group is gone (or
 // has had every chance).
-func (p *process) stop(graceful bool) {
+func (p *process) Stop(graceful bool) {
 	p.stdin.Close()
 	pgid := p.cmd.Process.Pid
 	wait := func(d time.Duration) bool {

@@ -54,14 +54,18 @@ type Registry struct {
 	limits  Limits
 	emit    func(context.Context, event.Event)
 	log     *slog.Logger
+	// sandboxed starts, for gateway id of owner, the servers that run in
+	// a sandbox of their own.
+	sandboxed func(id, owner string) upstream.Launcher
 
 	mu sync.Mutex
 	by map[string]*Gateway // by session id
 }
 
 // New is a registry for the operator's gateway servers (catalog).
-func New(catalog upstream.Config, limits Limits, emit func(context.Context, event.Event), log *slog.Logger) *Registry {
-	return &Registry{catalog: catalog, limits: limits, emit: emit, log: log, by: map[string]*Gateway{}}
+func New(catalog upstream.Config, limits Limits, emit func(context.Context, event.Event), log *slog.Logger,
+	sandboxed func(id, owner string) upstream.Launcher) *Registry {
+	return &Registry{catalog: catalog, limits: limits, emit: emit, log: log, sandboxed: sandboxed, by: map[string]*Gateway{}}
 }
 
 // Offers reports whether any server may be asked for.
@@ -115,7 +119,11 @@ func (r *Registry) Open(id, owner string, asked map[string]map[string]any) error
 	if err != nil {
 		return err
 	}
-	g := &Gateway{id: id, owner: owner, r: r, up: upstream.NewManager(cfg, r.log.With("gateway", id)), servers: slices.Sorted(maps.Keys(cfg.Servers))}
+	var launch upstream.Launcher
+	if r.sandboxed != nil {
+		launch = r.sandboxed(id, owner)
+	}
+	g := &Gateway{id: id, owner: owner, r: r, up: upstream.NewManagerWith(cfg, r.log.With("gateway", id), launch), servers: slices.Sorted(maps.Keys(cfg.Servers))}
 	r.mu.Lock()
 	old := r.by[id]
 	r.by[id] = g
