@@ -41,7 +41,8 @@ func (s *Service) startSandboxedServer(ctx context.Context, id, owner, name stri
 	if !s.OffersMachines(false) {
 		return nil, errors.New("a sandboxed server runs in a machine session, which this server does not offer (SANDBOX_MACHINE_SESSIONS)")
 	}
-	req := SessionRequest{Owner: serverOwner(owner, id, name), Machine: true, Lifetime: s.cfg.SessionMaxLifetime, Labels: map[string]string{"gateway": id, "server": name}}
+	req := SessionRequest{Owner: serverOwner(owner, id, name), Machine: true, Lifetime: s.cfg.SessionMaxLifetime,
+		Environment: cfg.Sandbox.Environment, Labels: map[string]string{"gateway": id, "server": name}}
 	if allow := cfg.Sandbox.NetworkAllow; len(allow) > 0 {
 		req.Profiles = []string{"network"}
 		req.Network = &NetworkRules{AllowOut: allow, DenyOut: egress.DenyAll().DenyOut}
