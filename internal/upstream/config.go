@@ -69,9 +69,8 @@ type SandboxConfig struct {
 	// wildcards, addresses, CIDR blocks), within the operator's
 	// SANDBOX_NETWORK_ALLOW; none: no network at all.
 	NetworkAllow []string `json:"network_allow,omitempty"`
-	// Environment is the operator's environment it starts from (built
-	// from its image or package: SANDBOX's environments); "": the host's
-	// root.
+	// Environment is the operator's environment it starts from (one
+	// built from the server's image or package); "": the host's root.
 	Environment string `json:"environment,omitempty"`
 }
 
