@@ -151,6 +151,17 @@ func (s *Server) triggerTemplate(w http.ResponseWriter, r *http.Request) {
 	template, id := r.PathValue("templateID"), r.PathValue("buildID")
 	// An unsupported step fails the build at once, with E2B's reason.
 	planned := func(prefix string) ([]service.BuildStage, *service.BuildFailure) {
+		// addMcpServer: servers the operator allows as gateway servers,
+		// which run outside the sandbox (nothing is installed in it).
+		if names := templateplan.GatewayServers(spec); len(names) > 0 {
+			asked := map[string]map[string]any{}
+			for _, n := range names {
+				asked[n] = map[string]any{}
+			}
+			if err := s.svc.CheckGateway(asked); err != nil {
+				return nil, &service.BuildFailure{Step: "addMcpServer", Message: err.Error()}
+			}
+		}
 		stages, err := templateplan.Plan(spec, template, prefix, func(n string) (envstore.Env, bool) { return s.envLookup(r.Context(), n) })
 		if err != nil {
 			var se *service.BuildFailure

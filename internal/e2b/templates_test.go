@@ -16,18 +16,22 @@ import (
 	"github.com/codecage/codecage/internal/e2b"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
+	"github.com/codecage/codecage/internal/upstream"
 )
 
 // newOperatorServer is the E2B surface over a real service without API
 // keys: every caller is its operator, who may build templates.
-func newOperatorServer(t *testing.T) *httptest.Server {
+func newOperatorServer(t *testing.T) *httptest.Server { return newOperatorServerWith(t, nil) }
+
+// newOperatorServerWith is newOperatorServer over a service with opts.
+func newOperatorServerWith(t *testing.T, opts *service.Options) *httptest.Server {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.PoolSize, cfg.SessionPoolSize = 0, 0
 	cfg.MachinePoolSize = 0
 	cfg.AllowedCommands = policy.WithE2BCommands(cfg.AllowedCommands)
-	svc, err := service.New(cfg, nil)
+	svc, err := service.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,5 +247,35 @@ func TestTemplateFileUpload(t *testing.T) {
 	}
 	if status, _ := call(t, "GET", srv.URL+"/templates/never-requested/files/"+hash, "", nil); status != 404 {
 		t.Errorf("a template never requested: %d", status)
+	}
+}
+
+// Template.addMcpServer names servers the gateway runs outside the
+// sandbox: a template that names one the operator does not allow fails
+// at that step, naming it (one naming allowed servers plans no step for
+// them: templateplan's TestTemplatePlans).
+func TestTemplateAddMcpServer(t *testing.T) {
+	gateway := &upstream.GatewayConfig{Secrets: map[string]upstream.GatewaySecret{"token": {Env: "TOKEN"}}}
+	for _, c := range []struct {
+		allowed []string
+		refused string
+	}{
+		{allowed: []string{"canary"}, refused: `"github"`},
+		{refused: `"canary", "github"`},
+	} {
+		catalog := upstream.Config{Servers: map[string]upstream.ServerConfig{}}
+		for _, n := range c.allowed {
+			catalog.Servers[n] = upstream.ServerConfig{Command: "/bin/true", Gateway: gateway}
+		}
+		srv := newOperatorServerWith(t, &service.Options{Gateways: catalog})
+		tid, bid := requestBuild(t, srv, "mcp-tpl")
+		if status, _ := call(t, "POST", srv.URL+"/v2/templates/"+tid+"/builds/"+bid, fixture(t, "mcp-servers"), nil); status != 202 {
+			t.Fatalf("trigger: %d", status)
+		}
+		body, _ := waitBuild(t, srv, tid, bid)
+		reason, _ := body["reason"].(map[string]any)
+		if body["status"] != "error" || reason["step"] != "addMcpServer" || !strings.Contains(fmt.Sprint(reason["message"]), c.refused) {
+			t.Errorf("servers the operator does not allow: %v", body)
+		}
 	}
 }

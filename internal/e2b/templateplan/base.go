@@ -14,7 +14,9 @@ import (
 
 // builtinTemplates are E2B's own templates that codecage serves, with
 // the operator's default profiles: the aliases Template.exists finds.
-var builtinTemplates = map[string]bool{"base": true, "code-interpreter-v1": true, "code-interpreter": true, "code-interpreter-stateful": true}
+var builtinTemplates = map[string]bool{"base": true, "code-interpreter-v1": true, "code-interpreter": true, "code-interpreter-stateful": true,
+	// E2B's MCP gateway's: the base here, its gateway served from outside.
+	"mcp-gateway": true}
 
 // Builtin reports whether name is one of E2B's own templates.
 func Builtin(name string) bool { return builtinTemplates[name] }

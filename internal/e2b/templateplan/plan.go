@@ -212,6 +212,12 @@ func stepArg(st Step, i int) string {
 // runStep plans runCmd (and aptInstall and pipInstall, which the SDK
 // sends as commands), run as user or the template's current one.
 func (p *planner) runStep(at, cmd, user string) error {
+	if mcpPull.MatchString(cmd) {
+		// Template.addMcpServer: the servers run outside the sandbox,
+		// in the server (the adapter checked the operator allows them);
+		// nothing of them goes into the template's root.
+		return nil
+	}
 	as := p.user
 	if user != "" {
 		as = buildUser(user)
@@ -477,4 +483,23 @@ func jsonString(s string) string {
 func jsonArray(s ...string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// mcpPull is the command Template.addMcpServer adds (as root, on the
+// mcp-gateway template): "mcp-gateway pull NAME...".
+var mcpPull = regexp.MustCompile(`^mcp-gateway pull((?: [A-Za-z0-9][A-Za-z0-9_.-]{0,63})+)$`)
+
+// GatewayServers are the MCP servers a template's addMcpServer steps name,
+// in order: the operator must allow each as a gateway server.
+func GatewayServers(spec Spec) []string {
+	var out []string
+	for _, st := range spec.Steps {
+		if !strings.EqualFold(st.Type, "RUN") || len(st.Args) == 0 {
+			continue
+		}
+		if m := mcpPull.FindStringSubmatch(st.Args[0]); m != nil {
+			out = append(out, strings.Fields(m[1])...)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package templateplan
 
 import (
+	"fmt"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -80,6 +81,11 @@ func TestTemplatePlans(t *testing.T) {
 			{Name: "mytpl", Requirements: []string{"x"}, Base: pre + ".1"},
 		},
 		"template-pip": {{Name: "mytpl", Requirements: []string{"y"}, Base: "mybase"}},
+		// addMcpServer installs nothing: its servers run outside.
+		"mcp-servers": {
+			{Name: debianStageName("", e2bTwin), Debian: e2bTwin},
+			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", e2bTwin) + "\n"},
+		},
 		"base-env": {
 			{Name: debianStageName("", e2bTwin), Debian: e2bTwin},
 			{Name: "mytpl", Dockerfile: "FROM " + debianStageName("", e2bTwin) + "\n", ReadyCmd: "true", Vars: map[string]string{"C": "3"}},
@@ -294,4 +300,18 @@ func mustCheckScript(t *testing.T, user string) string {
 		t.Fatalf("the check of %s: %v %q", user, err, argv)
 	}
 	return argv[2]
+}
+
+func TestGatewayServers(t *testing.T) {
+	if got := GatewayServers(readTemplate(t, "mcp-servers")); fmt.Sprint(got) != "[canary github]" {
+		t.Errorf("GatewayServers = %v", got)
+	}
+	if got := GatewayServers(readTemplate(t, "image-run")); len(got) != 0 {
+		t.Errorf("a template without addMcpServer: %v", got)
+	}
+	// A command that only looks like it runs as any other.
+	spec := Spec{FromTemplate: "base", Steps: []Step{{Type: "RUN", Args: []string{"mcp-gateway pull x; rm -rf /", "root"}}}}
+	if got := GatewayServers(spec); len(got) != 0 {
+		t.Errorf("%v", got)
+	}
 }

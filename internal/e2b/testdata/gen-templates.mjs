@@ -28,6 +28,7 @@ const samples = {
   "aws": T().fromAWSRegistry("123.dkr.ecr.us-east-1.amazonaws.com/x:1", { accessKeyId: "a", secretAccessKey: "b", region: "us-east-1" }),
   "apt-on-image": T().fromImage("ghcr.io/example/img:1").aptInstall("curl"),
   "pip-project": T().fromDebianImage().pipInstall(),
+  "mcp-servers": T().fromTemplate("mcp-gateway").addMcpServer(["canary", "github"]),
 };
 for (const [name, t] of Object.entries(samples)) {
   fs.writeFileSync(path.join(out, name + ".json"), (await Template.toJSON(t, true)) + "\n");
