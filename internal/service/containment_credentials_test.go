@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
 )
 
@@ -22,12 +21,7 @@ import (
 // secret.
 func TestContainment_56_EgressCredentialsStayOutside(t *testing.T) {
 	api := newPrivateAPI(t)
-	cfg := service.LeanTestConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{"localhost:" + api.port}
-	cfg.AllowedImports = []string{policy.AllImports}
-	cfg.EgressRoots = api.caFile
+	cfg := api.config(t)
 	applyTestEnvironment(t, &cfg)
 	cfg.Isolation = testBackend(t)
 	svc := newServiceAsIs(t, cfg)

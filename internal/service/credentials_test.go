@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/policy"
 	"github.com/codecage/codecage/internal/service"
@@ -50,6 +51,18 @@ func newPrivateAPI(t *testing.T) *privateAPI {
 	}))
 	a.port, a.caFile = srv.Port, srv.CAFile
 	return a
+}
+
+// config is a lean service's, with the network to the API alone and its
+// authority among the proxy's roots.
+func (a *privateAPI) config(t *testing.T) config.Config {
+	cfg := service.LeanTestConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.EnableNetwork = true
+	cfg.NetworkAllow = []string{"localhost:" + a.port}
+	cfg.AllowedImports = []string{policy.AllImports}
+	cfg.EgressRoots = a.caFile
+	return cfg
 }
 
 // saw is what the server got for path ("" if nothing).
@@ -95,12 +108,8 @@ func TestEgressCredentialsStayOutsideTheSandbox(t *testing.T) {
 	t.Cleanup(plain.Close)
 	plainPort := listenerPort(t, plain.Listener.Addr())
 
-	cfg := service.LeanTestConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{"localhost:" + api.port, "localhost:" + plainPort, "127.0.0.1:" + api.port}
-	cfg.AllowedImports = []string{policy.AllImports}
-	cfg.EgressRoots = api.caFile
+	cfg := api.config(t)
+	cfg.NetworkAllow = append(cfg.NetworkAllow, "localhost:"+plainPort, "127.0.0.1:"+api.port)
 	svc := newServiceWith(t, cfg)
 	events := &eventLog{}
 	svc.SetObserver(events)
@@ -279,12 +288,7 @@ func portNumber(t *testing.T, port string) int {
 // they are forgotten when the sandbox ends.
 func TestEgressCredentialsGivenInlineStayWithTheSandbox(t *testing.T) {
 	api := newPrivateAPI(t)
-	cfg := service.LeanTestConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{"localhost:" + api.port}
-	cfg.AllowedImports = []string{policy.AllImports}
-	cfg.EgressRoots = api.caFile
+	cfg := api.config(t)
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
 	se, err := svc.CreateSession(ctx, service.SessionRequest{Owner: "o", Profiles: []string{"network"}, AllowedImports: []string{policy.AllImports}})
@@ -355,12 +359,7 @@ func TestOperatorEgressCredentialsReachEverySandbox(t *testing.T) {
 		"header": "Authorization", "value_env": "CODECAGE_TEST_OPERATOR_KEY"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := service.LeanTestConfig()
-	cfg.StateDir = t.TempDir()
-	cfg.EnableNetwork = true
-	cfg.NetworkAllow = []string{"localhost:" + api.port}
-	cfg.AllowedImports = []string{policy.AllImports}
-	cfg.EgressRoots = api.caFile
+	cfg := api.config(t)
 	cfg.EgressCredentials = file
 	svc := newServiceWith(t, cfg)
 	ctx := context.Background()
