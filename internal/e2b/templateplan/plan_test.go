@@ -1,8 +1,8 @@
 package templateplan
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
