@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codecage/codecage/internal/config"
 	"github.com/codecage/codecage/internal/leftovers"
 	"github.com/codecage/codecage/internal/service"
 	"github.com/codecage/codecage/internal/upstream"
@@ -30,7 +34,15 @@ for line in sys.stdin:
     if meth == "initialize":
         r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "sandboxed", "version": "1"}}
     elif meth == "tools/list":
-        r = {"tools": [{"name": "whoami", "description": "where it runs", "inputSchema": {"type": "object"}}]}
+        r = {"tools": [{"name": "whoami", "description": "where it runs", "inputSchema": {"type": "object"}},
+                       {"name": "fetch", "description": "GETs a URL", "inputSchema": {"type": "object"}}]}
+    elif meth == "tools/call" and m["params"]["name"] == "fetch":
+        import urllib.request
+        try:
+            text = urllib.request.urlopen(m["params"]["arguments"]["url"], timeout=10).read().decode()
+        except Exception as e:
+            text = "refused: %s" % e
+        r = {"content": [{"type": "text", "text": text}]}
     elif meth == "tools/call":
         r = {"content": [{"type": "text", "text": "pid %d token %d bytes" % (os.getpid(), len(os.environ.get("TOKEN", "")))}]}
     else:
@@ -117,5 +129,62 @@ func TestE2BMCPGatewayServerInASandboxOfItsOwn(t *testing.T) {
 			t.Fatal("the sandboxed server outlived the code's sandbox")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A sandboxed server reaches the network its block names, through its
+// own sandbox's egress proxy, and nothing else the operator allows.
+func TestE2BMCPGatewaySandboxedServerHasItsOwnNetwork(t *testing.T) {
+	serve := func(addr string) (string, *atomic.Int64) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits := new(atomic.Int64)
+		at := l.Addr().String()
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			io.WriteString(w, "hello from "+at)
+		})}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		return l.Addr().String(), hits
+	}
+	allowed, _ := serve("127.0.0.2:0")
+	other, otherHits := serve("127.0.0.3:0")
+	catalog := upstream.Config{Servers: map[string]upstream.ServerConfig{"sandboxed": {
+		Command: "/usr/bin/python3", Args: []string{"-c", sandboxedUpstream}, Sandbox: &upstream.SandboxConfig{NetworkAllow: []string{"127.0.0.2"}},
+		Gateway: &upstream.GatewayConfig{Secrets: map[string]upstream.GatewaySecret{"token": {Env: "TOKEN"}}},
+	}}}
+	srv, _, _ := newE2BServer(t, func(c *config.Config) {
+		c.EnableNetwork, c.NetworkAllow = true, []string{allowed, other}
+	}, &service.Options{Gateways: catalog}, "sbx.test:443")
+	b := createBox(t, srv, `{"templateID": "mcp-gateway", "mcp": {"sandboxed": {"token": "t"}}}`)
+	token := "2d5f3e9a-8b1c-4dd3-9f2a-3e4f5a6b7c8d"
+	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", "mcp-gateway --config '{}'"},
+		"envs": map[string]string{"GATEWAY_ACCESS_TOKEN": token}}})
+	startProcess(t, b, msg)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	host := "50005-" + b.id + ".sbx.test:443"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + host + "/mcp",
+		HTTPClient: &http.Client{Transport: hostTransport{srv: srv, host: host, token: token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to the gateway: %v", err)
+	}
+	defer cs.Close()
+	fetch := func(url string) string {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": url}})
+		if err != nil || len(res.Content) != 1 {
+			t.Fatalf("fetch %s: %+v %v", url, res, err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	if got := fetch("http://" + allowed + "/"); got != "hello from "+allowed {
+		t.Errorf("the server's own network: %q", got)
+	}
+	if got := fetch("http://" + other + "/"); !strings.HasPrefix(got, "refused") || otherHits.Load() != 0 {
+		t.Errorf("a host the operator allows but the server's block does not: %q, %d hits", got, otherHits.Load())
 	}
 }
