@@ -94,10 +94,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	creds, err := inlineCredentials(cmp.Or(body.Network, &networkConfig{}).Rules)
-	if err == nil {
-		err = service.CheckInlineCredentials(creds)
-	}
+	creds, err := checkedRules(cmp.Or(body.Network, &networkConfig{}).Rules)
 	if err != nil {
 		s.serviceError(w, err)
 		return
@@ -160,21 +157,26 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.serviceError(w, err)
 		return
 	}
+	if err := s.outsideTheSandbox(r, info.ID, creds, asked); err != nil {
+		_ = s.svc.CloseSession(r.Context(), info.ID, ownerOf(r.Context()))
+		s.serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.created(info, keyOf(r.Context())))
+}
+
+// outsideTheSandbox gives a new sandbox what its create asked for that
+// lives outside it: its network rules' header values, its MCP gateway.
+func (s *Server) outsideTheSandbox(r *http.Request, id string, creds []service.InlineCredential, asked map[string]map[string]any) error {
 	if len(creds) > 0 {
-		if err := s.svc.SetSandboxCredentials(r.Context(), info.ID, ownerOf(r.Context()), creds); err != nil {
-			_ = s.svc.CloseSession(r.Context(), info.ID, ownerOf(r.Context()))
-			s.serviceError(w, err)
-			return
+		if err := s.svc.SetSandboxCredentials(r.Context(), id, ownerOf(r.Context()), creds); err != nil {
+			return err
 		}
 	}
 	if asked != nil {
-		if err := s.svc.OpenGateway(r.Context(), info.ID, ownerOf(r.Context()), asked); err != nil {
-			_ = s.svc.CloseSession(r.Context(), info.ID, ownerOf(r.Context()))
-			s.serviceError(w, err)
-			return
-		}
+		return s.svc.OpenGateway(r.Context(), id, ownerOf(r.Context()), asked)
 	}
-	writeJSON(w, http.StatusCreated, s.created(info, keyOf(r.Context())))
+	return nil
 }
 
 // created answers a new or resumed sandbox, with the access tokens of the

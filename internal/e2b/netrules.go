@@ -57,6 +57,15 @@ func inlineCredentials(raw json.RawMessage) ([]service.InlineCredential, error) 
 	return out, nil
 }
 
+// checkedRules are rules read and checked, before any sandbox is touched.
+func checkedRules(raw json.RawMessage) ([]service.InlineCredential, error) {
+	creds, err := inlineCredentials(raw)
+	if err != nil {
+		return nil, err
+	}
+	return creds, service.CheckInlineCredentials(creds)
+}
+
 // rulesOf are the sandbox's bindings as getInfo tells E2B's rules: each
 // header named, its value never repeated.
 func rulesOf(list []service.EgressCredential) map[string][]wire.NetworkRule {

@@ -49,10 +49,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "egressProxy: a sandbox's egress goes only through codecage's own proxy")
 		return
 	}
-	creds, err := inlineCredentials(body.Rules)
-	if err == nil {
-		err = service.CheckInlineCredentials(creds)
-	}
+	creds, err := checkedRules(body.Rules)
 	if err != nil {
 		s.serviceError(w, err)
 		return

@@ -148,7 +148,13 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request, t target, dst 
 		NextProtos:   []string{"http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	})
+	p.serveOpened(tc, t, dst, keys)
+}
 
+// serveOpened serves the HTTP/1.1 requests of an opened tunnel's client
+// (tc, the sandbox's end of the TLS) until it closes, each sent on to dst
+// with the credentials that match added.
+func (p *Proxy) serveOpened(tc net.Conn, t target, dst netip.AddrPort, keys []armed) {
 	tr := p.upstreamTransport(t.name, dst)
 	defer tr.CloseIdleConnections()
 	authority := t.name
