@@ -31,7 +31,9 @@ func doctorCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-5s %-18s %s\n", status, name, detail)
 	}
 	// Every check runs and prints, even after a required one failed.
-	ok := checkHost(fleet.ProbeHost(), line)
+	h := fleet.ProbeHost()
+	ok := checkPrivileges(cfg, h, line)
+	ok = checkHost(h, line) && ok
 	ok = checkInterpreter(line) && ok
 	ok = checkGVisor(cfg, line) && ok
 	if !ok {
@@ -147,6 +149,8 @@ const (
 // profile, which refuse new namespaces whatever the kernel allows.
 func userNSHint() string {
 	switch {
+	case len(missingCapabilities(fleet.ProbeHost())) > 0:
+		return ": this process lacks capabilities (see the capabilities line)"
 	case seccompFiltered():
 		return ": this process already runs under a seccomp filter, such as a container's default profile, which refuses clone3 and new namespaces; " + fixSeccomp
 	case appArmorProfile() != "":
@@ -158,6 +162,8 @@ func userNSHint() string {
 // sandboxHint says which setting lifts a failed sandbox build.
 func sandboxHint(msg string) string {
 	switch {
+	case strings.Contains(msg, "operation not permitted") && len(missingCapabilities(fleet.ProbeHost())) > 0:
+		return ": this process lacks capabilities (see the capabilities line)"
 	case strings.Contains(msg, "mount /proc: operation not permitted"):
 		hint := ": the kernel lets a new pid namespace mount its own /proc only while a /proc with nothing mounted over it is visible"
 		if masked := procOvermounts(); len(masked) > 0 {
@@ -177,9 +183,10 @@ func sandboxHint(msg string) string {
 	return ""
 }
 
-// cgroupHint explains a read-only cgroup mount, the container default.
+// cgroupHint explains a read-only cgroup mount, the container default,
+// where the reason does not already.
 func cgroupHint(reason string) string {
-	if strings.Contains(reason, "read-only file system") {
+	if strings.Contains(reason, "read-only file system") && !strings.Contains(reason, "cgroup_writable") {
 		return "; /sys/fs/cgroup is read-only, as container runtimes mount it without --privileged"
 	}
 	return ""

@@ -26,6 +26,10 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
+	if why := hostRefusal(cfg); why != "" {
+		fmt.Fprintf(stderr, "codecage mcp: this host cannot run sandboxes (codecage doctor says):\n%s\n", why)
+		return exitFailure
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := root.ServeStdio(ctx, cfg, root.Options{Log: newLogger(cfg, stderr), Stdin: stdin, Stdout: stdout})
@@ -46,6 +50,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	cfg, ok := loadConfig(cf, stderr, "serve")
 	if !ok {
 		return exitUsage
+	}
+	if why := hostRefusal(cfg); why != "" {
+		fmt.Fprintf(stderr, "codecage serve: this host cannot run sandboxes (codecage doctor says):\n%s\n", why)
+		return exitFailure
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -64,6 +64,10 @@ type Config struct {
 	EgressCredentials string
 	// EnableContainerMode allows use_container (the gVisor backend).
 	EnableContainerMode bool
+	// RequireUserNamespace refuses to serve when this process runs on the
+	// host's own user ids: set where it was promised a user namespace (a
+	// pod with hostUsers: false), which some runtimes ignore silently.
+	RequireUserNamespace bool
 	// Isolation is the backend of a request that does not ask for one:
 	// "native" (the jail) or "gvisor" (every run under runsc).
 	Isolation string

@@ -77,6 +77,8 @@ var settings = []setting{
 		doc("enable the filesystem profile (os, pathlib, tempfile, shutil, ...)"),
 	boolSetting("enable_container_mode", "SANDBOX_ENABLE_CONTAINER_MODE", "allow use_container (gVisor backend)", func(c *Config) *bool { return &c.EnableContainerMode }).
 		doc("let requests ask for the gVisor backend (`use_container: true`)"),
+	boolSetting("require_user_namespace", "SANDBOX_REQUIRE_USER_NAMESPACE", "refuse to start unless this process runs in a user namespace of its own (the Helm chart sets it for hostUsers: false)", func(c *Config) *bool { return &c.RequireUserNamespace }).
+		doc("refuse to start (`serve`, `mcp`; `doctor` fails) when this process runs on the host's own user ids: set it where the server was promised a user namespace of its own, as the Helm chart does for `hostUsers: false`, because a runtime too old for one (containerd before 2.0) ignores the request silently and the container's root is then the host's"),
 	choiceSetting("isolation", "SANDBOX_ISOLATION", "backend of every run: native (the jail) or gvisor (runsc)", []string{IsolationNative, IsolationGVisor}, func(c *Config) *string { return &c.Isolation }),
 	pathSetting("runsc", "SANDBOX_RUNSC", "gVisor's runsc binary (default: /usr/local/lib/codecage/runsc, which scripts/setup.sh builds, else runsc on PATH)", func(c *Config) *string { return &c.Runsc }).
 		doc("gVisor's runsc binary").

@@ -173,3 +173,7 @@ func NormalizeLanguage(lang string) (string, bool) { return runtime.NormalizeLan
 // MachineEtcIsKept reports whether a machine's own root keeps root's
 // changes to its /etc in an overlay, out of the file API's reach.
 func MachineEtcIsKept(root string) bool { return jail.MachineEtcIsKept(root) }
+
+// OwnIDMap says whether this process runs on the host's user ids, and if
+// not, how its user namespace maps them (a pod with hostUsers: false).
+func OwnIDMap() (onHost bool, desc string) { return jail.OwnIDMap() }

@@ -146,7 +146,7 @@ func doProbeCgroups() cgroupHost {
 		dir := filepath.Join(cgroupRoot, own[""])
 		noCPU, err := prepareV2Parent(dir)
 		if err != nil {
-			return cgroupHost{reason: "cgroup v2 not delegated to this user: " + err.Error()}
+			return cgroupHost{reason: "cgroup v2 not delegated to this process: " + err.Error()}
 		}
 		return cgroupHost{version: 2, parents: map[string]string{"": filepath.Join(dir, "codecage")}, noCPU: noCPU}
 	}
@@ -229,38 +229,6 @@ func ownCgroups() (map[string]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// prepareV2Parent makes dir/codecage with the memory, pids and cpu
-// controllers enabled. v2 forbids processes in a cgroup whose controllers
-// are delegated, so when our own cgroup holds us, we move to a leaf first.
-// The cpu controller may be missing (not delegated to us): noCPU then says
-// so, and sandboxes get no CPU bandwidth limit.
-func prepareV2Parent(dir string) (noCPU string, err error) {
-	want := "+memory +pids +cpu"
-	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil && !slices.Contains(strings.Fields(string(b)), "cpu") {
-		want, noCPU = "+memory +pids", "cgroup v2 controller cpu is not available in "+dir
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0); err != nil {
-		if !errors.Is(err, unix.EBUSY) {
-			return "", err
-		}
-		leaf := filepath.Join(dir, "codecage-supervisor")
-		if err := os.MkdirAll(leaf, 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte("0"), 0); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(want), 0); err != nil {
-			return "", err
-		}
-	}
-	parent := filepath.Join(dir, "codecage")
-	if err := writableDir(parent); err != nil {
-		return "", err
-	}
-	return noCPU, os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(want), 0)
 }
 
 // writableDir creates dir if needed and checks that we may create

@@ -183,3 +183,27 @@ func fitUIDRange(base, count int, uids, gids []idExtent) (int, int) {
 	}
 	return int(start), int(min(end-start, int64(count)))
 }
+
+// OwnIDMap describes this process's user namespace as the kernel maps it:
+// onHost is true when it runs on the host's own ids (the initial
+// namespace, or a container without a user namespace: uid_map "0 0
+// 4294967295"); otherwise desc says which ids map where ("ids 0-65535 onto
+// host ids 2147483648-2147549183"), as in a pod with hostUsers: false.
+func OwnIDMap() (onHost bool, desc string) {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return true, ""
+	}
+	var parts []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var inside, outside, count uint64
+		if _, err := fmt.Sscan(l, &inside, &outside, &count); err != nil {
+			continue
+		}
+		if inside == 0 && outside == 0 && count == 1<<32-1 {
+			return true, ""
+		}
+		parts = append(parts, fmt.Sprintf("ids %d-%d onto host ids %d-%d", inside, inside+count-1, outside, outside+count-1))
+	}
+	return false, strings.Join(parts, ", ")
+}

@@ -6,7 +6,7 @@
 # Re-running is cheap: a binary is rebuilt only if its cached version stamp
 # differs from the pinned version.
 #
-# Usage: build.sh [all|packages|k8s|etcd|coredns|images]   (default: all)
+# Usage: build.sh [all|packages|k8s|etcd|coredns|containerd|runc|images]   (default: all)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
@@ -15,7 +15,10 @@ mkdir -p "$BIN_DIR" "$SRC_DIR" "$IMG_DIR"
 
 # ---------------------------------------------------------------- packages
 install_packages() {
-  local pkgs=(containerd runc containernetworking-plugins iptables openssl conntrack iproute2 util-linux procps)
+  # runc: Debian's 1.1.5, only for the e2e's runtime handler that cannot do
+  # user namespaces (a negative case); pods run on the runc built below.
+  # libseccomp-dev and pkg-config: that runc's seccomp support (cgo).
+  local pkgs=(runc libseccomp-dev pkg-config gcc libc6-dev containernetworking-plugins iptables openssl conntrack iproute2 util-linux procps)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -130,6 +133,37 @@ build_coredns() {
   log "coredns: built in $((SECONDS - t0))s"
 }
 
+# ---------------------------------------------------------------- containerd, runc
+# containerd's go.mod has no replace directives: plain `go install` works.
+# Static, without btrfs (no headers needed).
+build_containerd() {
+  local c todo=()
+  for c in containerd containerd-shim-runc-v2 ctr; do is_cached "$c" "$CONTAINERD_VERSION" || todo+=("$c"); done
+  [ ${#todo[@]} -eq 0 ] && { log "containerd: cached at $CONTAINERD_VERSION"; return; }
+  log "containerd: building ${todo[*]} $CONTAINERD_VERSION"
+  local t0=$SECONDS tmp=$E2E_CACHE/gobin.tmp pkgs=()
+  for c in "${todo[@]}"; do pkgs+=("github.com/containerd/containerd/v2/cmd/$c@$CONTAINERD_VERSION"); done
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  GOBIN=$tmp CGO_ENABLED=0 go install -trimpath -tags no_btrfs \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" "${pkgs[@]}"
+  for c in "${todo[@]}"; do mv "$tmp/$c" "$BIN_DIR/$c"; stamp "$c" "$CONTAINERD_VERSION"; done
+  rm -rf "$tmp"
+  log "containerd: built in $((SECONDS - t0))s"
+}
+
+# runc needs cgo and libseccomp for its seccomp support (-tags seccomp).
+build_runc() {
+  is_cached runc "$RUNC_VERSION" && { log "runc: cached at $RUNC_VERSION"; return; }
+  log "runc: building $RUNC_VERSION"
+  local t0=$SECONDS tmp=$E2E_CACHE/gobin.tmp
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  GOBIN=$tmp CGO_ENABLED=1 go install -trimpath -tags seccomp \
+    -ldflags "-s -w -X main.version=${RUNC_VERSION#v}" "github.com/opencontainers/runc@$RUNC_VERSION"
+  mv "$tmp/runc" "$BIN_DIR/runc"; rm -rf "$tmp"; stamp runc "$RUNC_VERSION"
+  "$BIN_DIR/runc" features | grep -q '"user"' || die "runc $RUNC_VERSION: no user namespace support"
+  log "runc: built in $((SECONDS - t0))s"
+}
+
 # ---------------------------------------------------------------- images
 # No registry: the pause (sandbox) image and the test image are static Go
 # programs packed into docker-archive tarballs by ./image (go-containerregistry),
@@ -157,7 +191,9 @@ case $what in
   k8s)      build_k8s ;;
   etcd)     build_etcd ;;
   coredns)  build_coredns ;;
+  containerd) build_containerd ;;
+  runc)     build_runc ;;
   images)   build_images ;;
-  all)      install_packages; build_images; build_etcd; build_coredns; build_k8s ;;
-  *) die "usage: $0 [all|packages|k8s|etcd|coredns|images]" ;;
+  all)      install_packages; build_images; build_containerd; build_runc; build_etcd; build_coredns; build_k8s ;;
+  *) die "usage: $0 [all|packages|k8s|etcd|coredns|containerd|runc|images]" ;;
 esac

@@ -119,8 +119,13 @@ write_configs() {
   kubeconfig "$RUN/coredns.kubeconfig" coredns
 
   mkdir -p "$RUN/containerd" "$RUN/cni/net.d" "$RUN/cni/lib" "$RUN/varlog" "$RUN/kubelet"
+  # containerd 2 (built by build.sh): a version 3 config. Two runtime
+  # handlers: runc (the runc build.sh built, which user-namespaced pods
+  # need) and runc-debian (Debian's runc 1.1.5, which cannot: the e2e's
+  # node without user namespaces, chosen by a RuntimeClass). No
+  # cgroup_writable: this host is cgroup v1, where containerd refuses it.
   cat > "$RUN/containerd/config.toml" <<EOF
-version = 2
+version = 3
 root = "$RUN/containerd/root"
 state = "$RUN/containerd/state"
 [grpc]
@@ -130,30 +135,37 @@ state = "$RUN/containerd/state"
 [metrics]
   address = ""
 [plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$RUN/containerd/opt"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+  [plugins."io.containerd.cri.v1.runtime"]
     # The VM lacks CAP_SYS_RESOURCE: without this every pod fails with
     # "can't get final child's PID" (runc cannot lower oom_score_adj).
     restrict_oom_score_adj = true
     # pod netns bind mounts under our state dir, not /run/netns
     netns_mounts_under_state_dir = true
     disable_apparmor = true
-    stream_server_address = "127.0.0.1"
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.runtime".containerd]
       default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          BinaryName = "/usr/sbin/runc"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = "$BIN_DIR/runc"
           Root = "$RUN/containerd/runc"
           SystemdCgroup = false
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc-debian]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc-debian.options]
+          BinaryName = "/usr/sbin/runc"
+          Root = "$RUN/containerd/runc-debian"
+          SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["/usr/lib/cni"]
       conf_dir = "$RUN/cni/net.d"
       max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri"]
+    stream_server_address = "127.0.0.1"
 EOF
 
   # CNI: a plain Linux bridge in the node netns; host-local IPAM.
@@ -356,7 +368,7 @@ up() {
   if [ -f "$RUN/up.ok" ] && holder_pid >/dev/null && kubectl_ get --raw /readyz >/dev/null 2>&1; then
     log "already up"; info; return
   fi
-  for b in etcd coredns kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+  for b in containerd containerd-shim-runc-v2 ctr runc etcd coredns kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
     [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing: run $HERE/build.sh"
   done
   [ -f "$IMG_DIR/pause.tar" ] || die "$IMG_DIR/pause.tar missing: run $HERE/build.sh"

@@ -8,6 +8,11 @@ K8S_VERSION=v1.34.4          # 1.35+ kubelets refuse cgroup v1 hosts; stay on 1.
 K8S_STAGING_VERSION=v0.34.4  # staging modules (k8s.io/api, ...) are tagged v0.X.Y
 ETCD_VERSION=v3.5.21
 COREDNS_VERSION=v1.12.1      # what kubeadm 1.34 ships
+# User-namespaced pods (hostUsers: false) need containerd 2.0+ and runc 1.2+;
+# Debian 12's are 1.6.20 (ignores hostUsers) and 1.1.5. Both are built from
+# the Go module proxy. runc 1.5 wants the Rust libpathrs; 1.4 does not.
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.4.4
 
 BIN_DIR=$E2E_CACHE/bin
 SRC_DIR=$E2E_CACHE/src
