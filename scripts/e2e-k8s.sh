@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # End to end on a real Kubernetes: a one-node cluster built from source
-# (scripts/e2e-k8s/: v1.34.4, containerd, kube-proxy, CoreDNS) in a network
-# namespace of its own; the codecage image and a PostgreSQL image built
-# without a registry (scripts/build-image.sh); the Helm chart with 3
-# replicas; then, with the official MCP TypeScript client and plain HTTP
-# (e2e/ts-client/k8s.mjs):
+# (scripts/e2e-k8s/: Kubernetes v1.34.4, the last whose kubelet accepts
+# this host's cgroup v1; containerd v2.4.2 and runc v1.4.4, which give pods
+# user namespaces) in a network namespace of its own; the codecage image and
+# a PostgreSQL image built without a registry (scripts/build-image.sh); the
+# Helm chart with its own defaults: no privileged pod (the API server admits
+# none), a user namespace per pod, no added capabilities. Then, with the
+# official MCP TypeScript client and plain HTTP (e2e/ts-client/k8s.mjs):
+#   - each pod runs in a user namespace of its own (judged from the host: its
+#     processes' uids, its uid_map) and codecage doctor says so;
 #   - runs through the Service (kube-proxy, iptables) reach all 3 replicas;
 #   - a session made through the Service keeps its state over 20 calls that
 #     land on every replica, files included;
@@ -12,10 +16,22 @@
 #   - deleting the pod that holds a session makes it "session lost"; the
 #     other sessions work on;
 #   - scaling 3 -> 2 drains the removed replica (runs in flight answered)
-#     and leaves none of its processes on the node.
-# Builds are cached in /var/cache/codecage-e2e (cold: ~20 min of Kubernetes
-# build, ~6 min of images; warm: ~2 min in all). Everything it starts is
-# stopped on exit. Not part of scripts/test.sh.
+#     and leaves none of its processes on the node;
+#   - the baseline tier (values-baseline.yaml: drop ALL plus six
+#     capabilities, the Localhost seccomp profile deploy/seccomp/codecage.json)
+#     is admitted where Pod Security "baseline" is enforced, the default tier
+#     is not; the tier runs sessions under a copy of the profile that logs
+#     (SCMP_ACT_LOG) what the profile would refuse, and nothing is logged;
+#   - negative cases fail at start and say why: hostUsers: true with an
+#     unmasked /proc (the API server), a node whose runtime has no user
+#     namespaces (a RuntimeClass on Debian's runc 1.1.5: the kubelet), a pod
+#     on the host's ids with a masked /proc, and one without capabilities
+#     (codecage serve refuses with codecage doctor's FAIL lines).
+# Not testable here: cgroup v2 delegation (cgroup_writable; this host is
+# cgroup v1), AppArmor (no LSM), gVisor in a pod (it needs the cgroups).
+# Builds are cached in /var/cache/codecage-e2e (cold: ~25 min of Kubernetes,
+# containerd and runc builds, ~6 min of images; warm: ~2 min in all).
+# Everything it starts is stopped on exit. Not part of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
@@ -41,18 +57,58 @@ scripts/e2e-k8s/cluster.sh load "$out/codecage.tar"
 scripts/e2e-k8s/cluster.sh load "$out/postgres.tar"
 
 key="e2e-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-say "helm install: 3 replicas and a PostgreSQL"
-# This node's containerd (1.6) cannot give a pod a user namespace, so the
-# chart's default (hostUsers: false, procMount: Unmasked, seccomp
-# Unconfined) is refused here; privileged is the only way to an unmasked
-# /proc on it. docs/deploy.md says so. The node has 2 cores: smaller requests.
+peer="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+E2E_NODE=e2e-node
+
+say "the node: user namespaces per runtime handler"
+kubectl get node "$E2E_NODE" -o jsonpath='{range .status.runtimeHandlers[*]}{.name}={.features.userNamespaces}{"\n"}{end}' | tee /dev/stderr >"$out/handlers"
+grep -qx 'runc=true' "$out/handlers" || { echo "the node's runc handler does not offer user namespaces" >&2; exit 1; }
+grep -qx 'runc-debian=false' "$out/handlers" || { echo "runc-debian (runc 1.1.5) should offer no user namespaces" >&2; exit 1; }
+kubectl apply -f - <<EOF
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: runc-debian}
+handler: runc-debian
+EOF
+
+say "helm install: the chart's defaults (own user namespace, unmasked /proc, no added capabilities), 3 replicas and a PostgreSQL"
+# The node has 2 cores: smaller requests. Nothing about privileges is set.
 "$helm" install cc deploy/helm/codecage --wait --timeout 5m \
 	--set replicaCount=3 --set image.tag=dev --set postgres.deploy=true \
-	--set apiKeys="e2e:$key" --set peerSecret="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-	--set hostUsers=true --set securityContext.privileged=true --set securityContext.procMount=Default \
+	--set apiKeys="e2e:$key" --set peerSecret="$peer" \
 	--set shutdownGraceSeconds=20 --set resources.requests.cpu=500m \
 	--set resources.requests.memory=512Mi
 kubectl get pods -o wide
+if kubectl get pods -o yaml | grep -q privileged; then echo "a pod names privileged" >&2; exit 1; fi
+
+# server_pid POD_UID: the host pid of the codecage server of that pod.
+server_pid() {
+	local p
+	for p in $(grep -l "pod$1" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = codecage ] && [ "$(awk '{print $4}' "/proc/$p/stat")" != 0 ] || continue
+		# the server, not a sandbox init: its parent is tini
+		[ "$(cat "/proc/$(awk '{print $4}' "/proc/$p/stat")/comm" 2>/dev/null)" = tini ] && { echo "$p"; return; }
+	done
+	return 1
+}
+say "each pod in a user namespace of its own (judged from the host), and codecage doctor says so"
+declare -A idbase
+for pod in $(kubectl get pods -l app.kubernetes.io/component=server -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{" "}{end}'); do
+	name=${pod%%=*} uid=${pod#*=}
+	pid=$(server_pid "$uid") || { echo "no server process of pod $name on the node" >&2; exit 1; }
+	read -r inside outside count < "/proc/$pid/uid_map"
+	hostuid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
+	echo "pod $name: server pid $pid runs as host uid $hostuid; its uid_map: $inside $outside $count"
+	if [ "$inside" != 0 ] || [ "$outside" = 0 ] || [ "$count" -gt 1048576 ] || [ "$hostuid" != "$outside" ]; then
+		echo "pod $name is not in a user namespace of its own" >&2; exit 1
+	fi
+	idbase[$uid]=$outside
+	doc=$(kubectl exec "$name" -- codecage doctor 2>&1) || { echo "$doc" >&2; exit 1; }
+	for want in "ok    own user namespace ids 0-65535 onto host ids $outside-" "ok    sandbox" "from 32768 (32766 of them)" "warn  cgroups"; do
+		grep -qF -- "$want" <<<"$doc" || { echo "codecage doctor in $name: no '$want':" >&2; echo "$doc" >&2; exit 1; }
+	done
+done
+kubectl exec "$name" -- codecage doctor | sed 's/^/    /'
 svc="http://$(kubectl get svc cc-codecage -o jsonpath='{.spec.clusterIP}'):8001"
 # kube-proxy writes the Service's rules a moment after the pods are ready:
 # wait until the Service has reached all three.
@@ -114,14 +170,136 @@ while IFS='=' read -r name uid _; do
 	fi
 	echo "removed pod $name: gone, no process of it left on the node"
 done <<<"$before"
-# Every sandbox process still on the node belongs to a remaining pod.
+# No process on the node runs with a host uid of a removed pod's range
+# (its sandboxes ran as ids 32768+ of it), nor outside the pod's cgroup
+# with one of a remaining pod's.
 uids=$(kubectl get pods -l app.kubernetes.io/component=server -o jsonpath='{.items[*].metadata.uid}')
 for p in /proc/[0-9]*; do
 	u=$(awk '/^Uid:/ {print $2}' "$p/status" 2>/dev/null || true)
-	[ -n "$u" ] && [ "$u" -ge 1500000000 ] || continue
-	ok=""
-	for uid in $uids; do grep -q "pod$uid" "$p/cgroup" 2>/dev/null && ok=1; done
-	[ -n "$ok" ] || { echo "sandbox process ${p#/proc/} (uid $u) belongs to no running pod" >&2; exit 1; }
+	[ -n "$u" ] || continue
+	for poduid in "${!idbase[@]}"; do
+		b=${idbase[$poduid]}
+		[ "$u" -ge "$b" ] && [ "$u" -lt $((b + 65536)) ] || continue
+		grep -qw "$poduid" <<<"$uids" && grep -q "pod$poduid" "$p/cgroup" 2>/dev/null && continue
+		echo "process ${p#/proc/} (host uid $u, of pod $poduid's ids) is left outside a running pod" >&2
+		exit 1
+	done
 done
-echo "sandbox processes on the node all belong to the 2 remaining pods"
+echo "no process of a removed pod's ids is left; the 2 remaining pods' all run in their pods"
+say "the baseline tier: admitted where Pod Security baseline is enforced; the default tier is not"
+kubectl create namespace baseline
+kubectl label namespace baseline pod-security.kubernetes.io/enforce=baseline pod-security.kubernetes.io/enforce-version=latest
+seccomp_dir=$(scripts/e2e-k8s/cluster.sh env | sed -n 's/^export E2E_KUBELET_DIR=//p')/seccomp
+mkdir -p "$seccomp_dir"
+cp deploy/seccomp/codecage.json "$seccomp_dir/codecage.json"
+# The recording copy: what the profile would refuse is logged instead.
+/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["defaultAction"]="SCMP_ACT_LOG"; p.pop("defaultErrnoRet",None); json.dump(p,open(sys.argv[2],"w"))' \
+	deploy/seccomp/codecage.json "$seccomp_dir/codecage-log.json"
+small=(--set apiKeys="e2e:$key" --set peerSecret="$peer" --set image.tag=dev --set resources.requests.cpu=10m --set resources.requests.memory=64Mi)
+"$helm" install refused deploy/helm/codecage -n baseline --set replicaCount=1 --set postgres.url=postgres://x@127.0.0.1:1/x "${small[@]}"
+for _ in $(seq 120); do
+	why=$(kubectl -n baseline get rs -l app.kubernetes.io/instance=refused -o jsonpath='{.items[*].status.conditions[*].message}')
+	[ -n "$why" ] && break
+	sleep 0.5
+done
+echo "the default tier in the baseline namespace: $why"
+grep -q 'violates PodSecurity "baseline:latest"' <<<"$why" || { echo "the default tier was not refused by Pod Security baseline" >&2; exit 1; }
+[ -z "$(kubectl -n baseline get pods -l app.kubernetes.io/instance=refused -o name)" ] || { echo "a pod of the default tier exists in the baseline namespace" >&2; exit 1; }
+"$helm" uninstall refused -n baseline --wait
+# Room on the node's 2 cores for the next install.
+"$helm" uninstall cc --wait
+
+say "the baseline tier: 3 replicas under the recording seccomp profile (SCMP_ACT_LOG)"
+ratelimit=$(sysctl -n kernel.printk_ratelimit)
+trap 'sysctl -qw kernel.printk_ratelimit='"$ratelimit"'; say "teardown"; scripts/e2e-k8s/cluster.sh down; scripts/e2e-k8s/cluster.sh verify-down' EXIT
+sysctl -qw kernel.printk_ratelimit=0 # every logged call reaches the kernel log
+since=$(dmesg | wc -l)
+"$helm" install cb deploy/helm/codecage -n baseline --wait --timeout 5m -f deploy/helm/codecage/values-baseline.yaml \
+	--set securityContext.appArmorProfile=null \
+	--set podSecurityContext.seccompProfile.localhostProfile=codecage-log.json \
+	--set securityContext.seccompProfile.localhostProfile=codecage-log.json \
+	--set replicaCount=3 --set image.tag=dev --set postgres.deploy=true \
+	--set apiKeys="e2e:$key" --set peerSecret="$peer" \
+	--set shutdownGraceSeconds=20 --set resources.requests.cpu=500m --set resources.requests.memory=512Mi
+kubectl -n baseline get pods -o wide
+for pod in $(kubectl -n baseline get pods -l app.kubernetes.io/component=server -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{" "}{end}'); do
+	name=${pod%%=*} uid=${pod#*=}
+	pid=$(server_pid "$uid") || { echo "no server process of pod $name on the node" >&2; exit 1; }
+	st=$(grep -E '^(CapEff|NoNewPrivs|Seccomp):' "/proc/$pid/status" | tr -s '\t ' ' ' | tr '\n' ' ')
+	echo "pod $name: server pid $pid: $st"
+	# CHOWN(0) DAC_OVERRIDE(1) FOWNER(3) SETGID(6) SETUID(7) SETFCAP(31), no_new_privs, a filter.
+	[ "$st" = "CapEff: 00000000800000cb NoNewPrivs: 1 Seccomp: 2 " ] || { echo "pod $name is not confined as the baseline tier says" >&2; exit 1; }
+	doc=$(kubectl -n baseline exec "$name" -- codecage doctor 2>&1) || { echo "$doc" >&2; exit 1; }
+	grep -q '^FAIL' <<<"$doc" && { echo "$doc" >&2; exit 1; }
+done
+svc="http://$(kubectl -n baseline get svc cb-codecage -o jsonpath='{.spec.clusterIP}'):8001"
+for _ in $(seq 120); do
+	seen=$(for _ in $(seq 12); do curl -s -o /dev/null -D - -H "Authorization: Bearer $key" "$svc/info" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]odecage-[Rr]eplica: //p'; done | sort -u | wc -l)
+	[ "$seen" -ge 3 ] && break
+	sleep 0.5
+done
+client spread
+client session >/dev/null
+# What the profile would have refused, by name: must be nothing.
+logged=$(dmesg | tail -n +"$((since + 1))" | sed -n 's/.*type=1326 .*syscall=\([0-9]*\) .*code=0x7ffc0000.*/\1/p' | sort -un)
+if [ -n "$logged" ]; then
+	for n in $logged; do
+		echo "the baseline tier made system call $n ($(awk -v n="$n" '$1 == "#define" && $3 == n {sub("__NR_", "", $2); print $2}' /usr/include/x86_64-linux-gnu/asm/unistd_64.h)), which deploy/seccomp/codecage.json refuses" >&2
+	done
+	exit 1
+fi
+echo "deploy/seccomp/codecage.json allowed every system call the baseline tier made (none logged)"
+"$helm" uninstall cb -n baseline --wait
+
+say "negative cases: each fails at start, saying why"
+# hostUsers: true with an unmasked /proc: the API server refuses it.
+if msg=$("$helm" template n1 deploy/helm/codecage --set hostUsers=true --set postgres.url=postgres://x@127.0.0.1:1/x "${small[@]}" |
+	kubectl apply --dry-run=server -f - 2>&1); then
+	echo "the API server accepted procMount: Unmasked with hostUsers: true" >&2; exit 1
+fi
+grep -q 'hostUsers' <<<"$msg" || { echo "unexpected refusal: $msg" >&2; exit 1; }
+echo "hostUsers: true with procMount: Unmasked: $(grep -o 'procMount.*' <<<"$msg" | head -1)"
+# wait_message RELEASE JSONPATH PATTERN: until the release's pod shows it.
+wait_message() {
+	local m=""
+	for _ in $(seq 180); do
+		m=$(kubectl get pods -l app.kubernetes.io/instance="$1" -o jsonpath="$2" 2>/dev/null || true)
+		grep -q -- "$3" <<<"$m" && { printf '%s\n' "$m"; return; }
+		sleep 0.5
+	done
+	echo "release $1: no '$3' in: $m" >&2
+	kubectl describe pods -l app.kubernetes.io/instance="$1" >&2
+	return 1
+}
+never_ready() {
+	[ "$(kubectl get pods -l app.kubernetes.io/instance="$1" -o jsonpath='{.items[*].status.containerStatuses[*].ready}')" != true ] ||
+		{ echo "release $1 became ready" >&2; exit 1; }
+}
+neg=(--set replicaCount=1 --set postgres.url=postgres://x@127.0.0.1:1/x "${small[@]}")
+# A node whose runtime has no user namespaces: the kubelet refuses the pod.
+"$helm" install n2 deploy/helm/codecage --set runtimeClassName=runc-debian "${neg[@]}"
+pod=$(kubectl get pods -l app.kubernetes.io/instance=n2 -o jsonpath='{.items[0].metadata.name}')
+for _ in $(seq 120); do
+	m=$(kubectl get events --field-selector involvedObject.name="$pod" -o jsonpath='{.items[*].message}')
+	grep -qi 'user namespace' <<<"$m" && break
+	sleep 0.5
+done
+grep -qi 'user namespace' <<<"$m" || { echo "no event about user namespaces for $pod: $m" >&2; exit 1; }
+echo "a node without user namespaces: $m" | head -c 400; echo
+never_ready n2
+# Such a node's fallback, the host's ids and a masked /proc: serve refuses.
+"$helm" install n3 deploy/helm/codecage --set hostUsers=true --set securityContext.procMount=Default "${neg[@]}"
+wait_message n3 '{.items[0].status.containerStatuses[0].lastState.terminated.message}{.items[0].status.containerStatuses[0].state.terminated.message}' 'FAIL  sandbox' |
+	grep -q 'procMount: Unmasked' || { echo "n3: the refusal does not name procMount: Unmasked" >&2; exit 1; }
+never_ready n3
+echo "the host's ids and a masked /proc: codecage serve refused at start, naming procMount: Unmasked"
+# No capabilities: serve refuses, naming them.
+"$helm" install n4 deploy/helm/codecage --set 'securityContext.capabilities.drop={ALL}' "${neg[@]}"
+wait_message n4 '{.items[0].status.containerStatuses[0].lastState.terminated.message}{.items[0].status.containerStatuses[0].state.terminated.message}' 'FAIL  capabilities' |
+	grep -q 'missing CAP_SETUID, CAP_SETGID, CAP_SETFCAP, CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE' ||
+	{ echo "n4: the refusal does not name the capabilities" >&2; exit 1; }
+never_ready n4
+echo "no capabilities: codecage serve refused at start, naming the six it needs"
+for r in n2 n3 n4; do "$helm" uninstall "$r" --wait; done
+
 say "e2e-k8s: all checks passed"

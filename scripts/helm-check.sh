@@ -22,11 +22,48 @@ trap 'rm -f "$out"' EXIT
 	--set snapshotSecret=0123456789abcdef0123456789abcdef-snap >"$out"
 for want in 'kind: Deployment' 'replicas: 3' 'path: /ready' 'path: /health' 'terminationGracePeriodSeconds: 80' \
 	'name: SANDBOX_SNAPSHOT_SECRET' 'snapshot-secret: "0123456789abcdef0123456789abcdef-snap"' \
-	'value: "http://$(POD_IP):8001"' 'procMount: Unmasked' 'type: Unconfined' 'name: t-codecage-postgres'; do
+	'value: "http://$(POD_IP):8001"' 'procMount: Unmasked' 'type: Unconfined' 'name: t-codecage-postgres' \
+	'hostUsers: false' 'name: SANDBOX_REQUIRE_USER_NAMESPACE' 'terminationMessagePolicy: FallbackToLogsOnError'; do
 	grep -qF -- "$want" "$out" || { echo "helm template: no '$want' in the rendered chart" >&2; exit 1; }
 done
-if grep -qE 'privileged: true|add:' "$out"; then
-	echo "helm template: the chart asks for privileged mode or added capabilities" >&2
+# No tier asks for a privileged pod, or even names it.
+if grep -qE 'privileged|add:|runtimeClassName' "$out"; then
+	echo "helm template: the default tier names privileged mode, adds capabilities or sets a runtime class" >&2
+	exit 1
+fi
+
+# The baseline tier: exactly the six capabilities, Localhost profiles,
+# nothing Unconfined; without AppArmor, no AppArmor profile at all.
+"$helm" lint --strict "$chart" "${values[@]}" --set postgres.deploy=true -f "$chart/values-baseline.yaml"
+"$helm" template t "$chart" "${values[@]}" --set postgres.deploy=true -f "$chart/values-baseline.yaml" \
+	--set runtimeClassName=codecage >"$out"
+for want in 'drop:
+              - ALL' 'add:
+              - SETUID
+              - SETGID
+              - SETFCAP
+              - CHOWN
+              - FOWNER
+              - DAC_OVERRIDE' 'allowPrivilegeEscalation: false' 'localhostProfile: codecage.json' \
+	'localhostProfile: codecage
+' 'runtimeClassName: codecage' 'procMount: Unmasked' 'hostUsers: false'; do
+	grep -qzF -- "$want" "$out" || { echo "helm template (baseline): no '$want' in the rendered chart" >&2; exit 1; }
+done
+if grep -v '^ *#' "$out" | grep -qE 'privileged|Unconfined|SYS_ADMIN'; then
+	echo "helm template (baseline): privileged, Unconfined or SYS_ADMIN in the rendered chart" >&2
+	exit 1
+fi
+"$helm" template t "$chart" "${values[@]}" --set postgres.deploy=true -f "$chart/values-baseline.yaml" \
+	--set securityContext.appArmorProfile=null >"$out"
+if grep -q 'appArmorProfile' "$out"; then
+	echo "helm template (baseline): appArmorProfile=null still renders one" >&2
+	exit 1
+fi
+# Without a user namespace nothing requires one.
+"$helm" template t "$chart" "${values[@]}" --set postgres.deploy=true --set hostUsers=true \
+	--set securityContext.procMount=Default >"$out"
+if grep -q 'SANDBOX_REQUIRE_USER_NAMESPACE' "$out"; then
+	echo "helm template: hostUsers=true still requires a user namespace" >&2
 	exit 1
 fi
 

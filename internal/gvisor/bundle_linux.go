@@ -408,7 +408,7 @@ func ociConfig(root string, spec jail.Spec, who identity, mounts []ociMount, fil
 // root inside) and seccomp filter.
 func linuxOf(who identity, filter *seccomp.OCI) ociLinux {
 	l := ociLinux{Namespaces: []ociNamespace{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}}, Seccomp: filter}
-	if who.rootInside() {
+	if who.ownUserNS() {
 		l.Namespaces = append(l.Namespaces, ociNamespace{"user"})
 		l.UIDMappings, l.GIDMappings = who.mappings(), who.mappings()
 	}

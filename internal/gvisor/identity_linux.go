@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/codecage/codecage/internal/jail"
 )
@@ -19,11 +22,15 @@ import (
 type identity struct {
 	host  int // the user's uid (and gid) on the host
 	first int // the block's first host id, with root inside; else 0
+	// contained: this process lacks CAP_SYS_ADMIN (a container, a pod with
+	// hostUsers: false), so runsc's gofer cannot make its mount namespace
+	// in our user namespace: every sandbox gets one of its own (mappings).
+	contained bool
 }
 
 // identityOf is spec's program's identity as host uid.
 func identityOf(spec jail.Spec, host int) identity {
-	id := identity{host: host}
+	id := identity{host: host, contained: !hasSysAdmin()}
 	if spec.RootInside && spec.Machine && spec.HostUID == host && os.Geteuid() == 0 &&
 		host-jail.SandboxUID >= jail.HostUIDBase && jail.InUIDSpan(host) {
 		id.first = host - jail.SandboxUID
@@ -42,13 +49,42 @@ func (id identity) user() int {
 	return id.host
 }
 
-// mappings are the user namespace's id maps (none without root inside).
+// mappings are the user namespace's id maps: root inside maps the block;
+// a contained sandbox maps its program's uid as it is and root onto our
+// own (runsc starts its gofer as that root: the same uid as today's gofer
+// without a user namespace, this process's); otherwise none.
 func (id identity) mappings() []ociIDMapping {
-	if !id.rootInside() {
-		return nil
+	switch {
+	case id.rootInside():
+		return []ociIDMapping{{ContainerID: 0, HostID: uint32(id.first), Size: jail.MachineIDs}}
+	case id.contained && id.host != os.Geteuid():
+		self := uint32(os.Geteuid())
+		return []ociIDMapping{{ContainerID: 0, HostID: self, Size: 1}, {ContainerID: uint32(id.host), HostID: uint32(id.host), Size: 1}}
 	}
-	return []ociIDMapping{{ContainerID: 0, HostID: uint32(id.first), Size: jail.MachineIDs}}
+	return nil
 }
+
+// ownUserNS reports whether the sandbox has a user namespace of its own.
+func (id identity) ownUserNS() bool { return len(id.mappings()) > 0 }
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+// hasSysAdmin reports whether this process holds CAP_SYS_ADMIN (true when
+// that cannot be read: nothing changes then).
+var hasSysAdmin = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || n&(1<<capSysAdmin) != 0
+		}
+	}
+	return true
+})
 
 // reach lets the sandbox's gofer, in the user namespace as the block's
 // first id, look up paths through the bundle's directory dir: search, not

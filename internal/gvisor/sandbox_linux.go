@@ -175,7 +175,7 @@ func (s *Sandbox) globalFlags(log string) []string {
 	if s.ownRoot {
 		access = "shared"
 	}
-	return []string{
+	flags := []string{
 		"--root=" + s.stateRoot(),
 		"--file-access=" + access,
 		"--log=" + filepath.Join(s.dir, log),
@@ -186,6 +186,12 @@ func (s *Sandbox) globalFlags(log string) []string {
 		"--oci-seccomp",
 		"--host-uds=" + hostUDS(s.forward != nil),
 	}
+	if s.who.contained {
+		// Without CAP_SYS_ADMIN runsc cannot give a Sentry that opens host
+		// files itself (directfs) its minimal chroot: the gofer serves them.
+		flags = append(flags, "--directfs=false")
+	}
+	return flags
 }
 
 // launch starts runsc's command (run, restore) in the foreground, in the

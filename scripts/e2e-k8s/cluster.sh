@@ -389,6 +389,9 @@ up() {
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster e2e=http://127.0.0.1:2380 --unsafe-no-fsync
+  # No --allow-privileged: the API server refuses privileged pods. The
+  # gate stands in for Pod Security 1.35, which admits procMount: Unmasked
+  # at baseline for pods with hostUsers: false (1.34's policy needs it).
   start kube-apiserver kube-apiserver \
     --etcd-servers=http://127.0.0.1:2379 \
     --advertise-address="$NODE_IP" --bind-address=0.0.0.0 --secure-port=6443 \
@@ -401,7 +404,7 @@ up() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --kubelet-preferred-address-types=InternalIP,Hostname \
-    --allow-privileged=true --profiling=false
+    --feature-gates=UserNamespacesPodSecurityStandards=true --profiling=false
 
   wait_for containerd 30 test -S "$SOCK"
   load_image "$IMG_DIR/pause.tar"
@@ -462,6 +465,7 @@ export E2E_NODE_IP=$NODE_IP
 export E2E_POD_CIDR=$POD_CIDR
 export E2E_SVC_CIDR=$SVC_CIDR
 export E2E_CONTAINERD_SOCK=$SOCK
+export E2E_KUBELET_DIR=$RUN/kubelet
 export PATH=$BIN_DIR:\$PATH
 kexec() { nsenter --net=$NETNS -- "\$@"; }
 EOF
