@@ -20,8 +20,9 @@
 #   - the baseline tier (values-baseline.yaml: drop ALL plus six
 #     capabilities, the Localhost seccomp profile deploy/seccomp/codecage.json)
 #     is admitted where Pod Security "baseline" is enforced, the default tier
-#     is not; the tier runs sessions under a copy of the profile that logs
-#     (SCMP_ACT_LOG) what the profile would refuse, and nothing is logged;
+#     is not; the tier runs sessions, a command and a drain that parks a
+#     session (resumed by another replica) under a copy of the profile that
+#     logs (SCMP_ACT_LOG) what the profile would refuse: nothing is logged;
 #   - negative cases fail at start and say why: hostUsers: true with an
 #     unmasked /proc (the API server), a node whose runtime has no user
 #     namespaces (a RuntimeClass on Debian's runc 1.1.5: the kubelet), a pod
@@ -219,7 +220,7 @@ since=$(dmesg | wc -l)
 	--set podSecurityContext.seccompProfile.localhostProfile=codecage-log.json \
 	--set securityContext.seccompProfile.localhostProfile=codecage-log.json \
 	--set replicaCount=3 --set image.tag=dev --set postgres.deploy=true \
-	--set apiKeys="e2e:$key" --set peerSecret="$peer" \
+	--set apiKeys="e2e:$key" --set peerSecret="$peer" --set snapshotSecret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
 	--set shutdownGraceSeconds=20 --set resources.requests.cpu=500m --set resources.requests.memory=512Mi
 kubectl -n baseline get pods -o wide
 for pod in $(kubectl -n baseline get pods -l app.kubernetes.io/component=server -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{" "}{end}'); do
@@ -239,9 +240,20 @@ for _ in $(seq 120); do
 	sleep 0.5
 done
 client spread
-client session >/dev/null
+main=$(client session | sed -n 's/^SESSIONS //p' | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).main))')
+# A drain with a snapshot secret parks the pod's sessions: another replica
+# resumes them.
+pg_ip=$(kubectl -n baseline get pod -l app.kubernetes.io/component=postgres -o jsonpath='{.items[0].status.podIP}')
+holder=$(psql -qAt "postgres://codecage:codecage@$pg_ip:5432/codecage?sslmode=disable" -c "SELECT name FROM codecage_replicas WHERE id = '${main##*-}'")
+echo "session $main is held by pod $holder: deleting it"
+kubectl -n baseline delete pod "$holder" --wait=true
+client parked "$main"
+# A shell command in a sandbox of its own.
+ran=$(curl -sf -H "Authorization: Bearer $key" "$svc/commands" -d '{"command":"ls /usr/bin | wc -l; echo done > f; cat f"}')
+grep -q '"exit_code":0' <<<"$ran" || { echo "a command under the baseline tier: $ran" >&2; exit 1; }
 # What the profile would have refused, by name: must be nothing.
-logged=$(dmesg | tail -n +"$((since + 1))" | sed -n 's/.*type=1326 .*syscall=\([0-9]*\) .*code=0x7ffc0000.*/\1/p' | sort -un)
+logged_since() { dmesg | tail -n +"$(($1 + 1))" | sed -n 's/.*type=1326 .*syscall=\([0-9]*\) .*code=0x7ffc0000.*/\1/p' | sort -un; }
+logged=$(logged_since "$since")
 if [ -n "$logged" ]; then
 	for n in $logged; do
 		echo "the baseline tier made system call $n ($(awk -v n="$n" '$1 == "#define" && $3 == n {sub("__NR_", "", $2); print $2}' /usr/include/x86_64-linux-gnu/asm/unistd_64.h)), which deploy/seccomp/codecage.json refuses" >&2
@@ -249,6 +261,12 @@ if [ -n "$logged" ]; then
 	exit 1
 fi
 echo "deploy/seccomp/codecage.json allowed every system call the baseline tier made (none logged)"
+# The control: a call the profile refuses (acct, 163) is logged.
+control=$(dmesg | wc -l)
+kubectl -n baseline exec "$name" -- /usr/bin/python3 -c 'import ctypes; ctypes.CDLL(None).syscall(163, 0)'
+for _ in $(seq 40); do grep -qx 163 <<<"$(logged_since "$control")" && break; sleep 0.25; done
+grep -qx 163 <<<"$(logged_since "$control")" || { echo "the recording profile logged nothing for acct(2): the recording does not work" >&2; exit 1; }
+echo "the control: acct(2), which the profile refuses, was logged"
 "$helm" uninstall cb -n baseline --wait
 
 say "negative cases: each fails at start, saying why"

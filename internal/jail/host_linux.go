@@ -57,16 +57,16 @@ func (h Host) CPUBandwidth() error {
 	return nil
 }
 
-// Pausable is nil when whole sandboxes can be paused in memory
-// ([Sandbox.Pause]: a cgroup freezer), else why they cannot.
-func (h Host) Pausable() error {
+// PauseBy says how whole sandboxes are paused in memory ([Sandbox.Pause]):
+// their cgroup's freezer, or where there is none, stopping each process.
+func (h Host) PauseBy() string {
 	switch {
 	case h.Cgroup.version == 0:
-		return fmt.Errorf("%w: no cgroup (%s)", ErrUnsupported, h.Cgroup.reason)
+		return "SIGSTOP and SIGCONT to each process (no cgroup: " + h.Cgroup.reason + ")"
 	case h.Cgroup.version == 1 && h.Cgroup.freezerParent == "":
-		return fmt.Errorf("%w: %s", ErrUnsupported, h.Cgroup.noFreezer)
+		return "SIGSTOP and SIGCONT to each process (" + h.Cgroup.noFreezer + ")"
 	}
-	return nil
+	return "the cgroup freezer"
 }
 
 // Layers is what every sandbox on this host gets, warnings included.

@@ -19,8 +19,12 @@ func (s *Sandbox) Pause() error {
 	return s.pausing.Pause(s.pausable, s.freeze, s.enforcer)
 }
 
-// freeze freezes the sandbox's cgroup.
+// freeze freezes the sandbox's cgroup, or where it has no freezer, stops
+// its processes (sigstop_linux.go).
 func (s *Sandbox) freeze() error {
+	if !s.freezable() {
+		return s.stopProcesses()
+	}
 	if err := s.cg.freeze(); err != nil {
 		return s.pauseErr(err)
 	}
@@ -41,8 +45,11 @@ func (s *Sandbox) Resume() error {
 	return s.pausing.Resume(s.pausable, s.thaw, s.enforcer)
 }
 
-// thaw thaws the sandbox's cgroup.
+// thaw thaws the sandbox's cgroup, or continues its processes.
 func (s *Sandbox) thaw() error {
+	if !s.freezable() {
+		return s.continueProcesses()
+	}
 	if err := s.cg.thaw(); err != nil {
 		return s.pauseErr(err)
 	}
@@ -62,11 +69,38 @@ func (s *Sandbox) pausable() error {
 	if s.killed.Load() {
 		return fmt.Errorf("%w: it is being killed", ErrEnded)
 	}
-	switch {
-	case s.cg == nil:
-		return fmt.Errorf("%w: pausing needs a cgroup (%s)", ErrUnsupported, s.host.Cgroup.reason)
-	case !s.cg.canFreeze():
-		return fmt.Errorf("%w: pausing needs a cgroup freezer (%s)", ErrUnsupported, s.host.Cgroup.noFreezer)
+	return nil
+}
+
+// freezable reports whether the sandbox's cgroup has a freezer.
+func (s *Sandbox) freezable() bool { return s.cg != nil && s.cg.canFreeze() }
+
+// stopProcesses stops every process of the sandbox's pid namespace.
+func (s *Sandbox) stopProcesses() error {
+	ns, err := pidNSOf(s.cmd.Process.Pid)
+	if err != nil {
+		return s.pauseErr(err)
+	}
+	if _, err := signalPidNS(ns, unix.SIGSTOP); err != nil {
+		_, _ = signalPidNS(ns, unix.SIGCONT)
+		return s.pauseErr(err)
+	}
+	// A Kill meanwhile ends them all anyway (SIGKILL ends a stopped
+	// process); say so.
+	if s.killed.Load() {
+		return fmt.Errorf("%w: killed while pausing", ErrEnded)
+	}
+	return nil
+}
+
+// continueProcesses continues every process of the sandbox's pid namespace.
+func (s *Sandbox) continueProcesses() error {
+	ns, err := pidNSOf(s.cmd.Process.Pid)
+	if err != nil {
+		return s.pauseErr(err)
+	}
+	if _, err := signalPidNS(ns, unix.SIGCONT); err != nil {
+		return s.pauseErr(err)
 	}
 	return nil
 }

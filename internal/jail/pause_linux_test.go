@@ -292,29 +292,16 @@ func TestPausedTimeDoesNotCountAgainstTheTimeout(t *testing.T) {
 	}
 }
 
-// A host without a freezer answers Pause with ErrUnsupported, not a
-// crash; cgroup-less sandboxes (rootless without delegation) are such.
-func TestPauseWithoutAFreezerIsUnsupported(t *testing.T) {
-	sb := &Sandbox{done: make(chan struct{}), host: Host{Cgroup: cgroupHost{reason: "no cgroup filesystem"}}}
-	if err := sb.Pause(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no cgroup filesystem") {
-		t.Fatalf("Pause without a cgroup: %v", err)
-	}
-	sb.cg = &cgroup{version: 1, dirs: map[string]string{"memory": "/nonexistent"}}
-	sb.host.Cgroup.noFreezer = "cgroup v1 controller freezer is not mounted"
-	if err := sb.Resume(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "freezer is not mounted") {
-		t.Fatalf("Resume without a freezer: %v", err)
-	}
-}
 
-// The host says whether sandboxes can be paused, and why not.
-func TestHostSaysWhetherSandboxesCanBePaused(t *testing.T) {
-	if err := (Host{Cgroup: cgroupHost{version: 1, noFreezer: "cgroup v1 controller freezer is not mounted"}}).Pausable(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "freezer") {
-		t.Fatalf("v1 without a freezer: %v", err)
+// The host says how sandboxes are paused.
+func TestHostSaysHowSandboxesArePaused(t *testing.T) {
+	if by := (Host{Cgroup: cgroupHost{version: 1, noFreezer: "cgroup v1 controller freezer is not mounted"}}).PauseBy(); !strings.Contains(by, "SIGSTOP") || !strings.Contains(by, "freezer is not mounted") {
+		t.Fatalf("v1 without a freezer: %s", by)
 	}
-	if err := (Host{Cgroup: cgroupHost{version: 2}}).Pausable(); err != nil {
-		t.Fatalf("v2: %v", err)
+	if by := (Host{Cgroup: cgroupHost{version: 2}}).PauseBy(); by != "the cgroup freezer" {
+		t.Fatalf("v2: %s", by)
 	}
-	if err := ProbeHost().Pausable(); err != nil {
-		t.Fatalf("this host (v1 with a freezer, or v2) cannot pause: %v", err)
+	if by := ProbeHost().PauseBy(); by != "the cgroup freezer" {
+		t.Fatalf("this host (v1 with a freezer, or v2): %s", by)
 	}
 }

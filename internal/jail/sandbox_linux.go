@@ -50,7 +50,11 @@ type Sandbox struct {
 // Start builds a sandbox for spec and starts its program. It returns once
 // the program runs under every limit; until then nothing can reach it.
 func Start(ctx context.Context, spec Spec) (*Sandbox, error) {
-	host := ProbeHost()
+	return startOn(ctx, spec, ProbeHost())
+}
+
+// startOn is Start on a host as probed (a test takes its cgroups away).
+func startOn(ctx context.Context, spec Spec, host Host) (*Sandbox, error) {
 	if err := host.Usable(); err != nil {
 		return nil, err
 	}
