@@ -292,7 +292,6 @@ func TestPausedTimeDoesNotCountAgainstTheTimeout(t *testing.T) {
 	}
 }
 
-
 // The host says how sandboxes are paused.
 func TestHostSaysHowSandboxesArePaused(t *testing.T) {
 	if by := (Host{Cgroup: cgroupHost{version: 1, noFreezer: "cgroup v1 controller freezer is not mounted"}}).PauseBy(); !strings.Contains(by, "SIGSTOP") || !strings.Contains(by, "freezer is not mounted") {
