@@ -143,7 +143,7 @@ const phases = {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.ok(r.body.result >= 20, `n is ${r.body.result} after the park`);
     const read = await rest("GET", `${base}/sessions/${id}/files/content?path=notes.txt`);
-    assert.equal(read.body.content, "written through MCP");
+    assert.equal(read.body.content, "written through MCP", `${read.status} from ${read.replica}: ${JSON.stringify(read.body)}`);
     console.log(`the deleted pod's session was parked and resumed by ${r.replica}: n = ${r.body.result}, notes.txt kept`);
   },
 

@@ -111,3 +111,35 @@ func TestReplicaDrainParksItsSessions(t *testing.T) {
 		t.Fatalf("alice's sessions after the drain: %d %v", code, list)
 	}
 }
+
+// A download is a stream of calls, not one forwarded request: the first
+// request for a drained replica's session may be one, through any
+// replica. One takes the session over, the other forwards its reads to it
+// (found on a cluster: the file API answered "session lost").
+func TestDrainedSessionDownloadsThroughAnyReplica(t *testing.T) {
+	pg := pgtest.Start(t)
+	rs := startReplicas(t, pg.DSN(), 3, "SANDBOX_SNAPSHOT_SECRET="+snapshotSecret)
+	code, info := call(t, "POST", rs[0].url+"/sessions", aliceKey, map[string]any{})
+	if code != 201 && code != 200 {
+		t.Fatalf("create: %d %v", code, info)
+	}
+	id := info["session_id"].(string)
+	if code, res := call(t, "POST", rs[0].url+"/execute", aliceKey, map[string]any{"session_id": id,
+		"code": "x = 41\nopen('kept.txt', 'w').write('kept')"}); code != 200 || res["success"] != true {
+		t.Fatalf("setup: %d %v", code, res)
+	}
+	_ = rs[0].cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-rs[0].exited; err != nil {
+		t.Fatalf("replica 0 did not stop cleanly: %v\n%s", err, rs[0].stderr)
+	}
+	rs[0].exited <- nil // for the cleanup
+	for i, r := range []*server{rs[1], rs[2], rs[1]} {
+		code, res := retried(t, "GET", r.url+"/sessions/"+id+"/files/content?path=kept.txt", aliceKey, nil)
+		if code != 200 || res["content"] != "kept" {
+			t.Fatalf("download %d of the drained replica's file through %s: %d %v", i, r.url, code, res)
+		}
+	}
+	if code, res := retried(t, "POST", rs[2].url+"/execute", aliceKey, map[string]any{"session_id": id, "code": "x + 1"}); code != 200 || res["result"] != float64(42) {
+		t.Fatalf("the session after its downloads: %d %v", code, res)
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/codecage/codecage/internal/service/files"
 	"github.com/codecage/codecage/internal/session"
@@ -21,8 +22,13 @@ func (s *Service) OpenFile(ctx context.Context, id, owner, p string, classify bo
 	if err != nil {
 		return nil, err
 	}
-	if replica := s.remote(id); replica != "" {
-		call := PeerCall{Op: opReadRange, Owner: owner, SessionID: id}
+	replica, adopt, err := s.transferPeer(ctx, id, owner)
+	if err != nil {
+		slot()
+		return nil, err
+	}
+	if replica != "" {
+		call := PeerCall{Op: opReadRange, Owner: owner, SessionID: id, Adopt: adopt}
 		first, err := forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Classify: classify}, nil, EventFile, "read")
 		if err != nil {
 			slot()
@@ -51,6 +57,32 @@ func (s *Service) OpenFile(ctx context.Context, id, owner, p string, classify bo
 	return s.files.OpenDownload(se, p, classify, slot, release)
 }
 
+// transferPeer says where a download or upload of session id is served,
+// as do() settles it for every other call: "" when here (this replica
+// holds it, or takes it over from the store now), else the replica, and
+// whether that one took it over from a replica that stopped (adopt.go).
+// A stream is several calls, not do's one forward: for a session of
+// another replica, one call first learns whether that replica is alive.
+func (s *Service) transferPeer(ctx context.Context, id, owner string) (replica string, adopt bool, err error) {
+	r := s.remote(id)
+	if r == "" || s.sessions.Has(id) {
+		return "", false, nil
+	}
+	_, err = forward[*SessionInfo](ctx, s, r, PeerCall{Op: opGet, Owner: owner, SessionID: id}, noArgs{}, nil, EventSession, "get")
+	if !errors.Is(err, ErrSessionLost) {
+		return r, false, err
+	}
+	who, found := s.adopter(ctx, id, owner)
+	switch {
+	case !found:
+		return "", false, err
+	case who != s.cluster.Self():
+		return who, true, nil
+	}
+	// This replica took it over: back from the store, here.
+	return "", false, s.persist.BringBack(ctx, owner, id, parkResume)
+}
+
 // readChunk reads a chunk of a file for a replica that forwards a
 // download (read_range).
 func (s *Service) readChunk(id, owner, p string, off int64, classify bool) (*files.FileChunk, error) {
@@ -64,8 +96,13 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 	if err != nil {
 		return nil, err
 	}
-	if replica := s.remote(id); replica != "" {
-		return s.files.BeginRemoteUpload(ctx, id, peerFiles{s: s, replica: replica, owner: owner, id: id}, slot), nil
+	replica, adopt, err := s.transferPeer(ctx, id, owner)
+	if err != nil {
+		slot()
+		return nil, err
+	}
+	if replica != "" {
+		return s.files.BeginRemoteUpload(ctx, id, peerFiles{s: s, replica: replica, owner: owner, id: id, adopt: adopt}, slot), nil
 	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
@@ -86,10 +123,11 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 type peerFiles struct {
 	s                  *Service
 	replica, owner, id string
+	adopt              bool // the replica took the session over (PeerCall.Adopt)
 }
 
 func (pf peerFiles) call(op string) PeerCall {
-	return PeerCall{Op: op, Owner: pf.owner, SessionID: pf.id}
+	return PeerCall{Op: op, Owner: pf.owner, SessionID: pf.id, Adopt: pf.adopt}
 }
 
 func (pf peerFiles) Write(ctx context.Context, p string, data []byte, md map[string]string, more bool) error {
