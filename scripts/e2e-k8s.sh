@@ -112,12 +112,16 @@ done
 kubectl exec "$name" -- codecage doctor | sed 's/^/    /'
 svc="http://$(kubectl get svc cc-codecage -o jsonpath='{.spec.clusterIP}'):8001"
 # kube-proxy writes the Service's rules a moment after the pods are ready:
-# wait until the Service has reached all three.
-for _ in $(seq 120); do
-	seen=$(for _ in $(seq 12); do curl -s -o /dev/null -D - -H "Authorization: Bearer $key" "$svc/info" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]odecage-[Rr]eplica: //p'; done | sort -u | wc -l)
-	[ "$seen" -ge 3 ] && break
-	sleep 0.5
-done
+# wait until the Service ($svc) has reached all three.
+wait_spread() {
+	local seen
+	for _ in $(seq 120); do
+		seen=$(for _ in $(seq 12); do curl -s -o /dev/null -D - -H "Authorization: Bearer $key" "$svc/info" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]odecage-[Rr]eplica: //p'; done | sort -u | wc -l)
+		[ "$seen" -ge 3 ] && return
+		sleep 0.5
+	done
+}
+wait_spread
 pg_ip=$(kubectl get pod -l app.kubernetes.io/component=postgres -o jsonpath='{.items[0].status.podIP}')
 psql_() { psql -qAt "postgres://codecage:codecage@$pg_ip:5432/codecage?sslmode=disable" -c "$1"; }
 client() { node e2e/ts-client/k8s.mjs "$1" "$svc" "$key" "${@:2}"; }
@@ -234,11 +238,7 @@ for pod in $(kubectl -n baseline get pods -l app.kubernetes.io/component=server 
 	grep -q '^FAIL' <<<"$doc" && { echo "$doc" >&2; exit 1; }
 done
 svc="http://$(kubectl -n baseline get svc cb-codecage -o jsonpath='{.spec.clusterIP}'):8001"
-for _ in $(seq 120); do
-	seen=$(for _ in $(seq 12); do curl -s -o /dev/null -D - -H "Authorization: Bearer $key" "$svc/info" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]odecage-[Rr]eplica: //p'; done | sort -u | wc -l)
-	[ "$seen" -ge 3 ] && break
-	sleep 0.5
-done
+wait_spread
 client spread
 main=$(client session | sed -n 's/^SESSIONS //p' | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).main))')
 # A drain with a snapshot secret parks the pod's sessions: another replica

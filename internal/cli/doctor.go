@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 
 	"github.com/codecage/codecage/internal/config"
@@ -84,7 +83,7 @@ func checkHost(h fleet.Host, line doctorLine) bool {
 			line("ok", "sandbox", "/bin/true ran in a sandbox: own /proc, read-only root, Landlock, seccomp")
 		}
 	}
-	if os.Geteuid() == 0 && !hasCapability(capSysAdmin) {
+	if os.Geteuid() == 0 && !fleet.HasCapability(fleet.CapSysAdmin) {
 		line("warn", "workspaces", "no CAP_SYS_ADMIN here (as in a container): session workspaces are plain directories under SANDBOX_STATE_DIR, their size checked by the file API and RLIMIT_FSIZE per file, not capped by a tmpfs (give the container an emptyDir with a sizeLimit)")
 	}
 	uidBase, uidCount, uidLeases := fleet.UIDSpan()
@@ -241,23 +240,4 @@ func procOvermounts() []string {
 		}
 	}
 	return out
-}
-
-// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status.
-const capSysAdmin = 21
-
-// hasCapability reports whether this process holds capability bit cap in
-// its effective set (true when that cannot be read: no warning then).
-func hasCapability(cap uint) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return true
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err != nil || n&(1<<cap) != 0
-		}
-	}
-	return true
 }

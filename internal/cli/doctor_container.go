@@ -27,7 +27,7 @@ func missingCapabilities(h fleet.Host) []string {
 	}
 	var out []string
 	for _, c := range rootModeCapabilities {
-		if !hasCapability(c.bit) {
+		if !fleet.HasCapability(c.bit) {
 			out = append(out, c.name)
 		}
 	}

@@ -177,3 +177,10 @@ func MachineEtcIsKept(root string) bool { return jail.MachineEtcIsKept(root) }
 // OwnIDMap says whether this process runs on the host's user ids, and if
 // not, how its user namespace maps them (a pod with hostUsers: false).
 func OwnIDMap() (onHost bool, desc string) { return jail.OwnIDMap() }
+
+// CapSysAdmin is CAP_SYS_ADMIN's bit, for HasCapability.
+const CapSysAdmin = jail.CapSysAdmin
+
+// HasCapability reports whether this process holds capability bit cap
+// (true when that cannot be read).
+func HasCapability(cap uint) bool { return jail.HasCapability(cap) }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/codecage/codecage/internal/jail"
@@ -67,24 +65,8 @@ func (id identity) mappings() []ociIDMapping {
 // ownUserNS reports whether the sandbox has a user namespace of its own.
 func (id identity) ownUserNS() bool { return len(id.mappings()) > 0 }
 
-// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
-const capSysAdmin = 21
-
-// hasSysAdmin reports whether this process holds CAP_SYS_ADMIN (true when
-// that cannot be read: nothing changes then).
-var hasSysAdmin = sync.OnceValue(func() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return true
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err != nil || n&(1<<capSysAdmin) != 0
-		}
-	}
-	return true
-})
+// hasSysAdmin reports, once, whether this process holds CAP_SYS_ADMIN.
+var hasSysAdmin = sync.OnceValue(func() bool { return jail.HasCapability(jail.CapSysAdmin) })
 
 // reach lets the sandbox's gofer, in the user namespace as the block's
 // first id, look up paths through the bundle's directory dir: search, not
