@@ -13,7 +13,7 @@ import (
 // startWithoutCgroups starts a sandbox of two spinning processes as on a
 // host without cgroups (a pod's read-only /sys/fs/cgroup), and waits until
 // the host sees both run.
-func startWithoutCgroups(t *testing.T) (*Sandbox, []int) {
+func startWithoutCgroups(t testing.TB) (*Sandbox, []int) {
 	t.Helper()
 	host := ProbeHost()
 	host.Cgroup = cgroupHost{reason: "taken away by the test"}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -22,26 +23,14 @@ func (s *Service) OpenFile(ctx context.Context, id, owner, p string, classify bo
 	if err != nil {
 		return nil, err
 	}
-	replica, adopt, err := s.transferPeer(ctx, id, owner)
-	if err != nil {
-		slot()
-		return nil, err
-	}
-	if replica != "" {
-		call := PeerCall{Op: opReadRange, Owner: owner, SessionID: id, Adopt: adopt}
-		first, err := forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Classify: classify}, nil, EventFile, "read")
-		if err != nil {
-			slot()
-			return nil, err
-		}
-		fetch := func(off int64) ([]byte, error) {
-			chunk, err := forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Offset: off}, nil, EventFile, "read")
+	if s.remote(id) != "" && !s.sessions.Has(id) {
+		d, here, err := s.openRemote(ctx, id, owner, p, classify, slot)
+		if !here {
 			if err != nil {
-				return nil, err
+				slot()
 			}
-			return chunk.Data, nil
+			return d, err
 		}
-		return files.NewChunkedDownload(first, fetch, slot), nil
 	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
@@ -57,30 +46,52 @@ func (s *Service) OpenFile(ctx context.Context, id, owner, p string, classify bo
 	return s.files.OpenDownload(se, p, classify, slot, release)
 }
 
-// transferPeer says where a download or upload of session id is served,
-// as do() settles it for every other call: "" when here (this replica
-// holds it, or takes it over from the store now), else the replica, and
-// whether that one took it over from a replica that stopped (adopt.go).
-// A stream is several calls, not do's one forward: for a session of
-// another replica, one call first learns whether that replica is alive.
-func (s *Service) transferPeer(ctx context.Context, id, owner string) (replica string, adopt bool, err error) {
-	r := s.remote(id)
-	if r == "" || s.sessions.Has(id) {
-		return "", false, nil
+// openRemote opens a download of another replica's session, a chunk at a
+// time; here is true when that replica was gone and this one took the
+// session over: it serves the download itself.
+func (s *Service) openRemote(ctx context.Context, id, owner, p string, classify bool, slot func()) (d *Download, here bool, err error) {
+	replica := s.remote(id)
+	call := PeerCall{Op: opReadRange, Owner: owner, SessionID: id}
+	first, err := forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Classify: classify}, nil, EventFile, "read")
+	if errors.Is(err, ErrSessionLost) {
+		who, ok, terr := s.takeOver(ctx, id, owner)
+		switch {
+		case terr != nil:
+			return nil, false, terr
+		case ok && who == "":
+			return nil, true, nil
+		case ok:
+			replica, call.Adopt = who, true
+			first, err = forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Classify: classify}, nil, EventFile, "read")
+		}
 	}
-	_, err = forward[*SessionInfo](ctx, s, r, PeerCall{Op: opGet, Owner: owner, SessionID: id}, noArgs{}, nil, EventSession, "get")
-	if !errors.Is(err, ErrSessionLost) {
-		return r, false, err
+	if err != nil {
+		return nil, false, err
 	}
+	fetch := func(off int64) ([]byte, error) {
+		chunk, err := forward[*files.FileChunk](ctx, s, replica, call, rangeArgs{Path: p, Offset: off}, nil, EventFile, "read")
+		if err != nil {
+			return nil, err
+		}
+		return chunk.Data, nil
+	}
+	return files.NewChunkedDownload(first, fetch, slot), false, nil
+}
+
+// takeOver settles where a session is once a streaming call (a download,
+// an upload: several calls, not do's one forward) found its replica gone,
+// as do settles it (adopt.go): at the replica that claimed it, or here
+// (who is ""), brought back from the store. ok is false when no replica
+// took it over: it is lost.
+func (s *Service) takeOver(ctx context.Context, id, owner string) (who string, ok bool, err error) {
 	who, found := s.adopter(ctx, id, owner)
 	switch {
 	case !found:
-		return "", false, err
+		return "", false, nil
 	case who != s.cluster.Self():
 		return who, true, nil
 	}
-	// This replica took it over: back from the store, here.
-	return "", false, s.persist.BringBack(ctx, owner, id, parkResume)
+	return "", true, s.persist.BringBack(ctx, owner, id, parkResume)
 }
 
 // readChunk reads a chunk of a file for a replica that forwards a
@@ -96,13 +107,8 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 	if err != nil {
 		return nil, err
 	}
-	replica, adopt, err := s.transferPeer(ctx, id, owner)
-	if err != nil {
-		slot()
-		return nil, err
-	}
-	if replica != "" {
-		return s.files.BeginRemoteUpload(ctx, id, peerFiles{s: s, replica: replica, owner: owner, id: id, adopt: adopt}, slot), nil
+	if replica := s.remote(id); replica != "" && !s.sessions.Has(id) {
+		return s.files.BeginRemoteUpload(ctx, id, &peerFiles{s: s, replica: replica, owner: owner, id: id}, slot), nil
 	}
 	release, err := s.admit(ctx, false)
 	if err != nil {
@@ -119,33 +125,47 @@ func (s *Service) BeginUpload(ctx context.Context, id, owner string) (*Upload, e
 }
 
 // peerFiles is an upload's session on another replica: each call is
-// forwarded there (files.Remote).
+// forwarded there (files.Remote); should that replica be gone, to the one
+// that took the session over (this one too, through its own peer
+// endpoint: the upload has begun remote).
 type peerFiles struct {
 	s                  *Service
 	replica, owner, id string
 	adopt              bool // the replica took the session over (PeerCall.Adopt)
 }
 
-func (pf peerFiles) call(op string) PeerCall {
-	return PeerCall{Op: op, Owner: pf.owner, SessionID: pf.id, Adopt: pf.adopt}
+// forwardFile forwards one call of an upload.
+func forwardFile[T any](ctx context.Context, pf *peerFiles, op string, args any, action string) (T, error) {
+	call := func() (T, error) {
+		return forward[T](ctx, pf.s, pf.replica, PeerCall{Op: op, Owner: pf.owner, SessionID: pf.id, Adopt: pf.adopt}, args, nil, EventFile, action)
+	}
+	res, err := call()
+	if !errors.Is(err, ErrSessionLost) || pf.adopt {
+		return res, err
+	}
+	who, ok, terr := pf.s.takeOver(ctx, pf.id, pf.owner)
+	if terr != nil || !ok {
+		return res, cmp.Or(terr, err)
+	}
+	pf.replica, pf.adopt = cmp.Or(who, pf.s.cluster.Self()), true
+	return call()
 }
 
-func (pf peerFiles) Write(ctx context.Context, p string, data []byte, md map[string]string, more bool) error {
-	args := writeArgs{Path: p, Data: data, Metadata: md, Append: more}
-	_, err := forward[*FileInfo](ctx, pf.s, pf.replica, pf.call(opWriteFile), args, nil, EventFile, "write")
+func (pf *peerFiles) Write(ctx context.Context, p string, data []byte, md map[string]string, more bool) error {
+	_, err := forwardFile[*FileInfo](ctx, pf, opWriteFile, writeArgs{Path: p, Data: data, Metadata: md, Append: more}, "write")
 	return err
 }
 
-func (pf peerFiles) Stat(ctx context.Context, p string) error {
-	_, err := forward[*FileInfo](ctx, pf.s, pf.replica, pf.call(opStatFile), pathArgs{Path: p}, nil, EventFile, "stat")
+func (pf *peerFiles) Stat(ctx context.Context, p string) error {
+	_, err := forwardFile[*FileInfo](ctx, pf, opStatFile, pathArgs{Path: p}, "stat")
 	return err
 }
 
-func (pf peerFiles) Move(ctx context.Context, from, to string) (*FileInfo, error) {
-	return forward[*FileInfo](ctx, pf.s, pf.replica, pf.call(opMoveFile), moveArgs{Path: from, To: to}, nil, EventFile, "write")
+func (pf *peerFiles) Move(ctx context.Context, from, to string) (*FileInfo, error) {
+	return forwardFile[*FileInfo](ctx, pf, opMoveFile, moveArgs{Path: from, To: to}, "write")
 }
 
-func (pf peerFiles) Delete(ctx context.Context, p string, emptyDir bool) error {
-	_, err := forward[struct{}](ctx, pf.s, pf.replica, pf.call(opDeleteFile), deleteArgs{Path: p, EmptyDir: emptyDir}, nil, EventFile, "delete")
+func (pf *peerFiles) Delete(ctx context.Context, p string, emptyDir bool) error {
+	_, err := forwardFile[struct{}](ctx, pf, opDeleteFile, deleteArgs{Path: p, EmptyDir: emptyDir}, "delete")
 	return err
 }

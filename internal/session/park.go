@@ -50,13 +50,24 @@ func (t *Table) Park(ctx context.Context, se *Session, to SnapshotTo, pause bool
 	// Out of the table before the run lock goes: the next request finds
 	// the parked copy, not this session.
 	se.ended = "parked"
+	gone := make(chan struct{})
 	t.mu.Lock()
 	if t.byID[se.id] == se {
 		delete(t.byID, se.id)
 	}
+	if t.ending == nil {
+		t.ending = map[string]chan struct{}{}
+	}
+	t.ending[se.id] = gone
 	t.mu.Unlock()
 	se.mu.Unlock()
 	t.Drop(se)
+	t.mu.Lock()
+	if t.ending[se.id] == gone {
+		delete(t.ending, se.id)
+	}
+	t.mu.Unlock()
+	close(gone)
 	return nil
 }
 

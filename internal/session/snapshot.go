@@ -166,6 +166,9 @@ type RestoreFrom struct {
 // restored is named in the returned list.
 func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from RestoreFrom) (Info, []string, error) {
 	cold := from.Back != nil && from.Back.Cold
+	if from.Back != nil {
+		t.waitGone(from.Back.ID)
+	}
 	if !cold && (shape.Backend == fleet.GVisor) != (from.Image != nil) {
 		return Info{}, nil, fmt.Errorf("%w: the snapshot was made on another backend", ErrUnavailable)
 	}
@@ -195,6 +198,18 @@ func (t *Table) CreateFrom(ctx context.Context, req Request, shape Shape, from R
 	}
 	info, err := t.started(se, err)
 	return info, lost, err
+}
+
+// waitGone waits until the last incarnation of session id, parked out of
+// the table, has removed its directories, whose names a session brought
+// back under its id takes (Park); call with no lock held.
+func (t *Table) waitGone(id string) {
+	t.mu.Lock()
+	gone := t.ending[id]
+	t.mu.Unlock()
+	if gone != nil {
+		<-gone
+	}
 }
 
 // backFreeLocked refuses to bring back a parked session whose id is in

@@ -24,8 +24,12 @@ type Table struct {
 	log  *slog.Logger
 	opts Options
 
-	mu   sync.Mutex // protects byID; never held while waiting for a run
+	mu   sync.Mutex // protects byID and ending; never held while waiting for a run
 	byID map[string]*Session
+	// ending holds, for a session parked out of the table whose directories
+	// are still being removed (Park, then Drop), a channel closed once they
+	// are: the same id brought back waits for it (CreateFrom).
+	ending map[string]chan struct{}
 	// dropping is held (read) by each drop in progress, which may have
 	// left the table already (an expiry): CloseAll takes it to wait for them.
 	dropping sync.RWMutex
