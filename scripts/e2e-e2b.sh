@@ -17,8 +17,6 @@ fi
 scripts/npm-deps.sh e2e/e2b
 scripts/build.sh
 state=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-e2bport=$((port + 1))
 hexkey() { od -An -N20 -tx1 /dev/urandom | tr -d ' \n'; }
 alice="e2b_$(hexkey)"
 bob="e2b_$(hexkey)"
@@ -43,18 +41,32 @@ PY
 # per-key rate limit is for. The templates' Debian builds keep their
 # downloads where the Go tests' do (envfixture.DebCache): one download per
 # machine.
-SANDBOX_ENV_DEBIAN_CACHE="${CODECAGE_TEST_DEB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/codecage/debs}" \
-SANDBOX_PIP_FIND_LINKS="$state/wheels" SANDBOX_OPERATOR_KEYS=alice \
-SANDBOX_RATE_LIMIT=0 SANDBOX_API_KEYS="alice:$alice,bob:$bob" bin/codecage serve --listen "127.0.0.1:$port" \
-	--e2b-listen "127.0.0.1:$e2bport" --enable-filesystem true --enable-data-science true \
-	--state-dir "$state" --audit-db "$state/audit.db" >"$state/serve.log" 2>&1 &
-server=$!
+# Ports below the kernel's ephemeral range (the tests beside this one
+# connect from there), and others if these are taken after all.
+ephemeral=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
+start_server() {
+	port=$((20000 + RANDOM % (ephemeral - 20002)))
+	e2bport=$((port + 1))
+	SANDBOX_ENV_DEBIAN_CACHE="${CODECAGE_TEST_DEB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/codecage/debs}" \
+	SANDBOX_PIP_FIND_LINKS="$state/wheels" SANDBOX_OPERATOR_KEYS=alice \
+	SANDBOX_RATE_LIMIT=0 SANDBOX_API_KEYS="alice:$alice,bob:$bob" bin/codecage serve --listen "127.0.0.1:$port" \
+		--e2b-listen "127.0.0.1:$e2bport" --enable-filesystem true --enable-data-science true \
+		--state-dir "$state" --audit-db "$state/audit.db" >"$state/serve.log" 2>&1 &
+	server=$!
+	for _ in $(seq 300); do
+		# Up once its log says so: a port answering could be another's.
+		grep -q "codecage serving the E2B API" "$state/serve.log" && return 0
+		kill -0 $server 2>/dev/null || break
+		sleep 0.1
+	done
+	wait $server 2>/dev/null
+	return 1
+}
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$state"' EXIT
 up=
-for _ in $(seq 300); do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$e2bport") 2>/dev/null; then up=1; break; fi
-	kill -0 $server 2>/dev/null || break
-	sleep 0.1
+for _ in 1 2 3 4 5; do
+	if start_server; then up=1; break; fi
+	grep -q "address already in use" "$state/serve.log" || break
 done
 if [ -z "$up" ]; then
 	echo "codecage serve did not listen on 127.0.0.1:$e2bport; its log:" >&2
